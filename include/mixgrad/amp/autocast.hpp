@@ -1,0 +1,104 @@
+// mixgrad/amp/autocast.hpp — automatic mixed precision, MegEngine's way.
+//
+// Inside autocast, matrix products and convolutions run in a low-precision
+// dtype (bfloat16 on the CPU by default, float16 on CUDA), precision-
+// sensitive ops (softmax, losses, exp/log, reductions, norms) in float32,
+// and elementwise ops in the widest dtype of their inputs. Three ways in:
+//
+//   { mg::amp::autocast scope;  auto out = net(x); }            // RAII scope
+//   auto step = mg::amp::autocast().wrap(train_step);  step(x, y); // wrapper
+//   mg::amp::enabled = true;  net(x);  mg::amp::enabled = false; // switch
+//
+// Scopes nest and restore exactly the state they found, also when an
+// exception leaves them; `autocast(false)` inside an enabled region turns
+// autocast off there. Scope state is per thread; the global switch is the
+// default for a thread with no scope open.
+#pragma once
+
+#include <atomic>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+#include "mixgrad/dtype.hpp"
+
+namespace mixgrad::amp {
+
+/// A process-wide setting that any thread may read or assign.
+template <class T>
+class GlobalSetting {
+ public:
+  constexpr explicit GlobalSetting(T v) : value_(v) {}
+  GlobalSetting& operator=(T v) {
+    value_.store(v, std::memory_order_relaxed);
+    return *this;
+  }
+  operator T() const { return value_.load(std::memory_order_relaxed); }  // NOLINT(google-explicit-constructor)
+  T load() const { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<T> value_;
+};
+
+/// The global switch: autocast on for threads that have no scope open.
+inline GlobalSetting<bool> enabled{false};
+/// Low-precision dtype for scopes that name none (bfloat16 by default: the
+/// CPU's native 16-bit type; float16 is the usual choice on CUDA).
+inline GlobalSetting<DType> low_prec_dtype{DType::bfloat16};
+/// The high-precision dtype (float32).
+inline GlobalSetting<DType> high_prec_dtype{DType::float32};
+
+/// The state of one thread's autocast: what the current scope says.
+struct AutocastState {
+  bool enabled = false;
+  DType low_prec_dtype = DType::bfloat16;
+  DType high_prec_dtype = DType::float32;
+};
+
+/// The state in force on this thread now.
+AutocastState current_state();
+
+namespace detail {
+/// What a scope restores when it exits.
+struct SavedState {
+  AutocastState state;
+  bool had_scope;
+};
+/// Makes `s` this thread's state; returns what to restore.
+SavedState enter(const AutocastState& s);
+void leave(const SavedState& saved);
+}  // namespace detail
+
+class [[nodiscard]] autocast {
+ public:
+  /// Enters autocast (or, with enabled = false, leaves it) for the scope's
+  /// lifetime; the dtypes default to the global settings.
+  explicit autocast(bool enabled = true, std::optional<DType> low_prec_dtype = std::nullopt,
+                    std::optional<DType> high_prec_dtype = std::nullopt);
+  ~autocast() { detail::leave(saved_); }
+  autocast(const autocast&) = delete;
+  autocast& operator=(const autocast&) = delete;
+
+  /// A callable that runs `f` inside this autocast configuration on every
+  /// call, with f's parameters and return type (MegEngine's decorator form).
+  /// The returned callable owns a copy of f and of the configuration.
+  template <class F>
+  auto wrap(F f) const {
+    return [config = config_, f = std::move(f)](auto&&... args) -> decltype(auto) {
+      struct Restore {
+        detail::SavedState saved;
+        ~Restore() { detail::leave(saved); }
+      } restore{detail::enter(config)};
+      return f(std::forward<decltype(args)>(args)...);
+    };
+  }
+
+  /// The configuration this object stands for.
+  const AutocastState& config() const { return config_; }
+
+ private:
+  AutocastState config_;
+  detail::SavedState saved_;
+};
+
+}  // namespace mixgrad::amp

@@ -1,0 +1,90 @@
+// mixgrad/autodiff/grad_manager.hpp — MegEngine-style tape autodiff.
+//
+// A GradManager computes gradients for the tensors attached to it. Ops run
+// while it records are written to its tape when one of their inputs depends
+// on an attached tensor; backward() walks the tape in reverse and
+// *accumulates* into each attached tensor's `.grad()`.
+//
+//   mg::autodiff::GradManager gm;
+//   gm.attach(net.parameters());
+//   {
+//     auto recording = gm.record();              // Python's `with gm:`
+//     auto loss = mg::F::cross_entropy(net(x), y);
+//     gm.backward(loss);                         // fills p.grad(), ends recording
+//   }
+//   opt.step().clear_grad();
+//
+// Semantics (MegEngine's): attached tensors are held weakly; callbacks
+// `(tensor, grad) -> grad` run in attach order, once per tensor and backward,
+// before the gradient is added to `.grad()`; backward ends the recording;
+// several managers are independent of one another. The set of recording
+// managers is per thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "mixgrad/tensor.hpp"
+
+namespace mixgrad::autodiff {
+
+class GradManager;
+
+/// `(tensor, grad) -> grad`: sees a tensor's complete gradient of one
+/// backward and returns what is added to its `.grad()`.
+using GradCallback = std::function<Tensor(const Tensor& tensor, const Tensor& grad)>;
+
+/// RAII recording scope returned by GradManager::record(); ends the
+/// recording (if backward has not already) when it goes out of scope.
+class [[nodiscard]] RecordingScope {
+ public:
+  explicit RecordingScope(GradManager& gm) : gm_(&gm) {}
+  RecordingScope(RecordingScope&& o) noexcept : gm_(o.gm_) { o.gm_ = nullptr; }
+  RecordingScope(const RecordingScope&) = delete;
+  RecordingScope& operator=(const RecordingScope&) = delete;
+  RecordingScope& operator=(RecordingScope&&) = delete;
+  ~RecordingScope();
+
+ private:
+  GradManager* gm_;
+};
+
+class GradManager {
+ public:
+  GradManager();
+  ~GradManager();
+  GradManager(const GradManager&) = delete;
+  GradManager& operator=(const GradManager&) = delete;
+
+  /// Attaches tensors (held weakly) with optional callbacks; attaching a
+  /// tensor again adds its callbacks without duplicating it. Non-floating
+  /// tensors throw DTypeError. Returns *this for chaining.
+  GradManager& attach(const std::vector<Tensor>& tensors, const std::vector<GradCallback>& callbacks = {});
+  GradManager& attach(const Tensor& tensor, const std::vector<GradCallback>& callbacks = {});
+
+  /// The live attached tensors in first-attach order.
+  std::vector<Tensor> attached_tensors() const;
+
+  /// Starts recording on this thread; throws StateError if already recording.
+  /// Keep the returned scope alive for the duration (`with gm:`).
+  RecordingScope record();
+  /// Ends the recording and drops the tape; does nothing if not recording.
+  void release();
+  bool is_recording() const;
+
+  /// Backpropagates from `y` with upstream gradient `dy` (ones of y's shape
+  /// when undefined) and accumulates into the attached tensors' `.grad()`.
+  /// Ends the recording. Throws StateError when not recording.
+  void backward(const Tensor& y, const Tensor& dy = Tensor());
+  /// Several outputs at once; `dys` is empty (all ones) or one per output.
+  void backward(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys = {});
+
+  struct State;  // the tape and the attached set; see src/autodiff
+
+ private:
+  friend struct TapeAccess;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace mixgrad::autodiff

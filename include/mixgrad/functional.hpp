@@ -1,0 +1,11 @@
+// mixgrad/functional.hpp — every op, as `mixgrad::F::name` (MegEngine's
+// `F.` and PyTorch's `torch.nn.functional`).
+#pragma once
+
+#include "mixgrad/ops/creation.hpp"
+#include "mixgrad/ops/elementwise.hpp"
+#include "mixgrad/ops/linalg.hpp"
+#include "mixgrad/ops/loss.hpp"
+#include "mixgrad/ops/nn.hpp"
+#include "mixgrad/ops/reduction.hpp"
+#include "mixgrad/ops/shape_ops.hpp"

@@ -1,0 +1,15 @@
+// mixgrad/mixgrad.hpp — everything, for `#include <mixgrad/mixgrad.hpp>`.
+//
+//   namespace mg = mixgrad;
+//   mg::autodiff::GradManager gm;  mg::amp::GradScaler scaler;  mg::F::relu(x);
+#pragma once
+
+#include "mixgrad/amp/autocast.hpp"
+#include "mixgrad/autodiff/grad_manager.hpp"
+#include "mixgrad/device.hpp"
+#include "mixgrad/dtype.hpp"
+#include "mixgrad/error.hpp"
+#include "mixgrad/functional.hpp"
+#include "mixgrad/half.hpp"
+#include "mixgrad/shape.hpp"
+#include "mixgrad/tensor.hpp"

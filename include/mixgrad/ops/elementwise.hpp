@@ -1,0 +1,89 @@
+// mixgrad/ops/elementwise.hpp — elementwise math with NumPy broadcasting.
+//
+// Binary ops promote mixed dtypes to the wider one (float16 with bfloat16
+// gives float32); a scalar takes the tensor's dtype. Each op has a gradient.
+//
+//   auto y = mg::F::relu(x * w + b);
+//   auto m = mg::F::where(x > 0.f, x, 0.1f * x);
+#pragma once
+
+#include "mixgrad/ops/options.hpp"
+#include "mixgrad/tensor.hpp"
+
+namespace mixgrad::F {
+
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+/// a ** b elementwise (gradient for both; the base must be positive where the
+/// exponent's gradient is wanted).
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, double exponent);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+/// cond ? a : b, with cond a bool tensor; broadcasts all three.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
+// Scalar forms: the scalar takes the tensor's dtype.
+Tensor add(const Tensor& a, double b);
+Tensor sub(const Tensor& a, double b);
+Tensor sub(double a, const Tensor& b);
+Tensor mul(const Tensor& a, double b);
+Tensor div(const Tensor& a, double b);
+Tensor div(double a, const Tensor& b);
+Tensor maximum(const Tensor& a, double b);
+Tensor minimum(const Tensor& a, double b);
+
+// Comparisons give bool tensors and have no gradient.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor abs(const Tensor& x);
+/// min(max(x, lo), hi); the gradient passes where lo <= x <= hi.
+Tensor clamp(const Tensor& x, double lo, double hi);
+
+Tensor relu(const Tensor& x);
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+/// Exact (erf) GELU.
+Tensor gelu(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor silu(const Tensor& x);
+
+}  // namespace mixgrad::F
+
+namespace mixgrad {
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, double b);
+Tensor operator<(const Tensor& a, double b);
+
+}  // namespace mixgrad

@@ -1,0 +1,55 @@
+// mixgrad/ops/nn.hpp — the neural-network ops (oneDNN / cuDNN where they apply).
+//
+//   F::conv2d(x, w, b, {.stride = 2, .padding = 1});
+//   F::max_pool2d(x, {.kernel_size = 2});
+//   F::batch_norm(x, running_mean, running_var, weight, bias, {.training = true});
+#pragma once
+
+#include "mixgrad/ops/options.hpp"
+#include "mixgrad/tensor.hpp"
+
+namespace mixgrad::F {
+
+struct Conv2dOptions {
+  Size2 stride = 1;
+  Size2 padding = 0;
+  Size2 dilation = 1;
+  int64_t groups = 1;
+};
+/// x: [N, C, H, W], weight: [O, C/groups, KH, KW], bias: [O] or undefined.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Conv2dOptions& options = {});
+
+struct Pool2dOptions {
+  Size2 kernel_size = 2;
+  Size2 stride = 0;  // 0: same as kernel_size
+  Size2 padding = 0;
+};
+Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options = {});
+/// Average pooling; padded positions are not counted (count_include_pad=false).
+Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options = {});
+Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
+
+struct BatchNormOptions {
+  bool training = false;  // batch statistics (and running-stat update) vs running stats
+  double momentum = 0.1;  // running = (1 - momentum) * running + momentum * batch
+  double eps = 1e-5;
+};
+/// Over [N, C, ...]: per-channel normalisation. In training, running_mean and
+/// running_var (float32, may be undefined) are updated in place with the
+/// unbiased batch variance. weight / bias may be undefined. Statistics are
+/// computed in float32 whatever the input dtype.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), const BatchNormOptions& options = {});
+
+/// Normalises over the trailing dims given by normalized_shape.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+
+/// Zeroes elements with probability p and scales the rest by 1/(1-p) when
+/// training; identity otherwise. Uses the global seeded generator.
+Tensor dropout(const Tensor& x, double p, bool training = true);
+
+Tensor softmax(const Tensor& x, int axis = -1);
+Tensor log_softmax(const Tensor& x, int axis = -1);
+
+}  // namespace mixgrad::F

@@ -1,0 +1,163 @@
+// mixgrad/tensor.hpp — the Tensor handle.
+//
+// A Tensor is a cheap, shared handle (copying it does not copy data) to a
+// strided view of a Storage, with a dtype and a device. An undefined tensor
+// (`Tensor()`) has no data; `defined()` tells.
+//
+//   mg::Tensor x = mg::tensor({1.f, 2.f, 3.f, 4.f}, {2, 2});
+//   x.shape();                 // [2, 2]
+//   x.to(mg::DType::bfloat16); // a converted copy
+//   x.reshape({4}).narrow(0, 1, 2).contiguous();
+//   x.grad();                  // undefined until a GradManager's backward fills it
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <span>
+#include <vector>
+
+#include "mixgrad/device.hpp"
+#include "mixgrad/dtype.hpp"
+#include "mixgrad/shape.hpp"
+#include "mixgrad/storage.hpp"
+
+namespace mixgrad {
+
+struct TensorImpl;
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+
+  const Shape& shape() const;
+  const Shape& strides() const;
+  int ndim() const { return shape().ndim(); }
+  /// Extent of dimension `dim` (negative counts from the back).
+  int64_t size(int dim) const { return shape().at(dim); }
+  int64_t numel() const { return shape().numel(); }
+  DType dtype() const;
+  Device device() const;
+  bool is_contiguous() const;
+
+  /// A copy converted to `dtype` (the same tensor if it already is). Recorded
+  /// by a recording GradManager like any op (see F::astype).
+  Tensor to(DType dtype) const;
+  /// A copy on `device` (the same tensor if it already is there).
+  Tensor to(Device device) const;
+  /// A contiguous copy that owns its memory.
+  Tensor clone() const;
+  /// This tensor if contiguous, else a contiguous copy.
+  Tensor contiguous() const;
+  /// The same elements in a new shape; one extent may be -1.
+  Tensor reshape(const Shape& shape) const;
+  /// `len` elements of dimension `dim` starting at `start`: a view.
+  Tensor narrow(int dim, int64_t start, int64_t len) const;
+  /// Shares the data, drops the history: never tracked by a GradManager.
+  Tensor detach() const;
+
+  /// Typed pointer to the first element; T must match dtype(), CPU only.
+  template <class T> T* data();
+  template <class T> const T* data() const;
+  void* raw_data() const;
+
+  /// The single element (numel() == 1), converted to T. Syncs with the device.
+  template <class T> T item() const;
+  /// Element at a multi-index, converted to T (for tests and debugging).
+  template <class T> T at(std::initializer_list<int64_t> index) const;
+  /// All elements in row-major order, converted to T.
+  template <class T> std::vector<T> to_vector() const;
+
+  /// Gradient accumulated by GradManager::backward; undefined until then.
+  Tensor grad() const;
+  void set_grad(Tensor g) const;
+
+  /// Unique id of this handle's tensor (a view or a detach gets a new one).
+  uint64_t id() const;
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+/// The state behind a Tensor handle. Part of the API for backends and tools.
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;  // in elements
+  Shape shape;
+  Shape strides;       // in elements
+  DType dtype = DType::float32;
+  uint64_t id = 0;
+  Tensor grad;
+
+  TensorImpl(std::shared_ptr<Storage> s, int64_t off, const Shape& sh, const Shape& st, DType dt);
+};
+
+/// A new, uninitialised, contiguous tensor.
+Tensor empty(const Shape& shape, DType dtype = DType::float32, Device device = Device::cpu());
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+inline const Shape& Tensor::shape() const { return impl_->shape; }
+inline const Shape& Tensor::strides() const { return impl_->strides; }
+inline DType Tensor::dtype() const { return impl_->dtype; }
+inline Device Tensor::device() const { return impl_->storage->device(); }
+inline uint64_t Tensor::id() const { return impl_->id; }
+inline void* Tensor::raw_data() const {
+  return static_cast<char*>(impl_->storage->data()) + impl_->offset * element_size(impl_->dtype);
+}
+
+namespace detail {
+[[noreturn]] void throw_data_type_mismatch(DType have, DType want);
+void check_host_access(const Tensor& t, const char* what);
+double element_as_double(const Tensor& t, int64_t linear_index);
+}  // namespace detail
+
+template <class T> T* Tensor::data() {
+  if (dtype_of<T>() != dtype()) detail::throw_data_type_mismatch(dtype(), dtype_of<T>());
+  detail::check_host_access(*this, "data");
+  return static_cast<T*>(raw_data());
+}
+template <class T> const T* Tensor::data() const {
+  if (dtype_of<T>() != dtype()) detail::throw_data_type_mismatch(dtype(), dtype_of<T>());
+  detail::check_host_access(*this, "data");
+  return static_cast<const T*>(raw_data());
+}
+
+template <class T> std::vector<T> Tensor::to_vector() const {
+  const Tensor c = to(Device::cpu()).contiguous();
+  std::vector<T> out(static_cast<size_t>(c.numel()));
+  for (int64_t i = 0; i < c.numel(); ++i) out[i] = static_cast<T>(detail::element_as_double(c, i));
+  return out;
+}
+
+template <class T> T Tensor::item() const {
+  if (numel() != 1) throw ShapeError("item: tensor of shape " + to_string(shape()) + " has more than one element");
+  return to_vector<T>()[0];
+}
+
+template <class T> T Tensor::at(std::initializer_list<int64_t> index) const {
+  if (static_cast<int>(index.size()) != ndim())
+    throw ShapeError("at: " + std::to_string(index.size()) + " indices for shape " + to_string(shape()));
+  const Tensor c = to(Device::cpu());
+  int64_t off = 0;
+  int d = 0;
+  for (int64_t i : index) {
+    if (i < 0 || i >= c.shape()[d]) throw ShapeError("at: index out of range for shape " + to_string(shape()));
+    off += i * c.strides()[d++];
+  }
+  Tensor flat = c.contiguous();
+  if (flat.impl() != c.impl()) {  // re-derive the index in the contiguous copy
+    off = 0;
+    d = 0;
+    const Shape st = contiguous_strides(shape());
+    for (int64_t i : index) off += i * st[d++];
+  }
+  return static_cast<T>(detail::element_as_double(flat, off));
+}
+
+}  // namespace mixgrad

@@ -1,0 +1,88 @@
+#include "mixgrad/amp/autocast.hpp"
+
+#include "amp/autocast_state.hpp"
+#include "amp/policy.hpp"
+#include "mixgrad/ops/shape_ops.hpp"
+
+namespace mixgrad::amp {
+
+namespace {
+struct ThreadState {
+  bool has_scope = false;
+  AutocastState state;
+};
+ThreadState& thread_state() {
+  thread_local ThreadState s;
+  return s;
+}
+}  // namespace
+
+AutocastState current_state() {
+  const ThreadState& t = thread_state();
+  if (t.has_scope) return t.state;
+  return {enabled.load(), low_prec_dtype.load(), high_prec_dtype.load()};
+}
+
+namespace detail {
+
+SavedState enter(const AutocastState& s) {
+  ThreadState& t = thread_state();
+  SavedState saved{t.state, t.has_scope};
+  t.state = s;
+  t.has_scope = true;
+  return saved;
+}
+
+void leave(const SavedState& saved) {
+  ThreadState& t = thread_state();
+  t.state = saved.state;
+  t.has_scope = saved.had_scope;
+}
+
+bool autocast_active() {
+  const ThreadState& t = thread_state();
+  return t.has_scope ? t.state.enabled : enabled.load();
+}
+
+void cast_inputs(OpKind op, std::initializer_list<Tensor*> inputs) {
+  const CastPolicy p = policy(op);
+  if (p == CastPolicy::keep) return;
+  const AutocastState s = current_state();
+  auto castable = [](const Tensor* t) {
+    return t->defined() && is_floating_point(t->dtype()) && t->dtype() != DType::float64;
+  };
+  DType target = s.low_prec_dtype;
+  if (p == CastPolicy::high) target = s.high_prec_dtype;
+  if (p == CastPolicy::promote) {
+    bool any = false;
+    for (Tensor* t : inputs) {
+      if (!castable(t)) continue;
+      target = any ? promote_types(target, t->dtype()) : t->dtype();
+      any = true;
+    }
+    if (!any) return;
+  }
+  for (Tensor* t : inputs)
+    if (castable(t) && t->dtype() != target) *t = F::astype(*t, target);
+}
+
+}  // namespace detail
+
+namespace {
+AutocastState checked_config(bool on, std::optional<DType> low, std::optional<DType> high) {
+  AutocastState c{on, low.value_or(low_prec_dtype.load()), high.value_or(high_prec_dtype.load())};
+  if (!is_low_precision(c.low_prec_dtype))
+    throw DTypeError("autocast: low_prec_dtype must be float16 or bfloat16, got " +
+                     std::string(to_string(c.low_prec_dtype)));
+  if (c.high_prec_dtype != DType::float32 && c.high_prec_dtype != DType::float64)
+    throw DTypeError("autocast: high_prec_dtype must be float32 or float64, got " +
+                     std::string(to_string(c.high_prec_dtype)));
+  return c;
+}
+}  // namespace
+
+// Validation happens before enter(), so a throwing constructor changes nothing.
+autocast::autocast(bool on, std::optional<DType> low, std::optional<DType> high)
+    : config_(checked_config(on, low, high)), saved_(detail::enter(config_)) {}
+
+}  // namespace mixgrad::amp

@@ -1,0 +1,252 @@
+#include "mixgrad/autodiff/grad_manager.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autodiff/tape.hpp"
+#include "backend/copy.hpp"
+
+namespace mixgrad::autodiff {
+
+struct AttachedTensor {
+  std::weak_ptr<TensorImpl> tensor;
+  uint64_t id;
+  std::vector<GradCallback> callbacks;
+};
+
+struct GradManager::State {
+  std::vector<AttachedTensor> attached;
+  std::unordered_map<uint64_t, size_t> attached_index;  // id -> position in `attached`
+  bool recording = false;
+  std::vector<GradManager*>* recording_list = nullptr;  // the recording thread's list
+  std::unordered_set<uint64_t> tracked;
+  std::vector<std::shared_ptr<Node>> tape;
+
+  void drop_dead() {
+    auto dead = [](const AttachedTensor& a) { return a.tensor.expired(); };
+    if (std::none_of(attached.begin(), attached.end(), dead)) return;
+    std::erase_if(attached, dead);
+    attached_index.clear();
+    for (size_t i = 0; i < attached.size(); ++i) attached_index[attached[i].id] = i;
+  }
+};
+
+namespace detail {
+
+std::vector<GradManager*>& recording_managers() {
+  thread_local std::vector<GradManager*> managers;
+  return managers;
+}
+
+int& recording_paused() {
+  thread_local int paused = 0;
+  return paused;
+}
+
+}  // namespace detail
+
+// The tape hooks need the State; they are friends in all but name.
+struct TapeAccess {
+  static GradManager::State& state(GradManager* gm);
+};
+
+namespace detail {
+bool tracks(GradManager* gm, uint64_t id) { return TapeAccess::state(gm).tracked.contains(id); }
+void push(GradManager* gm, const std::shared_ptr<Node>& node) {
+  auto& s = TapeAccess::state(gm);
+  s.tape.push_back(node);
+  s.tracked.insert(node->output_id);
+}
+}  // namespace detail
+
+RecordingScope::~RecordingScope() {
+  if (gm_) gm_->release();
+}
+
+GradManager::GradManager() : state_(std::make_unique<State>()) {}
+
+GradManager::~GradManager() { release(); }
+
+GradManager& GradManager::attach(const Tensor& tensor, const std::vector<GradCallback>& callbacks) {
+  return attach(std::vector<Tensor>{tensor}, callbacks);
+}
+
+GradManager& GradManager::attach(const std::vector<Tensor>& tensors, const std::vector<GradCallback>& callbacks) {
+  for (const Tensor& t : tensors) {  // validate all first: a throw changes nothing
+    if (!t.defined()) throw StateError("GradManager::attach: undefined tensor");
+    if (!is_floating_point(t.dtype()))
+      throw DTypeError("GradManager::attach: only floating tensors have gradients, got " +
+                       std::string(to_string(t.dtype())) + " tensor of shape " + to_string(t.shape()));
+  }
+  auto& s = *state_;
+  s.drop_dead();
+  for (const Tensor& t : tensors) {
+    auto it = s.attached_index.find(t.id());
+    if (it == s.attached_index.end()) {
+      s.attached_index.emplace(t.id(), s.attached.size());
+      s.attached.push_back({t.impl_ptr(), t.id(), callbacks});
+    } else {
+      auto& cbs = s.attached[it->second].callbacks;
+      cbs.insert(cbs.end(), callbacks.begin(), callbacks.end());
+    }
+    if (s.recording) s.tracked.insert(t.id());
+  }
+  return *this;
+}
+
+std::vector<Tensor> GradManager::attached_tensors() const {
+  std::vector<Tensor> out;
+  out.reserve(state_->attached.size());
+  for (const auto& a : state_->attached)
+    if (auto p = a.tensor.lock()) out.emplace_back(std::move(p));
+  return out;
+}
+
+RecordingScope GradManager::record() {
+  auto& s = *state_;
+  if (s.recording) throw StateError("GradManager::record: already recording");
+  s.drop_dead();
+  s.tracked.clear();
+  for (const auto& a : s.attached) s.tracked.insert(a.id);
+  s.recording = true;
+  s.recording_list = &detail::recording_managers();
+  s.recording_list->push_back(this);
+  return RecordingScope(*this);
+}
+
+void GradManager::release() {
+  auto& s = *state_;
+  if (!s.recording) return;
+  std::erase(*s.recording_list, this);
+  s.recording = false;
+  s.recording_list = nullptr;
+  s.tape.clear();
+  s.tracked.clear();
+}
+
+bool GradManager::is_recording() const { return state_->recording; }
+
+void GradManager::backward(const Tensor& y, const Tensor& dy) {
+  backward(std::vector<Tensor>{y}, dy.defined() ? std::vector<Tensor>{dy} : std::vector<Tensor>{});
+}
+
+namespace {
+
+void accumulate(std::unordered_map<uint64_t, Tensor>& grads, uint64_t id, Tensor g) {
+  auto [it, fresh] = grads.try_emplace(id, g);
+  if (fresh) return;
+  Tensor& have = it->second;
+  if (have.impl()->storage.use_count() > 1 || have.impl_ptr().use_count() > 1 || !have.is_contiguous()) {
+    Tensor own = empty(have.shape(), have.dtype(), have.device());
+    backend::copy(have, own);
+    have = own;
+  }
+  backend::accumulate(have, g);
+}
+
+Tensor cast_like(const Tensor& g, DType dtype) {
+  if (g.dtype() == dtype) return g;
+  Tensor out = empty(g.shape(), dtype, g.device());
+  backend::copy(g, out);
+  return out;
+}
+
+void check_outputs(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys) {
+  if (!dys.empty() && dys.size() != ys.size())
+    throw ShapeError("GradManager::backward: " + std::to_string(ys.size()) + " outputs but " +
+                     std::to_string(dys.size()) + " output gradients");
+  for (size_t i = 0; i < ys.size(); ++i) {
+    if (!ys[i].defined()) throw StateError("GradManager::backward: output " + std::to_string(i) + " is undefined");
+    if (!is_floating_point(ys[i].dtype()))
+      throw DTypeError("GradManager::backward: output of dtype " + std::string(to_string(ys[i].dtype())) +
+                       " has no gradient");
+    if (dys.empty()) continue;
+    if (!dys[i].defined()) continue;
+    if (dys[i].shape() != ys[i].shape())
+      throw ShapeError("GradManager::backward: dy of shape " + to_string(dys[i].shape()) + " for y of shape " +
+                       to_string(ys[i].shape()));
+    if (dys[i].device() != ys[i].device())
+      throw DeviceError("GradManager::backward: dy on " + to_string(dys[i].device()) + " for y on " +
+                        to_string(ys[i].device()));
+  }
+}
+
+}  // namespace
+
+void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys) {
+  auto& s = *state_;
+  if (!s.recording)
+    throw StateError(
+        "GradManager::backward: not recording; call record() (and keep its scope alive) before the forward pass");
+  if (s.recording_list != &detail::recording_managers())
+    throw StateError("GradManager::backward: called on another thread than record()");
+  check_outputs(ys, dys);
+
+  NoRecordScope no_record;
+  // Release the recording up front: whatever happens below, the tape is spent.
+  std::vector<std::shared_ptr<Node>> tape = std::move(s.tape);
+  std::unordered_set<uint64_t> tracked = std::move(s.tracked);
+  release();
+
+  std::unordered_map<uint64_t, Tensor> grads;
+  for (size_t i = 0; i < ys.size(); ++i) {
+    if (!tracked.contains(ys[i].id())) continue;
+    Tensor dy = (dys.empty() || !dys[i].defined()) ? empty(ys[i].shape(), ys[i].dtype(), ys[i].device()) : dys[i];
+    if (dys.empty() || !dys[i].defined()) backend::fill(dy, 1.0);
+    accumulate(grads, ys[i].id(), cast_like(dy, ys[i].dtype()));
+  }
+
+  for (auto it = tape.rbegin(); it != tape.rend(); ++it) {
+    std::shared_ptr<Node> node = std::move(*it);  // freed (with its saved tensors) after this step
+    auto g = grads.find(node->output_id);
+    if (g == grads.end()) continue;
+    Tensor grad_out = std::move(g->second);
+    grads.erase(g);  // an intermediate gradient lives only until consumed
+    InputGrads input_grads(node->needs);
+    node->backward(grad_out, input_grads);
+    for (size_t i = 0; i < node->input_ids.size(); ++i) {
+      Tensor& gi = input_grads.grads()[i];
+      if (!node->needs[i] || !gi.defined() || !tracked.contains(node->input_ids[i])) continue;
+      if (gi.shape() != node->input_shapes[i])
+        throw Error("GradManager::backward: internal error: gradient of shape " + to_string(gi.shape()) +
+                    " for an input of shape " + to_string(node->input_shapes[i]));
+      accumulate(grads, node->input_ids[i], cast_like(gi, node->input_dtypes[i]));
+    }
+  }
+
+  // Callbacks first, for every tensor; only then touch any .grad(), so a
+  // throwing callback leaves all gradients as they were.
+  std::vector<std::pair<Tensor, Tensor>> updates;
+  for (const auto& a : s.attached) {
+    auto g = grads.find(a.id);
+    if (g == grads.end()) continue;
+    Tensor t(a.tensor.lock());
+    if (!t.defined()) continue;
+    Tensor grad = std::move(g->second);
+    grads.erase(g);
+    for (const auto& cb : a.callbacks) grad = cb(t, grad);
+    if (!grad.defined() || grad.shape() != t.shape())
+      throw ShapeError("GradManager::backward: a callback returned a gradient of shape " +
+                       (grad.defined() ? to_string(grad.shape()) : std::string("(undefined)")) + " for a tensor of shape " +
+                       to_string(t.shape()));
+    grad = cast_like(grad, t.dtype());
+    updates.emplace_back(std::move(t), std::move(grad));
+  }
+  for (auto& [t, grad] : updates) {
+    Tensor have = t.grad();
+    if (have.defined()) {
+      backend::accumulate(have, grad);
+    } else if (grad.impl_ptr().use_count() == 1 && grad.impl()->storage.use_count() == 1 && grad.is_contiguous()) {
+      t.set_grad(std::move(grad));  // we hold the only handle: adopt it
+    } else {
+      Tensor own = empty(grad.shape(), grad.dtype(), grad.device());
+      backend::copy(grad, own);
+      t.set_grad(own);
+    }
+  }
+}
+
+GradManager::State& TapeAccess::state(GradManager* gm) { return *gm->state_; }
+
+}  // namespace mixgrad::autodiff

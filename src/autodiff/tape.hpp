@@ -1,0 +1,114 @@
+// The op-facing side of autodiff: how an op writes itself onto the tape of
+// every GradManager that records on this thread and tracks one of its inputs.
+//
+//   Tensor out = ...forward...;
+//   autodiff::record({&a, &b}, out, [a, b](const Tensor& g, autodiff::InputGrads& gi) {
+//     if (gi.needs(0)) gi.set(0, g * b);
+//     if (gi.needs(1)) gi.set(1, g * a);
+//   });
+//
+// When nothing records (the common case outside training) record() is one
+// thread-local load and a branch; the closure is never built.
+#pragma once
+
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "mixgrad/tensor.hpp"
+
+namespace mixgrad::autodiff {
+
+class GradManager;
+
+/// The gradients a backward closure produces, one slot per op input.
+class InputGrads {
+ public:
+  explicit InputGrads(const std::vector<bool>& needs) : needs_(needs), grads_(needs.size()) {}
+  /// True when input i's gradient is wanted; compute only those.
+  bool needs(size_t i) const { return needs_[i]; }
+  void set(size_t i, Tensor g) { grads_[i] = std::move(g); }
+  std::vector<Tensor>& grads() { return grads_; }
+
+ private:
+  const std::vector<bool>& needs_;
+  std::vector<Tensor> grads_;
+};
+
+using BackwardFn = std::function<void(const Tensor& grad_output, InputGrads& grads)>;
+
+/// One recorded op: which tensors went in, which came out, how to go back.
+struct Node {
+  std::vector<uint64_t> input_ids;
+  std::vector<DType> input_dtypes;
+  std::vector<Shape> input_shapes;
+  std::vector<bool> needs;
+  uint64_t output_id = 0;
+  BackwardFn backward;
+};
+
+namespace detail {
+/// Managers recording on this thread (usually none or one).
+std::vector<GradManager*>& recording_managers();
+/// >0 while a backward runs on this thread: ops are not recorded then.
+int& recording_paused();
+bool tracks(GradManager* gm, uint64_t id);
+void push(GradManager* gm, const std::shared_ptr<Node>& node);
+}  // namespace detail
+
+/// True when some GradManager records on this thread (and is not paused).
+inline bool is_recording() { return !detail::recording_managers().empty() && detail::recording_paused() == 0; }
+
+/// Writes `out = op(inputs)` onto the tape of every recording manager that
+/// tracks one of the inputs. `make_backward()` is called only then.
+template <class MakeBackward>
+void record_with(std::span<const Tensor* const> inputs, const Tensor& out, MakeBackward&& make_backward) {
+  if (!is_recording()) return;
+  auto& managers = detail::recording_managers();
+  std::vector<bool> needs(inputs.size(), false);
+  bool any = false;
+  for (GradManager* gm : managers)
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i]->defined() && detail::tracks(gm, inputs[i]->id())) needs[i] = any = true;
+  if (!any) return;
+  auto node = std::make_shared<Node>();
+  node->input_ids.reserve(inputs.size());
+  for (const Tensor* t : inputs) {
+    node->input_ids.push_back(t->defined() ? t->id() : 0);
+    node->input_dtypes.push_back(t->defined() ? t->dtype() : DType::float32);
+    node->input_shapes.push_back(t->defined() ? t->shape() : Shape{});
+  }
+  node->needs = std::move(needs);
+  node->output_id = out.id();
+  node->backward = make_backward();
+  for (GradManager* gm : managers) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i]->defined() && detail::tracks(gm, inputs[i]->id())) {
+        detail::push(gm, node);
+        break;
+      }
+    }
+  }
+}
+
+/// As record_with, for a closure that is cheap to build.
+template <class Fn>
+void record(std::initializer_list<const Tensor*> inputs, const Tensor& out, Fn&& backward) {
+  if (!is_recording()) return;
+  record_with(std::span<const Tensor* const>(inputs.begin(), inputs.size()), out,
+              [&] { return BackwardFn(std::forward<Fn>(backward)); });
+}
+
+/// Stops recording on this thread for its lifetime (backward passes,
+/// optimizer steps, weight initialisation).
+class [[nodiscard]] NoRecordScope {
+ public:
+  NoRecordScope() { ++detail::recording_paused(); }
+  ~NoRecordScope() { --detail::recording_paused(); }
+  NoRecordScope(const NoRecordScope&) = delete;
+  NoRecordScope& operator=(const NoRecordScope&) = delete;
+};
+
+}  // namespace mixgrad::autodiff

@@ -1,0 +1,33 @@
+// The device seam. Each op family has a header in backend/ that declares the
+// per-device implementations (`cpu::name`, `cuda::name`) and an inline
+// `name(...)` that picks one by the output's device. Without the CUDA backend
+// built, asking for a CUDA tensor throws DeviceError instead.
+#pragma once
+
+#include <string>
+
+#include "mixgrad/error.hpp"
+#include "mixgrad/tensor.hpp"
+
+namespace mixgrad::backend {
+
+/// True when mixgrad was built with its CUDA backend.
+bool cuda_built();
+
+[[noreturn]] void throw_no_cuda(const char* op);
+
+}  // namespace mixgrad::backend
+
+#if MIXGRAD_WITH_CUDA
+#define MIXGRAD_DISPATCH(device, op, call_args) \
+  do {                                          \
+    if ((device).is_cpu()) return cpu::op call_args; \
+    return cuda::op call_args;                  \
+  } while (0)
+#else
+#define MIXGRAD_DISPATCH(device, op, call_args)   \
+  do {                                            \
+    if ((device).is_cpu()) return cpu::op call_args; \
+    ::mixgrad::backend::throw_no_cuda(#op);       \
+  } while (0)
+#endif

@@ -1,0 +1,49 @@
+#include "mixgrad/dtype.hpp"
+
+#include "mixgrad/device.hpp"
+
+namespace mixgrad {
+
+std::string_view to_string(DType t) {
+  switch (t) {
+    case DType::float32: return "float32";
+    case DType::float16: return "float16";
+    case DType::bfloat16: return "bfloat16";
+    case DType::float64: return "float64";
+    case DType::int32: return "int32";
+    case DType::int64: return "int64";
+    case DType::bool_: return "bool";
+  }
+  return "invalid";
+}
+
+std::ostream& operator<<(std::ostream& os, DType t) { return os << to_string(t); }
+
+namespace {
+int rank(DType t) {
+  switch (t) {
+    case DType::bool_: return 0;
+    case DType::int32: return 1;
+    case DType::int64: return 2;
+    case DType::float16: return 3;
+    case DType::bfloat16: return 3;
+    case DType::float32: return 4;
+    case DType::float64: return 5;
+  }
+  return -1;
+}
+}  // namespace
+
+DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  if (is_low_precision(a) && is_low_precision(b)) return DType::float32;
+  return rank(a) >= rank(b) ? a : b;
+}
+
+std::string to_string(Device d) {
+  return d.is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(d.index());
+}
+
+std::ostream& operator<<(std::ostream& os, Device d) { return os << to_string(d); }
+
+}  // namespace mixgrad

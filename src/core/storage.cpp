@@ -1,0 +1,115 @@
+// CPU caching allocator: freed blocks are kept in per-size-class free lists
+// and handed out again. Size classes are powers of two and 1.5x powers of two
+// above 4 KiB, so at most a third of a block is slack.
+#include "mixgrad/storage.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+#include "mixgrad/error.hpp"
+
+namespace mixgrad {
+
+namespace cuda_memory {
+// Defined by the CUDA backend when it is built, else by cpu_only_stubs below.
+void* allocate(int64_t nbytes, int device);
+void release(void* p, int device);
+}  // namespace cuda_memory
+
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+size_t size_class(size_t n) {
+  if (n <= 4096) return (n + kAlignment - 1) / kAlignment * kAlignment;
+  size_t p = 4096;
+  while (p < n) {
+    if (p + p / 2 >= n) return p + p / 2;
+    p *= 2;
+  }
+  return p;
+}
+
+class HostCache {
+ public:
+  void* take(size_t bytes) {
+    {
+      std::lock_guard lock(mutex_);
+      auto it = free_.find(bytes);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= bytes;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(kAlignment, bytes);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  void give(void* p, size_t bytes) {
+    std::lock_guard lock(mutex_);
+    free_[bytes].push_back(p);
+    cached_ += bytes;
+  }
+  void clear() {
+    std::lock_guard lock(mutex_);
+    for (auto& [bytes, list] : free_)
+      for (void* p : list) std::free(p);
+    free_.clear();
+    cached_ = 0;
+  }
+  ~HostCache() { clear(); }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
+};
+
+HostCache& host_cache() {
+  static HostCache* cache = new HostCache;  // outlives static tensors
+  return *cache;
+}
+
+std::atomic<int64_t> g_allocated{0};
+std::atomic<int64_t> g_peak{0};
+
+void note_alloc(int64_t n) {
+  const int64_t now = g_allocated.fetch_add(n, std::memory_order_relaxed) + n;
+  int64_t peak = g_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
+}  // namespace
+
+Storage::Storage(int64_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+  if (nbytes < 0) throw Error("Storage: negative size " + std::to_string(nbytes));
+  if (device.is_cpu()) {
+    data_ = host_cache().take(size_class(static_cast<size_t>(std::max<int64_t>(nbytes, 1))));
+    note_alloc(nbytes);
+  } else {
+    data_ = cuda_memory::allocate(nbytes, device.index());
+  }
+}
+
+Storage::~Storage() {
+  if (device_.is_cpu()) {
+    host_cache().give(data_, size_class(static_cast<size_t>(std::max<int64_t>(nbytes_, 1))));
+    g_allocated.fetch_sub(nbytes_, std::memory_order_relaxed);
+  } else {
+    cuda_memory::release(data_, device_.index());
+  }
+}
+
+void empty_cache() { host_cache().clear(); }
+int64_t allocated_bytes() { return g_allocated.load(); }
+int64_t peak_allocated_bytes() { return g_peak.load(); }
+void reset_peak_allocated_bytes() { g_peak.store(g_allocated.load()); }
+
+}  // namespace mixgrad

@@ -1,0 +1,138 @@
+#include "mixgrad/ops/creation.hpp"
+
+#include <omp.h>
+
+#include <atomic>
+#include <cmath>
+#include <mutex>
+
+#include "backend/copy.hpp"
+#include "kernels/cast.hpp"
+#include "kernels/loops.hpp"
+#include "kernels/philox.hpp"
+#include "ops/random_state.hpp"
+
+namespace mixgrad {
+
+namespace random_state {
+namespace {
+std::mutex g_mutex;
+uint64_t g_seed = 0x5eed;
+uint64_t g_counter = 0;
+}  // namespace
+uint64_t seed() {
+  std::lock_guard lock(g_mutex);
+  return g_seed;
+}
+uint64_t reserve(uint64_t n) {
+  std::lock_guard lock(g_mutex);
+  const uint64_t first = g_counter;
+  g_counter += n;
+  return first;
+}
+}  // namespace random_state
+
+void manual_seed(uint64_t seed) {
+  std::lock_guard lock(random_state::g_mutex);
+  random_state::g_seed = seed;
+  random_state::g_counter = 0;
+}
+
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  backend::fill(t, value);
+  return t;
+}
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+Tensor zeros_like(const Tensor& t) { return full(t.shape(), 0.0, t.dtype(), t.device()); }
+Tensor ones_like(const Tensor& t) { return full(t.shape(), 1.0, t.dtype(), t.device()); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype(), t.device()); }
+Tensor scalar(double value, DType dtype, Device device) { return full(Shape{}, value, dtype, device); }
+
+Tensor arange(double start, double end, double step, DType dtype) {
+  if (step == 0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
+    throw Error("arange: invalid range start=" + std::to_string(start) + " end=" + std::to_string(end) +
+                " step=" + std::to_string(step));
+  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
+  Tensor t = empty(Shape{n}, dtype);
+  visit_dtype(dtype, [&]<class T>() {
+    T* d = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) d[i] = kernels::cast<T>(start + static_cast<double>(i) * step);
+  });
+  return t;
+}
+
+Tensor arange(int64_t end, DType dtype) { return arange(0.0, static_cast<double>(end), 1.0, dtype); }
+
+template <class T>
+Tensor tensor(const std::vector<T>& values, const Shape& shape) {
+  if (static_cast<int64_t>(values.size()) != shape.numel())
+    throw ShapeError("tensor: " + std::to_string(values.size()) + " values for shape " + to_string(shape) + " (" +
+                     std::to_string(shape.numel()) + " elements)");
+  Tensor t = empty(shape, dtype_of<T>());
+  T* d = t.data<T>();
+  for (size_t i = 0; i < values.size(); ++i) d[i] = values[i];
+  return t;
+}
+template Tensor tensor<float>(const std::vector<float>&, const Shape&);
+template Tensor tensor<double>(const std::vector<double>&, const Shape&);
+template Tensor tensor<int32_t>(const std::vector<int32_t>&, const Shape&);
+template Tensor tensor<int64_t>(const std::vector<int64_t>&, const Shape&);
+template Tensor tensor<bool>(const std::vector<bool>&, const Shape&);
+
+Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  Tensor t64 = tensor<double>(values, shape);
+  if (dtype == DType::float64) return t64;
+  Tensor t = empty(shape, dtype);
+  backend::copy(t64, t);
+  return t;
+}
+
+namespace {
+
+// Fills a contiguous tensor with gen(u1, u2), two independent uniforms per
+// element drawn from the counter (first + i).
+template <class Gen>
+Tensor random_fill(const Shape& shape, DType dtype, const char* op, Gen gen) {
+  if (!is_floating_point(dtype))
+    throw DTypeError(std::string(op) + ": expected a floating dtype, got " + std::string(to_string(dtype)));
+  Tensor t = empty(shape, dtype);
+  const int64_t n = shape.numel();
+  const uint64_t seed = random_state::seed();
+  const uint64_t first = random_state::reserve(static_cast<uint64_t>(n));
+  visit_floating(dtype, op, [&]<class T>() {
+    T* d = t.data<T>();
+    kernels::parallel_for(n, 4096, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const auto r = kernels::philox(seed, first + static_cast<uint64_t>(i));
+        d[i] = kernels::cast<T>(gen(kernels::unit_double(r[0], r[1]), kernels::unit_double(r[2], r[3])));
+      }
+    });
+  });
+  return t;
+}
+
+}  // namespace
+
+Tensor uniform(const Shape& shape, double low, double high, DType dtype) {
+  if (!(low <= high)) throw Error("uniform: low " + std::to_string(low) + " > high " + std::to_string(high));
+  return random_fill(shape, dtype, "uniform", [=](double u, double) { return low + (high - low) * u; });
+}
+
+Tensor normal(const Shape& shape, double mean, double std, DType dtype) {
+  if (!(std >= 0)) throw Error("normal: std must be >= 0, got " + std::to_string(std));
+  return random_fill(shape, dtype, "normal", [=](double u1, double u2) {
+    const double r = std::sqrt(-2.0 * std::log(1.0 - u1));  // 1-u1 in (0, 1]
+    return mean + std * r * std::cos(2.0 * 3.14159265358979323846 * u2);
+  });
+}
+
+void set_num_threads(int n) {
+  if (n < 1) throw Error("set_num_threads: need at least 1 thread, got " + std::to_string(n));
+  omp_set_num_threads(n);
+}
+
+int num_threads() { return omp_get_max_threads(); }
+
+}  // namespace mixgrad

@@ -1,0 +1,36 @@
+#include "ops/op_support.hpp"
+
+namespace mixgrad::ops {
+
+std::string describe(const Tensor& t) {
+  if (!t.defined()) return "undefined";
+  return std::string(to_string(t.dtype())) + to_string(t.shape()) + (t.device().is_cpu() ? "" : "@" + to_string(t.device()));
+}
+
+void check_defined(const char* op, std::initializer_list<const Tensor*> inputs) {
+  int i = 0;
+  for (const Tensor* t : inputs) {
+    if (!t->defined()) throw StateError(std::string(op) + ": input " + std::to_string(i) + " is undefined");
+    ++i;
+  }
+}
+
+void check_same_device(const char* op, std::initializer_list<const Tensor*> inputs) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : inputs) {
+    if (!t->defined()) continue;
+    if (!first) {
+      first = t;
+    } else if (t->device() != first->device()) {
+      throw DeviceError(std::string(op) + ": tensors on " + to_string(first->device()) + " and " +
+                        to_string(t->device()));
+    }
+  }
+}
+
+void check_floating(const char* op, const Tensor& t) {
+  if (!is_floating_point(t.dtype()))
+    throw DTypeError(std::string(op) + ": expected a floating tensor, got " + describe(t));
+}
+
+}  // namespace mixgrad::ops

@@ -1,0 +1,26 @@
+// Helpers every op uses: error text that names shapes and dtypes, checks,
+// and the autocast hook. Ops follow one path:
+//   validate -> amp::autocast_inputs -> backend kernel -> autodiff::record.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "amp/autocast_state.hpp"
+#include "autodiff/tape.hpp"
+#include "mixgrad/tensor.hpp"
+#include "ops/op_kind.hpp"
+
+namespace mixgrad::ops {
+
+/// "float32[2, 3]" — how errors show a tensor.
+std::string describe(const Tensor& t);
+
+/// Throws StateError "op: undefined input" for an undefined tensor.
+void check_defined(const char* op, std::initializer_list<const Tensor*> inputs);
+/// Throws DeviceError unless all defined tensors share a device.
+void check_same_device(const char* op, std::initializer_list<const Tensor*> inputs);
+/// Throws DTypeError unless t is floating.
+void check_floating(const char* op, const Tensor& t);
+
+}  // namespace mixgrad::ops

@@ -1,0 +1,261 @@
+// Shape and type ops. Views (reshape of a contiguous tensor, narrow,
+// transpose, permute, squeeze, unsqueeze, broadcast_to, detach) share the
+// input's storage; their backward is the inverse reshaping of the gradient.
+#include "mixgrad/ops/shape_ops.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "backend/copy.hpp"
+#include "mixgrad/ops/reduction.hpp"
+#include "ops/op_support.hpp"
+
+namespace mixgrad::F {
+
+namespace {
+
+Tensor make_view(const Tensor& x, const Shape& shape, const Shape& strides, int64_t offset) {
+  return Tensor(std::make_shared<TensorImpl>(x.impl()->storage, offset, shape, strides, x.dtype()));
+}
+
+// Strides for viewing x (any strides) as `shape` without a copy, if possible.
+bool view_strides(const Tensor& x, const Shape& shape, Shape& out) {
+  if (x.is_contiguous()) {
+    out = contiguous_strides(shape);
+    return true;
+  }
+  return false;
+}
+
+Shape infer_shape(const Shape& requested, int64_t numel, const Tensor& x) {
+  Shape s = requested;
+  int infer = -1;
+  int64_t known = 1;
+  for (int i = 0; i < s.ndim(); ++i) {
+    if (s[i] == -1) {
+      if (infer >= 0) throw ShapeError("reshape: more than one -1 in " + to_string(requested));
+      infer = i;
+    } else if (s[i] < 0) {
+      throw ShapeError("reshape: negative extent in " + to_string(requested));
+    } else {
+      known *= s[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || numel % known != 0)
+      throw ShapeError("reshape: cannot reshape " + ops::describe(x) + " to " + to_string(requested));
+    s[infer] = numel / known;
+  }
+  if (s.numel() != numel)
+    throw ShapeError("reshape: cannot reshape " + ops::describe(x) + " to " + to_string(requested));
+  return s;
+}
+
+}  // namespace
+
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  ops::check_defined("reshape", {&x});
+  const Shape target = infer_shape(shape, x.numel(), x);
+  if (target == x.shape()) return x;
+  Shape strides;
+  Tensor out;
+  if (view_strides(x, target, strides)) {
+    out = make_view(x, target, strides, x.impl()->offset);
+  } else {  // a copy, not a recorded clone: this op's own node covers it
+    Tensor c = empty(x.shape(), x.dtype(), x.device());
+    backend::copy(x, c);
+    out = make_view(c, target, contiguous_strides(target), 0);
+  }
+  autodiff::record({&x}, out, [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
+    gi.set(0, reshape(g, in_shape));
+  });
+  return out;
+}
+
+Tensor flatten(const Tensor& x, int start_dim, int end_dim) {
+  ops::check_defined("flatten", {&x});
+  if (x.ndim() == 0) return reshape(x, Shape{1});
+  const int s = normalize_axis(start_dim, x.ndim(), "flatten");
+  const int e = normalize_axis(end_dim, x.ndim(), "flatten");
+  if (s > e) throw ShapeError("flatten: start_dim " + std::to_string(start_dim) + " after end_dim " + std::to_string(end_dim));
+  Shape shape;
+  for (int i = 0; i < s; ++i) shape.push_back(x.shape()[i]);
+  int64_t n = 1;
+  for (int i = s; i <= e; ++i) n *= x.shape()[i];
+  shape.push_back(n);
+  for (int i = e + 1; i < x.ndim(); ++i) shape.push_back(x.shape()[i]);
+  return reshape(x, shape);
+}
+
+Tensor permute(const Tensor& x, const std::vector<int>& dims) {
+  ops::check_defined("permute", {&x});
+  if (static_cast<int>(dims.size()) != x.ndim())
+    throw ShapeError("permute: " + std::to_string(dims.size()) + " dims for " + ops::describe(x));
+  std::vector<int> perm(dims.size());
+  std::vector<bool> seen(dims.size(), false);
+  Shape shape, strides;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    perm[i] = normalize_axis(dims[i], x.ndim(), "permute");
+    if (seen[perm[i]]) throw ShapeError("permute: repeated dim in permutation of " + ops::describe(x));
+    seen[perm[i]] = true;
+    shape.push_back(x.shape()[perm[i]]);
+    strides.push_back(x.strides()[perm[i]]);
+  }
+  Tensor out = make_view(x, shape, strides, x.impl()->offset);
+  autodiff::record({&x}, out, [perm](const Tensor& g, autodiff::InputGrads& gi) {
+    std::vector<int> inverse(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int>(i);
+    gi.set(0, permute(g, inverse));
+  });
+  return out;
+}
+
+Tensor transpose(const Tensor& x, int dim0, int dim1) {
+  ops::check_defined("transpose", {&x});
+  std::vector<int> dims(x.ndim());
+  std::iota(dims.begin(), dims.end(), 0);
+  std::swap(dims[normalize_axis(dim0, x.ndim(), "transpose")], dims[normalize_axis(dim1, x.ndim(), "transpose")]);
+  return permute(x, dims);
+}
+
+Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length) {
+  ops::check_defined("narrow", {&x});
+  const int d = normalize_axis(dim, x.ndim(), "narrow");
+  if (start < 0) start += x.shape()[d];
+  if (start < 0 || length < 0 || start + length > x.shape()[d])
+    throw ShapeError("narrow: [" + std::to_string(start) + ", " + std::to_string(start + length) +
+                     ") out of range for dim " + std::to_string(dim) + " of " + ops::describe(x));
+  Shape shape = x.shape();
+  shape[d] = length;
+  Tensor out = make_view(x, shape, x.strides(), x.impl()->offset + start * x.strides()[d]);
+  autodiff::record({&x}, out, [in_shape = x.shape(), d, start](const Tensor& g, autodiff::InputGrads& gi) {
+    Tensor full = empty(in_shape, g.dtype(), g.device());
+    backend::fill(full, 0.0);
+    backend::copy(g, make_view(full, g.shape(), full.strides(), start * full.strides()[d]));
+    gi.set(0, full);
+  });
+  return out;
+}
+
+Tensor concat(const std::vector<Tensor>& xs_in, int axis) {
+  if (xs_in.empty()) throw ShapeError("concat: no tensors");
+  std::vector<Tensor> xs = xs_in;
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (!xs[i].defined()) throw StateError("concat: input " + std::to_string(i) + " is undefined");
+  // Promote to the widest dtype (also the autocast policy for concat).
+  DType dtype = xs[0].dtype();
+  for (const Tensor& t : xs) dtype = promote_types(dtype, t.dtype());
+  for (Tensor& t : xs) if (t.dtype() != dtype) t = astype(t, dtype);
+  const int a = normalize_axis(axis, xs[0].ndim(), "concat");
+  Shape shape = xs[0].shape();
+  int64_t total = 0;
+  for (const Tensor& t : xs) {
+    bool ok = t.ndim() == shape.ndim() && t.device() == xs[0].device();
+    for (int d = 0; ok && d < shape.ndim(); ++d) ok = d == a || t.shape()[d] == shape[d];
+    if (!ok) throw ShapeError("concat: cannot join " + ops::describe(xs[0]) + " and " + ops::describe(t) + " on axis " + std::to_string(axis));
+    total += t.shape()[a];
+  }
+  shape[a] = total;
+  Tensor out = empty(shape, dtype, xs[0].device());
+  std::vector<int64_t> starts;
+  int64_t at = 0;
+  for (const Tensor& t : xs) {
+    starts.push_back(at);
+    Shape part = shape;
+    part[a] = t.shape()[a];
+    backend::copy(t, make_view(out, part, out.strides(), at * out.strides()[a]));
+    at += t.shape()[a];
+  }
+  std::vector<const Tensor*> inputs;
+  for (const Tensor& t : xs) inputs.push_back(&t);
+  autodiff::record_with(inputs, out, [&] {
+    std::vector<int64_t> lengths;
+    for (const Tensor& t : xs) lengths.push_back(t.shape()[a]);
+    return autodiff::BackwardFn([a, starts, lengths](const Tensor& g, autodiff::InputGrads& gi) {
+      for (size_t i = 0; i < starts.size(); ++i)
+        if (gi.needs(i)) gi.set(i, narrow(g, a, starts[i], lengths[i]));
+    });
+  });
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& xs, int axis) {
+  if (xs.empty()) throw ShapeError("stack: no tensors");
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (!xs[i].defined()) throw StateError("stack: input " + std::to_string(i) + " is undefined");
+  const int a = normalize_axis(axis, xs[0].ndim() + 1, "stack");
+  for (const Tensor& t : xs)
+    if (t.shape() != xs[0].shape())
+      throw ShapeError("stack: shapes differ: " + ops::describe(xs[0]) + " and " + ops::describe(t));
+  std::vector<Tensor> parts;
+  for (const Tensor& t : xs) parts.push_back(unsqueeze(t, a));
+  return concat(parts, a);
+}
+
+Tensor squeeze(const Tensor& x) {
+  ops::check_defined("squeeze", {&x});
+  Shape shape;
+  for (int64_t d : x.shape()) if (d != 1) shape.push_back(d);
+  return reshape(x, shape);
+}
+
+Tensor squeeze(const Tensor& x, int dim) {
+  ops::check_defined("squeeze", {&x});
+  const int d = normalize_axis(dim, x.ndim(), "squeeze");
+  if (x.shape()[d] != 1) return x;
+  Shape shape = x.shape();
+  shape.erase(d);
+  return reshape(x, shape);
+}
+
+Tensor unsqueeze(const Tensor& x, int dim) {
+  ops::check_defined("unsqueeze", {&x});
+  const int d = normalize_axis(dim, x.ndim() + 1, "unsqueeze");
+  Shape shape = x.shape();
+  shape.insert(d, 1);
+  Shape strides = x.strides();
+  strides.insert(d, d < x.ndim() ? x.strides()[d] * x.shape()[d] : 1);
+  Tensor out = make_view(x, shape, strides, x.impl()->offset);
+  autodiff::record({&x}, out, [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
+    gi.set(0, reshape(g, in_shape));
+  });
+  return out;
+}
+
+Tensor broadcast_to(const Tensor& x, const Shape& shape) {
+  ops::check_defined("broadcast_to", {&x});
+  if (x.shape() == shape) return x;
+  if (broadcast_shapes(x.shape(), shape, "broadcast_to") != shape)
+    throw ShapeError("broadcast_to: cannot broadcast " + ops::describe(x) + " to " + to_string(shape));
+  Shape strides;
+  const int lead = shape.ndim() - x.ndim();
+  for (int i = 0; i < shape.ndim(); ++i) {
+    const int j = i - lead;
+    strides.push_back(j < 0 || x.shape()[j] == 1 ? 0 : x.strides()[j]);
+  }
+  Tensor out = make_view(x, shape, strides, x.impl()->offset);
+  autodiff::record({&x}, out, [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
+    gi.set(0, sum_to(g, in_shape));
+  });
+  return out;
+}
+
+Tensor astype(const Tensor& x, DType dtype) {
+  ops::check_defined("astype", {&x});
+  if (x.dtype() == dtype) return x;
+  Tensor out = empty(x.shape(), dtype, x.device());
+  backend::copy(x, out);
+  if (is_floating_point(dtype) && is_floating_point(x.dtype())) {
+    autodiff::record({&x}, out, [in = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+      gi.set(0, astype(g, in));
+    });
+  }
+  return out;
+}
+
+Tensor detach(const Tensor& x) {
+  ops::check_defined("detach", {&x});
+  return make_view(x, x.shape(), x.strides(), x.impl()->offset);
+}
+
+}  // namespace mixgrad::F
