@@ -51,13 +51,13 @@ struct Pow {
 template <class C>
 struct Maximum {
   static constexpr bool kIntegers = true;
-  MIXGRAD_HOST_DEVICE C operator()(C a, C b) const { return (a > b || a != a) ? a : b; }
+  MIXGRAD_HOST_DEVICE C operator()(C a, C b) const { return ((a > b) | (a != a)) ? a : b; }
 };
 
 template <class C>
 struct Minimum {
   static constexpr bool kIntegers = true;
-  MIXGRAD_HOST_DEVICE C operator()(C a, C b) const { return (a < b || a != a) ? a : b; }
+  MIXGRAD_HOST_DEVICE C operator()(C a, C b) const { return ((a < b) | (a != a)) ? a : b; }
 };
 
 // Comparisons: IEEE semantics (anything compared with NaN is false, except !=).

@@ -317,6 +317,22 @@ BOOST_AUTO_TEST_CASE(unary_values) {
   check_close(vals(g[0]), {0, 1, 1, 0});
 }
 
+// float32 tanh has its own implementation (see kernels/unary.hpp): it must
+// stay within a few ulp of the exact value over the whole range.
+BOOST_AUTO_TEST_CASE(float_tanh_is_accurate) {
+  const auto x = mg::arange(-12.0, 12.0, 1.0 / 4096, DType::float32);
+  const auto y = vals(F::tanh(x));
+  const auto xv = vals(x);
+  double worst = 0;
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const double exact = std::tanh(xv[i]);
+    worst = std::max(worst, std::abs(y[i] - exact) / std::max(std::abs(exact), 1e-30));
+  }
+  BOOST_TEST(worst < 3e-7);
+  check_close(vals(F::tanh(t({0.0, -0.0, 1e-30, 30, -30, kInf, -kInf, kNaN}, {8}))), {0, 0, 1e-30, 1, -1, 1, -1, kNaN}, 1e-7);
+  BOOST_TEST(std::signbit(F::tanh(t({-0.0}, {1})).item<float>()));
+}
+
 BOOST_AUTO_TEST_CASE(nan_and_inf) {
   check_close(vals(F::max(t({1, kNaN, 3}, {3}))), {kNaN});
   check_close(vals(F::min(t({1, kNaN, 3}, {3}))), {kNaN});

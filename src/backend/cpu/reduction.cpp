@@ -143,8 +143,10 @@ A fold_contiguous(const V* v, int64_t n, const Red& r, A c) {
   A lane[kLanes];
   for (int j = 0; j < kLanes; ++j) lane[j] = Red::identity();
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
+  for (; i + kLanes <= n; i += kLanes) {
+#pragma omp simd
     for (int j = 0; j < kLanes; ++j) lane[j] = Red::combine(lane[j], r.map(kernels::cast<A>(v[i + j]), c));
+  }
   A tail = Red::identity();
   for (; i < n; ++i) tail = Red::combine(tail, r.map(kernels::cast<A>(v[i]), c));
   for (int w = kLanes / 2; w > 0; w /= 2)
@@ -224,9 +226,57 @@ struct Reduction {
     }
   }
 
+  // Few columns whose rows follow each other in memory ([N, C] with small
+  // C): a run of rows is one contiguous block, folded with lanes of a width
+  // that is a multiple of C (lane j holds column j % C), so the loop
+  // vectorises instead of paying a short loop per row.
+  bool narrow() const {
+    return !L.inner_reduced && L.inner <= kLanes && L.reduced.n > 0 && L.reduced.stride[L.reduced.n - 1] == L.inner;
+  }
+
+  void fold_narrow(int64_t o, int64_t r0, int64_t r1, A* acc) const {
+    const int64_t k = L.inner;
+    const int64_t reps = (kLanes + k - 1) / k, lw = reps * k;  // lw < 2 * kLanes
+    const int64_t chunk_rows = std::max<int64_t>(1, kRunBlock / lw) * reps;
+    const int64_t extent = L.reduced.extent[L.reduced.n - 1];
+    const T* kbase = x + Odometer(L.kept, o).off;
+    alignas(64) A cen[2 * kLanes];
+    for (int64_t j = 0; j < lw; ++j) cen[j] = center ? center[o * k + j % k] : A(0);
+    alignas(64) float conv[kRunBlock + 2 * kLanes];
+    alignas(64) A lane[2 * kLanes];
+    for (int64_t r = r0; r < r1;) {
+      const int64_t seg = std::min(r1 - r, extent - r % extent);  // rows contiguous in memory
+      const T* p = kbase + Odometer(L.reduced, r).off;
+      for (int64_t c0 = 0; c0 < seg; c0 += chunk_rows) {
+        const int64_t n = std::min(chunk_rows, seg - c0) * k;
+        auto fold_block = [&](const auto* v) {
+          for (int64_t j = 0; j < lw; ++j) lane[j] = Red::identity();
+          int64_t i = 0;
+          for (; i + lw <= n; i += lw) {
+#pragma omp simd
+            for (int64_t j = 0; j < lw; ++j) lane[j] = Red::combine(lane[j], red.map(kernels::cast<A>(v[i + j]), cen[j]));
+          }
+          for (int64_t j = 0; i + j < n; ++j) lane[j] = Red::combine(lane[j], red.map(kernels::cast<A>(v[i + j]), cen[j]));
+          for (int64_t j = 0; j < lw; ++j) acc[j % k] = Red::combine(acc[j % k], lane[j]);
+        };
+        if constexpr (detail::is_16bit_float<T>) {
+          convert(p + c0 * k, conv, n);
+          fold_block(conv);
+        } else {
+          fold_block(p + c0 * k);
+        }
+      }
+      r += seg;
+    }
+  }
+
   // Innermost dimension kept: folds rows [r0, r1) of columns [k0, k0 + w)
   // of outer position o into acc.
   void fold_columns(int64_t o, int64_t k0, int64_t w, int64_t r0, int64_t r1, A* acc) const {
+    if (narrow()) {
+      fold_narrow(o, r0, r1, acc);
+      return;
+    }
     const T* base = x + Odometer(L.kept, o).off + k0;
     const A* cen = center ? center + o * L.inner + k0 : nullptr;
     alignas(64) A part[kColBlock];
@@ -239,8 +289,10 @@ struct Reduction {
         const T* row = base + od.off;
         auto fold_row = [&](const auto* v) {
           if (cen) {
+#pragma omp simd
             for (int64_t j = 0; j < w; ++j) part[j] = Red::combine(part[j], red.map(kernels::cast<A>(v[j]), cen[j]));
           } else {
+#pragma omp simd
             for (int64_t j = 0; j < w; ++j) part[j] = Red::combine(part[j], red.map(kernels::cast<A>(v[j]), A(0)));
           }
         };
@@ -391,10 +443,10 @@ void arg_reduce(ArgReduceOp op, const Tensor& x_in, int axis, const Tensor& out)
   visit_dtype(x.dtype(), [&]<class T>() {
     using C = kernels::compute_t<T>;
     const T* px = x.data<T>();
-    // v beats the best so far: strictly better, or the first NaN.
+    // v beats the best so far: strictly better, or the first NaN (bitwise
+    // operators keep it branch-free for the column loop).
     auto beats = [want_max](C v, C best) {
-      if (v != v) return best == best;
-      return want_max ? v > best : v < best;
+      return ((want_max ? v > best : v < best) | ((v != v) & (best == best)));
     };
     const int64_t grain = outer * n * inner < kernels::kParallelGrain ? outer + 1 : 1;
     kernels::parallel_for(outer, grain, [&](int64_t b, int64_t e) {
@@ -415,9 +467,12 @@ void arg_reduce(ArgReduceOp op, const Tensor& x_in, int axis, const Tensor& out)
         for (int64_t i = 0; i < inner; ++i) best[i] = kernels::cast<C>(base[i]), dst[i] = 0;
         for (int64_t r = 1; r < n; ++r) {
           const T* row = base + r * inner;
+#pragma omp simd
           for (int64_t i = 0; i < inner; ++i) {
             const C v = kernels::cast<C>(row[i]);
-            if (beats(v, best[i])) best[i] = v, dst[i] = r;
+            const bool take = beats(v, best[i]);
+            best[i] = take ? v : best[i];
+            dst[i] = take ? r : dst[i];
           }
         }
       }
