@@ -43,9 +43,12 @@ enum class Accepts : uint8_t {
 /// Which tensor a unary op's backward keeps.
 enum class Saved : uint8_t { nothing, input, output };
 
-void check_accepts(const char* op, DType t, Accepts accepts, const std::string& operands) {
-  if (is_floating_point(t) || accepts == Accepts::any) return;
-  if (accepts == Accepts::numeric && t != DType::bool_) return;
+bool accepted(DType t, Accepts accepts) {
+  return is_floating_point(t) || accepts == Accepts::any || (accepts == Accepts::numeric && t != DType::bool_);
+}
+
+/// The DTypeError for operands (already described) an op does not take.
+[[noreturn]] void throw_not_accepted(const char* op, Accepts accepts, const std::string& operands) {
   const char* wanted = accepts == Accepts::numeric ? "numeric (floating or integer)" : "floating";
   throw DTypeError(std::string(op) + ": expected " + wanted + " tensors, got " + operands);
 }
@@ -127,7 +130,8 @@ BinaryInputs prepare(const BinarySpec& s, const Tensor& a, const Tensor& b) {
   ops::check_defined(s.name, {&a, &b});
   ops::check_same_device(s.name, {&a, &b});
   Shape shape = broadcast_or_throw(s.name, a, b);
-  check_accepts(s.name, promote_types(a.dtype(), b.dtype()), s.accepts, ops::describe(a) + " and " + ops::describe(b));
+  if (!accepted(promote_types(a.dtype(), b.dtype()), s.accepts))
+    throw_not_accepted(s.name, s.accepts, ops::describe(a) + " and " + ops::describe(b));
   BinaryInputs in{a, b, shape, DType::float32};
   amp::autocast_inputs(s.kind, {&in.a, &in.b});
   in.dtype = promote_types(in.a.dtype(), in.b.dtype());
@@ -139,7 +143,7 @@ BinaryInputs prepare(const BinarySpec& s, const Tensor& a, const Tensor& b) {
 /// A tensor-with-scalar op's validated, autocast input.
 Tensor prepare(const BinarySpec& s, const Tensor& a) {
   ops::check_defined(s.name, {&a});
-  check_accepts(s.name, a.dtype(), s.accepts, ops::describe(a) + " and a scalar");
+  if (!accepted(a.dtype(), s.accepts)) throw_not_accepted(s.name, s.accepts, ops::describe(a) + " and a scalar");
   Tensor x = a;
   amp::autocast_inputs(s.kind, {&x});
   return x;
@@ -212,7 +216,7 @@ struct UnarySpec {
 
 Tensor unary(const UnarySpec& s, const Tensor& x_in, const UnaryParams& params = {}) {
   ops::check_defined(s.name, {&x_in});
-  check_accepts(s.name, x_in.dtype(), s.accepts, ops::describe(x_in));
+  if (!accepted(x_in.dtype(), s.accepts)) throw_not_accepted(s.name, s.accepts, ops::describe(x_in));
   Tensor x = x_in;
   amp::autocast_inputs(s.kind, {&x});
   Tensor out = empty(x.shape(), x.dtype(), x.device());
