@@ -455,6 +455,17 @@ BOOST_AUTO_TEST_CASE(extreme_gradients_go_to_the_first_extreme) {
   check_close(vals(g[1]), {0.5, 0});
 }
 
+BOOST_AUTO_TEST_CASE(zero_size_tensors) {
+  const auto e = mg::zeros({0, 3});
+  BOOST_TEST((e + mg::ones({3})).shape() == mg::Shape({0, 3}));
+  BOOST_TEST(F::relu(e).numel() == 0);
+  check_close(vals(F::sum(e, 0)), {0, 0, 0});
+  BOOST_TEST(F::sum(e, 1).shape() == mg::Shape({0}));
+  check_close(vals(F::sum(e)), {0});
+  check_close(vals(F::mean(e, 0)), {kNaN, kNaN, kNaN});
+  check_close(vals(F::norm(e, 2.0, 0)), {0, 0, 0});
+}
+
 BOOST_AUTO_TEST_CASE(strided_inputs) {
   const auto x = F::transpose(t({1, 2, 3, 4, 5, 6}, {2, 3}), 0, 1);  // [[1, 4], [2, 5], [3, 6]]
   check_close(vals(F::sum(x, 1)), {5, 7, 9});
@@ -494,6 +505,25 @@ BOOST_AUTO_TEST_CASE(large_reductions_match_a_double_reference) {
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < c; ++j) want[j] += v[i * c + j];
     check_close(vals(F::sum(x, 0)), want, 1e-4);
+  }
+  {  // the same in bfloat16 (converted block-wise), var (centered) and max
+    const int64_t n = 50000, c = 5;
+    auto x = mg::uniform({n, c}, -1, 1);
+    x.data<float>()[777 * c + 2] = 3.f;
+    const auto xb = x.to(DType::bfloat16);
+    const auto v = vals(xb);
+    Vec sum(c, 0.0), sq(c, 0.0), mx(c, -kInf);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < c; ++j) sum[j] += v[i * c + j], mx[j] = std::max(mx[j], v[i * c + j]);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < c; ++j) sq[j] += std::pow(v[i * c + j] - sum[j] / n, 2);
+    Vec var(c);
+    for (int64_t j = 0; j < c; ++j) var[j] = sq[j] / (n - 1);
+    check_close(vals(F::sum(xb, 0)), sum, 1e-2);
+    check_close(vals(F::var(xb, 0, false, 1)), var, 1e-2);
+    check_close(vals(F::max(xb, 0)), mx, 0);
+    check_close(vals(F::var(xb.to(DType::float32), 0, false, 1)), var, 1e-5);
+    BOOST_TEST(F::argmax(xb, 0).at<int64_t>({2}) == 777);
   }
   {  // [N, C, H, W] -> [C] over {0, 2, 3}, and its mean and var
     const auto x = mg::uniform({64, 8, 16, 16}, 0, 2);
