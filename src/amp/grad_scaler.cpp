@@ -130,7 +130,10 @@ GradScaler& GradScaler::unscale(const std::vector<Tensor>& tensors) {
 
   // A new step starts with the first unscale after update().
   bool found = step_open_ && found_non_finite_;
-  if (!found) found = backend::scale_and_check(list.grads, 1.0 / scale_);
+  if (!found) {
+    found = backend::scale_and_check(list.grads, 1.0 / scale_);
+    for (const Tensor& g : list.grads) g.bump_version();  // written in place
+  }
 
   if (!step_open_) unscaled_.clear();
   step_open_ = true;

@@ -28,7 +28,10 @@ double clip_grad_norm(const std::vector<Tensor>& tensors, double max_norm, doubl
   const double norm = backend::grad_norm(list.grads, norm_type);
   // Leave non-finite grads alone: scaling by max_norm / inf would zero the
   // finite ones and hide the overflow from whoever checks next.
-  if (std::isfinite(norm) && norm > max_norm) backend::scale_and_check(list.grads, max_norm / norm);
+  if (std::isfinite(norm) && norm > max_norm) {
+    backend::scale_and_check(list.grads, max_norm / norm);
+    for (const Tensor& g : list.grads) g.bump_version();  // written in place
+  }
   return norm;
 }
 

@@ -26,7 +26,9 @@ BOOST_AUTO_TEST_CASE(l2_norm_over_all_grads_and_clipping) {
   BOOST_TEST(mg::optim::clip_grad_norm({a, b}, 13.0) == 13.0);  // equal: untouched
   BOOST_TEST(b.grad().item<float>() == 12.f);
 
+  const uint64_t version = a.grad().version();
   const double norm = mg::optim::clip_grad_norm({a, none, b}, 5.2);
+  BOOST_TEST(a.grad().version() > version);
   BOOST_TEST(norm == 13.0);
   const float k = static_cast<float>(5.2 / 13.0);
   BOOST_TEST(a.grad().to_vector<float>() == std::vector<float>({3.f * k, 4.f * k}), boost::test_tools::per_element());

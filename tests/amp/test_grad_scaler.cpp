@@ -99,7 +99,9 @@ BOOST_AUTO_TEST_CASE(unscale_divides_by_the_scale_in_float_and_double) {
   mg::Tensor p32 = param_with_grad(g, mg::DType::float32);
   mg::Tensor p64 = param_with_grad(g, mg::DType::float64);
   mg::Tensor none = mg::zeros({3});  // no grad: skipped
+  const uint64_t version = p32.grad().version();
   s.unscale({p32, none, mg::Tensor(), p64});
+  BOOST_TEST(p32.grad().version() > version);  // an in-place write, for value caches
   BOOST_TEST(!s.found_non_finite());
   BOOST_TEST(!none.grad().defined());
   const float inv_f = static_cast<float>(1.0 / 3.0);
