@@ -144,6 +144,36 @@ BOOST_AUTO_TEST_CASE(cross_entropy_spatial_and_class_axis) {
   for (size_t k = 0; k < got.size(); ++k) BOOST_TEST(again_v[k] == got[k], boost::test_tools::tolerance(1e-12));
 }
 
+BOOST_AUTO_TEST_CASE(cross_entropy_strided_class_axis_agrees_with_contiguous_rows) {
+  // Classes in the middle with many positions after them (the tiled kernel)
+  // against the same samples laid out as rows (the row kernel): values and gradients.
+  mg::manual_seed(13);
+  const int64_t n = 2, c = 5, len = 150;
+  mg::Tensor x = mg::uniform({n, c, len}, -3, 3, mg::DType::float64);
+  mg::Tensor rows = F::transpose(x, 1, 2).contiguous().detach();  // [n, len, c]
+  std::vector<int64_t> y(n * len);
+  for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<int64_t>((i * 7) % c);
+  const auto labels = mg::tensor<int64_t>(y, {n, len});
+  mg::manual_seed(14);
+  const auto dy = mg::uniform({n, len}, 0.5, 1.5, mg::DType::float64);
+  mg::autodiff::GradManager gm;
+  gm.attach({x, rows});
+  mg::Tensor a, b;
+  {
+    auto rec = gm.record();
+    a = F::cross_entropy(x, labels, {.reduction = Reduction::none, .label_smoothing = 0.1});
+    b = F::cross_entropy(rows, labels, {.reduction = Reduction::none, .label_smoothing = 0.1, .axis = 2});
+    gm.backward({a, b}, {dy, dy});
+  }
+  BOOST_TEST(values(a) == values(b), boost::test_tools::tolerance(1e-13) << boost::test_tools::per_element());
+  const auto rv = values(rows);
+  const auto av = values(a);
+  for (int64_t k : {0, 77, 299})
+    BOOST_TEST(av[k] == reference_cross_entropy(row_of(rv, k, c), y[k], 0.1), boost::test_tools::tolerance(1e-12));
+  const auto gx = values(F::transpose(x.grad(), 1, 2));
+  BOOST_TEST(gx == values(rows.grad()), boost::test_tools::tolerance(1e-13) << boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(cross_entropy_unbatched_and_int32_labels) {
   const auto row = mg::tensor<double>({0.5, -1.0, 2.0}, {3});
   const auto loss = F::cross_entropy(row, mg::tensor<int64_t>({2}, {}));
@@ -342,7 +372,8 @@ BOOST_AUTO_TEST_CASE(layer_norm_known_values_with_affine) {
 
 BOOST_AUTO_TEST_CASE(layer_norm_weight_and_bias_gradients) {
   mg::manual_seed(8);
-  mg::Tensor x = mg::uniform({4, 3}, -1, 1, mg::DType::float64);
+  const int rows = 70;  // more than one block of rows in the weight / bias sums
+  mg::Tensor x = mg::uniform({rows, 3}, -1, 1, mg::DType::float64);
   mg::Tensor w = mg::uniform({3}, 0.5, 1.5, mg::DType::float64);
   mg::Tensor b = mg::zeros({3}, mg::DType::float64);
   mg::autodiff::GradManager gm;
@@ -355,13 +386,13 @@ BOOST_AUTO_TEST_CASE(layer_norm_weight_and_bias_gradients) {
   // but not per column, so compute it here.
   const auto xv = values(x);
   std::vector<double> want_w(3, 0.0);
-  for (int r = 0; r < 4; ++r) {
+  for (int r = 0; r < rows; ++r) {
     double m = 0, v = 0;
     for (int j = 0; j < 3; ++j) m += xv[r * 3 + j] / 3;
     for (int j = 0; j < 3; ++j) v += (xv[r * 3 + j] - m) * (xv[r * 3 + j] - m) / 3;
     for (int j = 0; j < 3; ++j) want_w[j] += (xv[r * 3 + j] - m) / std::sqrt(v + 1e-5);
   }
-  BOOST_TEST(values(b.grad()) == std::vector<double>({4, 4, 4}), boost::test_tools::per_element());
+  BOOST_TEST(values(b.grad()) == std::vector<double>({rows, rows, rows}), boost::test_tools::per_element());
   const auto gw = values(w.grad());
   for (int j = 0; j < 3; ++j) BOOST_TEST(gw[j] == want_w[j], boost::test_tools::tolerance(1e-10));
 }

@@ -77,7 +77,9 @@ void backward_typed(const LayerNormArgs& a, const LayerNormOutputs& saved, const
                     const LayerNormGrads& grads) {
   using Acc = kernels::compute_t<T>;
   const T* x = a.x.data<T>();
-  const Acc* w = a.weight.defined() ? a.weight.data<Acc>() : nullptr;
+  // Without a weight, a row of ones: the inner loops then have no branch.
+  std::vector<Acc> ones(a.weight.defined() ? 0 : a.cols, Acc(1));
+  const Acc* w = a.weight.defined() ? a.weight.data<Acc>() : ones.data();
   const T* g = grad_out.data<T>();
   const Acc* mean = saved.mean.data<Acc>();
   const Acc* rstd = saved.rstd.data<Acc>();
@@ -106,13 +108,31 @@ void backward_typed(const LayerNormArgs& a, const LayerNormOutputs& saved, const
         if (pb)
           for (int64_t j = 0; j < cols; ++j) pb[j] += cast<Acc>(gr[j]);
         if (!gx) continue;
-        auto dy = [&](int64_t j) { return cast<Acc>(gr[j]) * (w ? w[j] : Acc(1)); };
-        const Acc mean_dy = row_sum<Acc>(cols, dy) * inv_cols;
-        const Acc mean_dy_xhat =
-            row_sum<Acc>(cols, [&](int64_t j) { return dy(j) * ((cast<Acc>(xr[j]) - m) * rs); }) * inv_cols;
+        // Both row sums in one pass, kLanes apart so the pass vectorises.
+        Acc s_dy[kLanes] = {}, s_dy_xhat[kLanes] = {};
+        int64_t j = 0;
+        for (; j + kLanes <= cols; j += kLanes)
+          for (int k = 0; k < kLanes; ++k) {
+            const Acc dy = cast<Acc>(gr[j + k]) * w[j + k];
+            s_dy[k] += dy;
+            s_dy_xhat[k] += dy * ((cast<Acc>(xr[j + k]) - m) * rs);
+          }
+        for (; j < cols; ++j) {
+          const Acc dy = cast<Acc>(gr[j]) * w[j];
+          s_dy[0] += dy;
+          s_dy_xhat[0] += dy * ((cast<Acc>(xr[j]) - m) * rs);
+        }
+        Acc mean_dy = 0, mean_dy_xhat = 0;
+        for (int k = 0; k < kLanes; ++k) {
+          mean_dy += s_dy[k];
+          mean_dy_xhat += s_dy_xhat[k];
+        }
+        mean_dy *= inv_cols;
+        mean_dy_xhat *= inv_cols;
         T* gxr = gx + r * cols;
-        for (int64_t j = 0; j < cols; ++j)
-          gxr[j] = cast<T>(kernels::layer_norm_grad_x(dy(j), (cast<Acc>(xr[j]) - m) * rs, rs, mean_dy, mean_dy_xhat));
+        for (int64_t jj = 0; jj < cols; ++jj)
+          gxr[jj] = cast<T>(kernels::layer_norm_grad_x(cast<Acc>(gr[jj]) * w[jj], (cast<Acc>(xr[jj]) - m) * rs, rs,
+                                                       mean_dy, mean_dy_xhat));
       }
     }
   });
