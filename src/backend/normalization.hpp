@@ -55,8 +55,8 @@ inline void layer_norm_forward(const LayerNormArgs& a, const LayerNormOutputs& o
   MIXGRAD_DISPATCH(a.x.device(), layer_norm_forward, (a, o));
 }
 
-/// Gradients for x, weight and bias from the saved mean and rstd (saved.out
-/// is not read). The weight and bias gradients are summed over rows in fixed
+/// Gradients for x, weight and bias from the saved mean and rstd (a.bias and
+/// saved.out are not read). The weight and bias gradients are summed over rows in fixed
 /// blocks: deterministic on any thread count.
 inline void layer_norm_backward(const LayerNormArgs& a, const LayerNormOutputs& saved, const Tensor& grad_out,
                                 const LayerNormGrads& grads) {

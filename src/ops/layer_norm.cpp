@@ -64,16 +64,19 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
                               .rstd = empty(Shape{args.rows}, acc, x.device())};
   backend::layer_norm_forward(args, o);
   Tensor out = o.out;
+  backend::LayerNormArgs grad_args = args;  // the backward never reads the bias
+  grad_args.bias = Tensor();
   autodiff::record({&x, &weight, &bias}, out,
-                   [args, saved = backend::LayerNormOutputs{.out = Tensor(), .mean = o.mean, .rstd = o.rstd},
+                   [args = grad_args, normalized_shape,
+                    saved = backend::LayerNormOutputs{.out = Tensor(), .mean = o.mean, .rstd = o.rstd},
                     w_dtype = weight.defined() ? weight.dtype() : acc,
                     b_dtype = bias.defined() ? bias.dtype() : acc](const Tensor& g, autodiff::InputGrads& gi) {
                      const Tensor& xd = args.x;
                      const DType acc = saved.mean.dtype();
                      backend::LayerNormGrads grads;
                      if (gi.needs(0)) grads.x = empty(xd.shape(), xd.dtype(), xd.device());
-                     if (gi.needs(1)) grads.weight = empty(args.weight.shape(), acc, xd.device());
-                     if (gi.needs(2)) grads.bias = empty(args.bias.shape(), acc, xd.device());
+                     if (gi.needs(1)) grads.weight = empty(normalized_shape, acc, xd.device());
+                     if (gi.needs(2)) grads.bias = empty(normalized_shape, acc, xd.device());
                      backend::layer_norm_backward(args, saved, ops::dense(g, xd.dtype()), grads);
                      if (gi.needs(0)) gi.set(0, grads.x);
                      if (gi.needs(1)) gi.set(1, w_dtype == acc ? grads.weight : converted(grads.weight, w_dtype));
