@@ -214,4 +214,63 @@ BOOST_AUTO_TEST_CASE(automatic_and_manual_gears_agree) {
   BOOST_TEST(auto_gear.growth_tracker() == 1);
 }
 
+// The documented training step: autocast, a loss, scaler.backward(gm, loss)
+// versus gm.backward(loss, full_like(loss, scale)) + unscale + update. The
+// scale starts far above float32's range, so the first steps overflow and
+// back off; growth every 2 clean steps then overflows again. Whenever a
+// step is clean, the grads equal those of an unscaled backward exactly
+// (powers of two commute with every rounding on the way).
+BOOST_AUTO_TEST_CASE(documented_workflow_with_a_loss_under_autocast) {
+  auto weight = [] { return mg::tensor({0.5f, -1.f, 2.f, 0.25f, 3.f, -0.75f}, {2, 3}); };
+  mg::Tensor wa = weight(), wb = weight(), wref = weight();
+  mg::autodiff::GradManager gma, gmb, gmref;
+  gma.attach(wa);
+  gmb.attach(wb);
+  gmref.attach(wref);
+  const mg::Tensor labels = mg::tensor(std::vector<int64_t>{2, 0}, {2});
+  auto loss_of = [&](const mg::Tensor& w) {
+    mg::amp::autocast scope(true, mg::DType::bfloat16);
+    return mg::F::cross_entropy(mg::F::astype(w, mg::DType::bfloat16), labels);
+  };
+  {
+    auto rec = gmref.record();
+    gmref.backward(loss_of(wref));
+  }
+  const std::vector<float> reference = wref.grad().to_vector<float>();
+
+  const mg::amp::GradScalerOptions options{.init_scale = 0x1p130, .growth_interval = 2};
+  mg::amp::GradScaler auto_gear(options), manual_gear(options);
+  std::vector<bool> overflowed;
+  for (int step = 0; step < 8; ++step) {
+    {
+      auto rec = gma.record();
+      auto_gear.backward(gma, loss_of(wa));
+    }
+    {
+      auto rec = gmb.record();
+      mg::Tensor loss = loss_of(wb);
+      gmb.backward(loss, mg::full_like(loss, manual_gear.scale_factor()));
+    }
+    manual_gear.unscale(gmb.attached_tensors());
+    manual_gear.update();
+
+    BOOST_TEST(auto_gear.scale_factor() == manual_gear.scale_factor());
+    BOOST_TEST(auto_gear.found_non_finite() == manual_gear.found_non_finite());
+    overflowed.push_back(auto_gear.found_non_finite());
+    BOOST_TEST(wa.grad().defined() == !auto_gear.found_non_finite());
+    BOOST_TEST(wb.grad().defined() == !manual_gear.found_non_finite());
+    if (wa.grad().defined()) {
+      BOOST_TEST(wa.grad().to_vector<float>() == reference, boost::test_tools::per_element());
+      BOOST_TEST(wb.grad().to_vector<float>() == reference, boost::test_tools::per_element());
+    }
+    wa.set_grad(mg::Tensor());
+    wb.set_grad(mg::Tensor());
+  }
+  // 2^130, 2^129, 2^128 are inf as a float32 dy; 2^127 is clean twice, then
+  // grows to 2^128 and overflows again.
+  BOOST_TEST(overflowed == std::vector<bool>({true, true, true, false, false, true, false, false}),
+             boost::test_tools::per_element());
+  BOOST_TEST(auto_gear.scale_factor() == 0x1p128);  // grown again after two clean steps
+}
+
 BOOST_AUTO_TEST_SUITE_END()
