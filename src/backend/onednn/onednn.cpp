@@ -1,0 +1,118 @@
+// The oneDNN switch, engine, stream, status check and descriptor helpers.
+#include "backend/onednn/onednn.hpp"
+
+#include <atomic>
+
+#if MIXGRAD_WITH_ONEDNN
+#include "backend/copy.hpp"
+#include "backend/onednn/common.hpp"
+#endif
+
+namespace mixgrad::backend::onednn {
+
+namespace {
+std::atomic<bool> g_enabled{MIXGRAD_WITH_ONEDNN != 0};
+}  // namespace
+
+bool built() { return MIXGRAD_WITH_ONEDNN != 0; }
+bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
+void set_enabled(bool on) { g_enabled.store(on && built(), std::memory_order_relaxed); }
+
+#if MIXGRAD_WITH_ONEDNN
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// A stream per thread: a stream is not meant to be shared by threads that
+// submit concurrently, and a CPU stream costs next to nothing.
+dnnl::stream& stream() {
+  thread_local dnnl::stream s(engine());
+  return s;
+}
+
+int64_t& primitives_created() {
+  thread_local int64_t n = 0;
+  return n;
+}
+
+namespace detail {
+void throw_failure(const char* what, int status, const char* call, const char* file, int line) {
+  throw Error(std::string("oneDNN call failed (status ") + std::to_string(status) + ": " + what + "): " + call +
+              " at " + file + ":" + std::to_string(line));
+}
+}  // namespace detail
+
+Key& Key::add(int64_t v) {
+  if (n_ == kCapacity) throw Error("oneDNN primitive cache: key longer than " + std::to_string(kCapacity));
+  v_[n_++] = v;
+  hash_ = (hash_ ^ static_cast<size_t>(v)) * 1099511628211ull;
+  return *this;
+}
+
+Key& Key::add(const Shape& s) {
+  add(s.ndim());
+  for (int64_t d : s) add(d);
+  return *this;
+}
+
+Key& Key::add(const Tensor& t) {
+  if (!t.defined()) return add(-1);
+  add(static_cast<int64_t>(t.dtype()));
+  add(t.shape());
+  for (int64_t st : t.strides()) add(st);
+  return *this;
+}
+
+bool Key::operator==(const Key& o) const {
+  if (n_ != o.n_ || hash_ != o.hash_) return false;
+  for (int i = 0; i < n_; ++i)
+    if (v_[i] != o.v_[i]) return false;
+  return true;
+}
+
+dnnl::memory::data_type data_type(DType t) {
+  using dt = dnnl::memory::data_type;
+  switch (t) {
+    case DType::float32: return dt::f32;
+    case DType::bfloat16: return dt::bf16;
+    case DType::float16: return dt::f16;
+    case DType::int32: return dt::s32;
+    case DType::bool_: return dt::u8;
+    default: break;
+  }
+  throw DTypeError("oneDNN: no data type for " + std::string(to_string(t)));
+}
+
+dnnl::memory::dims dims(const Shape& s) { return dnnl::memory::dims(s.begin(), s.end()); }
+
+dnnl::memory::desc plain_md(const Shape& s, DType t) {
+  return MIXGRAD_ONEDNN_CHECK(dnnl::memory::desc(dims(s), data_type(t), dims(contiguous_strides(s))));
+}
+
+dnnl::memory::desc strided_md(const Tensor& t) {
+  return MIXGRAD_ONEDNN_CHECK(dnnl::memory::desc(dims(t.shape()), data_type(t.dtype()), dims(t.strides())));
+}
+
+dnnl::memory memory(const dnnl::memory::desc& md, const Tensor& t) { return memory(md, t.raw_data()); }
+
+dnnl::memory memory(const dnnl::memory::desc& md, void* data) {
+  return MIXGRAD_ONEDNN_CHECK(dnnl::memory(md, engine(), data));
+}
+
+void execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args) {
+  MIXGRAD_ONEDNN_CHECK(p.execute(stream(), args));
+  MIXGRAD_ONEDNN_CHECK(stream().wait());
+}
+
+Tensor to_float32(const Tensor& t) {
+  if (t.dtype() == DType::float32 && t.is_contiguous()) return t;
+  Tensor out = empty(t.shape(), DType::float32, t.device());
+  copy(t, out);
+  return out;
+}
+
+#endif  // MIXGRAD_WITH_ONEDNN
+
+}  // namespace mixgrad::backend::onednn
