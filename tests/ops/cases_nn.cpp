@@ -1,7 +1,47 @@
+// Registered cases of the neural-network ops: conv2d, pooling, batch_norm,
+// softmax / log_softmax. Shapes are tiny: the float64 gradient check runs two
+// forwards per input element.
 #include "op_registry.hpp"
 
 namespace optest {
 
-std::vector<OpCase> nn_cases() { return {}; }
+namespace {
+
+using mg::F::Conv2dOptions;
+
+OpCase conv_case(std::string name, mg::Shape x, mg::Shape w, bool bias, Conv2dOptions o, double lowp = 1.0) {
+  std::vector<InputSpec> inputs{x, w};
+  if (bias) inputs.push_back(mg::Shape{w[0]});
+  return {.name = std::move(name),
+          .inputs = inputs,
+          .run = [bias, o](const Inputs& in) { return mg::F::conv2d(in[0], in[1], bias ? in[2] : mg::Tensor(), o); },
+          .lowp_tolerance = lowp};
+}
+
+std::vector<OpCase> conv_cases() {
+  return {
+      conv_case("conv2d", {2, 3, 5, 5}, {4, 3, 3, 3}, true, {}),
+      conv_case("conv2d_padding", {1, 2, 4, 4}, {3, 2, 3, 3}, true, {.padding = 1}),
+      conv_case("conv2d_stride_padding_non_square", {1, 2, 6, 5}, {3, 2, 3, 2}, true,
+                {.stride = {2, 1}, .padding = {1, 0}}),
+      conv_case("conv2d_dilation", {1, 2, 6, 6}, {2, 2, 2, 3}, false, {.padding = 1, .dilation = {2, 1}}),
+      conv_case("conv2d_groups", {2, 4, 4, 4}, {6, 2, 3, 3}, true, {.padding = 1, .groups = 2}),
+      conv_case("conv2d_depthwise", {1, 3, 4, 4}, {3, 1, 3, 3}, false, {.stride = 2, .padding = 1, .groups = 3}),
+      conv_case("conv2d_1x1", {2, 3, 3, 3}, {2, 3, 1, 1}, false, {}),
+      // 8 channels x 3x3: a reduction of 72 products, more rounding in bfloat16.
+      conv_case("conv2d_many_channels", {1, 8, 4, 4}, {2, 8, 3, 3}, true, {.padding = 1}, 2.0),
+  };
+}
+
+}  // namespace
+
+std::vector<OpCase> nn_cases() {
+  std::vector<OpCase> all;
+  for (auto family : {conv_cases}) {
+    auto cases = family();
+    all.insert(all.end(), cases.begin(), cases.end());
+  }
+  return all;
+}
 
 }  // namespace optest
