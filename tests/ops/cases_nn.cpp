@@ -33,11 +33,35 @@ std::vector<OpCase> conv_cases() {
   };
 }
 
+std::vector<OpCase> pooling_cases() {
+  using mg::F::Pool2dOptions;
+  auto max_pool = [](Pool2dOptions o) { return [o](const Inputs& x) { return mg::F::max_pool2d(x[0], o); }; };
+  auto avg_pool = [](Pool2dOptions o) { return [o](const Inputs& x) { return mg::F::avg_pool2d(x[0], o); }; };
+  auto adaptive = [](mg::Size2 s) { return [s](const Inputs& x) { return mg::F::adaptive_avg_pool2d(x[0], s); }; };
+  return {
+      {.name = "max_pool2d", .inputs = {{2, 3, 4, 4}}, .run = max_pool({.kernel_size = 2})},
+      {.name = "max_pool2d_overlapping", .inputs = {{1, 2, 5, 5}}, .run = max_pool({.kernel_size = 3, .stride = 1})},
+      {.name = "max_pool2d_stride_padding_non_square",
+       .inputs = {{1, 2, 5, 6}},
+       .run = max_pool({.kernel_size = {3, 2}, .stride = {2, 1}, .padding = {1, 1}})},
+      {.name = "avg_pool2d", .inputs = {{2, 2, 4, 4}}, .run = avg_pool({.kernel_size = 2})},
+      {.name = "avg_pool2d_padding_excluded",
+       .inputs = {{1, 2, 5, 5}},
+       .run = avg_pool({.kernel_size = 3, .stride = 2, .padding = 1})},
+      {.name = "avg_pool2d_non_square",
+       .inputs = {{1, 2, 4, 6}},
+       .run = avg_pool({.kernel_size = {2, 3}, .stride = {1, 2}, .padding = {1, 0}})},
+      {.name = "adaptive_avg_pool2d_even", .inputs = {{1, 2, 4, 6}}, .run = adaptive({2, 3})},
+      {.name = "adaptive_avg_pool2d_uneven", .inputs = {{1, 2, 5, 7}}, .run = adaptive({3, 4})},
+      {.name = "adaptive_avg_pool2d_global", .inputs = {{2, 3, 3, 3}}, .run = adaptive(1)},
+  };
+}
+
 }  // namespace
 
 std::vector<OpCase> nn_cases() {
   std::vector<OpCase> all;
-  for (auto family : {conv_cases}) {
+  for (auto family : {conv_cases, pooling_cases}) {
     auto cases = family();
     all.insert(all.end(), cases.begin(), cases.end());
   }
