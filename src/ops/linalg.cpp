@@ -10,6 +10,7 @@
 #include "backend/linalg.hpp"
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
+#include "ops/fused_support.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {
@@ -158,8 +159,8 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     if (gi.needs(1)) {
       Tensor a2, g2;
       Tensor gb;
-      if (batch_numel(b_full.shape()) == 1 && batch_numel(full_shape) > 1 && fold_rows(a_full.contiguous(), a2) &&
-          fold_rows(g.contiguous(), g2)) {
+      if (batch_numel(b_full.shape()) == 1 && batch_numel(full_shape) > 1 && fold_rows(ops::dense(a_full), a2) &&
+          fold_rows(ops::dense(g), g2)) {
         gb = product(swap_last(a2), g2);  // one [k, M]·[M, n] product instead of a batch and a sum
       } else {
         gb = reduce_batch(product(swap_last(a_full), g), b_full.shape());
@@ -189,7 +190,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
 
   const int64_t in = w.shape()[1], out_features = w.shape()[0];
   Tensor x2;
-  if (!fold_rows(x.ndim() == 1 ? insert_unit(x, 0) : x, x2)) fold_rows(x.contiguous(), x2);
+  if (!fold_rows(x.ndim() == 1 ? insert_unit(x, 0) : x, x2)) fold_rows(ops::dense(x), x2);
   const int64_t rows = x2.shape()[0];
   Shape out_shape = x.shape();
   out_shape[out_shape.ndim() - 1] = out_features;
@@ -199,7 +200,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
 
   autodiff::record({&x, &w, &b}, out, [x2, w, in, out_features, rows, x_shape = x.shape(), b_dtype = b.defined() ? b.dtype() : x.dtype()](
                                          const Tensor& g_in, autodiff::InputGrads& gi) {
-    const Tensor g = (g_in.dtype() == x2.dtype() ? g_in : astype(g_in, x2.dtype())).contiguous();
+    const Tensor g = ops::converted(g_in, x2.dtype());
     const Tensor g2 = view(g, Shape{rows, out_features}, Shape{out_features, 1});
     if (gi.needs(0)) {
       Tensor gx = empty(x_shape, x2.dtype(), x2.device());

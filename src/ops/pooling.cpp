@@ -5,6 +5,7 @@
 
 #include "mixgrad/ops/nn.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
+#include "ops/fused_support.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {
@@ -38,8 +39,6 @@ backend::Pool2dParams pool_params(const char* op, const Tensor& x, const Pool2dO
   return p;
 }
 
-Tensor as_dtype_contiguous(const Tensor& g, DType dt) { return (g.dtype() == dt ? g : astype(g, dt)).contiguous(); }
-
 }  // namespace
 
 Tensor max_pool2d(const Tensor& x_in, const Pool2dOptions& options) {
@@ -49,10 +48,10 @@ Tensor max_pool2d(const Tensor& x_in, const Pool2dOptions& options) {
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::max_pool2d, {&x});
   Tensor y = empty(out_shape, x.dtype(), x.device());
-  const backend::MaxPoolWorkspace ws = backend::max_pool2d_forward(x.contiguous(), y, p);
+  const backend::MaxPoolWorkspace ws = backend::max_pool2d_forward(ops::dense(x), y, p);
   autodiff::record({&x}, y, [ws, p, x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
     Tensor gx = empty(x_shape, dt, g.device());
-    backend::max_pool2d_backward(as_dtype_contiguous(g, dt), ws, gx, p);
+    backend::max_pool2d_backward(ops::converted(g, dt), ws, gx, p);
     gi.set(0, gx);
   });
   return y;
@@ -65,10 +64,10 @@ Tensor avg_pool2d(const Tensor& x_in, const Pool2dOptions& options) {
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::avg_pool2d, {&x});
   Tensor y = empty(out_shape, x.dtype(), x.device());
-  backend::avg_pool2d_forward(x.contiguous(), y, p);
+  backend::avg_pool2d_forward(ops::dense(x), y, p);
   autodiff::record({&x}, y, [p, x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
     Tensor gx = empty(x_shape, dt, g.device());
-    backend::avg_pool2d_backward(as_dtype_contiguous(g, dt), gx, p);
+    backend::avg_pool2d_backward(ops::converted(g, dt), gx, p);
     gi.set(0, gx);
   });
   return y;
@@ -82,10 +81,10 @@ Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::adaptive_avg_pool2d, {&x});
   Tensor y = empty(Shape{x.shape()[0], x.shape()[1], output_size.h, output_size.w}, x.dtype(), x.device());
-  backend::adaptive_avg_pool2d_forward(x.contiguous(), y);
+  backend::adaptive_avg_pool2d_forward(ops::dense(x), y);
   autodiff::record({&x}, y, [x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
     Tensor gx = empty(x_shape, dt, g.device());
-    backend::adaptive_avg_pool2d_backward(as_dtype_contiguous(g, dt), gx);
+    backend::adaptive_avg_pool2d_backward(ops::converted(g, dt), gx);
     gi.set(0, gx);
   });
   return y;

@@ -57,11 +57,49 @@ std::vector<OpCase> pooling_cases() {
   };
 }
 
+std::vector<OpCase> batch_norm_cases() {
+  using mg::F::batch_norm;
+  auto positive = [](mg::Shape s) {
+    return InputSpec(s, [s](mg::DType) { return mg::uniform(s, 0.5, 1.5); }, false);
+  };
+  auto centred = [](mg::Shape s) {
+    return InputSpec(s, [s](mg::DType) { return mg::uniform(s, -0.3, 0.3); }, false);
+  };
+  return {
+      // Fresh float32 running statistics per call: the update must not change
+      // the result of the next call (the gradient check calls run many times).
+      {.name = "batch_norm_training",
+       .inputs = {{3, 2, 2, 2}, {2}, {2}},
+       .run = [](const Inputs& x) {
+         return batch_norm(x[0], mg::zeros({2}), mg::ones({2}), x[1], x[2], {.training = true});
+       }},
+      {.name = "batch_norm_training_2d_no_affine",
+       .inputs = {{4, 3}},
+       .run = [](const Inputs& x) { return batch_norm(x[0], {}, {}, {}, {}, {.training = true}); }},
+      {.name = "batch_norm_training_3d",
+       .inputs = {{2, 3, 4}, {3}, {3}},
+       .run = [](const Inputs& x) { return batch_norm(x[0], {}, {}, x[1], x[2], {.training = true, .eps = 1e-3}); }},
+      {.name = "batch_norm_eval",
+       .inputs = {{2, 3, 2, 2}, centred({3}), positive({3}), {3}, {3}},
+       .run = [](const Inputs& x) { return batch_norm(x[0], x[1], x[2], x[3], x[4], {.training = false}); }},
+      {.name = "batch_norm_eval_weight_only",
+       .inputs = {{2, 2, 3}, centred({2}), positive({2}), {2}},
+       .run = [](const Inputs& x) { return batch_norm(x[0], x[1], x[2], x[3], {}); }},
+      // 16-bit activations with float32 parameters, as autocast leaves them.
+      {.name = "batch_norm_float32_params",
+       .inputs = {{2, 3, 2, 2}, {3}, {3}},
+       .run = [](const Inputs& x) {
+         const auto params = x[0].dtype() == mg::DType::float64 ? mg::DType::float64 : mg::DType::float32;
+         return batch_norm(x[0], mg::zeros({3}), mg::ones({3}), x[1].to(params), x[2].to(params), {.training = true});
+       }},
+  };
+}
+
 }  // namespace
 
 std::vector<OpCase> nn_cases() {
   std::vector<OpCase> all;
-  for (auto family : {conv_cases, pooling_cases}) {
+  for (auto family : {conv_cases, pooling_cases, batch_norm_cases}) {
     auto cases = family();
     all.insert(all.end(), cases.begin(), cases.end());
   }

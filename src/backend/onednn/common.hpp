@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <source_location>
 #include <unordered_map>
 
 #include "backend/onednn/onednn.hpp"
@@ -136,8 +137,10 @@ dnnl::memory memory(const dnnl::memory::desc& md, const Tensor& t);
 /// A memory object over raw data (no copy); null data for an unused argument.
 dnnl::memory memory(const dnnl::memory::desc& md, void* data);
 
-/// Runs a primitive on this thread's stream and waits for it.
-void execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args);
+/// Runs a primitive on this thread's stream and waits for it; a failure names
+/// the primitive kind and the caller's file and line.
+void execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args,
+             std::source_location where = std::source_location::current());
 
 /// A contiguous float32 copy of t (t itself when it already is one): the
 /// float16 route through oneDNN, which has no float16 kernels on this CPU.

@@ -6,6 +6,8 @@
 #if MIXGRAD_WITH_ONEDNN
 #include "backend/copy.hpp"
 #include "backend/onednn/common.hpp"
+
+#include <dnnl_debug.h>
 #endif
 
 namespace mixgrad::backend::onednn {
@@ -101,9 +103,14 @@ dnnl::memory memory(const dnnl::memory::desc& md, void* data) {
   return MIXGRAD_ONEDNN_CHECK(dnnl::memory(md, engine(), data));
 }
 
-void execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args) {
-  MIXGRAD_ONEDNN_CHECK(p.execute(stream(), args));
-  MIXGRAD_ONEDNN_CHECK(stream().wait());
+void execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args, std::source_location where) {
+  try {
+    p.execute(stream(), args);
+    stream().wait();
+  } catch (const dnnl::error& e) {
+    const std::string call = "execute(" + std::string(dnnl_prim_kind2str(static_cast<dnnl_primitive_kind_t>(p.get_kind()))) + ")";
+    detail::throw_failure(e.what(), e.status, call.c_str(), where.file_name(), static_cast<int>(where.line()));
+  }
 }
 
 Tensor to_float32(const Tensor& t) {
