@@ -95,11 +95,32 @@ std::vector<OpCase> batch_norm_cases() {
   };
 }
 
+std::vector<OpCase> softmax_cases() {
+  using mg::F::log_softmax;
+  using mg::F::softmax;
+  return {
+      {.name = "softmax_last_axis", .inputs = {{3, 5}}, .run = [](const Inputs& x) { return softmax(x[0], -1); }},
+      {.name = "softmax_middle_axis", .inputs = {{2, 4, 3}}, .run = [](const Inputs& x) { return softmax(x[0], 1); }},
+      {.name = "softmax_first_axis", .inputs = {{4, 3}}, .run = [](const Inputs& x) { return softmax(x[0], 0); }},
+      {.name = "softmax_large_logits",
+       .inputs = {InputSpec({2, 6}, 20.0, 30.0)},
+       .run = [](const Inputs& x) { return softmax(x[0], 1); }},
+      {.name = "softmax_1d", .inputs = {{7}}, .run = [](const Inputs& x) { return softmax(x[0], 0); }},
+      {.name = "log_softmax_last_axis", .inputs = {{3, 5}}, .run = [](const Inputs& x) { return log_softmax(x[0], -1); }},
+      {.name = "log_softmax_middle_axis",
+       .inputs = {{2, 3, 2, 2}},
+       .run = [](const Inputs& x) { return log_softmax(x[0], 1); }},
+      {.name = "log_softmax_large_logits",
+       .inputs = {InputSpec({3, 4}, -40.0, 40.0)},
+       .run = [](const Inputs& x) { return log_softmax(x[0], 0); }},
+  };
+}
+
 }  // namespace
 
 std::vector<OpCase> nn_cases() {
   std::vector<OpCase> all;
-  for (auto family : {conv_cases, pooling_cases, batch_norm_cases}) {
+  for (auto family : {conv_cases, pooling_cases, batch_norm_cases, softmax_cases}) {
     auto cases = family();
     all.insert(all.end(), cases.begin(), cases.end());
   }

@@ -66,7 +66,10 @@ std::vector<OpCase> fused_cases() {
   return all;
 }
 
-void compare_paths(DType dtype, double tol) {
+// `tol` for outputs; gradients get `grad_factor` times more, as they pass
+// through more rounded intermediates (softmax's backward reads the rounded
+// output, a 16-bit gradient is rounded again before the next product).
+void compare_paths(DType dtype, double tol, double grad_factor) {
   for (const auto& c : fused_cases()) {
     if (!c.check_gradient) continue;
     BOOST_TEST_CONTEXT("op case " << c.name << " in " << dtype) {
@@ -78,7 +81,8 @@ void compare_paths(DType dtype, double tol) {
       }
       expect_close(fast.out, ref.out, tol, "output");
       for (size_t i = 0; i < fast.grads.size(); ++i)
-        expect_close(fast.grads[i], ref.grads[i], tol * c.lowp_tolerance, "gradient of input " + std::to_string(i));
+        expect_close(fast.grads[i], ref.grads[i], tol * grad_factor * c.lowp_tolerance,
+                     "gradient of input " + std::to_string(i));
     }
   }
 }
@@ -99,19 +103,21 @@ BOOST_AUTO_TEST_SUITE(nn_ops)
 
 BOOST_AUTO_TEST_CASE(onednn_and_fallback_agree_in_float32) {
   if (!mg::backend::onednn::built()) return;
-  compare_paths(DType::float32, 1e-5);
+  // oneDNN's exp and its reduction order differ from libm and the loops in
+  // the last bits; log_softmax's backward gy - exp(y)·Σgy then cancels.
+  compare_paths(DType::float32, 5e-5, 1.0);
 }
 
 BOOST_AUTO_TEST_CASE(onednn_and_fallback_agree_in_bfloat16) {
   if (!mg::backend::onednn::built()) return;
-  // Both paths accumulate in float32 but may round intermediate results
-  // (gradients of broadcast operands) at different points.
-  compare_paths(DType::bfloat16, 2e-2);
+  // Both paths accumulate in float32 but round intermediate results at
+  // different points.
+  compare_paths(DType::bfloat16, 2e-2, 3.0);
 }
 
 BOOST_AUTO_TEST_CASE(onednn_and_fallback_agree_in_float16) {
   if (!mg::backend::onednn::built()) return;
-  compare_paths(DType::float16, 3e-3);
+  compare_paths(DType::float16, 3e-3, 3.0);
 }
 
 BOOST_AUTO_TEST_CASE(fallback_scope_restores_the_switch) {
