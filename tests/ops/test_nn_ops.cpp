@@ -73,7 +73,11 @@ void compare_paths(DType dtype, double tol, double grad_factor) {
   for (const auto& c : fused_cases()) {
     if (!c.check_gradient) continue;
     BOOST_TEST_CONTEXT("op case " << c.name << " in " << dtype) {
-      const RunResult fast = run_case(c, dtype);
+      RunResult fast;
+      {
+        mg::backend::onednn::ModeScope always(mg::backend::onednn::Mode::always);
+        fast = run_case(c, dtype);
+      }
       RunResult ref;
       {
         mg::backend::onednn::FallbackScope fallback;
@@ -120,14 +124,22 @@ BOOST_AUTO_TEST_CASE(onednn_and_fallback_agree_in_float16) {
   compare_paths(DType::float16, 3e-3, 3.0);
 }
 
-BOOST_AUTO_TEST_CASE(fallback_scope_restores_the_switch) {
-  const bool before = mg::backend::onednn::enabled();
+BOOST_AUTO_TEST_CASE(mode_scopes_restore_the_mode) {
+  namespace dnn = mg::backend::onednn;
+  BOOST_TEST((dnn::mode() == (dnn::built() ? dnn::Mode::automatic : dnn::Mode::never)));
   {
-    mg::backend::onednn::FallbackScope fallback;
-    BOOST_TEST(!mg::backend::onednn::enabled());
+    dnn::FallbackScope fallback;
+    BOOST_TEST(!dnn::enabled());
+    BOOST_TEST(!dnn::use_for(int64_t{1} << 40));
+    {
+      dnn::ModeScope always(dnn::Mode::always);
+      BOOST_TEST(dnn::use_for(1) == dnn::built());
+    }
+    BOOST_TEST((dnn::mode() == dnn::Mode::never));
   }
-  BOOST_TEST(mg::backend::onednn::enabled() == before);
-  BOOST_TEST(before == mg::backend::onednn::built());
+  BOOST_TEST(dnn::enabled() == dnn::built());
+  BOOST_TEST(!dnn::use_for(dnn::kMinWork - 1));
+  BOOST_TEST(dnn::use_for(dnn::kMinWork) == dnn::built());
 }
 
 // ---- matmul / linear ----------------------------------------------------------

@@ -291,14 +291,14 @@ void visit_stats(DType x, DType stats, F&& f) {
 
 void batch_norm_forward(const BatchNormForward& a) {
 #if MIXGRAD_WITH_ONEDNN
-  if (onednn::enabled() && a.x.numel() > 0 && onednn_forward(a)) return;
+  if (a.x.numel() > 0 && onednn::use_for(a.x.numel()) && onednn_forward(a)) return;
 #endif
   visit_stats(a.x.dtype(), a.mean.dtype(), [&]<class T, class S>() { fallback_forward<T, S>(a); });
 }
 
 void batch_norm_backward(const BatchNormBackward& a) {
 #if MIXGRAD_WITH_ONEDNN
-  if (onednn::enabled() && a.x.numel() > 0 && onednn_backward(a)) return;
+  if (a.x.numel() > 0 && onednn::use_for(a.x.numel()) && onednn_backward(a)) return;
 #endif
   visit_stats(a.x.dtype(), a.mean.dtype(), [&]<class T, class S>() { fallback_backward<T, S>(a); });
 }

@@ -387,12 +387,15 @@ void fallback_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& 
   if (gb.defined()) store(gb_acc, gb);
 }
 
+// Multiply-adds of one convolution: every output takes C/groups * KH * KW.
+int64_t work(const Tensor& w, const Tensor& y) { return y.numel() * w.shape()[1] * w.shape()[2] * w.shape()[3]; }
+
 }  // namespace
 
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Conv2dParams& p) {
   if (y.numel() == 0) return;
 #if MIXGRAD_WITH_ONEDNN
-  if (onednn::enabled() && x.numel() > 0 && onednn_forward(x, w, bias, y, p)) return;
+  if (x.numel() > 0 && onednn::use_for(work(w, y)) && onednn_forward(x, w, bias, y, p)) return;
 #endif
   visit_floating(y.dtype(), "conv2d", [&]<class T>() { fallback_forward<T>(x, w, bias, y, p); });
 }
@@ -400,7 +403,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
 void conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p) {
   if (gx.numel() == 0) return;
 #if MIXGRAD_WITH_ONEDNN
-  if (onednn::enabled() && gy.numel() > 0 && onednn_backward_data(gy, w, gx, p)) return;
+  if (gy.numel() > 0 && onednn::use_for(work(w, gy)) && onednn_backward_data(gy, w, gx, p)) return;
 #endif
   visit_floating(gx.dtype(), "conv2d", [&]<class T>() { fallback_backward_data<T>(gy, w, gx, p); });
 }
@@ -409,7 +412,7 @@ void conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw
                              const Conv2dParams& p) {
   if (gw.numel() == 0) return;
 #if MIXGRAD_WITH_ONEDNN
-  if (onednn::enabled() && gy.numel() > 0 && onednn_backward_weights(gy, x, gw, gbias, p)) return;
+  if (gy.numel() > 0 && onednn::use_for(work(gw, gy)) && onednn_backward_weights(gy, x, gw, gbias, p)) return;
 #endif
   visit_floating(gw.dtype(), "conv2d", [&]<class T>() { fallback_backward_weights<T>(gy, x, gw, gbias, p); });
 }

@@ -174,7 +174,8 @@ void sum_channels_typed(const Tensor& x, int64_t outer, int64_t channels, int64_
 void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
   if (out.numel() == 0) return;
 #if MIXGRAD_WITH_ONEDNN
-  if (onednn::enabled() && a.shape()[a.ndim() - 1] > 0 && onednn_matmul(a, b, bias, out)) return;
+  const int64_t k = a.shape()[a.ndim() - 1];
+  if (k > 0 && onednn::use_for(out.numel() * k) && onednn_matmul(a, b, bias, out)) return;
 #endif
   visit_floating(out.dtype(), "matmul", [&]<class T>() {
     const Tensor ac = plain_matrix(a) ? a : a.contiguous();

@@ -267,7 +267,7 @@ MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool
   MaxPoolWorkspace ws;
   if (y.numel() == 0) return ws;
 #if MIXGRAD_WITH_ONEDNN
-  if (onednn::enabled() && onednn_pool_forward(dnnl::algorithm::pooling_max, x, y, p, &ws.data)) {
+  if (onednn::use_for(y.numel() * p.kernel.h * p.kernel.w) && onednn_pool_forward(dnnl::algorithm::pooling_max, x, y, p, &ws.data)) {
     ws.kind = MaxPoolWorkspace::Kind::onednn;
     ws.compute_dtype = y.dtype() == DType::float16 ? DType::float32 : y.dtype();
     return ws;
@@ -299,7 +299,9 @@ void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Ten
 void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
   if (y.numel() == 0) return;
 #if MIXGRAD_WITH_ONEDNN
-  if (onednn::enabled() && onednn_pool_forward(dnnl::algorithm::pooling_avg_exclude_padding, x, y, p, nullptr)) return;
+  if (onednn::use_for(y.numel() * p.kernel.h * p.kernel.w) &&
+      onednn_pool_forward(dnnl::algorithm::pooling_avg_exclude_padding, x, y, p, nullptr))
+    return;
 #endif
   const FixedWindows wh{p.kernel.h, p.stride.h, p.padding.h, x.shape()[2]};
   const FixedWindows ww{p.kernel.w, p.stride.w, p.padding.w, x.shape()[3]};
@@ -310,7 +312,7 @@ void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p)
 void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dParams& p) {
   if (gx.numel() == 0) return;
 #if MIXGRAD_WITH_ONEDNN
-  if (onednn::enabled() && gy.numel() > 0 &&
+  if (gy.numel() > 0 && onednn::use_for(gy.numel() * p.kernel.h * p.kernel.w) &&
       onednn_pool_backward(dnnl::algorithm::pooling_avg_exclude_padding, gy, gx, p, nullptr))
     return;
 #endif

@@ -185,7 +185,7 @@ void fallback_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, cons
 void softmax_forward(const Tensor& x, const Tensor& y, const SoftmaxShape& s, SoftmaxKind kind) {
   if (y.numel() == 0) return;
 #if MIXGRAD_WITH_ONEDNN
-  if (onednn::enabled() && onednn_forward(x, y, s, kind)) return;
+  if (onednn::use_for(y.numel()) && onednn_forward(x, y, s, kind)) return;
 #endif
   visit_floating(y.dtype(), "softmax", [&]<class T>() { fallback_forward<T>(x, y, s, kind); });
 }
@@ -193,7 +193,7 @@ void softmax_forward(const Tensor& x, const Tensor& y, const SoftmaxShape& s, So
 void softmax_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, const SoftmaxShape& s, SoftmaxKind kind) {
   if (gx.numel() == 0) return;
 #if MIXGRAD_WITH_ONEDNN
-  if (onednn::enabled() && onednn_backward(gy, y, gx, s, kind)) return;
+  if (onednn::use_for(gx.numel()) && onednn_backward(gy, y, gx, s, kind)) return;
 #endif
   visit_floating(gx.dtype(), "softmax", [&]<class T>() { fallback_backward<T>(gy, y, gx, s, kind); });
 }

@@ -13,12 +13,22 @@
 namespace mixgrad::backend::onednn {
 
 namespace {
-std::atomic<bool> g_enabled{MIXGRAD_WITH_ONEDNN != 0};
+std::atomic<Mode> g_mode{MIXGRAD_WITH_ONEDNN ? Mode::automatic : Mode::never};
 }  // namespace
 
 bool built() { return MIXGRAD_WITH_ONEDNN != 0; }
-bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
-void set_enabled(bool on) { g_enabled.store(on && built(), std::memory_order_relaxed); }
+Mode mode() { return g_mode.load(std::memory_order_relaxed); }
+void set_mode(Mode m) { g_mode.store(built() ? m : Mode::never, std::memory_order_relaxed); }
+bool enabled() { return mode() != Mode::never; }
+
+bool use_for(int64_t work) {
+  switch (mode()) {
+    case Mode::always: return true;
+    case Mode::automatic: return work >= kMinWork;
+    case Mode::never: return false;
+  }
+  return false;
+}
 
 #if MIXGRAD_WITH_ONEDNN
 
