@@ -64,7 +64,7 @@ dnnl::batch_normalization_forward::primitive_desc forward_pd(dnnl::prop_kind kin
                                                              double eps, normalization_flags flags) {
   const auto desc =
       MIXGRAD_ONEDNN_CHECK(dnnl::batch_normalization_forward::desc(kind, data, static_cast<float>(eps), flags));
-  ++onednn::primitives_created();
+  onednn::count_primitive();
   return MIXGRAD_ONEDNN_CHECK(dnnl::batch_normalization_forward::primitive_desc(desc, onednn::engine(), true));
 }
 

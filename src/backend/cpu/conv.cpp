@@ -89,7 +89,7 @@ dnnl::convolution_forward::primitive_desc forward_pd(const ForwardMds& m, const 
                                                                     g.dilates, g.pad_l, g.pad_r))
              : MIXGRAD_ONEDNN_CHECK(
                    dnnl::convolution_forward::desc(kind, algo, m.x, m.w, m.y, g.strides, g.dilates, g.pad_l, g.pad_r));
-  ++onednn::primitives_created();
+  onednn::count_primitive();
   return MIXGRAD_ONEDNN_CHECK(dnnl::convolution_forward::primitive_desc(desc, onednn::engine(), true));
 }
 

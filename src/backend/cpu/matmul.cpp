@@ -51,7 +51,7 @@ std::shared_ptr<MatmulEntry> make_matmul(const Tensor& a, const Tensor& b, const
   const auto desc = bias.defined() ? MIXGRAD_ONEDNN_CHECK(dnnl::matmul::desc(e->a_md, e->b_md, e->bias_md, e->out_md))
                                    : MIXGRAD_ONEDNN_CHECK(dnnl::matmul::desc(e->a_md, e->b_md, e->out_md));
   auto pd = MIXGRAD_ONEDNN_CHECK(dnnl::matmul::primitive_desc(desc, onednn::engine(), /*allow_empty=*/true));
-  ++onednn::primitives_created();
+  onednn::count_primitive();
   if (!pd) return nullptr;
   e->prim = MIXGRAD_ONEDNN_CHECK(dnnl::matmul(pd));
   return e;

@@ -56,7 +56,7 @@ dnnl::pooling_forward::primitive_desc forward_pd(dnnl::algorithm algo, const mem
   const PoolGeometry g = geometry(p);
   const auto desc = MIXGRAD_ONEDNN_CHECK(dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training, algo, x, y,
                                                                      g.strides, g.kernel, g.pad_l, g.pad_r));
-  ++onednn::primitives_created();
+  onednn::count_primitive();
   return MIXGRAD_ONEDNN_CHECK(dnnl::pooling_forward::primitive_desc(desc, onednn::engine(), true));
 }
 

@@ -39,7 +39,7 @@ memory::desc view_md(const SoftmaxShape& s, DType dt) { return onednn::plain_md(
 dnnl::softmax_v2_forward::primitive_desc forward_pd(const memory::desc& md, SoftmaxKind kind) {
   const auto desc = MIXGRAD_ONEDNN_CHECK(
       dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_training, algorithm_of(kind), md, md, 1));
-  ++onednn::primitives_created();
+  onednn::count_primitive();
   return MIXGRAD_ONEDNN_CHECK(dnnl::softmax_v2_forward::primitive_desc(desc, onednn::engine(), true));
 }
 

@@ -119,9 +119,8 @@ PrimitiveCache<Entry>& cache() {
   return c;
 }
 
-/// Counts primitive-descriptor creations on this thread (cache misses), for
-/// tests that check a loop does not rebuild primitives.
-int64_t& primitives_created();
+/// Counts one primitive-descriptor creation on this thread (see primitives_created()).
+void count_primitive();
 
 /// True for dtypes oneDNN computes natively here: float32, bfloat16.
 constexpr bool native(DType t) { return t == DType::float32 || t == DType::bfloat16; }

@@ -44,10 +44,15 @@ dnnl::stream& stream() {
   return s;
 }
 
-int64_t& primitives_created() {
+namespace {
+int64_t& primitive_counter() {
   thread_local int64_t n = 0;
   return n;
 }
+}  // namespace
+
+int64_t primitives_created() { return primitive_counter(); }
+void count_primitive() { ++primitive_counter(); }
 
 namespace detail {
 void throw_failure(const char* what, int status, const char* call, const char* file, int line) {
@@ -129,6 +134,10 @@ Tensor to_float32(const Tensor& t) {
   copy(t, out);
   return out;
 }
+
+#else
+
+int64_t primitives_created() { return 0; }
 
 #endif  // MIXGRAD_WITH_ONEDNN
 

@@ -41,6 +41,11 @@ bool enabled();
 /// True when an op of `work` multiply-adds or elements runs oneDNN now.
 bool use_for(int64_t work);
 
+/// oneDNN primitive descriptors built on the calling thread so far (primitive
+/// cache misses); 0 without oneDNN. A training loop stops increasing it after
+/// its first step.
+int64_t primitives_created();
+
 /// Sets the mode for its lifetime, then restores the previous one. Results
 /// carry their own backward state (a max-pool workspace says which path made
 /// it), so a gradient computed after the scope closes still matches.
