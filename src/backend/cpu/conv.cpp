@@ -388,7 +388,7 @@ void fallback_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& 
 }
 
 // Multiply-adds of one convolution: every output takes C/groups * KH * KW.
-int64_t work(const Tensor& w, const Tensor& y) { return y.numel() * w.shape()[1] * w.shape()[2] * w.shape()[3]; }
+[[maybe_unused]] int64_t work(const Tensor& w, const Tensor& y) { return y.numel() * w.shape()[1] * w.shape()[2] * w.shape()[3]; }
 
 }  // namespace
 

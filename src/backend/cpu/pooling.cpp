@@ -280,7 +280,8 @@ MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool
   return ws;
 }
 
-void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Tensor& gx, const Pool2dParams& p) {
+void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Tensor& gx,
+                         [[maybe_unused]] const Pool2dParams& p) {
   if (gy.numel() == 0) {
     fill(gx, 0.0);
     return;
