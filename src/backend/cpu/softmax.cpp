@@ -1,6 +1,7 @@
-// CPU softmax / log_softmax. oneDNN softmax_v2 (accurate, log) on the
-// [outer, axis, inner] view for float32 and bfloat16, float16 by way of
-// float32; loops otherwise. The loops handle a whole [axis, inner] slab at a
+// CPU softmax / log_softmax. oneDNN softmax_v2 (accurate, log) along the
+// last dim (inner == 1) for float32 and bfloat16, float16 by way of float32;
+// loops otherwise: oneDNN 2.6 has only its reference kernel for a softmax
+// over a strided axis, slower than the loops here. The loops handle a whole [axis, inner] slab at a
 // time so that the inner dimension, contiguous in memory, is the vectorised one.
 #include <cmath>
 #include <limits>
@@ -185,7 +186,7 @@ void fallback_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, cons
 void softmax_forward(const Tensor& x, const Tensor& y, const SoftmaxShape& s, SoftmaxKind kind) {
   if (y.numel() == 0) return;
 #if MIXGRAD_WITH_ONEDNN
-  if (onednn::use_for(y.numel()) && onednn_forward(x, y, s, kind)) return;
+  if (s.inner == 1 && onednn::use_for(y.numel()) && onednn_forward(x, y, s, kind)) return;
 #endif
   visit_floating(y.dtype(), "softmax", [&]<class T>() { fallback_forward<T>(x, y, s, kind); });
 }
@@ -193,7 +194,7 @@ void softmax_forward(const Tensor& x, const Tensor& y, const SoftmaxShape& s, So
 void softmax_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, const SoftmaxShape& s, SoftmaxKind kind) {
   if (gx.numel() == 0) return;
 #if MIXGRAD_WITH_ONEDNN
-  if (onednn::use_for(gx.numel()) && onednn_backward(gy, y, gx, s, kind)) return;
+  if (s.inner == 1 && onednn::use_for(gx.numel()) && onednn_backward(gy, y, gx, s, kind)) return;
 #endif
   visit_floating(gx.dtype(), "softmax", [&]<class T>() { fallback_backward<T>(gy, y, gx, s, kind); });
 }

@@ -18,6 +18,7 @@
 #include <memory>
 #include <source_location>
 #include <unordered_map>
+#include <vector>
 
 #include "backend/onednn/onednn.hpp"
 #include "mixgrad/tensor.hpp"
@@ -140,6 +141,42 @@ dnnl::memory memory(const dnnl::memory::desc& md, void* data);
 /// the primitive kind and the caller's file and line.
 void execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args,
              std::source_location where = std::source_location::current());
+
+/// One argument of a primitive created with format_tag::any: the plain layout
+/// mixgrad tensors have, the layout the primitive chose, and the reorder
+/// between them when they differ (plain -> chosen for an input, chosen ->
+/// plain for an output). Blocked layouts let the convolutions run their
+/// direct kernels, about twice as fast as on plain layouts here, reorders
+/// included.
+struct LayoutArg {
+  dnnl::memory::desc plain, chosen;
+  dnnl::reorder reorder;  // empty when plain == chosen
+  bool reordered() const { return static_cast<bool>(reorder); }
+};
+enum class Direction : uint8_t { input, output };
+LayoutArg layout_arg(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen, Direction d);
+
+/// Arguments for one execution: tensors in plain layout, reordered into
+/// scratch buffers (from mixgrad's caching allocator) where the primitive
+/// chose another layout, and reordered back after it ran.
+class Execution {
+ public:
+  void input(int arg, const LayoutArg& layout, const Tensor& t);
+  void output(int arg, const LayoutArg& layout, const Tensor& t);
+  /// An argument in its own layout (bias, statistics).
+  void plain(int arg, const dnnl::memory::desc& md, const Tensor& t) { args_.emplace(arg, memory(md, t)); }
+  void run(const dnnl::primitive& p, std::source_location where = std::source_location::current());
+
+ private:
+  struct Pending {
+    const dnnl::reorder* reorder;
+    dnnl::memory from, to;
+  };
+  dnnl::memory scratch(const dnnl::memory::desc& md);
+  std::unordered_map<int, dnnl::memory> args_;
+  std::vector<Pending> before_, after_;
+  std::vector<Tensor> buffers_;
+};
 
 /// A contiguous float32 copy of t (t itself when it already is one): the
 /// float16 route through oneDNN, which has no float16 kernels on this CPU.

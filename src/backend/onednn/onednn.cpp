@@ -128,6 +128,47 @@ void execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memor
   }
 }
 
+LayoutArg layout_arg(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen, Direction d) {
+  LayoutArg a{plain, chosen, {}};
+  if (plain != chosen) {
+    const auto& from = d == Direction::input ? plain : chosen;
+    const auto& to = d == Direction::input ? chosen : plain;
+    a.reorder = MIXGRAD_ONEDNN_CHECK(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to)));
+  }
+  return a;
+}
+
+dnnl::memory Execution::scratch(const dnnl::memory::desc& md) {
+  buffers_.push_back(empty(Shape{static_cast<int64_t>(md.get_size())}, DType::bool_));
+  return memory(md, buffers_.back());
+}
+
+void Execution::input(int arg, const LayoutArg& layout, const Tensor& t) {
+  if (!layout.reordered()) {
+    args_.emplace(arg, memory(layout.plain, t));
+    return;
+  }
+  dnnl::memory m = scratch(layout.chosen);
+  before_.push_back({&layout.reorder, memory(layout.plain, t), m});
+  args_.emplace(arg, m);
+}
+
+void Execution::output(int arg, const LayoutArg& layout, const Tensor& t) {
+  if (!layout.reordered()) {
+    args_.emplace(arg, memory(layout.plain, t));
+    return;
+  }
+  dnnl::memory m = scratch(layout.chosen);
+  after_.push_back({&layout.reorder, m, memory(layout.plain, t)});
+  args_.emplace(arg, m);
+}
+
+void Execution::run(const dnnl::primitive& p, std::source_location where) {
+  for (const Pending& r : before_) execute(*r.reorder, {{DNNL_ARG_FROM, r.from}, {DNNL_ARG_TO, r.to}}, where);
+  execute(p, args_, where);
+  for (const Pending& r : after_) execute(*r.reorder, {{DNNL_ARG_FROM, r.from}, {DNNL_ARG_TO, r.to}}, where);
+}
+
 Tensor to_float32(const Tensor& t) {
   if (t.dtype() == DType::float32 && t.is_contiguous()) return t;
   Tensor out = empty(t.shape(), DType::float32, t.device());
