@@ -27,6 +27,12 @@ std::vector<OpCase> linalg_cases() {
       {.name = "matmul_transposed_views",
        .inputs = {{4, 3}, {5, 4}},
        .run = [](const Inputs& x) { return matmul(transpose(x[0], 0, 1), transpose(x[1], 0, 1)); }},
+      {.name = "matmul_broadcast_view_operand",
+       .inputs = {{1, 3, 4}, {2, 4, 2}},
+       .run = [](const Inputs& x) { return matmul(mg::F::broadcast_to(x[0], {2, 3, 4}), x[1]); }},
+      {.name = "matmul_permuted_batch",
+       .inputs = {{3, 2, 4}, {2, 4, 3}},
+       .run = [](const Inputs& x) { return matmul(mg::F::permute(x[0], {1, 0, 2}), x[1]); }},
       // k = 64: a longer reduction in low precision than the others.
       {.name = "matmul_long_k",
        .inputs = {{3, 64}, {64, 2}},

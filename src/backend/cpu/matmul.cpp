@@ -29,6 +29,22 @@ bool plain_matrix(const Tensor& t) {
 
 #if MIXGRAD_WITH_ONEDNN
 
+// Batch dims with stride 0 (a broadcast view) as extent 1: oneDNN broadcasts
+// extent-1 batch dims itself, while a zero stride sends it to its slow
+// reference kernel.
+Tensor broadcast_as_unit(const Tensor& t) {
+  Shape shape = t.shape(), strides = t.strides();
+  bool changed = false;
+  for (int d = t.ndim() - 3; d >= 0; --d)
+    if (strides[d] == 0) {
+      shape[d] = 1;
+      strides[d] = std::max<int64_t>(1, strides[d + 1] * shape[d + 1]);  // any stride fits an extent of 1
+      changed = true;
+    }
+  if (!changed) return t;
+  return Tensor(std::make_shared<TensorImpl>(t.impl()->storage, t.impl()->offset, shape, strides, t.dtype()));
+}
+
 struct MatmulEntry {
   dnnl::matmul prim;
   dnnl::memory::desc a_md, b_md, bias_md, out_md;
@@ -66,8 +82,8 @@ bool onednn_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_in
     return true;
   }
   if (!onednn::native(out.dtype())) return false;
-  const Tensor a = plain_matrix(a_in) ? a_in : a_in.contiguous();
-  const Tensor b = plain_matrix(b_in) ? b_in : b_in.contiguous();
+  const Tensor a = broadcast_as_unit(plain_matrix(a_in) ? a_in : a_in.contiguous());
+  const Tensor b = broadcast_as_unit(plain_matrix(b_in) ? b_in : b_in.contiguous());
   Tensor bias = bias_in;
   if (bias.defined() && (!onednn::native(bias.dtype()) || !bias.is_contiguous())) bias = onednn::to_float32(bias);
   onednn::Key key(onednn::Family::matmul);
