@@ -9,14 +9,15 @@
 #include "backend/copy.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
-#include "ops/fused_support.hpp"
+#include "ops/dense.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {
 
 namespace {
 
-using ops::converted;
+// t as a contiguous tensor of dtype dt, unrecorded; undefined stays undefined.
+Tensor converted(const Tensor& t, DType dt) { return t.defined() ? ops::dense(t, dt) : Tensor(); }
 
 void check_channel_vector(const char* what, const Tensor& t, const Tensor& x) {
   if (!t.defined()) return;

@@ -6,7 +6,7 @@
 #include "backend/linalg.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
-#include "ops/fused_support.hpp"
+#include "ops/dense.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {
@@ -56,13 +56,13 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
   check_conv_dtypes(x, w, b);
 
   const backend::Conv2dParams p{o.stride, o.padding, o.dilation, o.groups};
-  const Tensor xc = ops::dense(x), wc = ops::dense(w), bc = ops::dense(b);
+  const Tensor xc = ops::dense(x), wc = ops::dense(w), bc = b.defined() ? ops::dense(b) : Tensor();
   Tensor y = empty(Shape{x.shape()[0], out_ch, oh, ow}, x.dtype(), x.device());
   backend::conv2d_forward(xc, wc, bc, y, p);
 
   autodiff::record({&x, &w, &b}, y, [xc, wc, p, b_dtype = b.defined() ? b.dtype() : x.dtype()](
                                         const Tensor& g_in, autodiff::InputGrads& gi) {
-    const Tensor g = ops::converted(g_in, xc.dtype());
+    const Tensor g = ops::dense(g_in, xc.dtype());
     if (gi.needs(0)) {
       Tensor gx = empty(xc.shape(), xc.dtype(), xc.device());
       backend::conv2d_backward_data(g, wc, gx, p);

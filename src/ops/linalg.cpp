@@ -10,7 +10,7 @@
 #include "backend/linalg.hpp"
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
-#include "ops/fused_support.hpp"
+#include "ops/dense.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {
@@ -200,7 +200,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
 
   autodiff::record({&x, &w, &b}, out, [x2, w, in, out_features, rows, x_shape = x.shape(), b_dtype = b.defined() ? b.dtype() : x.dtype()](
                                          const Tensor& g_in, autodiff::InputGrads& gi) {
-    const Tensor g = ops::converted(g_in, x2.dtype());
+    const Tensor g = ops::dense(g_in, x2.dtype());
     const Tensor g2 = view(g, Shape{rows, out_features}, Shape{out_features, 1});
     if (gi.needs(0)) {
       Tensor gx = empty(x_shape, x2.dtype(), x2.device());

@@ -5,7 +5,7 @@
 
 #include "mixgrad/ops/nn.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
-#include "ops/fused_support.hpp"
+#include "ops/dense.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {
@@ -51,7 +51,7 @@ Tensor max_pool2d(const Tensor& x_in, const Pool2dOptions& options) {
   const backend::MaxPoolWorkspace ws = backend::max_pool2d_forward(ops::dense(x), y, p);
   autodiff::record({&x}, y, [ws, p, x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
     Tensor gx = empty(x_shape, dt, g.device());
-    backend::max_pool2d_backward(ops::converted(g, dt), ws, gx, p);
+    backend::max_pool2d_backward(ops::dense(g, dt), ws, gx, p);
     gi.set(0, gx);
   });
   return y;
@@ -67,7 +67,7 @@ Tensor avg_pool2d(const Tensor& x_in, const Pool2dOptions& options) {
   backend::avg_pool2d_forward(ops::dense(x), y, p);
   autodiff::record({&x}, y, [p, x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
     Tensor gx = empty(x_shape, dt, g.device());
-    backend::avg_pool2d_backward(ops::converted(g, dt), gx, p);
+    backend::avg_pool2d_backward(ops::dense(g, dt), gx, p);
     gi.set(0, gx);
   });
   return y;
@@ -84,7 +84,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
   backend::adaptive_avg_pool2d_forward(ops::dense(x), y);
   autodiff::record({&x}, y, [x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
     Tensor gx = empty(x_shape, dt, g.device());
-    backend::adaptive_avg_pool2d_backward(ops::converted(g, dt), gx);
+    backend::adaptive_avg_pool2d_backward(ops::dense(g, dt), gx);
     gi.set(0, gx);
   });
   return y;

@@ -4,7 +4,7 @@
 #include "backend/softmax.hpp"
 
 #include "mixgrad/ops/nn.hpp"
-#include "ops/fused_support.hpp"
+#include "ops/dense.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {
@@ -28,7 +28,7 @@ Tensor softmax_op(const char* op, OpKind kind_of_op, backend::SoftmaxKind kind, 
   backend::softmax_forward(ops::dense(x), y, s, kind);
   autodiff::record({&x}, y, [y, s, kind](const Tensor& g, autodiff::InputGrads& gi) {
     Tensor gx = empty(y.shape(), y.dtype(), y.device());
-    backend::softmax_backward(ops::converted(g, y.dtype()), y, gx, s, kind);
+    backend::softmax_backward(ops::dense(g, y.dtype()), y, gx, s, kind);
     gi.set(0, gx);
   });
   return y;
