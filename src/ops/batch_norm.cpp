@@ -90,7 +90,8 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
       {.x = xc, .weight = w, .bias = b, .mean = mean, .var = var, .y = y, .training = o.training, .eps = o.eps});
   if (o.training && running_mean.defined()) {
     update_running(running_mean, mean, o.momentum, 1.0);
-    update_running(running_var, var, o.momentum, static_cast<double>(per_channel) / static_cast<double>(per_channel - 1));
+    update_running(running_var, var, o.momentum,
+                   static_cast<double>(per_channel) / static_cast<double>(per_channel - 1));
   }
 
   autodiff::record({&x, &weight, &bias}, y,

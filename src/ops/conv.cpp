@@ -22,7 +22,9 @@ void check_conv_dtypes(const Tensor& x, const Tensor& w, const Tensor& b) {
 }
 
 // Output extent of one spatial dim.
-int64_t conv_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
+int64_t conv_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+}
 
 }  // namespace
 

@@ -84,7 +84,9 @@ Tensor product(const Tensor& a, const Tensor& b, const Tensor& bias = Tensor()) 
   Tensor a2;
   if (r > 2 && batch_numel(b.shape()) == 1 && fold_rows(a, a2)) {
     const Tensor b2 = view(b, Shape{b.shape()[r - 2], b.shape()[r - 1]}, Shape{b.strides()[r - 2], b.strides()[r - 1]});
-    backend::matmul(a2, b2, bias, view(out, Shape{a2.shape()[0], shape[r - 1]}, contiguous_strides(Shape{a2.shape()[0], shape[r - 1]})));
+    backend::matmul(
+        a2, b2, bias,
+        view(out, Shape{a2.shape()[0], shape[r - 1]}, contiguous_strides(Shape{a2.shape()[0], shape[r - 1]})));
   } else {
     backend::matmul(a, b, bias, out);
   }
@@ -119,7 +121,8 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   ops::check_floating("matmul", a_in);
   ops::check_floating("matmul", b_in);
   if (a_in.ndim() == 0 || b_in.ndim() == 0)
-    throw ShapeError("matmul: operands need at least 1 dim, got " + ops::describe(a_in) + " and " + ops::describe(b_in));
+    throw ShapeError("matmul: operands need at least 1 dim, got " + ops::describe(a_in) + " and " +
+                     ops::describe(b_in));
   const bool a_vec = a_in.ndim() == 1, b_vec = b_in.ndim() == 1;
   const int64_t ka = a_in.shape()[a_in.ndim() - 1];
   const int64_t kb = b_vec ? b_in.shape()[0] : b_in.shape()[b_in.ndim() - 2];
@@ -134,7 +137,8 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     const int64_t ea = da >= 0 && !a_vec ? a_in.shape()[da] : 1;
     const int64_t eb = db >= 0 && !b_vec ? b_in.shape()[db] : 1;
     if (ea != eb && ea != 1 && eb != 1)
-      throw ShapeError("matmul: batch dimensions do not broadcast: " + ops::describe(a_in) + " x " + ops::describe(b_in));
+      throw ShapeError("matmul: batch dimensions do not broadcast: " + ops::describe(a_in) + " x " +
+                       ops::describe(b_in));
     batch.push_back(std::max(ea, eb));
   }
   if (a_in.dtype() != b_in.dtype() && !amp::detail::autocast_active()) check_dtypes("matmul", {&a_in, &b_in});
@@ -154,7 +158,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 
   autodiff::record({&a, &b}, out, [a_full, b_full, full_shape = out_full.shape(), a_shape = a.shape(),
                                    b_shape = b.shape()](const Tensor& g_in, autodiff::InputGrads& gi) {
-    const Tensor g = F::reshape(g_in.dtype() == a_full.dtype() ? g_in : astype(g_in, a_full.dtype()), full_shape);
+    const Tensor g = F::reshape(ops::dense(g_in, a_full.dtype()), full_shape);
     if (gi.needs(0)) gi.set(0, F::reshape(reduce_batch(product(g, swap_last(b_full)), a_full.shape()), a_shape));
     if (gi.needs(1)) {
       Tensor a2, g2;
@@ -198,8 +202,9 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   const Tensor w_t = swap_last(w);  // [in, out]: a transposed view, no copy
   backend::matmul(x2, w_t, b, view(out, Shape{rows, out_features}, Shape{out_features, 1}));
 
-  autodiff::record({&x, &w, &b}, out, [x2, w, in, out_features, rows, x_shape = x.shape(), b_dtype = b.defined() ? b.dtype() : x.dtype()](
-                                         const Tensor& g_in, autodiff::InputGrads& gi) {
+  const DType b_dtype = b.defined() ? b.dtype() : x.dtype();
+  autodiff::record({&x, &w, &b}, out, [x2, w, in, out_features, rows, b_dtype, x_shape = x.shape()](
+                                          const Tensor& g_in, autodiff::InputGrads& gi) {
     const Tensor g = ops::dense(g_in, x2.dtype());
     const Tensor g2 = view(g, Shape{rows, out_features}, Shape{out_features, 1});
     if (gi.needs(0)) {

@@ -148,7 +148,8 @@ BOOST_AUTO_TEST_CASE(matmul_known_values) {
   const Tensor a = mg::tensor({1.f, 2.f, 3.f, 4.f, 5.f, 6.f}, {2, 3});
   const Tensor b = mg::tensor({1.f, 0.f, -1.f, 2.f, 0.5f, 1.f}, {3, 2});
   const auto y = F::matmul(a, b).to_vector<double>();
-  BOOST_TEST(y == (std::vector<double>{1 - 2 + 1.5, 0 + 4 + 3, 4 - 5 + 3, 0 + 10 + 6}), boost::test_tools::per_element());
+  BOOST_TEST(y == (std::vector<double>{1 - 2 + 1.5, 0 + 4 + 3, 4 - 5 + 3, 0 + 10 + 6}),
+             boost::test_tools::per_element());
   const Tensor v = mg::tensor({1.f, 1.f, 1.f}, {3});
   BOOST_TEST(F::matmul(a, v).shape() == mg::Shape({2}));
   BOOST_TEST(F::matmul(v, b).shape() == mg::Shape({2}));
@@ -174,8 +175,11 @@ BOOST_AUTO_TEST_CASE(matmul_errors_name_the_op) {
   expect_error_naming<mg::ShapeError>([] { F::matmul(mg::scalar(1.0), mg::zeros({2})); }, "matmul");
   expect_error_naming<mg::DTypeError>([] { F::matmul(mg::zeros({2, 3}), mg::zeros({3, 2}, DType::float64)); },
                                       "matmul");
-  expect_error_naming<mg::DTypeError>([] { F::matmul(mg::zeros({2, 3}, DType::int32), mg::zeros({3, 2}, DType::int32)); },
-                                      "matmul");
+  expect_error_naming<mg::DTypeError>(
+      [] {
+        F::matmul(mg::zeros({2, 3}, DType::int32), mg::zeros({3, 2}, DType::int32));
+      },
+      "matmul");
   try {
     F::matmul(mg::zeros({2, 3}), mg::zeros({4, 2}));
   } catch (const mg::ShapeError& e) {
@@ -185,7 +189,11 @@ BOOST_AUTO_TEST_CASE(matmul_errors_name_the_op) {
 
 BOOST_AUTO_TEST_CASE(linear_errors_name_the_op) {
   expect_error_naming<mg::ShapeError>([] { F::linear(mg::zeros({2, 3}), mg::zeros({4, 2})); }, "linear");
-  expect_error_naming<mg::ShapeError>([] { F::linear(mg::zeros({2, 3}), mg::zeros({4, 3}), mg::zeros({3})); }, "linear");
+  expect_error_naming<mg::ShapeError>(
+      [] {
+        F::linear(mg::zeros({2, 3}), mg::zeros({4, 3}), mg::zeros({3}));
+      },
+      "linear");
   expect_error_naming<mg::DTypeError>(
       [] { F::linear(mg::zeros({2, 3}), mg::zeros({4, 3}, DType::bfloat16)); }, "linear");
 }
@@ -227,7 +235,8 @@ std::vector<double> conv_reference(const Tensor& x, const Tensor& w, const Tenso
 void expect_conv_matches_reference(mg::Shape xs, mg::Shape ws, bool bias, F::Conv2dOptions o) {
   namespace dnn = mg::backend::onednn;
   mg::manual_seed(3);
-  const Tensor x = mg::uniform(xs, -1, 1), w = mg::uniform(ws, -1, 1), b = bias ? mg::uniform({ws[0]}, -1, 1) : Tensor();
+  const Tensor x = mg::uniform(xs, -1, 1), w = mg::uniform(ws, -1, 1),
+               b = bias ? mg::uniform({ws[0]}, -1, 1) : Tensor();
   mg::Shape out_shape;
   const auto want = conv_reference(x, w, b, o, out_shape);
   for (dnn::Mode m : {dnn::Mode::always, dnn::Mode::never}) {
@@ -246,7 +255,8 @@ void expect_conv_matches_reference(mg::Shape xs, mg::Shape ws, bool bias, F::Con
 BOOST_AUTO_TEST_CASE(conv2d_matches_direct_convolution) {
   expect_conv_matches_reference({2, 3, 5, 5}, {4, 3, 3, 3}, true, {});
   expect_conv_matches_reference({1, 2, 7, 6}, {3, 2, 3, 2}, true, {.stride = {2, 1}, .padding = {1, 0}});
-  expect_conv_matches_reference({1, 2, 6, 7}, {2, 2, 2, 3}, false, {.stride = {1, 2}, .padding = {0, 2}, .dilation = {2, 1}});
+  expect_conv_matches_reference({1, 2, 6, 7}, {2, 2, 2, 3}, false,
+                                {.stride = {1, 2}, .padding = {0, 2}, .dilation = {2, 1}});
   expect_conv_matches_reference({2, 4, 5, 5}, {6, 2, 3, 3}, true, {.padding = 1, .groups = 2});
   expect_conv_matches_reference({1, 3, 5, 5}, {3, 1, 3, 3}, false, {.stride = 2, .padding = 1, .groups = 3});
   // Large enough to run oneDNN in the default mode too.
@@ -289,7 +299,8 @@ BOOST_AUTO_TEST_CASE(pooling_known_values) {
     BOOST_TEST(F::avg_pool2d(x, {.kernel_size = 2}).to_vector<double>() == (std::vector<double>{2.5, 4.5, 10.5, 12.5}),
                boost::test_tools::per_element());
     // Padding is not counted: a window of ones averages to one at the border too.
-    for (double v : F::avg_pool2d(mg::ones({1, 2, 5, 5}), {.kernel_size = 3, .stride = 2, .padding = 1}).to_vector<double>())
+    for (double v :
+         F::avg_pool2d(mg::ones({1, 2, 5, 5}), {.kernel_size = 3, .stride = 2, .padding = 1}).to_vector<double>())
       BOOST_TEST(v == 1.0);
     // Corner window [0,1]x[0,1] of rows 0..1 and columns 0..1: (0 + 1 + 4 + 5) / 4.
     BOOST_TEST(F::avg_pool2d(x, {.kernel_size = 3, .stride = 2, .padding = 1}).at<double>({0, 0, 0, 0}) == 2.5);

@@ -56,7 +56,8 @@ int64_t eps_bits(double eps) {
 onednn::Key bn_key(onednn::Family f, const Tensor& x, DType dt, normalization_flags flags, double eps, int64_t prop) {
   const NCS d = ncs(x);
   onednn::Key k(f);
-  k.add(d.n).add(d.c).add(d.s).add(static_cast<int64_t>(dt)).add(static_cast<int64_t>(flags)).add(eps_bits(eps)).add(prop);
+  k.add(d.n).add(d.c).add(d.s).add(static_cast<int64_t>(dt));
+  k.add(static_cast<int64_t>(flags)).add(eps_bits(eps)).add(prop);
   return k;
 }
 
@@ -142,8 +143,8 @@ bool onednn_backward(const BatchNormBackward& a) {
         if (!hint) return nullptr;
         const auto desc = MIXGRAD_ONEDNN_CHECK(
             dnnl::batch_normalization_backward::desc(kind, e->data, e->data, static_cast<float>(a.eps), flags));
-        const auto pd =
-            MIXGRAD_ONEDNN_CHECK(dnnl::batch_normalization_backward::primitive_desc(desc, onednn::engine(), hint, true));
+        const auto pd = MIXGRAD_ONEDNN_CHECK(
+            dnnl::batch_normalization_backward::primitive_desc(desc, onednn::engine(), hint, true));
         if (!pd) return nullptr;
         e->prim = MIXGRAD_ONEDNN_CHECK(dnnl::batch_normalization_backward(pd));
         return e;
@@ -185,7 +186,9 @@ const S* ptr_or_null(const Tensor& t) {
   return t.defined() ? static_cast<const S*>(t.raw_data()) : nullptr;
 }
 
-int64_t channel_grain(const NCS& d) { return std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, d.n * d.s)); }
+int64_t channel_grain(const NCS& d) {
+  return std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, d.n * d.s));
+}
 
 template <class T, class S>
 void fallback_forward(const BatchNormForward& a) {

@@ -171,7 +171,8 @@ bool onednn_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, c
   }
   if (!onednn::native(gx.dtype())) return false;
   const auto e = onednn::cache<BackwardDataEntry>().find_or_make(
-      conv_key(onednn::Family::conv_backward_data, gx, w, Tensor(), gy, p), [&]() -> std::shared_ptr<BackwardDataEntry> {
+      conv_key(onednn::Family::conv_backward_data, gx, w, Tensor(), gy, p),
+      [&]() -> std::shared_ptr<BackwardDataEntry> {
         const ConvMds m = plain_mds(gx, w, Tensor(), gy, p);
         const auto hint = forward_pd(m, p);
         if (!hint) return nullptr;
@@ -224,8 +225,8 @@ bool onednn_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw
                                        algo, xa, wa, m.bias, ya, g.strides, g.dilates, g.pad_l, g.pad_r))
                                  : MIXGRAD_ONEDNN_CHECK(dnnl::convolution_backward_weights::desc(
                                        algo, xa, wa, ya, g.strides, g.dilates, g.pad_l, g.pad_r));
-        const auto pd =
-            MIXGRAD_ONEDNN_CHECK(dnnl::convolution_backward_weights::primitive_desc(desc, onednn::engine(), hint, true));
+        const auto pd = MIXGRAD_ONEDNN_CHECK(
+            dnnl::convolution_backward_weights::primitive_desc(desc, onednn::engine(), hint, true));
         if (!pd) return nullptr;
         auto e = std::make_shared<BackwardWeightsEntry>();
         e->prim = MIXGRAD_ONEDNN_CHECK(dnnl::convolution_backward_weights(pd));
@@ -412,7 +413,9 @@ void fallback_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& 
 }
 
 // Multiply-adds of one convolution: every output takes C/groups * KH * KW.
-[[maybe_unused]] int64_t work(const Tensor& w, const Tensor& y) { return y.numel() * w.shape()[1] * w.shape()[2] * w.shape()[3]; }
+[[maybe_unused]] int64_t work(const Tensor& w, const Tensor& y) {
+  return y.numel() * w.shape()[1] * w.shape()[2] * w.shape()[3];
+}
 
 }  // namespace
 

@@ -83,7 +83,8 @@ bool onednn_pool_forward(dnnl::algorithm algo, const Tensor& x, const Tensor& y,
         return e;
       });
   if (!e) return false;
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, onednn::memory(e->x, x)}, {DNNL_ARG_DST, onednn::memory(e->y, y)}};
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, onednn::memory(e->x, x)},
+                                       {DNNL_ARG_DST, onednn::memory(e->y, y)}};
   if (workspace && e->ws) {
     *workspace = empty(Shape{static_cast<int64_t>(e->ws.get_size())}, DType::bool_, y.device());
     args.emplace(DNNL_ARG_WORKSPACE, onednn::memory(e->ws, *workspace));
@@ -112,7 +113,8 @@ bool onednn_pool_backward(dnnl::algorithm algo, const Tensor& gy, const Tensor& 
         const PoolGeometry g = geometry(p);
         const auto desc = MIXGRAD_ONEDNN_CHECK(
             dnnl::pooling_backward::desc(algo, e->gx, e->gy, g.strides, g.kernel, g.pad_l, g.pad_r));
-        const auto pd = MIXGRAD_ONEDNN_CHECK(dnnl::pooling_backward::primitive_desc(desc, onednn::engine(), hint, true));
+        const auto pd =
+            MIXGRAD_ONEDNN_CHECK(dnnl::pooling_backward::primitive_desc(desc, onednn::engine(), hint, true));
         if (!pd) return nullptr;
         e->ws = hint.workspace_desc();
         e->prim = MIXGRAD_ONEDNN_CHECK(dnnl::pooling_backward(pd));
@@ -267,7 +269,8 @@ MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool
   MaxPoolWorkspace ws;
   if (y.numel() == 0) return ws;
 #if MIXGRAD_WITH_ONEDNN
-  if (onednn::use_for(y.numel() * p.kernel.h * p.kernel.w) && onednn_pool_forward(dnnl::algorithm::pooling_max, x, y, p, &ws.data)) {
+  if (onednn::use_for(y.numel() * p.kernel.h * p.kernel.w) &&
+      onednn_pool_forward(dnnl::algorithm::pooling_max, x, y, p, &ws.data)) {
     ws.kind = MaxPoolWorkspace::Kind::onednn;
     ws.compute_dtype = y.dtype() == DType::float16 ? DType::float32 : y.dtype();
     return ws;
@@ -290,8 +293,8 @@ void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Ten
 #if MIXGRAD_WITH_ONEDNN
     if (onednn_pool_backward(dnnl::algorithm::pooling_max, gy, gx, p, &ws.data)) return;
 #endif
-    throw Error("max_pool2d: oneDNN ran the forward but has no backward for gradient " + std::string(to_string(gx.dtype())) +
-                to_string(gx.shape()));
+    throw Error("max_pool2d: oneDNN ran the forward but has no backward for gradient " +
+                std::string(to_string(gx.dtype())) + to_string(gx.shape()));
   }
   visit_floating(gx.dtype(), "max_pool2d",
                  [&]<class T>() { fallback_max_backward<T>(gy, static_cast<const int32_t*>(ws.data.raw_data()), gx); });

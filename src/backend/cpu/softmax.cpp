@@ -92,7 +92,8 @@ bool onednn_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, const 
         if (!hint) return nullptr;
         const auto desc =
             MIXGRAD_ONEDNN_CHECK(dnnl::softmax_v2_backward::desc(algorithm_of(kind), e->md, e->md, e->md, 1));
-        const auto pd = MIXGRAD_ONEDNN_CHECK(dnnl::softmax_v2_backward::primitive_desc(desc, onednn::engine(), hint, true));
+        const auto pd =
+            MIXGRAD_ONEDNN_CHECK(dnnl::softmax_v2_backward::primitive_desc(desc, onednn::engine(), hint, true));
         if (!pd) return nullptr;
         e->prim = MIXGRAD_ONEDNN_CHECK(dnnl::softmax_v2_backward(pd));
         return e;

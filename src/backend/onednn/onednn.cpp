@@ -123,7 +123,8 @@ void execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memor
     p.execute(stream(), args);
     stream().wait();
   } catch (const dnnl::error& e) {
-    const std::string call = "execute(" + std::string(dnnl_prim_kind2str(static_cast<dnnl_primitive_kind_t>(p.get_kind()))) + ")";
+    const std::string call =
+        "execute(" + std::string(dnnl_prim_kind2str(static_cast<dnnl_primitive_kind_t>(p.get_kind()))) + ")";
     detail::throw_failure(e.what(), e.status, call.c_str(), where.file_name(), static_cast<int>(where.line()));
   }
 }
