@@ -2,9 +2,9 @@
 //
 //   perf::TimingOptions opt{.warmup = 3, .rounds = 7, .reps = 3};
 //   auto ms = perf::alternate({[&] { a->run(); }, [&] { b->run(); }}, opt);
-//   // ms[i]: median over rounds of the mean ms per call of contender i
+//   // ms[i].median, ms[i].min: over rounds, of the mean ms per call of contender i
 //   perf::Table t({"model", "ms/step"});
-//   t.row({"MLP", perf::fixed(ms[0], 1)});
+//   t.row({"MLP", perf::fixed(ms[0].median, 1)});
 //   t.print();                                   // a Markdown table
 //
 // Contenders are timed in alternation — each round runs every contender
@@ -60,11 +60,18 @@ inline std::vector<std::vector<double>> alternate_samples(const std::vector<std:
   return samples;
 }
 
-/// The median over rounds of each contender's milliseconds per call.
-inline std::vector<double> alternate(const std::vector<std::function<void()>>& contenders,
-                                     const TimingOptions& options) {
-  std::vector<double> out;
-  for (const auto& s : alternate_samples(contenders, options)) out.push_back(median(s));
+/// A contender's milliseconds per call over the rounds: the median, and the
+/// minimum (the round least disturbed by other work on the machine).
+struct Stat {
+  double median = 0;
+  double min = 0;
+};
+
+/// Stat of each contender, timed in alternation.
+inline std::vector<Stat> alternate(const std::vector<std::function<void()>>& contenders, const TimingOptions& options) {
+  std::vector<Stat> out;
+  for (const auto& s : alternate_samples(contenders, options))
+    out.push_back({median(s), s.empty() ? 0.0 : *std::min_element(s.begin(), s.end())});
   return out;
 }
 

@@ -9,6 +9,7 @@
 //
 //   build/tests/perf/bench_vs_libtorch [--rounds 7] [--reps 3] [--warmup 3] [--threads 2]
 //                                      [--models mlp,cnn,resnet] [--sections train,overhead,rss]
+//                                      [--side mixgrad|LibTorch]     (one framework alone, to profile it)
 //
 // Prints Markdown tables. Times are medians over alternating rounds (see
 // bench_harness.hpp); each round runs every contender --reps times.
@@ -64,12 +65,13 @@ struct Config {
   std::vector<Model> models{std::begin(kModels), std::end(kModels)};
   bool train = true, overhead = true, rss = true;
   int rss_steps = 5;
+  std::string only_side;  // empty: every side built in
 };
 
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--rounds N] [--reps N] [--warmup N] [--threads N] [--models mlp,cnn,resnet]\n"
-               "          [--sections train,overhead,rss] [--rss-steps N]\n",
+               "          [--sections train,overhead,rss] [--rss-steps N] [--side mixgrad|LibTorch]\n",
                argv0);
   std::exit(2);
 }
@@ -119,8 +121,8 @@ void check_finite(const Runner& r, const char* what) {
 // each ratio compares numbers taken under the same load.
 struct ModelResult {
   Model model;
-  std::vector<std::vector<double>> ms;  // [side][precision]
-  double gemm_ms[2] = {0, 0};           // MLP only: fp32, bf16; 0 when unavailable
+  std::vector<std::vector<Stat>> ms;  // [side][precision]
+  Stat gemm_ms[2];                    // MLP only: fp32, bf16; 0 when unavailable
 };
 
 ModelResult time_model(Model m, const std::vector<Side>& sides, const Config& cfg) {
@@ -150,19 +152,29 @@ ModelResult time_model(Model m, const std::vector<Side>& sides, const Config& cf
   return result;
 }
 
+std::string median_min(const Stat& s, int digits) { return fixed(s.median, digits) + " (" + fixed(s.min, digits) + ")"; }
+
 void print_training(const std::vector<ModelResult>& results, const std::vector<Side>& sides) {
   std::vector<std::string> header{"model", "batch", "precision"};
   for (const Side& s : sides) header.push_back(std::string(s.name) + " ms/step");
-  if (sides.size() > 1) header.push_back("mixgrad / LibTorch");
+  if (sides.size() > 1) {
+    header.push_back("mixgrad / LibTorch");
+    header.push_back("same, of the minima");
+  }
   Table t(header);
   for (const auto& r : results)
     for (int p = 0; p < 2; ++p) {
       std::vector<std::string> row{name(r.model), std::to_string(batch_size(r.model)), name(kPrecisions[p])};
-      for (size_t s = 0; s < sides.size(); ++s) row.push_back(fixed(r.ms[s][p], 1));
-      if (sides.size() > 1) row.push_back(ratio(r.ms[0][p], r.ms[1][p]));
+      for (size_t s = 0; s < sides.size(); ++s) row.push_back(median_min(r.ms[s][p], 1));
+      if (sides.size() > 1) {
+        row.push_back(ratio(r.ms[0][p].median, r.ms[1][p].median));
+        row.push_back(ratio(r.ms[0][p].min, r.ms[1][p].min));
+      }
       t.row(row);
     }
-  std::printf("\n## Training step (forward, cross-entropy, backward, SGD momentum 0.9, zero grads)\n\n");
+  std::printf(
+      "\n## Training step (forward, cross-entropy, backward, SGD momentum 0.9, zero grads): "
+      "median (minimum) over rounds\n\n");
   t.print();
 
   std::vector<std::string> h2{"model"};
@@ -170,10 +182,10 @@ void print_training(const std::vector<ModelResult>& results, const std::vector<S
   Table t2(h2);
   for (const auto& r : results) {
     std::vector<std::string> row{name(r.model)};
-    for (size_t s = 0; s < sides.size(); ++s) row.push_back(ratio(r.ms[s][1], r.ms[s][0]));
+    for (size_t s = 0; s < sides.size(); ++s) row.push_back(ratio(r.ms[s][1].median, r.ms[s][0].median));
     t2.row(row);
   }
-  std::printf("\n## bf16 autocast step time / fp32 step time (below 1: autocast is faster)\n\n");
+  std::printf("\n## bf16 autocast step time / fp32 step time, medians (below 1: autocast is faster)\n\n");
   t2.print();
 }
 
@@ -183,13 +195,19 @@ void print_roofline(const ModelResult& mlp, const std::vector<Side>& sides) {
   // not needed, so the real count is about 1.3% lower.
   const double flops = 6.0 * static_cast<double>(kMlpMacsPerSample) * static_cast<double>(batch_size(Model::mlp));
   const double gemm_flops = 2.0 * 256 * 1024 * 1024;
-  Table t({"side", "precision", "MLP ms/step", "achieved GFLOP/s", "oneDNN GEMM GFLOP/s", "fraction of GEMM rate"});
+  Table t({"side", "precision", "MLP ms/step", "achieved GFLOP/s", "oneDNN GEMM GFLOP/s", "fraction of GEMM rate",
+           "same, of the minima"});
   for (size_t s = 0; s < sides.size(); ++s)
     for (int p = 0; p < 2; ++p) {
-      const double achieved = flops / (mlp.ms[s][p] * 1e6);
-      const double ceiling = mlp.gemm_ms[p] > 0 ? gemm_flops / (mlp.gemm_ms[p] * 1e6) : 0;
-      t.row({sides[s].name, name(kPrecisions[p]), fixed(mlp.ms[s][p], 1), fixed(achieved, 1),
-             ceiling > 0 ? fixed(ceiling, 1) : "no oneDNN", ceiling > 0 ? fixed(achieved / ceiling, 2) : "-"});
+      const Stat& step = mlp.ms[s][p];
+      const Stat& gemm = mlp.gemm_ms[p];
+      const double achieved = flops / (step.median * 1e6);
+      const double ceiling = gemm.median > 0 ? gemm_flops / (gemm.median * 1e6) : 0;
+      // Fraction from the fastest rounds: (flops / step.min) / (gemm_flops / gemm.min).
+      const double best = gemm.min > 0 ? flops / step.min / (gemm_flops / gemm.min) : 0;
+      t.row({sides[s].name, name(kPrecisions[p]), median_min(step, 1), fixed(achieved, 1),
+             ceiling > 0 ? fixed(ceiling, 1) : "no oneDNN", ceiling > 0 ? fixed(achieved / ceiling, 2) : "-",
+             best > 0 ? fixed(best, 2) : "-"});
     }
   std::printf(
       "\n## Roofline: MLP step at 6 x %lld MACs x batch 256 = %.2f GFLOP, against oneDNN %s's own "
@@ -216,13 +234,13 @@ void run_overhead(const std::vector<Side>& sides, const Config& cfg) {
     }
     const auto ms = alternate(contenders, timing);
     std::vector<std::string> row{name(op)};
-    for (double v : ms) row.push_back(fixed(v * 1e3, 2));
-    if (sides.size() > 1) row.push_back(ratio(ms[0], ms[1]));
+    for (const Stat& v : ms) row.push_back(median_min({v.median * 1e3, v.min * 1e3}, 2));
+    if (sides.size() > 1) row.push_back(ratio(ms[0].median, ms[1].median));
     t.row(row);
   }
   std::printf(
       "\n## Autodiff overhead per op on 2x2 float32 tensors: record, forward, backward with a given upstream "
-      "gradient, clear grads (median us per op)\n\n");
+      "gradient, clear grads: median (minimum) us per op\n\n");
   t.print();
 }
 
@@ -297,6 +315,7 @@ int main(int argc, char** argv) {
     else if (a == "--warmup") cfg.timing.warmup = std::max(0, std::atoi(v.c_str()));
     else if (a == "--threads") cfg.threads = std::max(1, std::atoi(v.c_str()));
     else if (a == "--rss-steps") cfg.rss_steps = std::max(1, std::atoi(v.c_str()));
+    else if (a == "--side") cfg.only_side = v;  // one framework alone, for profiling
     else if (a == "--models") {
       cfg.models.clear();
       for (const auto& s : split(v)) {
@@ -315,7 +334,11 @@ int main(int argc, char** argv) {
     } else usage(argv[0]);
   }
 
-  const auto sides = all_sides();
+  auto sides = all_sides();
+  if (!cfg.only_side.empty()) {
+    std::erase_if(sides, [&](const Side& s) { return cfg.only_side != s.name; });
+    if (sides.empty()) usage(argv[0]);
+  }
   for (const Side& s : sides) s.set_threads(cfg.threads);
   std::printf("# mixgrad training benchmark\n\n");
   std::printf("- CPU: %s, %u logical cores; threads per framework: %d\n", cpu_model().c_str(),
