@@ -11,5 +11,8 @@
 #include "mixgrad/error.hpp"
 #include "mixgrad/functional.hpp"
 #include "mixgrad/half.hpp"
+#include "mixgrad/nn.hpp"
+#include "mixgrad/optim.hpp"
 #include "mixgrad/shape.hpp"
+#include "mixgrad/state_dict.hpp"
 #include "mixgrad/tensor.hpp"
