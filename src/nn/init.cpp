@@ -25,6 +25,7 @@ DType draw_dtype(const Tensor& t) { return t.dtype() == DType::float64 ? DType::
 Tensor fill_from(const Tensor& t, const Tensor& values) {
   autodiff::NoRecordScope no_record;
   backend::copy(values.device() == t.device() ? values : values.to(t.device()), t);
+  t.bump_version();
   return t;
 }
 
@@ -102,6 +103,7 @@ Tensor normal_(const Tensor& t, double mean, double std) {
 Tensor constant_(const Tensor& t, double value) {
   check(t, "constant_");
   backend::fill(t, value);
+  t.bump_version();
   return t;
 }
 

@@ -162,8 +162,10 @@ void Module::load_state_dict(const StateDict& dict, const LoadStateDictOptions& 
   }
 
   autodiff::NoRecordScope no_record;
-  for (const auto& [src, dst] : copies)
+  for (const auto& [src, dst] : copies) {
     backend::copy(src.device() == dst.device() ? src : src.to(dst.device()), dst);
+    dst.bump_version();
+  }
 }
 
 namespace {

@@ -78,6 +78,7 @@ Optimizer& Optimizer::step() {
     }
     ++s.step;
     update(p, g, s);
+    p.bump_version();  // invalidates autocast's cached low-precision copy
   }
   return *this;
 }

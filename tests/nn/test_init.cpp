@@ -39,7 +39,9 @@ BOOST_AUTO_TEST_CASE(kaiming_uniform_bound_and_variance) {
   // PyTorch's Linear default: a = sqrt(5) gives bound 1/sqrt(fan_in).
   auto w = mg::empty({256, 400});
   const void* storage = w.raw_data();
+  const uint64_t version = w.version();
   auto r = init::kaiming_uniform_(w, {.a = std::sqrt(5.0)});
+  BOOST_TEST(w.version() > version);
   BOOST_TEST(r.raw_data() == storage);
   const double bound = 1.0 / 20.0;
   const Stats s = stats(w);

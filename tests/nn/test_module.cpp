@@ -97,7 +97,9 @@ BOOST_AUTO_TEST_CASE(load_state_dict_copies_into_the_same_storage) {
   src.body->at<Toy>(0)->stat.data<float>()[2] = 5.f;
   const void* storage = dst.a->weight.raw_data();
   const mg::Tensor handle = dst.a->weight;
+  const uint64_t version = handle.version();
   dst.load_state_dict(src.state_dict());
+  BOOST_TEST(handle.version() > version);
   BOOST_TEST(dst.a->weight.raw_data() == storage);
   BOOST_TEST(handle.at<float>({0, 1}) == -7.f);
   BOOST_TEST(dst.body->at<Toy>(0)->stat.at<float>({2}) == 5.f);

@@ -120,8 +120,11 @@ BOOST_AUTO_TEST_CASE(parameters_without_grad_are_skipped) {
   auto b = make({3.0, 4.0});
   mg::optim::SGD opt({a, b}, {.lr = 0.1, .momentum = 0.9});
   a.set_grad(make({1.0, 1.0}));
+  const uint64_t va = a.version(), vb = b.version();
   opt.step();
   BOOST_TEST(b.to_vector<double>() == Vec({3.0, 4.0}), boost::test_tools::per_element());
+  BOOST_TEST(a.version() > va);  // written in place: autocast's cast cache must see it
+  BOOST_TEST(b.version() == vb);
   BOOST_TEST(opt.step_count(0) == 1);
   BOOST_TEST(opt.step_count(1) == 0);
   BOOST_TEST(!opt.state_dict().contains("state.1.momentum_buffer"));
