@@ -6,6 +6,7 @@
 
 #include "mixgrad/amp/autocast.hpp"
 #include "mixgrad/autodiff/grad_manager.hpp"
+#include "mixgrad/data.hpp"
 #include "mixgrad/device.hpp"
 #include "mixgrad/dtype.hpp"
 #include "mixgrad/error.hpp"
