@@ -5,6 +5,7 @@
 #pragma once
 
 #include "mixgrad/amp/autocast.hpp"
+#include "mixgrad/amp/grad_scaler.hpp"
 #include "mixgrad/autodiff/grad_manager.hpp"
 #include "mixgrad/data.hpp"
 #include "mixgrad/device.hpp"

@@ -29,8 +29,8 @@ class StateDict {
 
   StateDict() = default;
 
-  /// Adds `key` -> `value` at the end. Throws StateError if the key exists or
-  /// the tensor is undefined.
+  /// Adds `key` -> `value` at the end. Throws ValueError if the key exists,
+  /// StateError if the tensor is undefined.
   void insert(std::string key, Tensor value);
   /// Replaces the value of an existing key, or inserts a new one at the end.
   void insert_or_assign(std::string key, Tensor value);
@@ -38,7 +38,7 @@ class StateDict {
   bool erase(std::string_view key);
 
   bool contains(std::string_view key) const;
-  /// The tensor under `key`; throws StateError naming the key when missing.
+  /// The tensor under `key`; throws ValueError naming the key when missing.
   const Tensor& at(std::string_view key) const;
   /// The tensor under `key`, or nullptr.
   const Tensor* find(std::string_view key) const;

@@ -4,7 +4,7 @@ namespace mixgrad {
 
 void StateDict::insert(std::string key, Tensor value) {
   if (!value.defined()) throw StateError("StateDict::insert: undefined tensor for key '" + key + "'");
-  if (index_.contains(key)) throw StateError("StateDict::insert: duplicate key '" + key + "'");
+  if (index_.contains(key)) throw ValueError("StateDict::insert: duplicate key '" + key + "'");
   index_.emplace(key, items_.size());
   items_.emplace_back(std::move(key), std::move(value));
 }
@@ -37,7 +37,7 @@ const Tensor* StateDict::find(std::string_view key) const {
 
 const Tensor& StateDict::at(std::string_view key) const {
   if (const Tensor* t = find(key)) return *t;
-  throw StateError("StateDict::at: no key '" + std::string(key) + "'");
+  throw ValueError("StateDict::at: no key '" + std::string(key) + "'");
 }
 
 std::vector<std::string> StateDict::keys() const {

@@ -22,7 +22,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const DataLoaderO
     : dataset_(std::move(dataset)), options_(options) {
   if (!dataset_) throw StateError("DataLoader: null dataset");
   if (options_.batch_size < 1)
-    throw Error("DataLoader: batch_size must be >= 1, got " + std::to_string(options_.batch_size));
+    throw ValueError("DataLoader: batch_size must be >= 1, got " + std::to_string(options_.batch_size));
   seed_ = options_.seed ? *options_.seed : seed_from_global_generator();
 }
 

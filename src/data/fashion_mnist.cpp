@@ -13,7 +13,7 @@ constexpr int64_t kNumClasses = 10;
 
 TensorDataset load(const std::string& root, Split split, const FashionMNISTOptions& o) {
   if (o.normalize && !(o.std > 0))
-    throw Error("FashionMNIST: normalisation std must be > 0, got " + std::to_string(o.std));
+    throw ValueError("FashionMNIST: normalisation std must be > 0, got " + std::to_string(o.std));
   const std::string prefix = split == Split::train ? "train" : "t10k";
   const std::filesystem::path dir(root);
   const std::string images_path = (dir / (prefix + "-images-idx3-ubyte.gz")).string();

@@ -28,14 +28,14 @@ std::string key_list(const std::vector<std::string>& keys) {
 
 void Module::check_new_name(const std::string& name, const char* what) const {
   if (name.empty() || name.find('.') != std::string::npos)
-    throw Error(std::string("Module::") + what + ": invalid name '" + name + "' (must be non-empty, without '.')");
+    throw ValueError(std::string("Module::") + what + ": invalid name '" + name + "' (must be non-empty, without '.')");
   auto taken = [&](const auto& list) {
     for (const auto& item : list)
       if (item.first == name) return true;
     return false;
   };
   if (taken(parameters_) || taken(buffers_) || taken(children_))
-    throw Error(std::string("Module::") + what + ": name '" + name + "' is already registered");
+    throw ValueError(std::string("Module::") + what + ": name '" + name + "' is already registered");
 }
 
 Tensor Module::register_parameter(std::string name, Tensor tensor) {
@@ -158,7 +158,7 @@ void Module::load_state_dict(const StateDict& dict, const LoadStateDictOptions& 
     if (!missing.empty()) msg += " missing keys: " + key_list(missing) + ";";
     if (!unexpected.empty()) msg += " unexpected keys: " + key_list(unexpected) + ";";
     msg += " nothing was loaded";
-    throw StateError(msg);
+    throw ValueError(msg);
   }
 
   autodiff::NoRecordScope no_record;

@@ -35,7 +35,7 @@ bool parse_state_key(const std::string& key, size_t& index, std::string& rest) {
 }  // namespace
 
 Optimizer::Optimizer(std::vector<Tensor> params, std::string name) : params_(std::move(params)), name_(std::move(name)) {
-  if (params_.empty()) throw Error(name_ + ": got an empty parameter list");
+  if (params_.empty()) throw ValueError(name_ + ": got an empty parameter list");
   std::unordered_set<const TensorImpl*> seen;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
@@ -43,7 +43,7 @@ Optimizer::Optimizer(std::vector<Tensor> params, std::string name) : params_(std
     if (!is_floating_point(p.dtype()))
       throw DTypeError(name_ + ": parameter " + std::to_string(i) + " must be floating, got " + ops::describe(p));
     if (!seen.insert(p.impl()).second)
-      throw Error(name_ + ": parameter " + std::to_string(i) + " appears more than once in the parameter list");
+      throw ValueError(name_ + ": parameter " + std::to_string(i) + " appears more than once in the parameter list");
   }
   state_.resize(params_.size());
 }
@@ -51,7 +51,7 @@ Optimizer::Optimizer(std::vector<Tensor> params, std::string name) : params_(std
 Optimizer::~Optimizer() = default;
 
 void Optimizer::require(bool ok, const std::string& what) const {
-  if (!ok) throw Error(name_ + ": invalid option: " + what);
+  if (!ok) throw ValueError(name_ + ": invalid option: " + what);
 }
 
 Optimizer& Optimizer::step() {
@@ -126,7 +126,7 @@ void Optimizer::load_state_dict(const StateDict& dict) {
   Hyperparameters h = hyperparameters();
   for (auto& [name, value] : h) {
     const Tensor* t = dict.find("options." + name);
-    if (!t) throw StateError(where + "missing key 'options." + name + "'");
+    if (!t) throw ValueError(where + "missing key 'options." + name + "'");
     if (t->numel() != 1) throw ShapeError(where + "'options." + name + "' must hold one value, got " + ops::describe(*t));
     value = t->item<double>();
   }
@@ -140,7 +140,7 @@ void Optimizer::load_state_dict(const StateDict& dict) {
     std::string rest;
     bool known = parse_state_key(key, i, rest) && i < params_.size() && dict.contains(state_key(i, "step"));
     if (known && rest != "step") known = std::find(names.begin(), names.end(), rest) != names.end();
-    if (!known) throw StateError(where + "unexpected key '" + key + "'; nothing was loaded");
+    if (!known) throw ValueError(where + "unexpected key '" + key + "'; nothing was loaded");
   }
 
   // 3. Per-parameter state: a step count >= 1 and every buffer with the
@@ -153,11 +153,11 @@ void Optimizer::load_state_dict(const StateDict& dict) {
       throw DTypeError(where + "'" + state_key(i, "step") + "' must be one integer, got " + ops::describe(*step));
     next[i].step = step->item<int64_t>();
     if (next[i].step < 1)
-      throw StateError(where + "'" + state_key(i, "step") + "' must be >= 1, got " + std::to_string(next[i].step));
+      throw ValueError(where + "'" + state_key(i, "step") + "' must be >= 1, got " + std::to_string(next[i].step));
     const Tensor& p = params_[i];
     for (const std::string& b : names) {
       const Tensor* t = dict.find(state_key(i, b));
-      if (!t) throw StateError(where + "missing key '" + state_key(i, b) + "'; nothing was loaded");
+      if (!t) throw ValueError(where + "missing key '" + state_key(i, b) + "'; nothing was loaded");
       if (t->shape() != p.shape())
         throw ShapeError(where + "'" + state_key(i, b) + "' is " + ops::describe(*t) + " but parameter " +
                          std::to_string(i) + " is " + ops::describe(p));

@@ -118,7 +118,7 @@ BOOST_AUTO_TEST_CASE(datasets_check_their_inputs) {
   auto ds = numbered(5);
   BOOST_CHECK_THROW(ds.get_batch(std::vector<int64_t>{0, 5}), mg::ShapeError);
   BOOST_CHECK_THROW(ds.get_batch(std::vector<int64_t>{-1}), mg::ShapeError);
-  BOOST_CHECK_THROW(DataLoader(ds, {.batch_size = 0}), mg::Error);
+  BOOST_CHECK_THROW(DataLoader(ds, {.batch_size = 0}), mg::ValueError);
   auto head = ds.narrow(1, 3);
   BOOST_TEST(head.size() == 3);
   BOOST_TEST(head.labels().at<int64_t>({0}) == 1001);

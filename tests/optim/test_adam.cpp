@@ -151,12 +151,12 @@ BOOST_AUTO_TEST_CASE(low_precision_parameter_keeps_float32_moments) {
 
 BOOST_AUTO_TEST_CASE(invalid_options_throw_at_construction) {
   auto p = make({1.0});
-  BOOST_CHECK_THROW(mg::optim::Adam({p}, {.lr = -1e-3}), mg::Error);
-  BOOST_CHECK_THROW(mg::optim::Adam({p}, {.betas = {1.0, 0.999}}), mg::Error);
-  BOOST_CHECK_THROW(mg::optim::Adam({p}, {.betas = {0.9, -0.1}}), mg::Error);
-  BOOST_CHECK_THROW(mg::optim::Adam({p}, {.eps = -1.0}), mg::Error);
-  BOOST_CHECK_THROW(mg::optim::Adam({p}, {.weight_decay = -0.1}), mg::Error);
-  BOOST_CHECK_THROW(mg::optim::AdamW({p}, {.betas = {0.9, 1.0}}), mg::Error);
+  BOOST_CHECK_THROW(mg::optim::Adam({p}, {.lr = -1e-3}), mg::ValueError);
+  BOOST_CHECK_THROW(mg::optim::Adam({p}, {.betas = {1.0, 0.999}}), mg::ValueError);
+  BOOST_CHECK_THROW(mg::optim::Adam({p}, {.betas = {0.9, -0.1}}), mg::ValueError);
+  BOOST_CHECK_THROW(mg::optim::Adam({p}, {.eps = -1.0}), mg::ValueError);
+  BOOST_CHECK_THROW(mg::optim::Adam({p}, {.weight_decay = -0.1}), mg::ValueError);
+  BOOST_CHECK_THROW(mg::optim::AdamW({p}, {.betas = {0.9, 1.0}}), mg::ValueError);
   BOOST_CHECK_NO_THROW(mg::optim::Adam({p}, {.betas = {0.0, 0.0}}));
 }
 

@@ -38,7 +38,7 @@ class DataLoader {
   class Iterator;
 
   /// Keeps a copy of `dataset` (datasets hold tensor handles: the copy shares
-  /// their memory). Throws Error for batch_size < 1.
+  /// their memory). Throws ValueError for batch_size < 1.
   template <std::derived_from<Dataset> D>
   explicit DataLoader(D dataset, const DataLoaderOptions& options = {})
       : DataLoader(std::shared_ptr<const Dataset>(std::make_shared<D>(std::move(dataset))), options) {}

@@ -87,7 +87,7 @@ class Module {
   StateDict state_dict() const;
   /// Copies the values of `dict` into this module's parameters and buffers.
   /// Everything is checked before anything is copied: missing or unexpected
-  /// keys (StateError, when strict), a different shape (ShapeError) or dtype
+  /// keys (ValueError, when strict), a different shape (ShapeError) or dtype
   /// (DTypeError) leave the module untouched.
   void load_state_dict(const StateDict& dict, const LoadStateDictOptions& options = {});
 
@@ -98,7 +98,7 @@ class Module {
  protected:
   /// Registers a trained tensor under `name` (no dots, unique within this
   /// module) and returns the same handle. Throws StateError for an undefined
-  /// tensor, DTypeError for a non-floating one, Error for a bad name.
+  /// tensor, DTypeError for a non-floating one, ValueError for a bad or taken name.
   Tensor register_parameter(std::string name, Tensor tensor);
   /// Registers a saved but untrained tensor (any dtype) and returns it.
   Tensor register_buffer(std::string name, Tensor tensor);

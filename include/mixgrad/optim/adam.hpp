@@ -27,7 +27,7 @@ struct AdamOptions {
 
 class Adam : public Optimizer {
  public:
-  /// Throws Error for lr < 0, betas outside [0, 1), eps < 0, weight_decay < 0.
+  /// Throws ValueError for lr < 0, betas outside [0, 1), eps < 0, weight_decay < 0.
   explicit Adam(std::vector<Tensor> params, const AdamOptions& options = {});
 
   const AdamOptions& options() const { return options_; }

@@ -22,7 +22,7 @@ struct AdamWOptions {
 
 class AdamW : public Adam {
  public:
-  /// Throws Error for lr < 0, betas outside [0, 1), eps < 0, weight_decay < 0.
+  /// Throws ValueError for lr < 0, betas outside [0, 1), eps < 0, weight_decay < 0.
   explicit AdamW(std::vector<Tensor> params, const AdamWOptions& options = {});
 };
 

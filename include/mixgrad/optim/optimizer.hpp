@@ -49,7 +49,7 @@ class Optimizer {
 
   /// The learning rate.
   double lr() const;
-  /// Sets the learning rate (for schedules); throws Error unless lr >= 0 and finite.
+  /// Sets the learning rate (for schedules); throws ValueError unless lr >= 0 and finite.
   void set_lr(double lr);
 
   /// The parameters, in construction order.
@@ -62,7 +62,7 @@ class Optimizer {
   /// Restores hyper-parameters and state saved by state_dict() of an
   /// optimizer of the same kind over parameters of the same shapes. Checked
   /// before anything changes: missing / unexpected keys or bad option values
-  /// (StateError / Error), a wrong state shape (ShapeError) or dtype
+  /// (ValueError), a wrong state shape (ShapeError) or dtype
   /// (DTypeError) leave the optimizer as it was.
   void load_state_dict(const StateDict& dict);
 
@@ -79,12 +79,13 @@ class Optimizer {
     std::vector<Tensor> buffers;
   };
 
-  /// Checks the parameters (defined, floating, no duplicates, at least one).
+  /// Checks the parameters: defined (StateError), floating (DTypeError), at
+  /// least one and no duplicates (ValueError).
   Optimizer(std::vector<Tensor> params, std::string name);
 
   /// The hyper-parameters by name; "lr" must be one of them.
   virtual Hyperparameters hyperparameters() const = 0;
-  /// Throws Error if `h` (all names of hyperparameters()) is not valid.
+  /// Throws ValueError if `h` (all names of hyperparameters()) is not valid.
   virtual void check_hyperparameters(const Hyperparameters& h) const = 0;
   /// Sets already checked hyper-parameters.
   virtual void set_hyperparameters(const Hyperparameters& h) = 0;
@@ -94,7 +95,7 @@ class Optimizer {
   /// `state.buffers` exist.
   virtual void update(const Tensor& param, const Tensor& grad, ParamState& state) = 0;
 
-  /// Throws Error naming the optimizer and the option unless `ok`.
+  /// Throws ValueError naming the optimizer and the option unless `ok`.
   void require(bool ok, const std::string& what) const;
 
  private:

@@ -25,7 +25,7 @@ struct SGDOptions {
 
 class SGD : public Optimizer {
  public:
-  /// Throws Error for lr < 0, momentum < 0, weight_decay < 0, dampening
+  /// Throws ValueError for lr < 0, momentum < 0, weight_decay < 0, dampening
   /// outside [0, 1], or nesterov without momentum or with dampening.
   explicit SGD(std::vector<Tensor> params, const SGDOptions& options = {});
 
