@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
     if (args.limit_train > 0 && args.limit_train < train_set.size())
       train_data = train_set.narrow(0, args.limit_train);
     mg::data::DataLoader train_loader(train_data, {.batch_size = args.batch_size, .shuffle = true, .seed = args.seed});
-    mg::data::DataLoader test_loader(test_set, {.batch_size = 1000});
+    mg::data::DataLoader test_loader(test_set, {.batch_size = 500});
     std::printf("Fashion-MNIST: %lld training images, %lld test images; batch %lld, lr %g, %d threads\n",
                 static_cast<long long>(train_data.size()), static_cast<long long>(test_set.size()),
                 static_cast<long long>(args.batch_size), args.lr, args.threads);
