@@ -30,13 +30,14 @@ struct Args {
   int64_t limit_train = 0;  // 0: the whole training set
 };
 
-// Returns false when the program should exit (--help, or a bad flag).
-bool parse_args(int argc, char** argv, Args& a) {
+// Returns the exit code when the program should stop now (--help: 0, a bad
+// flag: 1), or -1 to go on.
+int parse_args(int argc, char** argv, Args& a) {
   po::options_description desc("train_fashion_mnist: a CNN on Fashion-MNIST with SGD + momentum");
   desc.add_options()("help,h", "show this help")                                                  //
       ("epochs", po::value(&a.epochs)->default_value(a.epochs), "training epochs")               //
       ("batch-size", po::value(&a.batch_size)->default_value(a.batch_size), "images per step")  //
-      ("lr", po::value(&a.lr)->default_value(a.lr), "SGD learning rate (momentum 0.9)")         //
+      ("lr", po::value(&a.lr)->default_value(a.lr, "0.05"), "SGD learning rate (momentum 0.9)")         //
       ("seed", po::value(&a.seed)->default_value(a.seed), "seed of initialisation and shuffling")  //
       ("threads", po::value(&a.threads)->default_value(a.threads), "CPU threads")               //
       ("data-dir", po::value(&a.data_dir)->default_value(a.data_dir), "directory of the .gz files")  //
@@ -48,13 +49,13 @@ bool parse_args(int argc, char** argv, Args& a) {
     po::notify(vm);
   } catch (const po::error& e) {
     std::cerr << "error: " << e.what() << "\n" << desc << "\n";
-    return false;
+    return 1;
   }
   if (vm.count("help")) {
     std::cout << desc << "\n";
-    return false;
+    return 0;
   }
-  return true;
+  return -1;
 }
 
 // 2 x [conv3x3 + batch norm + ReLU + 2x2 max pool], then a 2-layer MLP head:
@@ -85,7 +86,7 @@ double accuracy(mg::nn::Module& net, mg::data::DataLoader& loader) {
 
 int main(int argc, char** argv) {
   Args args;
-  if (!parse_args(argc, argv, args)) return 1;
+  if (const int code = parse_args(argc, argv, args); code >= 0) return code;
   try {
     mg::set_num_threads(args.threads);
     mg::manual_seed(args.seed);
