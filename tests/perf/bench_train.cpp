@@ -14,7 +14,6 @@
 // Prints Markdown tables. Times are medians over alternating rounds (see
 // bench_harness.hpp); each round runs every contender --reps times.
 #include <spawn.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -122,7 +121,8 @@ void check_finite(const Runner& r, const char* what) {
 struct ModelResult {
   Model model;
   std::vector<std::vector<Stat>> ms;  // [side][precision]
-  Stat gemm_ms[2];                    // MLP only: fp32, bf16; 0 when unavailable
+  std::vector<std::vector<double>> loss;  // [side][precision]: after the last timed step
+  Stat gemm_ms[2];                        // MLP only: fp32, bf16; 0 when unavailable
 };
 
 ModelResult time_model(Model m, const std::vector<Side>& sides, const Config& cfg) {
@@ -134,7 +134,7 @@ ModelResult time_model(Model m, const std::vector<Side>& sides, const Config& cf
       runners.push_back(s.make_trainer(m, p));
       labels.push_back(std::string(s.name) + " " + name(m) + " " + name(p));
     }
-  ModelResult result{m, {}, {}};
+  ModelResult result{m, {}, {}, {}};
   int gemm_index[2] = {-1, -1};
   if (m == Model::mlp)
     for (Precision p : kPrecisions)
@@ -146,7 +146,10 @@ ModelResult time_model(Model m, const std::vector<Side>& sides, const Config& cf
   for (auto& r : runners) contenders.push_back([p = r.get()] { p->run(); });
   const auto ms = alternate(contenders, cfg.timing);
   for (size_t i = 0; i < sides.size() * 2; ++i) check_finite(*runners[i], labels[i].c_str());
-  for (size_t s = 0; s < sides.size(); ++s) result.ms.push_back({ms[2 * s], ms[2 * s + 1]});
+  for (size_t s = 0; s < sides.size(); ++s) {
+    result.ms.push_back({ms[2 * s], ms[2 * s + 1]});
+    result.loss.push_back({runners[2 * s]->value(), runners[2 * s + 1]->value()});
+  }
   for (int p = 0; p < 2; ++p)
     if (gemm_index[p] >= 0) result.gemm_ms[p] = ms[gemm_index[p]];
   return result;
@@ -187,6 +190,19 @@ void print_training(const std::vector<ModelResult>& results, const std::vector<S
   }
   std::printf("\n## bf16 autocast step time / fp32 step time, medians (below 1: autocast is faster)\n\n");
   t2.print();
+
+  // Sanity: every contender trains (each on its own fixed random batch, the
+  // same number of steps), so the losses fall below ln(10) = 2.30 alike.
+  // Load: the cores the process kept busy while each contender ran.
+  Table t3({"model", "precision", "side", "loss after the last timed step", "cores busy while timed"});
+  for (const auto& r : results)
+    for (int p = 0; p < 2; ++p)
+      for (size_t s = 0; s < sides.size(); ++s)
+        t3.row({name(r.model), name(kPrecisions[p]), sides[s].name, fixed(r.loss[s][p], 3), fixed(r.ms[s][p].cores, 2)});
+  std::printf(
+      "\n## Sanity and load: loss (ln 10 = 2.303 at chance); cores busy = CPU time / wall time of the process "
+      "(below the thread count: other work took the cores)\n\n");
+  t3.print();
 }
 
 void print_roofline(const ModelResult& mlp, const std::vector<Side>& sides) {
@@ -247,37 +263,52 @@ void run_overhead(const std::vector<Side>& sides, const Config& cfg) {
 // --- peak memory ----------------------------------------------------------------------------
 
 // The child: builds one trainer (or nothing, for the baseline), runs a few
-// steps and exits; the parent reads its peak RSS from wait4.
+// steps and prints its peak RSS in MiB on stdout for the parent.
 int rss_child(const std::string& side, const std::string& model, const std::string& precision, int steps,
               int threads) {
-  if (side == "none") return 0;
+  int rc = 2;
   Model m{};
-  if (!parse_model(model, m)) return 2;
-  const Precision p = precision == "bf16" ? Precision::bf16 : Precision::fp32;
-  for (const Side& s : all_sides())
-    if (side == s.name) {
-      s.set_threads(threads);
-      auto r = s.make_trainer(m, p);
-      for (int i = 0; i < steps; ++i) r->run();
-      return std::isfinite(r->value()) ? 0 : 1;
-    }
-  return 2;
+  if (side == "none") {
+    rc = 0;
+  } else if (parse_model(model, m)) {
+    const Precision p = precision == "bf16" ? Precision::bf16 : Precision::fp32;
+    for (const Side& s : all_sides())
+      if (side == s.name) {
+        s.set_threads(threads);
+        auto r = s.make_trainer(m, p);
+        for (int i = 0; i < steps; ++i) r->run();
+        rc = std::isfinite(r->value()) ? 0 : 1;
+      }
+  }
+  std::printf("%.3f\n", peak_rss_mib());
+  return rc;
 }
 
 // Peak RSS of a child process running this binary with `args`, in MiB; -1 on failure.
 double child_peak_rss(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  std::string self = "/proc/self/exe";
-  argv.push_back(self.data());
   std::vector<std::string> copy = args;
+  std::string self = "/proc/self/exe";
+  std::vector<char*> argv{self.data()};
   for (auto& a : copy) argv.push_back(a.data());
   argv.push_back(nullptr);
+  int fd[2];
+  if (pipe(fd) != 0) return -1;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fd[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, fd[0]);
   pid_t pid = 0;
-  if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) != 0) return -1;
+  const int spawned = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fd[1]);
+  std::string out;
+  char buf[256];
+  for (ssize_t n; spawned == 0 && (n = read(fd[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fd[0]);
+  if (spawned != 0) return -1;
   int status = 0;
-  rusage usage{};
-  if (wait4(pid, &status, 0, &usage) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
-  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
+  return out.empty() ? -1 : std::strtod(out.c_str(), nullptr);
 }
 
 void run_rss(const std::vector<Side>& sides, const Config& cfg) {
