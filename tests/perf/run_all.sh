@@ -32,12 +32,15 @@ if [ "$install_torch" = 1 ] && [ -z "${LIBTORCH_DIR:-}" ] &&
   python3 -m pip install --no-deps torch
 fi
 
-setup_args=(-Dbuildtype=release -Dtests=true -Dbenchmarks=true -Dexamples=false)
-if [ -n "${LIBTORCH_DIR:-}" ]; then setup_args+=("-Dlibtorch_dir=$LIBTORCH_DIR"); fi
+torch_args=()
+if [ -n "${LIBTORCH_DIR:-}" ]; then torch_args+=("-Dlibtorch_dir=$LIBTORCH_DIR"); fi
 if [ -f "$build/build.ninja" ]; then
-  meson configure "$build" "${setup_args[@]}" >/dev/null
+  # An existing build directory keeps its options (it must have tests and
+  # benchmarks on); only a LibTorch given now is passed on.
+  if [ ${#torch_args[@]} -gt 0 ]; then meson configure "$build" "${torch_args[@]}" >/dev/null; fi
 else
-  nice meson setup "$build" "$root" "${setup_args[@]}" >/dev/null
+  nice meson setup "$build" "$root" -Dbuildtype=release -Dtests=true -Dbenchmarks=true -Dexamples=false \
+    "${torch_args[@]}" >/dev/null
 fi
 
 targets=(tests/perf/bench_train tests/unscale_bandwidth)
