@@ -443,8 +443,8 @@ Tensor abs(const Tensor& x) { return unary(kAbs, x); }
 
 Tensor clamp(const Tensor& x, double lo, double hi) {
   if (!(lo <= hi))
-    throw Error("clamp: lower bound " + std::to_string(lo) + " is not <= upper bound " + std::to_string(hi) + " (for " +
-                (x.defined() ? ops::describe(x) : std::string("undefined")) + ")");
+    throw ValueError("clamp: lower bound " + std::to_string(lo) + " is not <= upper bound " + std::to_string(hi) +
+                     " (for " + (x.defined() ? ops::describe(x) : std::string("undefined")) + ")");
   return unary(kClamp, x, {.alpha = lo, .beta = hi});
 }
 
