@@ -56,6 +56,9 @@ inline int64_t batch_size(Model m) {
 
 /// Multiply-accumulates of the MLP's three linear layers for one sample.
 inline constexpr int64_t kMlpMacsPerSample = 784 * 1024 + 1024 * 1024 + 1024 * 10;
+/// Of those, the first layer's: no input gradient is computed for them (the
+/// input needs none, and neither framework computes one).
+inline constexpr int64_t kMlpFirstLayerMacsPerSample = 784 * 1024;
 
 /// One repeatable unit of work: a training step, or one tiny op's forward
 /// and backward. Owns its model, optimizer and data.
