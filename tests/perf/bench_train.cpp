@@ -67,12 +67,12 @@ struct Config {
   std::string only_side;  // empty: every side built in
 };
 
-[[noreturn]] void usage(const char* argv0) {
-  std::fprintf(stderr,
+[[noreturn]] void usage(const char* argv0, int code = 2) {
+  std::fprintf(code == 0 ? stdout : stderr,
                "usage: %s [--rounds N] [--reps N] [--warmup N] [--threads N] [--models mlp,cnn,resnet]\n"
                "          [--sections train,overhead,rss] [--rss-steps N] [--side mixgrad|LibTorch]\n",
                argv0);
-  std::exit(2);
+  std::exit(code);
 }
 
 bool parse_model(const std::string& s, Model& m) {
@@ -343,6 +343,7 @@ int main(int argc, char** argv) {
   Config cfg;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "-h" || a == "--help") usage(argv[0], 0);
     if (i + 1 >= argc) usage(argv[0]);
     const std::string v = argv[++i];
     if (a == "--rounds") cfg.timing.rounds = std::max(1, std::atoi(v.c_str()));
