@@ -9,10 +9,14 @@
 //
 //   build/tests/perf/bench_vs_libtorch [--rounds 7] [--reps 3] [--warmup 3] [--threads 2]
 //                                      [--models mlp,cnn,resnet] [--sections train,overhead,rss]
-//                                      [--side mixgrad|LibTorch]     (one framework alone, to profile it)
+//                                      [--rss-steps 5] [--side mixgrad|LibTorch]
 //
-// Prints Markdown tables. Times are medians over alternating rounds (see
-// bench_harness.hpp); each round runs every contender --reps times.
+// --side runs one framework alone (to profile it); `--rss-child SIDE MODEL
+// fp32|bf16 STEPS THREADS` is the child process of the memory table and also
+// a plain "train N steps" mode for perf. Prints Markdown tables (run_all.sh
+// and docs/performance.md). Times are the median and the minimum over
+// alternating rounds (see bench_harness.hpp); each round runs every
+// contender --reps times.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
