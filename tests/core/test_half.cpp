@@ -7,8 +7,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
+#include "core/simd.hpp"
 #include "mixgrad/half.hpp"
 
 using mixgrad::bfloat16;
@@ -149,5 +151,64 @@ BOOST_AUTO_TEST_CASE(bulk_conversions_match_scalar) {
     BOOST_TEST_REQUIRE(b[i].bits == bfloat16(src[i]).bits);
     BOOST_TEST_REQUIRE(hb[i] == static_cast<float>(h[i]));
     BOOST_TEST_REQUIRE(bb[i] == static_cast<float>(b[i]));
+  }
+}
+
+// Bulk conversions equal the scalar ones bit for bit, NaN payloads and
+// subnormals included, at every length (vector bodies and masked or scalar
+// tails) and for every instruction-set variant this CPU runs.
+BOOST_AUTO_TEST_CASE(bulk_conversions_match_scalar_on_special_values_and_tails) {
+  std::vector<uint32_t> bits{0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00400000u, 0x007fffffu,
+                             0x00800000u, 0x7f7fffffu, 0xff7fffffu, 0x7f800000u, 0xff800000u, 0x7f800001u,
+                             0x7fc00000u, 0xffc00001u, 0x7fbfffffu, 0x7f8ffff0u, 0x3f808000u, 0x3f818000u,
+                             0x3f807fffu, 0x3f808001u, 0x7f7f8000u, 0x33800000u, 0x33000000u, 0x387fe000u,
+                             0x477ff000u, 0x477fefffu, 0x38800000u, 0x3f800000u, 0xbf8c0000u, 0x0000ffffu};
+  std::mt19937 gen(17);
+  for (int i = 0; i < 200; ++i) bits.push_back(static_cast<uint32_t>(gen()));
+  std::vector<float> src(bits.size());
+  std::memcpy(src.data(), bits.data(), bits.size() * 4);
+  std::vector<uint16_t> hb16(src.size());  // the 16-bit patterns back to float
+  for (size_t i = 0; i < bits.size(); ++i) hb16[i] = static_cast<uint16_t>(bits[i] ^ (bits[i] >> 16));
+
+  std::vector<mixgrad::simd::Level> levels{mixgrad::simd::Level::portable};
+  if (mixgrad::simd::detected() == mixgrad::simd::Level::avx512) levels.push_back(mixgrad::simd::Level::avx512);
+  for (auto level : levels) {
+    mixgrad::simd::LevelScope scope(level);
+    for (size_t len : {size_t{1}, size_t{7}, size_t{15}, size_t{16}, size_t{17}, size_t{31}, size_t{33}, src.size()}) {
+      for (size_t start : {size_t{0}, size_t{3}}) {
+        const size_t n = std::min(len, src.size() - start);
+        std::vector<bfloat16> b(n + 1, bfloat16::from_bits(0x5555));
+        std::vector<half> h(n + 1, half::from_bits(0x5555));
+        mixgrad::convert(src.data() + start, b.data(), static_cast<int64_t>(n));
+        mixgrad::convert(src.data() + start, h.data(), static_cast<int64_t>(n));
+        for (size_t i = 0; i < n; ++i) {
+          BOOST_TEST_REQUIRE(b[i].bits == bfloat16(src[start + i]).bits,
+                             "level " << int(level) << " bits " << std::hex << bits[start + i]);
+          // float16 NaN payloads follow the hardware conversion; everything else is exact.
+          if (!std::isnan(src[start + i])) BOOST_TEST_REQUIRE(h[i].bits == half(src[start + i]).bits);
+          else BOOST_TEST_REQUIRE(std::isnan(static_cast<float>(h[i])));
+        }
+        BOOST_TEST(b[n].bits == 0x5555);  // nothing written past the end
+        BOOST_TEST(h[n].bits == 0x5555);
+
+        std::vector<bfloat16> b16(n);
+        std::vector<half> h16(n);
+        for (size_t i = 0; i < n; ++i) {
+          b16[i] = bfloat16::from_bits(hb16[start + i]);
+          h16[i] = half::from_bits(hb16[start + i]);
+        }
+        std::vector<float> fb(n + 1, 42.0f), fh(n + 1, 42.0f);
+        mixgrad::convert(b16.data(), fb.data(), static_cast<int64_t>(n));
+        mixgrad::convert(h16.data(), fh.data(), static_cast<int64_t>(n));
+        for (size_t i = 0; i < n; ++i) {
+          const float wb = b16[i], wh = h16[i];
+          BOOST_TEST_REQUIRE(std::memcmp(&fb[i], &wb, 4) == 0);
+          if (std::isnan(wh)) BOOST_TEST_REQUIRE(std::isnan(fh[i]));
+          else BOOST_TEST_REQUIRE(std::memcmp(&fh[i], &wh, 4) == 0);
+        }
+        BOOST_TEST(fb[n] == 42.0f);
+        BOOST_TEST(fh[n] == 42.0f);
+      }
+    }
   }
 }
