@@ -1,8 +1,8 @@
 // Backend seam of F::batch_norm over [N, C, ...] (any number of trailing
 // spatial dims). Statistics, weight and bias are in the statistics dtype:
-// float32, or float64 for float64 input. On the CPU: oneDNN batch
-// normalization for float32 and bfloat16 input (float16 by way of float32),
-// per-channel loops otherwise. The batch mean and (biased) variance the
+// float32, or float64 for float64 input. On the CPU: mixgrad's own
+// vectorised kernels (backend/cpu/batch_norm_builtin.hpp); oneDNN's only
+// in onednn::Mode::always. The batch mean and (biased) variance the
 // forward computes are what the backward closure keeps.
 //
 //   backend::batch_norm_forward({.x = x, .weight = w, .bias = b, .mean = m, .var = v, .y = y,

@@ -1,0 +1,550 @@
+// The built-in batch normalization kernels.
+//
+// Speed. Each channel is N rows of S contiguous values, rows C * S apart.
+// Rows are read in blocks of kBlock values; 16-bit blocks are converted to
+// float in bulk (mixgrad::convert) first. Sums use kLanes independent
+// accumulators, element i of a block going to lane i % kLanes: the loops
+// over lanes vectorise without reassociating floating-point sums (no
+// -ffast-math), and the result does not depend on the vector width. Every
+// loop is compiled twice, portable and inside an AVX-512 target function,
+// picked at run time (core/simd.hpp); both give the same bits.
+//
+// One thread takes a channel from start to end where the channels share out
+// evenly: the forward reads the channel once for the statistics and again,
+// from cache, to normalise it; the backward likewise for its two sums and
+// the input gradient. With few channels each channel's rows are also cut
+// into parts: a first parallel pass computes per-part statistics (sums),
+// combined per channel in a fixed order, and a second pass applies them.
+//
+// Numerics. The statistics take one pass over memory. Lanes accumulate
+// x - k and (x - k)^2 with a shift k near the channel's mean (the mean of the
+// part's first block), and are flushed into double every kFlush values, so
+// the float sums stay short. Var = E[(x-k)^2] - E[x-k]^2 cancels only as
+// much as k is off the mean; if a part's shift turns out further than 8
+// standard deviations from its mean (a first block unlike the rest), the
+// part is summed again about the mean just found. Parts combine with the
+// pairwise formula for (count, mean, M2). Normalisation and gradients use
+// x - mean, not x * scale + (bias - mean * scale), which would cancel for
+// data far from zero.
+#include "backend/cpu/batch_norm_builtin.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "core/simd.hpp"
+#include "kernels/cast.hpp"
+#include "kernels/loops.hpp"
+
+#define MIXGRAD_ALWAYS_INLINE [[gnu::always_inline]] inline
+
+namespace mixgrad::backend::cpu {
+
+int64_t batch_norm_parts(int64_t n, int64_t c, int threads) {
+  if (threads <= 1 || n <= 1 || c <= 0) return 1;
+  // Whole channels per thread when they share out evenly or there are so
+  // many that the last thread's extra channel costs little.
+  if (c % threads == 0 || c >= 8 * threads) return 1;
+  const int64_t want = (8 * static_cast<int64_t>(threads) + c - 1) / c;
+  return std::min(n, want);
+}
+
+namespace {
+
+constexpr int kLanes = 32;
+constexpr int64_t kBlock = 512;
+constexpr int64_t kFlush = 4096;
+
+struct Geometry {
+  int64_t n, c, s;
+  int64_t row(int64_t ni, int64_t ci) const { return (ni * c + ci) * s; }
+};
+
+Geometry geometry(const Tensor& x) {
+  const int64_t n = x.shape()[0], c = x.shape()[1];
+  return {n, c, n * c == 0 ? 0 : x.numel() / (n * c)};
+}
+
+// Rows [begin, end) of part p of n rows cut into `parts`.
+struct Rows {
+  int64_t begin, end;
+};
+Rows rows_of(int64_t part, int64_t parts, int64_t n) { return {part * n / parts, (part + 1) * n / parts}; }
+
+// Count, mean and sum of squared deviations of a set of values.
+struct Moments {
+  double count = 0, mean = 0, m2 = 0;
+};
+
+// Pairwise combination (exact up to rounding, whatever the two means).
+Moments combine(const Moments& a, const Moments& b) {
+  if (a.count == 0) return b;
+  if (b.count == 0) return a;
+  const double n = a.count + b.count, d = b.mean - a.mean;
+  return {n, a.mean + d * (b.count / n), a.m2 + b.m2 + d * d * (a.count * b.count / n)};
+}
+
+// Σ gy and Σ gy (x - mean) of a channel or a part of one.
+struct GradSums {
+  double dy = 0, dy_xc = 0;
+};
+
+// ---- block loops (inlined into both instruction-set variants) ---------------------
+
+template <class A>
+struct Lanes {
+  A v[kLanes];
+};
+
+template <class A>
+MIXGRAD_ALWAYS_INLINE Lanes<A> zero_lanes() {
+  Lanes<A> l;
+  for (int i = 0; i < kLanes; ++i) l.v[i] = A(0);
+  return l;
+}
+
+// Sum of the lanes, in a fixed tree order, in double.
+template <class A>
+MIXGRAD_ALWAYS_INLINE double reduce(const Lanes<A>& l) {
+  double t[kLanes];
+  for (int i = 0; i < kLanes; ++i) t[i] = static_cast<double>(l.v[i]);
+  for (int w = kLanes / 2; w >= 1; w /= 2)
+    for (int i = 0; i < w; ++i) t[i] += t[i + w];
+  return t[0];
+}
+
+// n values of T at p as contiguous A values: in place, or converted into
+// buf. bfloat16 converts inline (a shift, and the rounding of half.hpp on
+// the way back), which vectorises; float16 goes through mixgrad::convert.
+template <class T, class A>
+MIXGRAD_ALWAYS_INLINE const A* load(const T* p, int64_t n, A* buf) {
+  if constexpr (std::is_same_v<T, A>) {
+    return p;
+  } else if constexpr (std::is_same_v<T, bfloat16>) {
+    for (int64_t i = 0; i < n; ++i) buf[i] = detail::bfloat16_bits_to_float(p[i].bits);
+    return buf;
+  } else {
+    convert(p, buf, n);
+    return buf;
+  }
+}
+
+// Where a block of results goes before it is stored: the output itself when
+// it holds A, else buf.
+template <class T, class A>
+MIXGRAD_ALWAYS_INLINE A* out_block(T* p, A* buf) {
+  if constexpr (std::is_same_v<T, A>) return p;
+  else return buf;
+}
+
+template <class T, class A>
+MIXGRAD_ALWAYS_INLINE void store(const A* v, T* p, int64_t n) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    for (int64_t i = 0; i < n; ++i) p[i].bits = detail::float_to_bfloat16_bits(v[i]);
+  } else if constexpr (!std::is_same_v<T, A>) {
+    convert(v, p, n);
+  }
+}
+
+// The lane loop: f(lane, element) for elements [0, n), element i in lane
+// i % kLanes, in full vectors of kLanes, then kLanes / 2, then one by one.
+template <class F>
+MIXGRAD_ALWAYS_INLINE void for_lanes(int64_t n, F&& f) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) f(l, i + l);
+  for (; i + kLanes / 2 <= n; i += kLanes / 2)
+    for (int l = 0; l < kLanes / 2; ++l) f(l, i + l);
+  for (int l = 0; i + l < n; ++l) f(l, i + l);
+}
+
+template <class A>
+MIXGRAD_ALWAYS_INLINE void add_sum(const A* x, int64_t n, Lanes<A>& s) {
+  Lanes<A> a = s;
+  for_lanes(n, [&](int l, int64_t i) { a.v[l] += x[i]; });
+  s = a;
+}
+
+template <class A>
+MIXGRAD_ALWAYS_INLINE void add_shifted(const A* x, int64_t n, A k, Lanes<A>& s1, Lanes<A>& s2) {
+  Lanes<A> a = s1, b = s2;
+  for_lanes(n, [&](int l, int64_t i) {
+    const A d = x[i] - k;
+    a.v[l] += d;
+    b.v[l] += d * d;
+  });
+  s1 = a;
+  s2 = b;
+}
+
+template <class A>
+MIXGRAD_ALWAYS_INLINE void add_grad(const A* x, const A* g, int64_t n, A m, Lanes<A>& s1, Lanes<A>& s2) {
+  Lanes<A> a = s1, b = s2;
+  for_lanes(n, [&](int l, int64_t i) {
+    a.v[l] += g[i];
+    b.v[l] += g[i] * (x[i] - m);
+  });
+  s1 = a;
+  s2 = b;
+}
+
+// Two lane sums flushed into double every kFlush values.
+template <class A>
+struct PairSum {
+  Lanes<A> a = zero_lanes<A>(), b = zero_lanes<A>();
+  double ta = 0, tb = 0;
+  int64_t pending = 0;
+  // After a block of n values. A block shorter than kLanes still adds a value
+  // to lane 0, so it counts as kLanes: between flushes no lane sums more
+  // than a few hundred values, whatever the row length.
+  MIXGRAD_ALWAYS_INLINE void counted(int64_t n) {
+    pending += std::max<int64_t>(n, kLanes);
+    if (pending >= kFlush) flush();
+  }
+  MIXGRAD_ALWAYS_INLINE void flush() {
+    ta += reduce(a);
+    tb += reduce(b);
+    a = zero_lanes<A>();
+    b = zero_lanes<A>();
+    pending = 0;
+  }
+};
+
+// ---- per-part work ---------------------------------------------------------------
+
+template <class T, class A>
+MIXGRAD_ALWAYS_INLINE Moments shifted_moments(const T* x, const Geometry& g, int64_t c, Rows r, A k) {
+  alignas(64) A buf[kBlock];
+  PairSum<A> s;
+  for (int64_t n = r.begin; n < r.end; ++n)
+    for (int64_t b0 = 0; b0 < g.s; b0 += kBlock) {
+      const int64_t len = std::min(kBlock, g.s - b0);
+      add_shifted(load<T, A>(x + g.row(n, c) + b0, len, buf), len, k, s.a, s.b);
+      s.counted(len);
+    }
+  s.flush();
+  const double count = static_cast<double>((r.end - r.begin) * g.s);
+  const double d = s.ta / count;
+  return {count, static_cast<double>(k) + d, std::max(0.0, s.tb - s.ta * d)};
+}
+
+template <class T, class A>
+MIXGRAD_ALWAYS_INLINE Moments part_moments(const T* x, const Geometry& g, int64_t c, Rows r) {
+  if (r.begin == r.end || g.s == 0) return {};
+  alignas(64) A buf[kBlock];
+  const int64_t len = std::min(kBlock, g.s);
+  Lanes<A> s = zero_lanes<A>();
+  add_sum(load<T, A>(x + g.row(r.begin, c), len, buf), len, s);
+  const A k = static_cast<A>(reduce(s) / static_cast<double>(len));
+  Moments m = shifted_moments<T, A>(x, g, c, r, k);
+  const double off = m.mean - static_cast<double>(k);
+  if (off * off > 64.0 * (m.m2 / m.count)) m = shifted_moments<T, A>(x, g, c, r, static_cast<A>(m.mean));
+  return m;
+}
+
+// y = (x - mean) * scale + shift over the rows of a part.
+template <class T, class A>
+MIXGRAD_ALWAYS_INLINE void normalize(const T* x, T* y, const Geometry& g, int64_t c, Rows r, A m, A scale, A shift) {
+  alignas(64) A in[kBlock];
+  alignas(64) A out[kBlock];
+  for (int64_t n = r.begin; n < r.end; ++n)
+    for (int64_t b0 = 0; b0 < g.s; b0 += kBlock) {
+      const int64_t len = std::min(kBlock, g.s - b0);
+      const int64_t at = g.row(n, c) + b0;
+      const A* xv = load<T, A>(x + at, len, in);
+      A* yv = out_block<T, A>(y + at, out);
+      for (int64_t i = 0; i < len; ++i) yv[i] = (xv[i] - m) * scale + shift;
+      store<T, A>(yv, y + at, len);
+    }
+}
+
+template <class T, class A>
+MIXGRAD_ALWAYS_INLINE GradSums grad_sums(const T* x, const T* gy, const Geometry& g, int64_t c, Rows r, A m) {
+  alignas(64) A xb[kBlock];
+  alignas(64) A gb[kBlock];
+  PairSum<A> s;
+  for (int64_t n = r.begin; n < r.end; ++n)
+    for (int64_t b0 = 0; b0 < g.s; b0 += kBlock) {
+      const int64_t len = std::min(kBlock, g.s - b0);
+      const int64_t at = g.row(n, c) + b0;
+      add_grad(load<T, A>(x + at, len, xb), load<T, A>(gy + at, len, gb), len, m, s.a, s.b);
+      s.counted(len);
+    }
+  s.flush();
+  return {s.ta, s.tb};
+}
+
+// gx = alpha * gy + beta * (x - mean) + gamma over the rows of a part.
+struct GradCoefficients {
+  double alpha, beta, gamma;
+};
+
+template <class T, class A>
+MIXGRAD_ALWAYS_INLINE void grad_input(const T* x, const T* gy, T* gx, const Geometry& g, int64_t c, Rows r, A m,
+                                      const GradCoefficients& k) {
+  alignas(64) A xb[kBlock];
+  alignas(64) A gb[kBlock];
+  alignas(64) A out[kBlock];
+  const A alpha = static_cast<A>(k.alpha), beta = static_cast<A>(k.beta), gamma = static_cast<A>(k.gamma);
+  for (int64_t n = r.begin; n < r.end; ++n)
+    for (int64_t b0 = 0; b0 < g.s; b0 += kBlock) {
+      const int64_t len = std::min(kBlock, g.s - b0);
+      const int64_t at = g.row(n, c) + b0;
+      const A* xv = load<T, A>(x + at, len, xb);
+      const A* gv = load<T, A>(gy + at, len, gb);
+      A* ov = out_block<T, A>(gx + at, out);
+      if (beta == A(0) && gamma == A(0)) {
+        for (int64_t i = 0; i < len; ++i) ov[i] = alpha * gv[i];
+      } else {
+        for (int64_t i = 0; i < len; ++i) ov[i] = alpha * gv[i] + beta * (xv[i] - m) + gamma;
+      }
+      store<T, A>(ov, gx + at, len);
+    }
+}
+
+// ---- forward -----------------------------------------------------------------------
+
+template <class T, class S>
+struct Forward {
+  using A = kernels::compute_t<T>;
+  const T* x;
+  T* y;
+  S* mean;
+  S* var;
+  const S* w;
+  const S* b;
+  Geometry g;
+  double eps;
+  int64_t parts;
+  Moments* partial;  // [C * parts], two-pass training only
+
+  // The channel's statistics as stored, and its normalisation.
+  MIXGRAD_ALWAYS_INLINE void store_stats(int64_t c, const Moments& m) const {
+    mean[c] = static_cast<S>(m.count > 0 ? m.mean : 0.0);
+    var[c] = static_cast<S>(m.count > 0 ? m.m2 / m.count : 0.0);
+  }
+  MIXGRAD_ALWAYS_INLINE void apply(int64_t c, Rows r) const {
+    const double rstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + eps);
+    const double scale = (w ? static_cast<double>(w[c]) : 1.0) * rstd;
+    const double shift = b ? static_cast<double>(b[c]) : 0.0;
+    normalize<T, A>(x, y, g, c, r, static_cast<A>(mean[c]), static_cast<A>(scale), static_cast<A>(shift));
+  }
+  // Items [i0, i1) of one of the passes: item i is part i % parts of channel i / parts.
+  MIXGRAD_ALWAYS_INLINE void run(int pass, int64_t i0, int64_t i1) const {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t c = i / parts;
+      const Rows r = rows_of(i % parts, parts, g.n);
+      if (pass == 0) {  // whole channels: statistics, then normalise while the data is in cache
+        store_stats(c, part_moments<T, A>(x, g, c, r));
+        apply(c, r);
+      } else if (pass == 1) {
+        partial[i] = part_moments<T, A>(x, g, c, r);
+      } else {
+        apply(c, r);
+      }
+    }
+  }
+};
+
+template <class T, class S>
+void forward_portable(const Forward<T, S>& f, int pass, int64_t i0, int64_t i1) {
+  f.run(pass, i0, i1);
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+template <class T, class S>
+__attribute__((target(MIXGRAD_AVX512_TARGET))) void forward_avx512(const Forward<T, S>& f, int pass, int64_t i0,
+                                                                   int64_t i1) {
+  f.run(pass, i0, i1);
+}
+#endif
+
+template <class Args>
+using PassFn = void (*)(const Args&, int, int64_t, int64_t);
+
+template <class Args>
+void run_pass(PassFn<Args> fn, const Args& a, int pass, int64_t items, bool parallel) {
+  kernels::parallel_for(items, parallel ? 1 : items + 1, [&](int64_t i0, int64_t i1) { fn(a, pass, i0, i1); });
+}
+
+// Threads worth using: one below the library's parallel grain.
+int threads_for(const Geometry& g) {
+  return g.n * g.c * g.s < kernels::kParallelGrain ? 1 : omp_get_max_threads();
+}
+
+template <class T, class S>
+void forward(const BatchNormForward& a) {
+  Forward<T, S> f{static_cast<const T*>(a.x.raw_data()),
+                  static_cast<T*>(a.y.raw_data()),
+                  static_cast<S*>(a.mean.raw_data()),
+                  static_cast<S*>(a.var.raw_data()),
+                  a.weight.defined() ? static_cast<const S*>(a.weight.raw_data()) : nullptr,
+                  a.bias.defined() ? static_cast<const S*>(a.bias.raw_data()) : nullptr,
+                  geometry(a.x),
+                  a.eps,
+                  1,
+                  nullptr};
+  const Geometry& g = f.g;
+  if (g.c == 0) return;
+  PassFn<Forward<T, S>> fn = &forward_portable<T, S>;
+#if defined(__x86_64__) || defined(__i386__)
+  if (simd::level() == simd::Level::avx512) fn = &forward_avx512<T, S>;
+#endif
+  const int threads = threads_for(g);
+  f.parts = batch_norm_parts(g.n, g.c, threads);
+  const int64_t items = g.c * f.parts;
+  const bool parallel = threads > 1;
+  if (!a.training) return run_pass(fn, f, 2, items, parallel);
+  if (f.parts == 1) return run_pass(fn, f, 0, items, parallel);
+  std::vector<Moments> partial(static_cast<size_t>(items));
+  f.partial = partial.data();
+  run_pass(fn, f, 1, items, parallel);
+  for (int64_t c = 0; c < g.c; ++c) {
+    Moments m;
+    for (int64_t p = 0; p < f.parts; ++p) m = combine(m, partial[c * f.parts + p]);
+    f.store_stats(c, m);
+  }
+  run_pass(fn, f, 2, items, parallel);
+}
+
+// ---- backward ----------------------------------------------------------------------
+
+template <class T, class S>
+struct Backward {
+  using A = kernels::compute_t<T>;
+  const T* x;
+  const T* gy;
+  T* gx;
+  const S* mean;
+  const S* var;
+  const S* w;
+  S* gw;
+  S* gb;
+  Geometry g;
+  double eps;
+  bool training;
+  bool need_sums;
+  int64_t parts;
+  GradSums* partial;             // [C * parts], two-pass only
+  const GradCoefficients* coef;  // [C], two-pass only
+
+  MIXGRAD_ALWAYS_INLINE double rstd(int64_t c) const { return 1.0 / std::sqrt(static_cast<double>(var[c]) + eps); }
+
+  // Parameter gradients from the channel's sums; the input-gradient coefficients.
+  MIXGRAD_ALWAYS_INLINE GradCoefficients finish(int64_t c, const GradSums& s) const {
+    const double rs = rstd(c);
+    if (gw) gw[c] = static_cast<S>(w ? s.dy_xc * rs : 0.0);
+    if (gb) gb[c] = static_cast<S>(s.dy);
+    const double scale = (w ? static_cast<double>(w[c]) : 1.0) * rs;
+    const double count = static_cast<double>(g.n * g.s);
+    if (!training || count == 0) return {scale, 0.0, 0.0};
+    // The batch statistics depend on x: remove the gradient's mean and its
+    // projection on x̂ = (x - mean) * rstd.
+    return {scale, -scale * rs * rs * (s.dy_xc / count), -scale * (s.dy / count)};
+  }
+  MIXGRAD_ALWAYS_INLINE GradSums sums(int64_t c, Rows r) const {
+    return grad_sums<T, A>(x, gy, g, c, r, static_cast<A>(mean[c]));
+  }
+  MIXGRAD_ALWAYS_INLINE void input(int64_t c, Rows r, const GradCoefficients& k) const {
+    grad_input<T, A>(x, gy, gx, g, c, r, static_cast<A>(mean[c]), k);
+  }
+  MIXGRAD_ALWAYS_INLINE void run(int pass, int64_t i0, int64_t i1) const {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t c = i / parts;
+      const Rows r = rows_of(i % parts, parts, g.n);
+      if (pass == 0) {  // whole channels: sums, then the input gradient while the data is in cache
+        const GradCoefficients k = finish(c, need_sums ? sums(c, r) : GradSums{});
+        if (gx) input(c, r, k);
+      } else if (pass == 1) {
+        partial[i] = sums(c, r);
+      } else {
+        input(c, r, coef[c]);
+      }
+    }
+  }
+};
+
+template <class T, class S>
+void backward_portable(const Backward<T, S>& b, int pass, int64_t i0, int64_t i1) {
+  b.run(pass, i0, i1);
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+template <class T, class S>
+__attribute__((target(MIXGRAD_AVX512_TARGET))) void backward_avx512(const Backward<T, S>& b, int pass, int64_t i0,
+                                                                    int64_t i1) {
+  b.run(pass, i0, i1);
+}
+#endif
+
+template <class T, class S>
+void backward(const BatchNormBackward& a) {
+  Backward<T, S> k{static_cast<const T*>(a.x.raw_data()),
+                   static_cast<const T*>(a.grad_y.raw_data()),
+                   a.grad_x.defined() ? static_cast<T*>(a.grad_x.raw_data()) : nullptr,
+                   static_cast<const S*>(a.mean.raw_data()),
+                   static_cast<const S*>(a.var.raw_data()),
+                   a.weight.defined() ? static_cast<const S*>(a.weight.raw_data()) : nullptr,
+                   a.grad_weight.defined() ? static_cast<S*>(a.grad_weight.raw_data()) : nullptr,
+                   a.grad_bias.defined() ? static_cast<S*>(a.grad_bias.raw_data()) : nullptr,
+                   geometry(a.x),
+                   a.eps,
+                   a.training,
+                   false,
+                   1,
+                   nullptr,
+                   nullptr};
+  const Geometry& g = k.g;
+  if (g.c == 0) return;
+  k.need_sums = (a.training && k.gx) || k.gw || k.gb;
+  PassFn<Backward<T, S>> fn = &backward_portable<T, S>;
+#if defined(__x86_64__) || defined(__i386__)
+  if (simd::level() == simd::Level::avx512) fn = &backward_avx512<T, S>;
+#endif
+  const int threads = threads_for(g);
+  k.parts = batch_norm_parts(g.n, g.c, threads);
+  const int64_t items = g.c * k.parts;
+  const bool parallel = threads > 1;
+  if (k.parts == 1) return run_pass(fn, k, 0, items, parallel);
+  std::vector<GradSums> partial(static_cast<size_t>(items));
+  if (k.need_sums) {
+    k.partial = partial.data();
+    run_pass(fn, k, 1, items, parallel);
+  }
+  // Each channel's parts summed in order; the parameter gradients and the
+  // input-gradient coefficients, once per channel.
+  std::vector<GradCoefficients> coef(static_cast<size_t>(g.c));
+  for (int64_t c = 0; c < g.c; ++c) {
+    GradSums total;
+    for (int64_t p = 0; p < k.parts; ++p) {
+      total.dy += partial[c * k.parts + p].dy;
+      total.dy_xc += partial[c * k.parts + p].dy_xc;
+    }
+    coef[c] = k.finish(c, total);
+  }
+  k.coef = coef.data();
+  if (k.gx) run_pass(fn, k, 2, items, parallel);
+}
+
+template <class F>
+void visit_stats(DType x, DType stats, F&& f) {
+  visit_floating(x, "batch_norm", [&]<class T>() {
+    if (stats == DType::float64) f.template operator()<T, double>();
+    else f.template operator()<T, float>();
+  });
+}
+
+}  // namespace
+
+void builtin_batch_norm_forward(const BatchNormForward& a) {
+  visit_stats(a.x.dtype(), a.mean.dtype(), [&]<class T, class S>() { forward<T, S>(a); });
+}
+
+void builtin_batch_norm_backward(const BatchNormBackward& a) {
+  visit_stats(a.x.dtype(), a.mean.dtype(), [&]<class T, class S>() { backward<T, S>(a); });
+}
+
+}  // namespace mixgrad::backend::cpu
