@@ -151,6 +151,10 @@ void execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memor
 struct LayoutArg {
   dnnl::memory::desc plain, chosen;
   dnnl::reorder reorder;  // empty when plain == chosen
+  /// bfloat16 NCHW <-> channels in blocks of 16 (aBcd16b): mixgrad's own
+  /// transposes (backend/cpu/channel_blocks.hpp) instead of the reorder.
+  bool channel_blocks = false;
+  int64_t n = 0, c = 0, hw = 0;
   bool reordered() const { return static_cast<bool>(reorder); }
 };
 enum class Direction : uint8_t { input, output };
@@ -169,9 +173,10 @@ class Execution {
 
  private:
   struct Pending {
-    const dnnl::reorder* reorder;
+    const LayoutArg* layout;
     dnnl::memory from, to;
   };
+  static void reorder(const Pending& r, Direction d, std::source_location where);
   dnnl::memory scratch(const dnnl::memory::desc& md);
   std::unordered_map<int, dnnl::memory> args_;
   std::vector<Pending> before_, after_;

@@ -5,6 +5,7 @@
 
 #if MIXGRAD_WITH_ONEDNN
 #include "backend/copy.hpp"
+#include "backend/cpu/channel_blocks.hpp"
 #include "backend/onednn/common.hpp"
 
 #include <dnnl_debug.h>
@@ -135,6 +136,16 @@ LayoutArg layout_arg(const dnnl::memory::desc& plain, const dnnl::memory::desc& 
     const auto& from = d == Direction::input ? plain : chosen;
     const auto& to = d == Direction::input ? chosen : plain;
     a.reorder = MIXGRAD_ONEDNN_CHECK(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to)));
+    using tag = dnnl::memory::format_tag;
+    const dnnl::memory::dims dims = plain.dims();
+    if (dims.size() == 4 && plain.data_type() == dnnl::memory::data_type::bf16 &&
+        plain == dnnl::memory::desc(dims, plain.data_type(), tag::abcd) &&
+        chosen == dnnl::memory::desc(dims, plain.data_type(), tag::aBcd16b)) {
+      a.channel_blocks = true;
+      a.n = dims[0];
+      a.c = dims[1];
+      a.hw = dims[2] * dims[3];
+    }
   }
   return a;
 }
@@ -150,7 +161,7 @@ void Execution::input(int arg, const LayoutArg& layout, const Tensor& t) {
     return;
   }
   dnnl::memory m = scratch(layout.chosen);
-  before_.push_back({&layout.reorder, memory(layout.plain, t), m});
+  before_.push_back({&layout, memory(layout.plain, t), m});
   args_.emplace(arg, m);
 }
 
@@ -160,14 +171,26 @@ void Execution::output(int arg, const LayoutArg& layout, const Tensor& t) {
     return;
   }
   dnnl::memory m = scratch(layout.chosen);
-  after_.push_back({&layout.reorder, m, memory(layout.plain, t)});
+  after_.push_back({&layout, m, memory(layout.plain, t)});
   args_.emplace(arg, m);
 }
 
+void Execution::reorder(const Pending& r, Direction d, std::source_location where) {
+  const LayoutArg& l = *r.layout;
+  if (l.channel_blocks && cpu::channel_blocks::available(l.c)) {
+    const auto* from = static_cast<const uint16_t*>(r.from.get_data_handle());
+    auto* to = static_cast<uint16_t*>(r.to.get_data_handle());
+    if (d == Direction::input) cpu::channel_blocks::to_blocked(from, to, l.n, l.c, l.hw);
+    else cpu::channel_blocks::from_blocked(from, to, l.n, l.c, l.hw);
+    return;
+  }
+  execute(l.reorder, {{DNNL_ARG_FROM, r.from}, {DNNL_ARG_TO, r.to}}, where);
+}
+
 void Execution::run(const dnnl::primitive& p, std::source_location where) {
-  for (const Pending& r : before_) execute(*r.reorder, {{DNNL_ARG_FROM, r.from}, {DNNL_ARG_TO, r.to}}, where);
+  for (const Pending& r : before_) reorder(r, Direction::input, where);
   execute(p, args_, where);
-  for (const Pending& r : after_) execute(*r.reorder, {{DNNL_ARG_FROM, r.from}, {DNNL_ARG_TO, r.to}}, where);
+  for (const Pending& r : after_) reorder(r, Direction::output, where);
 }
 
 Tensor to_float32(const Tensor& t) {
