@@ -116,63 +116,68 @@ MIXGRAD_ALWAYS_INLINE double reduce(const Lanes<A>& l) {
   return t[0];
 }
 
-// n values of T at p as contiguous A values: in place, or converted into
-// buf. bfloat16 converts inline (a shift, and the rounding of half.hpp on
-// the way back), which vectorises; float16 goes through mixgrad::convert.
+// Values of T read as A: bfloat16 converts inline (a shift), so the loops
+// that read it vectorise with the conversion folded in; float16 is
+// converted a block at a time into a buffer first (mixgrad::convert).
 template <class T, class A>
-MIXGRAD_ALWAYS_INLINE const A* load(const T* p, int64_t n, A* buf) {
-  if constexpr (std::is_same_v<T, A>) {
-    return p;
-  } else if constexpr (std::is_same_v<T, bfloat16>) {
-    for (int64_t i = 0; i < n; ++i) buf[i] = detail::bfloat16_bits_to_float(p[i].bits);
-    return buf;
-  } else {
+struct In {
+  const T* p;
+  MIXGRAD_ALWAYS_INLINE A operator[](int64_t i) const {
+    if constexpr (std::is_same_v<T, bfloat16>) return detail::bfloat16_bits_to_float(p[i].bits);
+    else return static_cast<A>(p[i]);
+  }
+};
+
+template <class T, class A>
+MIXGRAD_ALWAYS_INLINE auto in_block(const T* p, int64_t n, A* buf) {
+  if constexpr (std::is_same_v<T, half>) {
     convert(p, buf, n);
-    return buf;
+    return In<A, A>{buf};
+  } else {
+    return In<T, A>{p};
   }
 }
 
-// Where a block of results goes before it is stored: the output itself when
-// it holds A, else buf.
-template <class T, class A>
-MIXGRAD_ALWAYS_INLINE A* out_block(T* p, A* buf) {
-  if constexpr (std::is_same_v<T, A>) return p;
-  else return buf;
-}
-
-template <class T, class A>
-MIXGRAD_ALWAYS_INLINE void store(const A* v, T* p, int64_t n) {
-  if constexpr (std::is_same_v<T, bfloat16>) {
-    for (int64_t i = 0; i < n; ++i) p[i].bits = detail::float_to_bfloat16_bits(v[i]);
-  } else if constexpr (!std::is_same_v<T, A>) {
-    convert(v, p, n);
+// dst[i] = value(i) for i < n, rounded to T (bfloat16 inline, float16
+// through buf and mixgrad::convert).
+template <class T, class A, class F>
+MIXGRAD_ALWAYS_INLINE void write_block(T* dst, int64_t n, A* buf, F&& value) {
+  if constexpr (std::is_same_v<T, half>) {
+    for (int64_t i = 0; i < n; ++i) buf[i] = value(i);
+    convert(buf, dst, n);
+  } else if constexpr (std::is_same_v<T, bfloat16>) {
+    for (int64_t i = 0; i < n; ++i) dst[i].bits = detail::float_to_bfloat16_bits(value(i));
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = value(i);
   }
 }
 
-// The lane loop: f(lane, element) for elements [0, n), element i in lane
-// i % kLanes, in full vectors of kLanes, then kLanes / 2, then one by one.
+// The lane loop: f(lane, element, valid) over elements [0, n), element i in
+// lane i % kLanes, in full vectors of kLanes; the last partial vector runs
+// all lanes with `valid` false past n (no reads there: masked, not scalar,
+// so the lanes stay in registers).
 template <class F>
 MIXGRAD_ALWAYS_INLINE void for_lanes(int64_t n, F&& f) {
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) f(l, i + l);
-  for (; i + kLanes / 2 <= n; i += kLanes / 2)
-    for (int l = 0; l < kLanes / 2; ++l) f(l, i + l);
-  for (int l = 0; i + l < n; ++l) f(l, i + l);
+    for (int l = 0; l < kLanes; ++l) f(l, i + l, true);
+  const int64_t rest = n - i;
+  if (rest > 0)
+    for (int l = 0; l < kLanes; ++l) f(l, i + l, l < rest);
 }
 
-template <class A>
-MIXGRAD_ALWAYS_INLINE void add_sum(const A* x, int64_t n, Lanes<A>& s) {
+template <class V, class A>
+MIXGRAD_ALWAYS_INLINE void add_sum(const V& x, int64_t n, Lanes<A>& s) {
   Lanes<A> a = s;
-  for_lanes(n, [&](int l, int64_t i) { a.v[l] += x[i]; });
+  for_lanes(n, [&](int l, int64_t i, bool valid) { a.v[l] += valid ? x[i] : A(0); });
   s = a;
 }
 
-template <class A>
-MIXGRAD_ALWAYS_INLINE void add_shifted(const A* x, int64_t n, A k, Lanes<A>& s1, Lanes<A>& s2) {
+template <class V, class A>
+MIXGRAD_ALWAYS_INLINE void add_shifted(const V& x, int64_t n, A k, Lanes<A>& s1, Lanes<A>& s2) {
   Lanes<A> a = s1, b = s2;
-  for_lanes(n, [&](int l, int64_t i) {
-    const A d = x[i] - k;
+  for_lanes(n, [&](int l, int64_t i, bool valid) {
+    const A d = valid ? x[i] - k : A(0);
     a.v[l] += d;
     b.v[l] += d * d;
   });
@@ -180,12 +185,14 @@ MIXGRAD_ALWAYS_INLINE void add_shifted(const A* x, int64_t n, A k, Lanes<A>& s1,
   s2 = b;
 }
 
-template <class A>
-MIXGRAD_ALWAYS_INLINE void add_grad(const A* x, const A* g, int64_t n, A m, Lanes<A>& s1, Lanes<A>& s2) {
+template <class V, class A>
+MIXGRAD_ALWAYS_INLINE void add_grad(const V& x, const V& g, int64_t n, A m, Lanes<A>& s1, Lanes<A>& s2) {
   Lanes<A> a = s1, b = s2;
-  for_lanes(n, [&](int l, int64_t i) {
-    a.v[l] += g[i];
-    b.v[l] += g[i] * (x[i] - m);
+  for_lanes(n, [&](int l, int64_t i, bool valid) {
+    const A gv = valid ? g[i] : A(0);
+    const A xc = valid ? x[i] - m : A(0);
+    a.v[l] += gv;
+    b.v[l] += gv * xc;
   });
   s1 = a;
   s2 = b;
@@ -198,10 +205,10 @@ struct PairSum {
   double ta = 0, tb = 0;
   int64_t pending = 0;
   // After a block of n values. A block shorter than kLanes still adds a value
-  // to lane 0, so it counts as kLanes: between flushes no lane sums more
-  // than a few hundred values, whatever the row length.
+  // to every lane, so it counts as kLanes: between flushes no lane sums
+  // more than kFlush / kLanes values, whatever the row length.
   MIXGRAD_ALWAYS_INLINE void counted(int64_t n) {
-    pending += std::max<int64_t>(n, kLanes);
+    pending += (n + kLanes - 1) / kLanes * kLanes;
     if (pending >= kFlush) flush();
   }
   MIXGRAD_ALWAYS_INLINE void flush() {
@@ -222,7 +229,7 @@ MIXGRAD_ALWAYS_INLINE Moments shifted_moments(const T* x, const Geometry& g, int
   for (int64_t n = r.begin; n < r.end; ++n)
     for (int64_t b0 = 0; b0 < g.s; b0 += kBlock) {
       const int64_t len = std::min(kBlock, g.s - b0);
-      add_shifted(load<T, A>(x + g.row(n, c) + b0, len, buf), len, k, s.a, s.b);
+      add_shifted(in_block<T, A>(x + g.row(n, c) + b0, len, buf), len, k, s.a, s.b);
       s.counted(len);
     }
   s.flush();
@@ -237,7 +244,7 @@ MIXGRAD_ALWAYS_INLINE Moments part_moments(const T* x, const Geometry& g, int64_
   alignas(64) A buf[kBlock];
   const int64_t len = std::min(kBlock, g.s);
   Lanes<A> s = zero_lanes<A>();
-  add_sum(load<T, A>(x + g.row(r.begin, c), len, buf), len, s);
+  add_sum(in_block<T, A>(x + g.row(r.begin, c), len, buf), len, s);
   const A k = static_cast<A>(reduce(s) / static_cast<double>(len));
   Moments m = shifted_moments<T, A>(x, g, c, r, k);
   const double off = m.mean - static_cast<double>(k);
@@ -254,10 +261,8 @@ MIXGRAD_ALWAYS_INLINE void normalize(const T* x, T* y, const Geometry& g, int64_
     for (int64_t b0 = 0; b0 < g.s; b0 += kBlock) {
       const int64_t len = std::min(kBlock, g.s - b0);
       const int64_t at = g.row(n, c) + b0;
-      const A* xv = load<T, A>(x + at, len, in);
-      A* yv = out_block<T, A>(y + at, out);
-      for (int64_t i = 0; i < len; ++i) yv[i] = (xv[i] - m) * scale + shift;
-      store<T, A>(yv, y + at, len);
+      const auto xv = in_block<T, A>(x + at, len, in);
+      write_block<T, A>(y + at, len, out, [&](int64_t i) { return (xv[i] - m) * scale + shift; });
     }
 }
 
@@ -270,7 +275,7 @@ MIXGRAD_ALWAYS_INLINE GradSums grad_sums(const T* x, const T* gy, const Geometry
     for (int64_t b0 = 0; b0 < g.s; b0 += kBlock) {
       const int64_t len = std::min(kBlock, g.s - b0);
       const int64_t at = g.row(n, c) + b0;
-      add_grad(load<T, A>(x + at, len, xb), load<T, A>(gy + at, len, gb), len, m, s.a, s.b);
+      add_grad(in_block<T, A>(x + at, len, xb), in_block<T, A>(gy + at, len, gb), len, m, s.a, s.b);
       s.counted(len);
     }
   s.flush();
@@ -289,19 +294,19 @@ MIXGRAD_ALWAYS_INLINE void grad_input(const T* x, const T* gy, T* gx, const Geom
   alignas(64) A gb[kBlock];
   alignas(64) A out[kBlock];
   const A alpha = static_cast<A>(k.alpha), beta = static_cast<A>(k.beta), gamma = static_cast<A>(k.gamma);
+  const bool scale_only = beta == A(0) && gamma == A(0);
   for (int64_t n = r.begin; n < r.end; ++n)
     for (int64_t b0 = 0; b0 < g.s; b0 += kBlock) {
       const int64_t len = std::min(kBlock, g.s - b0);
       const int64_t at = g.row(n, c) + b0;
-      const A* xv = load<T, A>(x + at, len, xb);
-      const A* gv = load<T, A>(gy + at, len, gb);
-      A* ov = out_block<T, A>(gx + at, out);
-      if (beta == A(0) && gamma == A(0)) {
-        for (int64_t i = 0; i < len; ++i) ov[i] = alpha * gv[i];
+      const auto gv = in_block<T, A>(gy + at, len, gb);
+      if (scale_only) {
+        write_block<T, A>(gx + at, len, out, [&](int64_t i) { return alpha * gv[i]; });
       } else {
-        for (int64_t i = 0; i < len; ++i) ov[i] = alpha * gv[i] + beta * (xv[i] - m) + gamma;
+        const auto xv = in_block<T, A>(x + at, len, xb);
+        write_block<T, A>(gx + at, len, out,
+                          [&](int64_t i) { return alpha * gv[i] + beta * (xv[i] - m) + gamma; });
       }
-      store<T, A>(ov, gx + at, len);
     }
 }
 
