@@ -7,8 +7,12 @@
 // result R is stored as O. The loop runs over the innermost runs that
 // for_each_run produces (dimensions merged, threads for large tensors) and
 // picks per run:
-//  - all contiguous, T == C and O == R: one plain loop the compiler vectorises;
-//  - two inputs, one a broadcast scalar (stride 0): the scalar is hoisted;
+//  - all contiguous (and no float16 operand): one loop over the elements,
+//    bfloat16 converted inline as it is read and written, compiled twice:
+//    portable and inside an AVX-512 target function picked at run time
+//    (core/simd.hpp), where bfloat16 loops vectorise 16 lanes wide;
+//  - two inputs, one a broadcast scalar (stride 0), T == C and O == R: the
+//    scalar is hoisted;
 //  - otherwise blocks of kMapBlock elements: each input is gathered (or, for
 //    float16 / bfloat16, bulk-converted with mixgrad::convert) into a float
 //    buffer, the functor runs over contiguous buffers, the result is written
@@ -23,6 +27,7 @@
 
 #include "backend/copy.hpp"
 #include "backend/elementwise.hpp"
+#include "core/simd.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/loops.hpp"
 
@@ -89,6 +94,26 @@ void store_block(const R* src, char* p, int64_t stride, int64_t n) {
 template <class C, size_t>
 using Repeat = C;
 
+/// An element of T read as C; bfloat16 by its bits (vectorises).
+template <class T, class C>
+[[gnu::always_inline]] inline C read_as(const T& v) {
+  if constexpr (std::is_same_v<T, bfloat16> && std::is_same_v<C, float>) {
+    return ::mixgrad::detail::bfloat16_bits_to_float(v.bits);
+  } else {
+    return kernels::cast<C>(v);
+  }
+}
+
+/// A result R stored as O; float -> bfloat16 by the rounding of half.hpp.
+template <class O, class R>
+[[gnu::always_inline]] inline void write_as(O& o, R r) {
+  if constexpr (std::is_same_v<O, bfloat16> && std::is_same_v<R, float>) {
+    o.bits = ::mixgrad::detail::float_to_bfloat16_bits(r);
+  } else {
+    o = kernels::cast<O>(r);
+  }
+}
+
 template <class T, class O, class Fn, class Seq>
 struct MapRun;
 
@@ -110,13 +135,37 @@ struct MapRun<T, O, Fn, std::index_sequence<I...>> {
     for (int64_t i = 0; i < n; ++i) o[i] = fn(x[I][i]...);
   }
 
+  // Contiguous operands read and written in place; float16 (whose scalar
+  // conversion has branches) takes the blocks below instead.
+  static constexpr bool kInline = !std::is_same_v<T, half> && !std::is_same_v<O, half>;
+
+  [[gnu::always_inline]] static void contiguous(const Fn& fn, O* o, const std::array<const T*, N>& x, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) write_as<O, R>(o[i], fn(read_as<T, C>(x[I][i])...));
+  }
+  static void contiguous_portable(const Fn& fn, O* o, const std::array<const T*, N>& x, int64_t n) {
+    contiguous(fn, o, x, n);
+  }
+#if defined(__x86_64__) || defined(__i386__)
+  __attribute__((target(MIXGRAD_AVX512_TARGET))) static void contiguous_avx512(const Fn& fn, O* o,
+                                                                             const std::array<const T*, N>& x,
+                                                                             int64_t n) {
+    contiguous(fn, o, x, n);
+  }
+#endif
+
   void operator()(std::array<char*, N + 1> p, const std::array<int64_t, N + 1>& st, int64_t n) const {
-    if constexpr (kDirect) {
-      const bool contiguous = st[0] == kO && ((st[I + 1] == kT) && ...);
-      if (contiguous) {
-        compute(fn, reinterpret_cast<R*>(p[0]), {reinterpret_cast<const C*>(p[I + 1])...}, n);
-        return;
+    const bool all_contiguous = st[0] == kO && ((st[I + 1] == kT) && ...);
+    if constexpr (kInline) {
+      if (all_contiguous) {
+        O* o = reinterpret_cast<O*>(p[0]);
+        const std::array<const T*, N> x{reinterpret_cast<const T*>(p[I + 1])...};
+#if defined(__x86_64__) || defined(__i386__)
+        if (simd::level() == simd::Level::avx512) return contiguous_avx512(fn, o, x, n);
+#endif
+        return contiguous_portable(fn, o, x, n);
       }
+    }
+    if constexpr (kDirect) {
       if constexpr (N == 2) {  // tensor with a broadcast scalar on either side
         if (st[0] == kO) {
           R* o = reinterpret_cast<R*>(p[0]);
