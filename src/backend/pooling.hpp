@@ -1,6 +1,7 @@
 // Backend seam of the 2-d pooling ops (F::max_pool2d, F::avg_pool2d,
-// F::adaptive_avg_pool2d). On the CPU: oneDNN pooling for float32 and
-// bfloat16 (float16 by way of float32), direct loops otherwise. Max pooling's
+// F::adaptive_avg_pool2d). On the CPU: mixgrad's own kernels for 2 x 2 /
+// stride 2 max pooling (backend/cpu/max_pool_2x2.hpp), oneDNN pooling for
+// float32 and bfloat16 (float16 by way of float32), direct loops otherwise. Max pooling's
 // forward returns what its backward needs (oneDNN's workspace, or the argmax
 // offsets of the built-in path) as a typed payload for the backward closure.
 //
@@ -26,6 +27,7 @@ struct MaxPoolWorkspace {
   enum class Kind : uint8_t {
     onednn,  // `data`: oneDNN's workspace bytes (bool tensor), computed in `compute_dtype`
     argmax,  // `data`: int32 offset of the maximum within its input plane, per output
+    window2x2,  // `data`: one byte per output, the maximum's position in its 2 x 2 window
   };
   Kind kind = Kind::argmax;
   Tensor data;

