@@ -43,12 +43,12 @@
 
 namespace mixgrad::backend::cpu {
 
-int64_t batch_norm_parts(int64_t n, int64_t c, int threads) {
-  if (threads <= 1 || n <= 1 || c <= 0) return 1;
-  // Whole channels per thread when they share out evenly or there are so
-  // many that the last thread's extra channel costs little.
-  if (c % threads == 0 || c >= 8 * threads) return 1;
-  const int64_t want = (8 * static_cast<int64_t>(threads) + c - 1) / c;
+int64_t batch_norm_parts(int64_t n, int64_t units, int threads) {
+  if (threads <= 1 || n <= 1 || units <= 0) return 1;
+  // Whole units per thread when they share out evenly or there are so many
+  // that the last thread's extra one costs little.
+  if (units % threads == 0 || units >= 8 * threads) return 1;
+  const int64_t want = (8 * static_cast<int64_t>(threads) + units - 1) / units;
   return std::min(n, want);
 }
 
@@ -310,6 +310,129 @@ MIXGRAD_ALWAYS_INLINE void grad_input(const T* x, const T* gy, T* gx, const Geom
     }
 }
 
+// ---- one value per (image, channel): S == 1 -----------------------------------------
+// [N, C] input (BatchNorm1d): a channel's values are C apart, so the loops
+// run along a row over a block of channels instead, with per-channel
+// accumulators in arrays, flushed into double every kRowFlush rows. Same
+// shifted statistics (the shift: the part's first row) and the same
+// re-summing when a shift lies far off its channel's mean.
+
+constexpr int64_t kChannelBlock = 256;
+constexpr int64_t kRowFlush = 128;
+
+// Channels [c0, c0 + w) of unit u (a block of channels).
+struct Columns {
+  int64_t c0, w;
+};
+Columns columns_of(int64_t unit, int64_t c) {
+  const int64_t c0 = unit * kChannelBlock;
+  return {c0, std::min(kChannelBlock, c - c0)};
+}
+
+template <class T, class A>
+MIXGRAD_ALWAYS_INLINE void column_moments_about(const T* x, const Geometry& g, Columns cols, Rows r, const A* k,
+                                                Moments* out) {
+  alignas(64) A s1[kChannelBlock], s2[kChannelBlock], buf[kChannelBlock];
+  double t1[kChannelBlock], t2[kChannelBlock];
+  for (int64_t j = 0; j < cols.w; ++j) t1[j] = t2[j] = 0.0;
+  for (int64_t n0 = r.begin; n0 < r.end; n0 += kRowFlush) {
+    for (int64_t j = 0; j < cols.w; ++j) s1[j] = s2[j] = A(0);
+    for (int64_t n = n0; n < std::min(r.end, n0 + kRowFlush); ++n) {
+      const auto v = in_block<T, A>(x + n * g.c + cols.c0, cols.w, buf);
+      for (int64_t j = 0; j < cols.w; ++j) {
+        const A d = v[j] - k[j];
+        s1[j] += d;
+        s2[j] += d * d;
+      }
+    }
+    for (int64_t j = 0; j < cols.w; ++j) {
+      t1[j] += static_cast<double>(s1[j]);
+      t2[j] += static_cast<double>(s2[j]);
+    }
+  }
+  const double count = static_cast<double>(r.end - r.begin);
+  for (int64_t j = 0; j < cols.w; ++j) {
+    const double d = t1[j] / count;
+    out[j] = {count, static_cast<double>(k[j]) + d, std::max(0.0, t2[j] - t1[j] * d)};
+  }
+}
+
+// Moments of each channel of a block over the rows of a part.
+template <class T, class A>
+MIXGRAD_ALWAYS_INLINE void column_moments(const T* x, const Geometry& g, Columns cols, Rows r, Moments* out) {
+  if (r.begin == r.end) {
+    for (int64_t j = 0; j < cols.w; ++j) out[j] = {};
+    return;
+  }
+  alignas(64) A k[kChannelBlock], buf[kChannelBlock];
+  const auto first = in_block<T, A>(x + r.begin * g.c + cols.c0, cols.w, buf);
+  for (int64_t j = 0; j < cols.w; ++j) k[j] = first[j];
+  column_moments_about<T, A>(x, g, cols, r, k, out);
+  bool again = false;
+  for (int64_t j = 0; j < cols.w; ++j) {
+    const double off = out[j].mean - static_cast<double>(k[j]);
+    again = again || off * off > 64.0 * (out[j].m2 / out[j].count);
+    k[j] = static_cast<A>(out[j].mean);
+  }
+  if (again) column_moments_about<T, A>(x, g, cols, r, k, out);
+}
+
+// y = (x - mean) * scale + shift per channel of a block, over a part's rows.
+template <class T, class A>
+MIXGRAD_ALWAYS_INLINE void column_normalize(const T* x, T* y, const Geometry& g, Columns cols, Rows r, const A* m,
+                                            const A* scale, const A* shift) {
+  alignas(64) A in[kChannelBlock], out[kChannelBlock];
+  for (int64_t n = r.begin; n < r.end; ++n) {
+    const int64_t at = n * g.c + cols.c0;
+    const auto xv = in_block<T, A>(x + at, cols.w, in);
+    write_block<T, A>(y + at, cols.w, out, [&](int64_t j) { return (xv[j] - m[j]) * scale[j] + shift[j]; });
+  }
+}
+
+template <class T, class A>
+MIXGRAD_ALWAYS_INLINE void column_grad_sums(const T* x, const T* gy, const Geometry& g, Columns cols, Rows r,
+                                            const A* m, GradSums* out) {
+  alignas(64) A s1[kChannelBlock], s2[kChannelBlock], xb[kChannelBlock], gb[kChannelBlock];
+  double t1[kChannelBlock], t2[kChannelBlock];
+  for (int64_t j = 0; j < cols.w; ++j) t1[j] = t2[j] = 0.0;
+  for (int64_t n0 = r.begin; n0 < r.end; n0 += kRowFlush) {
+    for (int64_t j = 0; j < cols.w; ++j) s1[j] = s2[j] = A(0);
+    for (int64_t n = n0; n < std::min(r.end, n0 + kRowFlush); ++n) {
+      const int64_t at = n * g.c + cols.c0;
+      const auto xv = in_block<T, A>(x + at, cols.w, xb);
+      const auto gv = in_block<T, A>(gy + at, cols.w, gb);
+      for (int64_t j = 0; j < cols.w; ++j) {
+        s1[j] += gv[j];
+        s2[j] += gv[j] * (xv[j] - m[j]);
+      }
+    }
+    for (int64_t j = 0; j < cols.w; ++j) {
+      t1[j] += static_cast<double>(s1[j]);
+      t2[j] += static_cast<double>(s2[j]);
+    }
+  }
+  for (int64_t j = 0; j < cols.w; ++j) out[j] = {t1[j], t2[j]};
+}
+
+template <class T, class A>
+MIXGRAD_ALWAYS_INLINE void column_grad_input(const T* x, const T* gy, T* gx, const Geometry& g, Columns cols, Rows r,
+                                             const A* m, const GradCoefficients* k) {
+  alignas(64) A alpha[kChannelBlock], beta[kChannelBlock], gamma[kChannelBlock];
+  alignas(64) A xb[kChannelBlock], gb[kChannelBlock], out[kChannelBlock];
+  for (int64_t j = 0; j < cols.w; ++j) {
+    alpha[j] = static_cast<A>(k[j].alpha);
+    beta[j] = static_cast<A>(k[j].beta);
+    gamma[j] = static_cast<A>(k[j].gamma);
+  }
+  for (int64_t n = r.begin; n < r.end; ++n) {
+    const int64_t at = n * g.c + cols.c0;
+    const auto xv = in_block<T, A>(x + at, cols.w, xb);
+    const auto gv = in_block<T, A>(gy + at, cols.w, gb);
+    write_block<T, A>(gx + at, cols.w, out,
+                      [&](int64_t j) { return alpha[j] * gv[j] + beta[j] * (xv[j] - m[j]) + gamma[j]; });
+  }
+}
+
 // ---- forward -----------------------------------------------------------------------
 
 template <class T, class S>
@@ -337,8 +460,10 @@ struct Forward {
     const double shift = b ? static_cast<double>(b[c]) : 0.0;
     normalize<T, A>(x, y, g, c, r, static_cast<A>(mean[c]), static_cast<A>(scale), static_cast<A>(shift));
   }
-  // Items [i0, i1) of one of the passes: item i is part i % parts of channel i / parts.
+  // Items [i0, i1) of one of the passes: item i is part i % parts of unit
+  // i / parts (a channel; a block of channels when S == 1).
   MIXGRAD_ALWAYS_INLINE void run(int pass, int64_t i0, int64_t i1) const {
+    if (g.s == 1) return run_columns(pass, i0, i1);
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t c = i / parts;
       const Rows r = rows_of(i % parts, parts, g.n);
@@ -352,7 +477,40 @@ struct Forward {
       }
     }
   }
+  MIXGRAD_ALWAYS_INLINE void apply_columns(Columns cols, Rows r) const {
+    alignas(64) A m[kChannelBlock], scale[kChannelBlock], shift[kChannelBlock];
+    for (int64_t j = 0; j < cols.w; ++j) {
+      const int64_t c = cols.c0 + j;
+      const double rstd = 1.0 / std::sqrt(static_cast<double>(var[c]) + eps);
+      m[j] = static_cast<A>(mean[c]);
+      scale[j] = static_cast<A>((w ? static_cast<double>(w[c]) : 1.0) * rstd);
+      shift[j] = static_cast<A>(b ? static_cast<double>(b[c]) : 0.0);
+    }
+    column_normalize<T, A>(x, y, g, cols, r, m, scale, shift);
+  }
+  MIXGRAD_ALWAYS_INLINE void run_columns(int pass, int64_t i0, int64_t i1) const {
+    Moments m[kChannelBlock];
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t part = i % parts;
+      const Columns cols = columns_of(i / parts, g.c);
+      const Rows r = rows_of(part, parts, g.n);
+      if (pass == 0) {
+        column_moments<T, A>(x, g, cols, r, m);
+        for (int64_t j = 0; j < cols.w; ++j) store_stats(cols.c0 + j, m[j]);
+        apply_columns(cols, r);
+      } else if (pass == 1) {
+        column_moments<T, A>(x, g, cols, r, m);
+        for (int64_t j = 0; j < cols.w; ++j) partial[(cols.c0 + j) * parts + part] = m[j];
+      } else {
+        apply_columns(cols, r);
+      }
+    }
+  }
 };
+
+// Units the work is cut into before parts of the batch: channels, or blocks
+// of kChannelBlock channels when S == 1.
+int64_t units_of(const Geometry& g) { return g.s == 1 ? (g.c + kChannelBlock - 1) / kChannelBlock : g.c; }
 
 template <class T, class S>
 void forward_portable(const Forward<T, S>& f, int pass, int64_t i0, int64_t i1) {
@@ -399,12 +557,13 @@ void forward(const BatchNormForward& a) {
   if (simd::level() == simd::Level::avx512) fn = &forward_avx512<T, S>;
 #endif
   const int threads = threads_for(g);
-  f.parts = batch_norm_parts(g.n, g.c, threads);
-  const int64_t items = g.c * f.parts;
+  const int64_t units = units_of(g);
+  f.parts = batch_norm_parts(g.n, units, threads);
+  const int64_t items = units * f.parts;
   const bool parallel = threads > 1;
   if (!a.training) return run_pass(fn, f, 2, items, parallel);
   if (f.parts == 1) return run_pass(fn, f, 0, items, parallel);
-  std::vector<Moments> partial(static_cast<size_t>(items));
+  std::vector<Moments> partial(static_cast<size_t>(g.c * f.parts));
   f.partial = partial.data();
   run_pass(fn, f, 1, items, parallel);
   for (int64_t c = 0; c < g.c; ++c) {
@@ -456,7 +615,29 @@ struct Backward {
   MIXGRAD_ALWAYS_INLINE void input(int64_t c, Rows r, const GradCoefficients& k) const {
     grad_input<T, A>(x, gy, gx, g, c, r, static_cast<A>(mean[c]), k);
   }
+  MIXGRAD_ALWAYS_INLINE void run_columns(int pass, int64_t i0, int64_t i1) const {
+    alignas(64) A m[kChannelBlock];
+    GradSums sums_of[kChannelBlock];
+    GradCoefficients k[kChannelBlock];
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t part = i % parts;
+      const Columns cols = columns_of(i / parts, g.c);
+      const Rows r = rows_of(part, parts, g.n);
+      for (int64_t j = 0; j < cols.w; ++j) m[j] = static_cast<A>(mean[cols.c0 + j]);
+      if (pass == 0) {
+        if (need_sums) column_grad_sums<T, A>(x, gy, g, cols, r, m, sums_of);
+        for (int64_t j = 0; j < cols.w; ++j) k[j] = finish(cols.c0 + j, need_sums ? sums_of[j] : GradSums{});
+        if (gx) column_grad_input<T, A>(x, gy, gx, g, cols, r, m, k);
+      } else if (pass == 1) {
+        column_grad_sums<T, A>(x, gy, g, cols, r, m, sums_of);
+        for (int64_t j = 0; j < cols.w; ++j) partial[(cols.c0 + j) * parts + part] = sums_of[j];
+      } else {
+        column_grad_input<T, A>(x, gy, gx, g, cols, r, m, coef + cols.c0);
+      }
+    }
+  }
   MIXGRAD_ALWAYS_INLINE void run(int pass, int64_t i0, int64_t i1) const {
+    if (g.s == 1) return run_columns(pass, i0, i1);
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t c = i / parts;
       const Rows r = rows_of(i % parts, parts, g.n);
@@ -510,11 +691,12 @@ void backward(const BatchNormBackward& a) {
   if (simd::level() == simd::Level::avx512) fn = &backward_avx512<T, S>;
 #endif
   const int threads = threads_for(g);
-  k.parts = batch_norm_parts(g.n, g.c, threads);
-  const int64_t items = g.c * k.parts;
+  const int64_t units = units_of(g);
+  k.parts = batch_norm_parts(g.n, units, threads);
+  const int64_t items = units * k.parts;
   const bool parallel = threads > 1;
   if (k.parts == 1) return run_pass(fn, k, 0, items, parallel);
-  std::vector<GradSums> partial(static_cast<size_t>(items));
+  std::vector<GradSums> partial(static_cast<size_t>(g.c * k.parts));
   if (k.need_sums) {
     k.partial = partial.data();
     run_pass(fn, k, 1, items, parallel);

@@ -6,9 +6,10 @@
 //   cpu::builtin_batch_norm_forward(args);    // same arguments as cpu::batch_norm_forward
 //   cpu::builtin_batch_norm_backward(args);
 //
-// Work is split over channels, and when there are too few channels to keep
-// every thread busy, over (channel, part of the batch) pairs too:
-// batch_norm_parts() says into how many parts each channel's N rows are cut.
+// Work is split over channels (over blocks of channels when S == 1), and
+// when there are too few of those to keep every thread busy, over (channel,
+// part of the batch) pairs too: batch_norm_parts() says into how many parts
+// the N rows are cut.
 #pragma once
 
 #include <cstdint>
@@ -25,10 +26,11 @@ void builtin_batch_norm_forward(const BatchNormForward& a);
 /// batch_norm_backward's oneDNN path.
 void builtin_batch_norm_backward(const BatchNormBackward& a);
 
-/// Parts each channel's N rows are split into for `threads` threads: 1 (the
-/// work splits over channels alone, each channel handled start to end by one
-/// thread while its data is in cache) when the channels share out evenly,
-/// more when C is small; never more than N.
-int64_t batch_norm_parts(int64_t n, int64_t c, int threads);
+/// Parts the N rows of each of `units` units of work (channels, or blocks of
+/// channels) are split into for `threads` threads: 1 (the work splits over
+/// units alone, each handled start to end by one thread while its data is
+/// in cache) when the units share out evenly, more when they are few; never
+/// more than N.
+int64_t batch_norm_parts(int64_t n, int64_t units, int threads);
 
 }  // namespace mixgrad::backend::cpu
