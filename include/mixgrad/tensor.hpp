@@ -77,6 +77,11 @@ class Tensor {
 
   /// Unique id of this handle's tensor (a view or a detach gets a new one).
   uint64_t id() const;
+  /// Counts in-place modifications of the values; whoever writes a tensor in
+  /// place (optimizers, load_state_dict, init) calls bump_version(), so
+  /// caches derived from the values (autocast's weight casts) know.
+  uint64_t version() const;
+  void bump_version() const;
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
@@ -92,6 +97,7 @@ struct TensorImpl {
   Shape strides;       // in elements
   DType dtype = DType::float32;
   uint64_t id = 0;
+  uint64_t version = 0;  // bumped by in-place writes (optimizer steps, loads)
   Tensor grad;
 
   TensorImpl(std::shared_ptr<Storage> s, int64_t off, const Shape& sh, const Shape& st, DType dt);
@@ -107,6 +113,8 @@ inline const Shape& Tensor::strides() const { return impl_->strides; }
 inline DType Tensor::dtype() const { return impl_->dtype; }
 inline Device Tensor::device() const { return impl_->storage->device(); }
 inline uint64_t Tensor::id() const { return impl_->id; }
+inline uint64_t Tensor::version() const { return impl_->version; }
+inline void Tensor::bump_version() const { ++impl_->version; }
 inline void* Tensor::raw_data() const {
   return static_cast<char*>(impl_->storage->data()) + impl_->offset * element_size(impl_->dtype);
 }

@@ -1,15 +1,33 @@
 #include "mixgrad/amp/autocast.hpp"
 
+#include <unordered_map>
+
 #include "amp/autocast_state.hpp"
+#include "autodiff/tape.hpp"
 #include "amp/policy.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 
 namespace mixgrad::amp {
 
 namespace {
+
+// Casts of parameters made inside the outermost enabled scope. An entry is
+// reused only while the parameter's values (version) and the recording
+// state (epoch) are those it was made under: a cast made while nothing
+// recorded is not on any tape and must not stand in for one that is.
+struct CachedCast {
+  std::weak_ptr<TensorImpl> source;
+  uint64_t version;
+  uint64_t epoch;
+  Tensor cast;
+};
+
 struct ThreadState {
   bool has_scope = false;
   AutocastState state;
+  int enabled_depth = 0;  // enabled scopes open on this thread
+  std::unordered_map<uint64_t, CachedCast> cache;  // key: id * 8 + dtype
+  detail::WeightCacheStats stats;
 };
 ThreadState& thread_state() {
   thread_local ThreadState s;
@@ -30,14 +48,39 @@ SavedState enter(const AutocastState& s) {
   SavedState saved{t.state, t.has_scope};
   t.state = s;
   t.has_scope = true;
+  if (s.enabled) ++t.enabled_depth;
   return saved;
 }
 
 void leave(const SavedState& saved) {
   ThreadState& t = thread_state();
+  if (t.state.enabled && --t.enabled_depth == 0) t.cache.clear();
   t.state = saved.state;
   t.has_scope = saved.had_scope;
 }
+
+WeightCacheStats weight_cache_stats() { return thread_state().stats; }
+
+namespace {
+
+Tensor cast_weight(ThreadState& t, const Tensor& x, DType target) {
+  const bool cacheable = t.enabled_depth > 0 && x.dtype() == DType::float32 && autodiff::is_attached(x.id());
+  if (!cacheable) return F::astype(x, target);
+  const uint64_t key = x.id() * 8 + static_cast<uint64_t>(target);
+  const uint64_t epoch = autodiff::detail::recording_epoch();
+  auto it = t.cache.find(key);
+  if (it != t.cache.end() && it->second.version == x.version() && it->second.epoch == epoch &&
+      !it->second.source.expired()) {
+    ++t.stats.hits;
+    return it->second.cast;
+  }
+  ++t.stats.misses;
+  Tensor c = F::astype(x, target);
+  t.cache[key] = CachedCast{x.impl_ptr(), x.version(), epoch, c};
+  return c;
+}
+
+}  // namespace
 
 bool autocast_active() {
   const ThreadState& t = thread_state();
@@ -62,8 +105,9 @@ void cast_inputs(OpKind op, std::initializer_list<Tensor*> inputs) {
     }
     if (!any) return;
   }
+  ThreadState& ts = thread_state();
   for (Tensor* t : inputs)
-    if (castable(t) && t->dtype() != target) *t = F::astype(*t, target);
+    if (castable(t) && t->dtype() != target) *t = cast_weight(ts, *t, target);
 }
 
 }  // namespace detail

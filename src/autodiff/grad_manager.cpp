@@ -1,6 +1,7 @@
 #include "mixgrad/autodiff/grad_manager.hpp"
 
 #include <algorithm>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -8,6 +9,44 @@
 #include "backend/copy.hpp"
 
 namespace mixgrad::autodiff {
+
+namespace {
+
+// Every attached tensor id with the number of managers it is attached to.
+class AttachedRegistry {
+ public:
+  void add(uint64_t id) {
+    std::lock_guard lock(mutex_);
+    ++count_[id];
+  }
+  void remove(uint64_t id) {
+    std::lock_guard lock(mutex_);
+    auto it = count_.find(id);
+    if (it != count_.end() && --it->second == 0) count_.erase(it);
+  }
+  bool contains(uint64_t id) {
+    std::lock_guard lock(mutex_);
+    return count_.contains(id);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<uint64_t, int> count_;
+};
+
+AttachedRegistry& registry() {
+  static AttachedRegistry* r = new AttachedRegistry;  // outlives static managers
+  return *r;
+}
+
+uint64_t& epoch() {
+  thread_local uint64_t e = 0;
+  return e;
+}
+
+}  // namespace
+
+bool is_attached(uint64_t id) { return registry().contains(id); }
 
 struct AttachedTensor {
   std::weak_ptr<TensorImpl> tensor;
@@ -26,6 +65,8 @@ struct GradManager::State {
   void drop_dead() {
     auto dead = [](const AttachedTensor& a) { return a.tensor.expired(); };
     if (std::none_of(attached.begin(), attached.end(), dead)) return;
+    for (const auto& a : attached)
+      if (dead(a)) registry().remove(a.id);
     std::erase_if(attached, dead);
     attached_index.clear();
     for (size_t i = 0; i < attached.size(); ++i) attached_index[attached[i].id] = i;
@@ -43,6 +84,8 @@ int& recording_paused() {
   thread_local int paused = 0;
   return paused;
 }
+
+uint64_t recording_epoch() { return epoch(); }
 
 }  // namespace detail
 
@@ -66,7 +109,10 @@ RecordingScope::~RecordingScope() {
 
 GradManager::GradManager() : state_(std::make_unique<State>()) {}
 
-GradManager::~GradManager() { release(); }
+GradManager::~GradManager() {
+  release();
+  for (const auto& a : state_->attached) registry().remove(a.id);
+}
 
 GradManager& GradManager::attach(const Tensor& tensor, const std::vector<GradCallback>& callbacks) {
   return attach(std::vector<Tensor>{tensor}, callbacks);
@@ -86,6 +132,7 @@ GradManager& GradManager::attach(const std::vector<Tensor>& tensors, const std::
     if (it == s.attached_index.end()) {
       s.attached_index.emplace(t.id(), s.attached.size());
       s.attached.push_back({t.impl_ptr(), t.id(), callbacks});
+      registry().add(t.id());
     } else {
       auto& cbs = s.attached[it->second].callbacks;
       cbs.insert(cbs.end(), callbacks.begin(), callbacks.end());
@@ -110,6 +157,7 @@ RecordingScope GradManager::record() {
   s.tracked.clear();
   for (const auto& a : s.attached) s.tracked.insert(a.id);
   s.recording = true;
+  ++epoch();
   s.recording_list = &detail::recording_managers();
   s.recording_list->push_back(this);
   return RecordingScope(*this);
@@ -120,6 +168,7 @@ void GradManager::release() {
   if (!s.recording) return;
   std::erase(*s.recording_list, this);
   s.recording = false;
+  ++epoch();
   s.recording_list = nullptr;
   s.tape.clear();
   s.tracked.clear();

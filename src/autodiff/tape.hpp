@@ -56,7 +56,14 @@ std::vector<GradManager*>& recording_managers();
 int& recording_paused();
 bool tracks(GradManager* gm, uint64_t id);
 void push(GradManager* gm, const std::shared_ptr<Node>& node);
+/// Changes whenever a GradManager starts or stops recording on this thread;
+/// a cast cached under one epoch is not reused under another.
+uint64_t recording_epoch();
 }  // namespace detail
+
+/// True when the tensor with this id is attached to some live GradManager
+/// (in any thread): a parameter, in the user's terms.
+bool is_attached(uint64_t id);
 
 /// True when some GradManager records on this thread (and is not paused).
 inline bool is_recording() { return !detail::recording_managers().empty() && detail::recording_paused() == 0; }

@@ -59,6 +59,13 @@ struct AutocastState {
 AutocastState current_state();
 
 namespace detail {
+/// Counters of the weight-cast cache on this thread (for tests and tuning).
+struct WeightCacheStats {
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+};
+WeightCacheStats weight_cache_stats();
+
 /// What a scope restores when it exits.
 struct SavedState {
   AutocastState state;

@@ -1,0 +1,242 @@
+// autocast as scope, wrapper and global switch; the policy table; the
+// weight-cast cache.
+#include <boost/test/unit_test.hpp>
+
+#include <thread>
+
+#include "mixgrad/mixgrad.hpp"
+
+namespace mg = mixgrad;
+namespace amp = mixgrad::amp;
+using mg::DType;
+
+namespace {
+
+bool on() { return amp::current_state().enabled; }
+
+// Restores the global settings whatever a test does.
+struct GlobalsGuard {
+  ~GlobalsGuard() {
+    amp::enabled = false;
+    amp::low_prec_dtype = DType::bfloat16;
+    amp::high_prec_dtype = DType::float32;
+  }
+};
+
+mg::Tensor param(mg::Shape s) { return mg::uniform(s, -1, 1); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(scope_enables_and_restores_exactly) {
+  BOOST_TEST(!on());
+  {
+    amp::autocast scope;
+    BOOST_TEST(on());
+    BOOST_TEST(amp::current_state().low_prec_dtype == DType::bfloat16);
+    {
+      amp::autocast inner(true, DType::float16);
+      BOOST_TEST(amp::current_state().low_prec_dtype == DType::float16);
+    }
+    BOOST_TEST(amp::current_state().low_prec_dtype == DType::bfloat16);
+  }
+  BOOST_TEST(!on());
+}
+
+BOOST_AUTO_TEST_CASE(scope_restores_on_exception) {
+  try {
+    amp::autocast scope;
+    throw std::runtime_error("leave");
+  } catch (const std::runtime_error&) {
+  }
+  BOOST_TEST(!on());
+}
+
+BOOST_AUTO_TEST_CASE(disabled_scope_inside_enabled_region_disables) {
+  amp::autocast scope;
+  auto x = param({2, 3}), w = param({3, 4});
+  {
+    amp::autocast off(false);
+    BOOST_TEST(!on());
+    BOOST_TEST(mg::F::matmul(x, w).dtype() == DType::float32);
+  }
+  BOOST_TEST(on());
+  BOOST_TEST(mg::F::matmul(x, w).dtype() == DType::bfloat16);
+}
+
+BOOST_AUTO_TEST_CASE(invalid_dtypes_throw_and_change_nothing) {
+  BOOST_CHECK_THROW(amp::autocast bad(true, DType::float32), mg::DTypeError);
+  BOOST_CHECK_THROW(amp::autocast bad(true, DType::bfloat16, DType::float16), mg::DTypeError);
+  BOOST_TEST(!on());
+}
+
+BOOST_AUTO_TEST_CASE(wrap_forwards_arguments_and_return_value) {
+  auto f = amp::autocast().wrap([](const mg::Tensor& x, const mg::Tensor& w, int k) {
+    BOOST_TEST(on());
+    return std::make_pair(mg::F::matmul(x, w), k + 1);
+  });
+  BOOST_TEST(!on());  // building the wrapper leaves no state behind
+  auto [y, k] = f(param({2, 3}), param({3, 4}), 41);
+  BOOST_TEST(y.dtype() == DType::bfloat16);
+  BOOST_TEST(k == 42);
+  BOOST_TEST(!on());
+}
+
+BOOST_AUTO_TEST_CASE(wrap_is_recursion_and_nesting_safe) {
+  std::function<int(int)> rec;
+  auto wrapped = amp::autocast(true, DType::float16).wrap([&](int n) -> int {
+    BOOST_TEST(on());
+    BOOST_TEST(amp::current_state().low_prec_dtype == DType::float16);
+    return n == 0 ? 0 : 1 + rec(n - 1);
+  });
+  rec = wrapped;
+  BOOST_TEST(wrapped(5) == 5);
+  BOOST_TEST(!on());
+  auto off = amp::autocast(false).wrap([] { return on(); });
+  amp::autocast scope;
+  BOOST_TEST(!off());
+  BOOST_TEST(on());
+}
+
+BOOST_AUTO_TEST_CASE(wrapper_restores_state_when_f_throws) {
+  auto f = amp::autocast().wrap([](int) -> int { throw std::runtime_error("x"); });
+  BOOST_CHECK_THROW(f(1), std::runtime_error);
+  BOOST_TEST(!on());
+}
+
+BOOST_AUTO_TEST_CASE(global_switch_is_the_default_of_threads_without_scope) {
+  GlobalsGuard guard;
+  auto x = param({2, 3}), w = param({3, 4});
+  amp::enabled = true;
+  BOOST_TEST(mg::F::matmul(x, w).dtype() == DType::bfloat16);
+  amp::low_prec_dtype = DType::float16;
+  BOOST_TEST(mg::F::matmul(x, w).dtype() == DType::float16);
+  bool other_thread_on = false;
+  std::thread t([&] { other_thread_on = on(); });
+  t.join();
+  BOOST_TEST(other_thread_on);
+  {
+    amp::autocast off(false);  // a scope wins over the switch
+    BOOST_TEST(mg::F::matmul(x, w).dtype() == DType::float32);
+  }
+  amp::enabled = false;
+  BOOST_TEST(mg::F::matmul(x, w).dtype() == DType::float32);
+}
+
+BOOST_AUTO_TEST_CASE(scope_state_is_thread_local) {
+  amp::autocast scope;
+  bool seen = true;
+  std::thread t([&] { seen = on(); });
+  t.join();
+  BOOST_TEST(!seen);
+  BOOST_TEST(on());
+}
+
+BOOST_AUTO_TEST_CASE(policy_sets_output_dtypes) {
+  amp::autocast scope;
+  auto x = param({2, 3}), w = param({4, 3}), b = param({4});
+  BOOST_TEST(mg::F::linear(x, w, b).dtype() == DType::bfloat16);
+  BOOST_TEST(mg::F::matmul(param({2, 2, 3}), param({2, 3, 5})).dtype() == DType::bfloat16);
+  BOOST_TEST(mg::F::conv2d(param({1, 2, 5, 5}), param({3, 2, 3, 3})).dtype() == DType::bfloat16);
+  auto low = mg::F::matmul(x, mg::F::transpose(w, 0, 1));
+  BOOST_TEST(mg::F::softmax(low, 1).dtype() == DType::float32);
+  BOOST_TEST(mg::F::log_softmax(low, 1).dtype() == DType::float32);
+  BOOST_TEST(mg::F::exp(low).dtype() == DType::float32);
+  BOOST_TEST(mg::F::sum(low).dtype() == DType::float32);
+  BOOST_TEST(mg::F::cross_entropy(low, mg::tensor<int64_t>({0, 3}, {2})).dtype() == DType::float32);
+  BOOST_TEST(mg::F::relu(low).dtype() == DType::bfloat16);             // pass-through
+  BOOST_TEST(mg::F::add(low, param({2, 4})).dtype() == DType::float32);  // promote to widest
+  BOOST_TEST(mg::F::concat({low, param({1, 4})}, 0).dtype() == DType::float32);
+  // float64 and integers are never cast
+  auto x64 = mg::uniform({2, 3}, -1, 1, DType::float64);
+  BOOST_TEST(mg::F::matmul(x64, mg::uniform({3, 2}, -1, 1, DType::float64)).dtype() == DType::float64);
+  BOOST_TEST(mg::F::add(mg::arange(3), mg::arange(3)).dtype() == DType::int64);
+}
+
+BOOST_AUTO_TEST_CASE(float32_parameters_get_float32_gradients) {
+  mg::autodiff::GradManager gm;
+  auto x = param({4, 3}), w = param({5, 3}), b = param({5});
+  gm.attach({w, b});
+  {
+    amp::autocast scope;
+    auto r = gm.record();
+    auto y = mg::F::linear(x, w, b);
+    BOOST_TEST(y.dtype() == DType::bfloat16);
+    gm.backward(mg::F::sum(y));
+  }
+  BOOST_TEST(w.grad().dtype() == DType::float32);
+  BOOST_TEST(b.grad().dtype() == DType::float32);
+  // d sum(x w^T + b) / d b = N for every output; in bf16 that is exact.
+  for (float v : b.grad().to_vector<float>()) BOOST_TEST(v == 4.f);
+}
+
+BOOST_AUTO_TEST_CASE(weight_cast_cache_casts_each_parameter_once_per_region) {
+  mg::autodiff::GradManager gm;
+  auto w = param({3, 3});
+  auto x = param({2, 3});
+  gm.attach(w);
+  const auto before = amp::detail::weight_cache_stats();
+  {
+    amp::autocast scope;
+    (void)mg::F::matmul(x, w);
+    (void)mg::F::matmul(x, w);
+    {
+      amp::autocast nested;  // nested region shares the cache
+      (void)mg::F::matmul(x, w);
+    }
+    (void)mg::F::matmul(x, w);
+  }
+  auto mid = amp::detail::weight_cache_stats();
+  BOOST_TEST(mid.misses - before.misses == 1u);
+  BOOST_TEST(mid.hits - before.hits == 3u);
+  {
+    amp::autocast scope;  // a new outermost region starts empty
+    (void)mg::F::matmul(x, w);
+  }
+  auto after = amp::detail::weight_cache_stats();
+  BOOST_TEST(after.misses - mid.misses == 1u);
+  // x is not attached: never cached
+  {
+    amp::autocast scope;
+    (void)mg::F::matmul(w, x.reshape({3, 2}));
+    (void)mg::F::matmul(w, x.reshape({3, 2}));
+  }
+  auto last = amp::detail::weight_cache_stats();
+  BOOST_TEST(last.misses - after.misses == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(cache_is_invalidated_by_in_place_updates) {
+  mg::autodiff::GradManager gm;
+  auto w = param({2, 2});
+  auto x = param({1, 2});
+  gm.attach(w);
+  amp::autocast scope;
+  auto y1 = mg::F::matmul(x, w).to(DType::float32).to_vector<float>();
+  w.data<float>()[0] += 1.0f;
+  w.bump_version();
+  auto y2 = mg::F::matmul(x, w).to(DType::float32).to_vector<float>();
+  BOOST_TEST(std::abs((y2[0] - y1[0]) - x.at<float>({0, 0})) < 0.05f);
+}
+
+BOOST_AUTO_TEST_CASE(cast_cached_while_not_recording_is_not_reused_in_a_recording) {
+  // The cast made outside the recording is on no tape; reusing it inside
+  // would silently cut the gradient to w.
+  mg::autodiff::GradManager gm;
+  auto w = param({3, 2});
+  auto x = param({4, 3});
+  gm.attach(w);
+  amp::autocast scope;
+  (void)mg::F::matmul(x, w);  // cached, not recorded
+  {
+    auto r = gm.record();
+    auto y = mg::F::matmul(x, w);
+    gm.backward(mg::F::sum(y));
+  }
+  BOOST_TEST_REQUIRE(w.grad().defined());
+  // d sum(x w) / d w[k][j] = sum_i x[i][k]
+  auto g = w.grad().to_vector<float>();
+  for (int k = 0; k < 3; ++k) {
+    float col = 0;
+    for (int i = 0; i < 4; ++i) col += x.at<float>({i, k});
+    BOOST_TEST(std::abs(g[k * 2] - col) < 0.05f * (1 + std::abs(col)));
+  }
+}
