@@ -1,8 +1,12 @@
-// mixgrad/ops/loss.hpp — losses. Computed in float32 (or float64) whatever
-// the input dtype.
+// mixgrad/ops/loss.hpp — losses. Each is one fused kernel forward and one
+// backward, computed in float32 (float64 for float64 input) whatever the
+// input dtype; the result has the input's dtype. Under autocast the losses
+// run in high precision (their inputs are cast to float32 first).
 //
-//   auto loss = F::cross_entropy(logits, labels);          // mean over batch
+//   auto loss = F::cross_entropy(logits, labels);          // mean over the batch
 //   auto l = F::cross_entropy(logits, labels, {.label_smoothing = 0.1});
+//   auto per_pixel = F::cross_entropy(seg_logits, masks, {.reduction = Reduction::none});  // [N, C, H, W] -> [N, H, W]
+//   auto r = F::mse_loss(pred, target, Reduction::sum);
 #pragma once
 
 #include "mixgrad/ops/options.hpp"
@@ -12,15 +16,39 @@ namespace mixgrad::F {
 
 struct CrossEntropyOptions {
   Reduction reduction = Reduction::mean;
+  /// s in [0, 1]: the target puts 1 - s + s / C on the label and s / C on
+  /// every other class.
   double label_smoothing = 0.0;
   int axis = 1;  // the class axis of the logits
 };
-/// logits [N, C] (or [N, C, ...]); labels int32/int64 of the other dims.
+
+/// Softmax cross-entropy between logits ([N, C], [N, C, d...], or any shape
+/// with the classes on `options.axis`; a 1-d [C] is one sample) and int32 /
+/// int64 labels shaped like the logits without the class axis. Numerically
+/// stable for any finite logits (log-sum-exp about the row maximum); the
+/// backward is the fused scale * (softmax - target). Reduction mean divides
+/// by the number of samples; none returns the labels' shape, mean and sum a
+/// 0-d tensor. A label outside [0, C) throws mixgrad::Error naming it and C;
+/// bad shapes throw ShapeError, non-integer labels DTypeError.
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, const CrossEntropyOptions& options = {});
-/// log_probs [N, C]; labels int32/int64 [N].
+
+/// Negative log-likelihood: -log_probs[sample, label] for log_probs [N, C]
+/// (or [N, C, d...], classes on axis 1) and int32 / int64 labels [N] (or
+/// [N, d...]), reduced like cross_entropy. Errors as cross_entropy.
 Tensor nll_loss(const Tensor& log_probs, const Tensor& labels, Reduction reduction = Reduction::mean);
+
+/// (pred - target)^2 elementwise, then reduced (mean over all elements by
+/// default; none keeps the shape). pred and target must have the same shape;
+/// differing floating dtypes are promoted. Both get gradients.
 Tensor mse_loss(const Tensor& pred, const Tensor& target, Reduction reduction = Reduction::mean);
+
+/// |pred - target| elementwise, then reduced; the gradient at pred == target
+/// is 0. Shapes and dtypes as mse_loss.
 Tensor l1_loss(const Tensor& pred, const Tensor& target, Reduction reduction = Reduction::mean);
+
+/// Binary cross-entropy of sigmoid(logits) against a target in [0, 1],
+/// computed as max(x, 0) - x t + log1p(exp(-|x|)) so it neither overflows
+/// nor loses precision for large |x|. Shapes and dtypes as mse_loss.
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
                                         Reduction reduction = Reduction::mean);
 

@@ -41,12 +41,18 @@ struct BatchNormOptions {
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), const BatchNormOptions& options = {});
 
-/// Normalises over the trailing dims given by normalized_shape.
+/// Normalises over the trailing dims given by normalized_shape:
+/// (x - mean) / sqrt(var + eps) * weight + bias, with the biased variance.
+/// weight and bias (shape normalized_shape, may be undefined) may have a
+/// different floating dtype than x; statistics are computed in float32
+/// (float64 for float64 x) and the output has x's dtype.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 
 /// Zeroes elements with probability p and scales the rest by 1/(1-p) when
-/// training; identity otherwise. Uses the global seeded generator.
+/// training; identity (x itself) otherwise or when p == 0. p outside [0, 1)
+/// throws mixgrad::Error. The mask comes from the global seeded generator
+/// (mg::manual_seed), the same on any thread count; the backward reuses it.
 Tensor dropout(const Tensor& x, double p, bool training = true);
 
 Tensor softmax(const Tensor& x, int axis = -1);

@@ -1,0 +1,364 @@
+// CPU kernels of the losses. Each loss is one fused pass over its input in
+// the accumulation type (float, or double for float64): no temporaries the
+// size of the logits, no chain of small ops.
+//
+// Sums over samples are formed in fixed blocks whose partial sums are added
+// in order, so a loss is bit-identical on any thread count.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backend/loss.hpp"
+#include "kernels/cast.hpp"
+#include "kernels/loops.hpp"
+#include "kernels/loss.hpp"
+
+namespace mixgrad::backend::cpu {
+
+namespace {
+
+using kernels::cast;
+
+/// The elements of an output tensor: the handle is const, its data is not.
+template <class T>
+T* writable(const Tensor& t) {
+  return Tensor(t).data<T>();
+}
+
+constexpr int64_t kSumBlock = 8192;  // elements per partial sum
+constexpr int kLanes = 8;            // independent accumulators, so the block sum vectorises
+constexpr int64_t kTile = 64;        // inner positions handled together when the class axis is strided
+
+/// sum_{i < n} value(i), deterministic: fixed blocks, partials in double.
+template <class Acc, class Value>
+double blocked_sum(int64_t n, const Value& value) {
+  const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
+  std::vector<double> partial(static_cast<size_t>(blocks), 0.0);
+  kernels::parallel_for(blocks, kernels::kParallelGrain / kSumBlock, [&](int64_t b, int64_t e) {
+    for (int64_t blk = b; blk < e; ++blk) {
+      const int64_t lo = blk * kSumBlock, hi = std::min(n, lo + kSumBlock);
+      Acc lanes[kLanes] = {};
+      int64_t i = lo;
+      for (; i + kLanes <= hi; i += kLanes)
+        for (int k = 0; k < kLanes; ++k) lanes[k] += value(i + k);
+      for (; i < hi; ++i) lanes[0] += value(i);
+      double s = 0;
+      for (int k = 0; k < kLanes; ++k) s += static_cast<double>(lanes[k]);
+      partial[blk] = s;
+    }
+  });
+  double total = 0;
+  for (double p : partial) total += p;
+  return total;
+}
+
+/// Writes per-sample losses (reduction none) or their mean / sum into out.
+template <class T, class Acc>
+void write_reduced(const std::vector<Acc>& loss, Reduction reduction, const Tensor& out) {
+  const int64_t n = static_cast<int64_t>(loss.size());
+  T* o = writable<T>(out);
+  if (reduction == Reduction::none) {
+    kernels::parallel_for(n, kernels::kParallelGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = cast<T>(loss[i]);
+    });
+    return;
+  }
+  const double total = blocked_sum<Acc>(n, [&](int64_t i) { return loss[i]; });
+  // mean of no samples is 0 / 0 = nan, as a mean of nothing should be
+  o[0] = cast<T>(reduction == Reduction::mean ? total / static_cast<double>(n) : total);
+}
+
+/// The upstream gradient's factor for sample i: g[i] for none, g / n for
+/// mean, g for sum.
+template <class T, class Acc>
+struct GradScale {
+  const T* g;
+  Reduction reduction;
+  Acc uniform;
+  GradScale(const Tensor& grad_out, Reduction r, int64_t n) : g(grad_out.data<T>()), reduction(r) {
+    uniform = r == Reduction::none ? Acc(0) : cast<Acc>(g[0]);
+    if (r == Reduction::mean) uniform /= static_cast<Acc>(n);
+  }
+  Acc operator()(int64_t i) const { return reduction == Reduction::none ? cast<Acc>(g[i]) : uniform; }
+};
+
+template <class F>
+decltype(auto) visit_labels(DType t, F&& f) {
+  if (t == DType::int32) return f.template operator()<int32_t>();
+  return f.template operator()<int64_t>();
+}
+
+/// Rows of C classes per parallel chunk: enough work to pay for a thread.
+int64_t row_grain(int64_t classes) { return std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, classes)); }
+
+// ---- cross-entropy ---------------------------------------------------------
+
+template <class T, class L>
+void cross_entropy_forward_typed(const ClassLossArgs& a, const Tensor& out, const Tensor& stats) {
+  using Acc = kernels::compute_t<T>;
+  const T* x = a.input.data<T>();
+  const L* y = a.labels.data<L>();
+  Acc* st = writable<Acc>(stats);
+  const auto [outer, C, inner] = a.layout;
+  const int64_t samples = a.layout.samples();
+  const kernels::CrossEntropySample<Acc> sample{static_cast<Acc>(a.label_smoothing), Acc(1) / static_cast<Acc>(C)};
+  std::vector<Acc> loss(static_cast<size_t>(samples));
+
+  if (inner == 1) {  // [N, C]: each row is contiguous
+    kernels::parallel_for(samples, row_grain(C), [&](int64_t b, int64_t e) {
+      for (int64_t s = b; s < e; ++s) {
+        const T* row = x + s * C;
+        Acc m = cast<Acc>(row[0]);
+        for (int64_t j = 1; j < C; ++j) {
+          const Acc v = cast<Acc>(row[j]);
+          m = v > m ? v : m;
+        }
+        Acc sum = 0, z_sum = 0;
+        for (int64_t j = 0; j < C; ++j) {
+          const Acc z = cast<Acc>(row[j]) - m;
+          sum += std::exp(z);
+          z_sum += z;
+        }
+        const Acc log_sum = std::log(sum);
+        loss[s] = sample(log_sum, cast<Acc>(row[y[s]]) - m, z_sum);
+        st[2 * s] = m;
+        st[2 * s + 1] = log_sum;
+      }
+    });
+  } else {  // [N, C, d...]: classes are `inner` apart; walk a tile of positions at once
+    const int64_t tiles_per_outer = (inner + kTile - 1) / kTile;
+    kernels::parallel_for(outer * tiles_per_outer, row_grain(C * kTile), [&](int64_t b, int64_t e) {
+      Acc m[kTile], sum[kTile], z_sum[kTile];
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t o = t / tiles_per_outer, i0 = (t % tiles_per_outer) * kTile;
+        const int64_t n = std::min(kTile, inner - i0);
+        const T* base = x + o * C * inner + i0;
+        for (int64_t i = 0; i < n; ++i) m[i] = cast<Acc>(base[i]);
+        for (int64_t c = 1; c < C; ++c) {
+          const T* row = base + c * inner;
+          for (int64_t i = 0; i < n; ++i) {
+            const Acc v = cast<Acc>(row[i]);
+            m[i] = v > m[i] ? v : m[i];
+          }
+        }
+        for (int64_t i = 0; i < n; ++i) sum[i] = z_sum[i] = 0;
+        for (int64_t c = 0; c < C; ++c) {
+          const T* row = base + c * inner;
+          for (int64_t i = 0; i < n; ++i) {
+            const Acc z = cast<Acc>(row[i]) - m[i];
+            sum[i] += std::exp(z);
+            z_sum[i] += z;
+          }
+        }
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t s = o * inner + i0 + i;
+          const Acc log_sum = std::log(sum[i]);
+          loss[s] = sample(log_sum, cast<Acc>(base[y[s] * inner + i]) - m[i], z_sum[i]);
+          st[2 * s] = m[i];
+          st[2 * s + 1] = log_sum;
+        }
+      }
+    });
+  }
+  write_reduced<T>(loss, a.reduction, out);
+}
+
+template <class T, class L>
+void cross_entropy_backward_typed(const ClassLossArgs& a, const Tensor& stats, const Tensor& grad_out,
+                                  const Tensor& grad_input) {
+  using Acc = kernels::compute_t<T>;
+  const T* x = a.input.data<T>();
+  const L* y = a.labels.data<L>();
+  const Acc* st = writable<Acc>(stats);
+  T* gx = writable<T>(grad_input);
+  const auto [outer, C, inner] = a.layout;
+  const int64_t samples = a.layout.samples();
+  const GradScale<T, Acc> scale(grad_out, a.reduction, samples);
+  const kernels::SmoothedTarget<Acc> q(static_cast<Acc>(a.label_smoothing), C);
+
+  if (inner == 1) {
+    kernels::parallel_for(samples, row_grain(C), [&](int64_t b, int64_t e) {
+      for (int64_t s = b; s < e; ++s) {
+        const T* row = x + s * C;
+        T* grow = gx + s * C;
+        const Acc m = st[2 * s], log_sum = st[2 * s + 1], k = scale(s);
+        for (int64_t j = 0; j < C; ++j)
+          grow[j] = cast<T>(kernels::cross_entropy_grad(cast<Acc>(row[j]) - m, log_sum, q.off, k));
+        const L label = y[s];
+        grow[label] = cast<T>(kernels::cross_entropy_grad(cast<Acc>(row[label]) - m, log_sum, q.on, k));
+      }
+    });
+    return;
+  }
+  const int64_t tiles_per_outer = (inner + kTile - 1) / kTile;
+  kernels::parallel_for(outer * tiles_per_outer, row_grain(C * kTile), [&](int64_t b, int64_t e) {
+    Acc m[kTile], log_sum[kTile], k[kTile];
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t o = t / tiles_per_outer, i0 = (t % tiles_per_outer) * kTile;
+      const int64_t n = std::min(kTile, inner - i0);
+      const int64_t off = o * C * inner + i0, s0 = o * inner + i0;
+      for (int64_t i = 0; i < n; ++i) {
+        m[i] = st[2 * (s0 + i)];
+        log_sum[i] = st[2 * (s0 + i) + 1];
+        k[i] = scale(s0 + i);
+      }
+      for (int64_t c = 0; c < C; ++c) {
+        const T* row = x + off + c * inner;
+        T* grow = gx + off + c * inner;
+        for (int64_t i = 0; i < n; ++i)
+          grow[i] = cast<T>(kernels::cross_entropy_grad(cast<Acc>(row[i]) - m[i], log_sum[i], q.off, k[i]));
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t at = off + y[s0 + i] * inner + i;
+        gx[at] = cast<T>(kernels::cross_entropy_grad(cast<Acc>(x[at]) - m[i], log_sum[i], q.on, k[i]));
+      }
+    }
+  });
+}
+
+// ---- NLL -------------------------------------------------------------------
+
+template <class T, class L>
+void nll_loss_forward_typed(const ClassLossArgs& a, const Tensor& out) {
+  using Acc = kernels::compute_t<T>;
+  const T* x = a.input.data<T>();
+  const L* y = a.labels.data<L>();
+  const auto [outer, C, inner] = a.layout;
+  const int64_t samples = a.layout.samples();
+  std::vector<Acc> loss(static_cast<size_t>(samples));
+  kernels::parallel_for(samples, kernels::kParallelGrain, [&](int64_t b, int64_t e) {
+    for (int64_t s = b; s < e; ++s) {
+      const int64_t o = s / inner, i = s % inner;
+      loss[s] = -cast<Acc>(x[(o * C + y[s]) * inner + i]);
+    }
+  });
+  write_reduced<T>(loss, a.reduction, out);
+}
+
+template <class T, class L>
+void nll_loss_backward_typed(const ClassLossArgs& a, const Tensor& grad_out, const Tensor& grad_input) {
+  using Acc = kernels::compute_t<T>;
+  const L* y = a.labels.data<L>();
+  T* gx = writable<T>(grad_input);
+  const auto [outer, C, inner] = a.layout;
+  const GradScale<T, Acc> scale(grad_out, a.reduction, a.layout.samples());
+  const T zero = cast<T>(0.0f);
+  kernels::parallel_for(outer, row_grain(C * inner), [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      T* slab = gx + o * C * inner;
+      for (int64_t j = 0; j < C * inner; ++j) slab[j] = zero;
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t s = o * inner + i;
+        slab[y[s] * inner + i] = cast<T>(-scale(s));
+      }
+    }
+  });
+}
+
+// ---- pointwise losses ------------------------------------------------------
+
+template <template <class> class Loss, class T>
+void pointwise_forward_typed(const PointwiseLossArgs& a, const Tensor& out) {
+  using Acc = kernels::compute_t<T>;
+  const Loss<Acc> f;
+  const T* p = a.pred.data<T>();
+  const T* t = a.target.data<T>();
+  const int64_t n = a.pred.numel();
+  T* o = writable<T>(out);
+  if (a.reduction == Reduction::none) {
+    kernels::parallel_for(n, kernels::kParallelGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = cast<T>(f.value(cast<Acc>(p[i]), cast<Acc>(t[i])));
+    });
+    return;
+  }
+  const double total = blocked_sum<Acc>(n, [&](int64_t i) { return f.value(cast<Acc>(p[i]), cast<Acc>(t[i])); });
+  o[0] = cast<T>(a.reduction == Reduction::mean ? total / static_cast<double>(n) : total);
+}
+
+template <template <class> class Loss, class T>
+void pointwise_backward_typed(const PointwiseLossArgs& a, const Tensor& grad_out, const LossGrads& grads) {
+  using Acc = kernels::compute_t<T>;
+  const Loss<Acc> f;
+  const T* p = a.pred.data<T>();
+  const T* t = a.target.data<T>();
+  const int64_t n = a.pred.numel();
+  T* gp = grads.input.defined() ? writable<T>(grads.input) : nullptr;
+  T* gt = grads.target.defined() ? writable<T>(grads.target) : nullptr;
+  // Two instantiations of the loop, so the per-element one has no branch on the reduction.
+  auto run = [&](const auto& scale) {
+    kernels::parallel_for(n, kernels::kParallelGrain, [&](int64_t b, int64_t e) {
+      if (gp)
+        for (int64_t i = b; i < e; ++i) gp[i] = cast<T>(scale(i) * f.grad_pred(cast<Acc>(p[i]), cast<Acc>(t[i])));
+      if (gt)
+        for (int64_t i = b; i < e; ++i) gt[i] = cast<T>(scale(i) * f.grad_target(cast<Acc>(p[i]), cast<Acc>(t[i])));
+    });
+  };
+  const T* g = grad_out.data<T>();
+  if (a.reduction == Reduction::none) {
+    run([g](int64_t i) { return cast<Acc>(g[i]); });
+  } else {
+    const GradScale<T, Acc> scale(grad_out, a.reduction, n);
+    run([k = scale(0)](int64_t) { return k; });
+  }
+}
+
+/// Calls f.template operator()<Loss>() with the functor template of `kind`.
+template <class F>
+void visit_pointwise(PointwiseLoss kind, F&& f) {
+  switch (kind) {
+    case PointwiseLoss::mse: return f.template operator()<kernels::MseLoss>();
+    case PointwiseLoss::l1: return f.template operator()<kernels::L1Loss>();
+    case PointwiseLoss::bce_with_logits: return f.template operator()<kernels::BceWithLogitsLoss>();
+  }
+}
+
+}  // namespace
+
+std::optional<int64_t> find_label_out_of_range(const Tensor& labels, int64_t classes) {
+  return visit_labels(labels.dtype(), [&]<class L>() -> std::optional<int64_t> {
+    const L* y = labels.data<L>();
+    for (int64_t i = 0; i < labels.numel(); ++i)
+      if (y[i] < 0 || static_cast<int64_t>(y[i]) >= classes) return static_cast<int64_t>(y[i]);
+    return std::nullopt;
+  });
+}
+
+void cross_entropy_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& stats) {
+  visit_floating(a.input.dtype(), "cross_entropy", [&]<class T>() {
+    visit_labels(a.labels.dtype(), [&]<class L>() { cross_entropy_forward_typed<T, L>(a, out, stats); });
+  });
+}
+
+void cross_entropy_backward(const ClassLossArgs& a, const Tensor& stats, const Tensor& grad_out,
+                            const Tensor& grad_input) {
+  visit_floating(a.input.dtype(), "cross_entropy", [&]<class T>() {
+    visit_labels(a.labels.dtype(),
+                 [&]<class L>() { cross_entropy_backward_typed<T, L>(a, stats, grad_out, grad_input); });
+  });
+}
+
+void nll_loss_forward(const ClassLossArgs& a, const Tensor& out) {
+  visit_floating(a.input.dtype(), "nll_loss", [&]<class T>() {
+    visit_labels(a.labels.dtype(), [&]<class L>() { nll_loss_forward_typed<T, L>(a, out); });
+  });
+}
+
+void nll_loss_backward(const ClassLossArgs& a, const Tensor& grad_out, const Tensor& grad_input) {
+  visit_floating(grad_input.dtype(), "nll_loss", [&]<class T>() {
+    visit_labels(a.labels.dtype(), [&]<class L>() { nll_loss_backward_typed<T, L>(a, grad_out, grad_input); });
+  });
+}
+
+void pointwise_loss_forward(const PointwiseLossArgs& a, const Tensor& out) {
+  visit_pointwise(a.kind, [&]<template <class> class Loss>() {
+    visit_floating(a.pred.dtype(), "loss", [&]<class T>() { pointwise_forward_typed<Loss, T>(a, out); });
+  });
+}
+
+void pointwise_loss_backward(const PointwiseLossArgs& a, const Tensor& grad_out, const LossGrads& grads) {
+  visit_pointwise(a.kind, [&]<template <class> class Loss>() {
+    visit_floating(a.pred.dtype(), "loss", [&]<class T>() { pointwise_backward_typed<Loss, T>(a, grad_out, grads); });
+  });
+}
+
+}  // namespace mixgrad::backend::cpu

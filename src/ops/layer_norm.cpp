@@ -1,0 +1,88 @@
+// F::layer_norm: statistics per row over the trailing normalized_shape dims,
+// in float32 (float64 for float64 input), whatever the input dtype. The
+// weight and bias are handed to the kernel in that accumulation dtype (they
+// hold one row's worth of elements), which is what lets a float32 weight go
+// with a bfloat16 activation; their gradients come back in their own dtype.
+#include <string>
+
+#include "backend/copy.hpp"
+#include "backend/normalization.hpp"
+#include "mixgrad/ops/nn.hpp"
+#include "ops/dense.hpp"
+#include "ops/op_support.hpp"
+
+namespace mixgrad::F {
+
+namespace {
+
+DType accumulation_dtype(DType t) { return t == DType::float64 ? DType::float64 : DType::float32; }
+
+void check_affine(const char* what, const Tensor& t, const Tensor& x, const Shape& normalized_shape) {
+  if (!t.defined()) return;
+  ops::check_floating("layer_norm", t);
+  if (t.shape() != normalized_shape)
+    throw ShapeError(std::string("layer_norm: ") + what + " " + ops::describe(t) + " must have normalized_shape " +
+                     to_string(normalized_shape) + " (input " + ops::describe(x) + ")");
+}
+
+/// t converted to `dtype` into a new tensor (not recorded).
+Tensor converted(const Tensor& t, DType dtype) {
+  Tensor out = empty(t.shape(), dtype, t.device());
+  backend::copy(t, out);
+  return out;
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
+                  double eps) {
+  ops::check_defined("layer_norm", {&x_in});
+  ops::check_same_device("layer_norm", {&x_in, &weight_in, &bias_in});
+  ops::check_floating("layer_norm", x_in);
+  const int k = normalized_shape.ndim();
+  bool fits = k >= 1 && k <= x_in.ndim();
+  for (int i = 0; fits && i < k; ++i) fits = x_in.shape()[x_in.ndim() - k + i] == normalized_shape[i];
+  if (!fits)
+    throw ShapeError("layer_norm: normalized_shape " + to_string(normalized_shape) +
+                     " must be the trailing dims of input " + ops::describe(x_in));
+  check_affine("weight", weight_in, x_in, normalized_shape);
+  check_affine("bias", bias_in, x_in, normalized_shape);
+  if (!(eps >= 0.0)) throw Error("layer_norm: eps must be >= 0, got " + std::to_string(eps));
+
+  Tensor x = x_in, weight = weight_in, bias = bias_in;
+  amp::autocast_inputs(OpKind::layer_norm, {&x, &weight, &bias});
+  const DType acc = accumulation_dtype(x.dtype());
+  const int64_t cols = normalized_shape.numel();
+  backend::LayerNormArgs args{.x = ops::dense(x),
+                              .weight = weight.defined() ? ops::dense(weight, acc) : Tensor(),
+                              .bias = bias.defined() ? ops::dense(bias, acc) : Tensor(),
+                              .rows = cols == 0 ? 0 : x.numel() / cols,
+                              .cols = cols,
+                              .eps = eps};
+  backend::LayerNormOutputs o{.out = empty(x.shape(), x.dtype(), x.device()),
+                              .mean = empty(Shape{args.rows}, acc, x.device()),
+                              .rstd = empty(Shape{args.rows}, acc, x.device())};
+  backend::layer_norm_forward(args, o);
+  Tensor out = o.out;
+  backend::LayerNormArgs grad_args = args;  // the backward never reads the bias
+  grad_args.bias = Tensor();
+  autodiff::record({&x, &weight, &bias}, out,
+                   [args = grad_args, normalized_shape,
+                    saved = backend::LayerNormOutputs{.out = Tensor(), .mean = o.mean, .rstd = o.rstd},
+                    w_dtype = weight.defined() ? weight.dtype() : acc,
+                    b_dtype = bias.defined() ? bias.dtype() : acc](const Tensor& g, autodiff::InputGrads& gi) {
+                     const Tensor& xd = args.x;
+                     const DType acc = saved.mean.dtype();
+                     backend::LayerNormGrads grads;
+                     if (gi.needs(0)) grads.x = empty(xd.shape(), xd.dtype(), xd.device());
+                     if (gi.needs(1)) grads.weight = empty(normalized_shape, acc, xd.device());
+                     if (gi.needs(2)) grads.bias = empty(normalized_shape, acc, xd.device());
+                     backend::layer_norm_backward(args, saved, ops::dense(g, xd.dtype()), grads);
+                     if (gi.needs(0)) gi.set(0, grads.x);
+                     if (gi.needs(1)) gi.set(1, w_dtype == acc ? grads.weight : converted(grads.weight, w_dtype));
+                     if (gi.needs(2)) gi.set(2, b_dtype == acc ? grads.bias : converted(grads.bias, b_dtype));
+                   });
+  return out;
+}
+
+}  // namespace mixgrad::F

@@ -1,0 +1,152 @@
+// The losses: validation, autocast (all high precision), one fused backend
+// kernel forward and one backward. The backward closures keep what the
+// kernels need (for cross-entropy the per-sample max and log-sum-exp, so the
+// softmax is not stored) and never the output.
+#include "mixgrad/ops/loss.hpp"
+
+#include <string>
+
+#include "backend/loss.hpp"
+#include "mixgrad/ops/shape_ops.hpp"
+#include "ops/dense.hpp"
+#include "ops/op_support.hpp"
+
+namespace mixgrad::F {
+
+namespace {
+
+DType accumulation_dtype(DType t) { return t == DType::float64 ? DType::float64 : DType::float32; }
+
+/// A validated class-loss problem: the layout and the labels, contiguous.
+struct ClassProblem {
+  backend::ClassLayout layout;
+  Tensor labels;
+  Shape sample_shape;  // the input's shape without the class axis
+};
+
+// Checks input and labels of cross_entropy / nll_loss, including every
+// label's range, before anything is cast, computed or recorded.
+ClassProblem check_class_loss(const char* op, const Tensor& input, const Tensor& labels, int axis_option) {
+  ops::check_defined(op, {&input, &labels});
+  ops::check_same_device(op, {&input, &labels});
+  ops::check_floating(op, input);
+  if (labels.dtype() != DType::int32 && labels.dtype() != DType::int64)
+    throw DTypeError(std::string(op) + ": labels must be int32 or int64, got " + ops::describe(labels));
+  if (input.ndim() == 0) throw ShapeError(std::string(op) + ": input " + ops::describe(input) + " has no class axis");
+  // A 1-d input is one unbatched sample: its only axis holds the classes.
+  const int axis = input.ndim() == 1 && axis_option == 1 ? 0 : normalize_axis(axis_option, input.ndim(), op);
+  ClassProblem p;
+  p.sample_shape = input.shape();
+  p.sample_shape.erase(axis);
+  if (labels.shape() != p.sample_shape)
+    throw ShapeError(std::string(op) + ": labels " + ops::describe(labels) + " do not fit input " +
+                     ops::describe(input) + " with class axis " + std::to_string(axis) + " (expected labels of shape " +
+                     to_string(p.sample_shape) + ")");
+  for (int d = 0; d < axis; ++d) p.layout.outer *= input.shape()[d];
+  p.layout.classes = input.shape()[axis];
+  for (int d = axis + 1; d < input.ndim(); ++d) p.layout.inner *= input.shape()[d];
+  p.labels = ops::dense(labels);
+  if (const auto bad = backend::find_label_out_of_range(p.labels, p.layout.classes))
+    throw Error(std::string(op) + ": label " + std::to_string(*bad) + " is out of range for " +
+                std::to_string(p.layout.classes) + " classes (expected 0 <= label < " +
+                std::to_string(p.layout.classes) + ")");
+  return p;
+}
+
+Shape loss_shape(Reduction r, const Shape& per_element) { return r == Reduction::none ? per_element : Shape{}; }
+
+/// mse_loss, l1_loss and binary_cross_entropy_with_logits: one path.
+Tensor pointwise_loss(const char* op, OpKind kind, backend::PointwiseLoss loss, const Tensor& pred_in,
+                      const Tensor& target_in, Reduction reduction) {
+  ops::check_defined(op, {&pred_in, &target_in});
+  ops::check_same_device(op, {&pred_in, &target_in});
+  ops::check_floating(op, pred_in);
+  ops::check_floating(op, target_in);
+  if (pred_in.shape() != target_in.shape())
+    throw ShapeError(std::string(op) + ": prediction " + ops::describe(pred_in) + " and target " +
+                     ops::describe(target_in) + " must have the same shape");
+  Tensor pred = pred_in, target = target_in;
+  amp::autocast_inputs(kind, {&pred, &target});
+  if (pred.dtype() != target.dtype()) {  // e.g. a bfloat16 prediction against a float32 target
+    const DType common = promote_types(pred.dtype(), target.dtype());
+    pred = astype(pred, common);
+    target = astype(target, common);
+  }
+  const backend::PointwiseLossArgs args{
+      .kind = loss, .pred = ops::dense(pred), .target = ops::dense(target), .reduction = reduction};
+  Tensor out = empty(loss_shape(reduction, pred.shape()), pred.dtype(), pred.device());
+  backend::pointwise_loss_forward(args, out);
+  autodiff::record({&pred, &target}, out, [args](const Tensor& g, autodiff::InputGrads& gi) {
+    const Tensor& p = args.pred;
+    backend::LossGrads grads;
+    if (gi.needs(0)) grads.input = empty(p.shape(), p.dtype(), p.device());
+    if (gi.needs(1)) grads.target = empty(p.shape(), p.dtype(), p.device());
+    backend::pointwise_loss_backward(args, ops::dense(g, p.dtype()), grads);
+    if (gi.needs(0)) gi.set(0, grads.input);
+    if (gi.needs(1)) gi.set(1, grads.target);
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& labels, const CrossEntropyOptions& options) {
+  const char* kOp = "cross_entropy";
+  ClassProblem p = check_class_loss(kOp, logits_in, labels, options.axis);
+  if (!(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0))
+    throw Error(std::string(kOp) + ": label_smoothing must be in [0, 1], got " + std::to_string(options.label_smoothing));
+  Tensor logits = logits_in;
+  amp::autocast_inputs(OpKind::cross_entropy, {&logits});
+  const backend::ClassLossArgs args{.input = ops::dense(logits),
+                                    .labels = p.labels,
+                                    .layout = p.layout,
+                                    .reduction = options.reduction,
+                                    .label_smoothing = options.label_smoothing};
+  Tensor out = empty(loss_shape(options.reduction, p.sample_shape), logits.dtype(), logits.device());
+  Tensor stats = empty(Shape{p.layout.samples(), 2}, accumulation_dtype(logits.dtype()), logits.device());
+  backend::cross_entropy_forward(args, out, stats);
+  autodiff::record({&logits}, out, [args, stats](const Tensor& g, autodiff::InputGrads& gi) {
+    const Tensor& x = args.input;
+    Tensor grad = empty(x.shape(), x.dtype(), x.device());
+    backend::cross_entropy_backward(args, stats, ops::dense(g, x.dtype()), grad);
+    gi.set(0, grad);
+  });
+  return out;
+}
+
+Tensor nll_loss(const Tensor& log_probs_in, const Tensor& labels, Reduction reduction) {
+  const char* kOp = "nll_loss";
+  ClassProblem p = check_class_loss(kOp, log_probs_in, labels, 1);
+  Tensor log_probs = log_probs_in;
+  amp::autocast_inputs(OpKind::nll_loss, {&log_probs});
+  const backend::ClassLossArgs args{
+      .input = ops::dense(log_probs), .labels = p.labels, .layout = p.layout, .reduction = reduction};
+  Tensor out = empty(loss_shape(reduction, p.sample_shape), log_probs.dtype(), log_probs.device());
+  backend::nll_loss_forward(args, out);
+  // The gradient does not depend on the input's values: keep only its shape.
+  backend::ClassLossArgs grad_args = args;
+  grad_args.input = Tensor();
+  autodiff::record({&log_probs}, out,
+                   [grad_args, shape = log_probs.shape(), dtype = log_probs.dtype()](const Tensor& g,
+                                                                                     autodiff::InputGrads& gi) {
+                     Tensor grad = empty(shape, dtype, g.device());
+                     backend::nll_loss_backward(grad_args, ops::dense(g, dtype), grad);
+                     gi.set(0, grad);
+                   });
+  return out;
+}
+
+Tensor mse_loss(const Tensor& pred, const Tensor& target, Reduction reduction) {
+  return pointwise_loss("mse_loss", OpKind::mse_loss, backend::PointwiseLoss::mse, pred, target, reduction);
+}
+
+Tensor l1_loss(const Tensor& pred, const Tensor& target, Reduction reduction) {
+  return pointwise_loss("l1_loss", OpKind::l1_loss, backend::PointwiseLoss::l1, pred, target, reduction);
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction) {
+  return pointwise_loss("binary_cross_entropy_with_logits", OpKind::binary_cross_entropy_with_logits,
+                        backend::PointwiseLoss::bce_with_logits, logits, target, reduction);
+}
+
+}  // namespace mixgrad::F

@@ -1,0 +1,489 @@
+// Focused tests of the losses, layer_norm and dropout: values from their
+// definitions (computed here, naively, in double), reductions and shapes,
+// numerical stability, errors that change nothing, and dropout's statistics
+// and reproducibility.
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "mixgrad/mixgrad.hpp"
+
+namespace {
+
+namespace mg = mixgrad;
+namespace F = mixgrad::F;
+using mg::Reduction;
+
+std::vector<double> values(const mg::Tensor& t) { return t.to_vector<double>(); }
+
+bool message_has(const mg::Error& e, std::initializer_list<const char*> parts) {
+  const std::string what = e.what();
+  for (const char* p : parts)
+    if (what.find(p) == std::string::npos) return false;
+  return true;
+}
+
+// -log softmax(row)[label] with smoothing s, straight from the definition.
+double reference_cross_entropy(const std::vector<double>& row, int64_t label, double s = 0.0) {
+  const double c = static_cast<double>(row.size());
+  double z = 0;
+  for (double v : row) z += std::exp(v);
+  double loss = 0;
+  for (size_t j = 0; j < row.size(); ++j) {
+    const double q = (static_cast<int64_t>(j) == label ? 1.0 - s : 0.0) + s / c;
+    loss -= q * std::log(std::exp(row[j]) / z);
+  }
+  return loss;
+}
+
+std::vector<double> row_of(const std::vector<double>& m, int64_t r, int64_t cols) {
+  return {m.begin() + r * cols, m.begin() + (r + 1) * cols};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(losses)
+
+// ---- cross-entropy ---------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(cross_entropy_of_uniform_logits_is_log_classes) {
+  const auto logits = mg::zeros({3, 7});
+  const auto labels = mg::tensor<int64_t>({0, 3, 6}, {3});
+  BOOST_TEST(F::cross_entropy(logits, labels).item<double>() == std::log(7.0), boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(F::cross_entropy(logits, labels, {.reduction = Reduction::sum}).item<double>() == 3 * std::log(7.0),
+             boost::test_tools::tolerance(1e-6));
+  const auto none = F::cross_entropy(logits, labels, {.reduction = Reduction::none});
+  BOOST_TEST(none.shape() == mg::Shape({3}));
+  for (double v : values(none)) BOOST_TEST(v == std::log(7.0), boost::test_tools::tolerance(1e-6));
+}
+
+BOOST_AUTO_TEST_CASE(cross_entropy_matches_definition_with_and_without_smoothing) {
+  mg::manual_seed(11);
+  const auto logits = mg::uniform({4, 5}, -3, 3, mg::DType::float64);
+  const std::vector<int64_t> y = {1, 4, 0, 2};
+  const auto labels = mg::tensor<int64_t>(y, {4});
+  const auto x = values(logits);
+  for (double s : {0.0, 0.25}) {
+    const auto per = values(F::cross_entropy(logits, labels, {.reduction = Reduction::none, .label_smoothing = s}));
+    double mean = 0;
+    for (int64_t i = 0; i < 4; ++i) {
+      const double want = reference_cross_entropy(row_of(x, i, 5), y[i], s);
+      BOOST_TEST(per[i] == want, boost::test_tools::tolerance(1e-12));
+      mean += want / 4;
+    }
+    BOOST_TEST(F::cross_entropy(logits, labels, {.label_smoothing = s}).item<double>() == mean,
+               boost::test_tools::tolerance(1e-12));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(cross_entropy_is_stable_for_huge_logits) {
+  const auto logits = mg::tensor<float>({1000.f, 0.f, -1000.f, 0.f, 1000.f, 999.f}, {2, 3});
+  const auto labels = mg::tensor<int64_t>({1, 2}, {2});
+  const auto per = values(F::cross_entropy(logits, labels, {.reduction = Reduction::none}));
+  BOOST_TEST(per[0] == 1000.0, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(per[1] == std::log1p(std::exp(1.0)), boost::test_tools::tolerance(1e-5));  // log(e + 1) - 0 shifted by 999
+
+  mg::Tensor x = logits.clone();
+  mg::autodiff::GradManager gm;
+  gm.attach(x);
+  {
+    auto rec = gm.record();
+    gm.backward(F::cross_entropy(x, labels, {.reduction = Reduction::sum}));
+  }
+  for (double g : values(x.grad())) BOOST_TEST(std::isfinite(g));
+  BOOST_TEST(x.grad().at<double>({0, 0}) == 1.0, boost::test_tools::tolerance(1e-6));   // softmax ~ 1
+  BOOST_TEST(x.grad().at<double>({0, 1}) == -1.0, boost::test_tools::tolerance(1e-6));  // ~0 - 1
+}
+
+BOOST_AUTO_TEST_CASE(cross_entropy_backward_is_softmax_minus_onehot_over_n) {
+  mg::manual_seed(5);
+  mg::Tensor logits = mg::uniform({3, 4}, -2, 2, mg::DType::float64);
+  const std::vector<int64_t> y = {3, 0, 1};
+  const auto labels = mg::tensor<int64_t>(y, {3});
+  mg::autodiff::GradManager gm;
+  gm.attach(logits);
+  {
+    auto rec = gm.record();
+    gm.backward(F::cross_entropy(logits, labels));
+  }
+  const auto x = values(logits);
+  const auto g = values(logits.grad());
+  for (int64_t i = 0; i < 3; ++i) {
+    double z = 0;
+    for (int64_t j = 0; j < 4; ++j) z += std::exp(x[i * 4 + j]);
+    for (int64_t j = 0; j < 4; ++j) {
+      const double want = (std::exp(x[i * 4 + j]) / z - (j == y[i] ? 1.0 : 0.0)) / 3.0;
+      BOOST_TEST(g[i * 4 + j] == want, boost::test_tools::tolerance(1e-12));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(cross_entropy_spatial_and_class_axis) {
+  // [N=2, C=3, L=2]: sample (n, l) has logits x[n, :, l].
+  mg::manual_seed(2);
+  const auto logits = mg::uniform({2, 3, 2}, -2, 2, mg::DType::float64);
+  const std::vector<int64_t> y = {2, 0, 1, 1};
+  const auto labels = mg::tensor<int64_t>(y, {2, 2});
+  const auto x = values(logits);
+  const auto per = F::cross_entropy(logits, labels, {.reduction = Reduction::none});
+  BOOST_TEST(per.shape() == mg::Shape({2, 2}));
+  const auto got = values(per);
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t l = 0; l < 2; ++l) {
+      std::vector<double> row;
+      for (int64_t c = 0; c < 3; ++c) row.push_back(x[(n * 3 + c) * 2 + l]);
+      BOOST_TEST(got[n * 2 + l] == reference_cross_entropy(row, y[n * 2 + l]), boost::test_tools::tolerance(1e-12));
+    }
+  // The same samples with the classes last: axis = -1 on a transposed (strided) view.
+  const auto moved = F::transpose(logits, 1, 2);  // [2, 2, 3]
+  const auto again = F::cross_entropy(moved, labels, {.reduction = Reduction::none, .axis = -1});
+  const auto again_v = values(again);
+  for (size_t k = 0; k < got.size(); ++k) BOOST_TEST(again_v[k] == got[k], boost::test_tools::tolerance(1e-12));
+}
+
+BOOST_AUTO_TEST_CASE(cross_entropy_strided_class_axis_agrees_with_contiguous_rows) {
+  // Classes in the middle with many positions after them (the tiled kernel)
+  // against the same samples laid out as rows (the row kernel): values and gradients.
+  mg::manual_seed(13);
+  const int64_t n = 2, c = 5, len = 150;
+  mg::Tensor x = mg::uniform({n, c, len}, -3, 3, mg::DType::float64);
+  mg::Tensor rows = F::transpose(x, 1, 2).contiguous().detach();  // [n, len, c]
+  std::vector<int64_t> y(n * len);
+  for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<int64_t>((i * 7) % c);
+  const auto labels = mg::tensor<int64_t>(y, {n, len});
+  mg::manual_seed(14);
+  const auto dy = mg::uniform({n, len}, 0.5, 1.5, mg::DType::float64);
+  mg::autodiff::GradManager gm;
+  gm.attach({x, rows});
+  mg::Tensor a, b;
+  {
+    auto rec = gm.record();
+    a = F::cross_entropy(x, labels, {.reduction = Reduction::none, .label_smoothing = 0.1});
+    b = F::cross_entropy(rows, labels, {.reduction = Reduction::none, .label_smoothing = 0.1, .axis = 2});
+    gm.backward({a, b}, {dy, dy});
+  }
+  BOOST_TEST(values(a) == values(b), boost::test_tools::tolerance(1e-13) << boost::test_tools::per_element());
+  const auto rv = values(rows);
+  const auto av = values(a);
+  for (int64_t k : {0, 77, 299})
+    BOOST_TEST(av[k] == reference_cross_entropy(row_of(rv, k, c), y[k], 0.1), boost::test_tools::tolerance(1e-12));
+  const auto gx = values(F::transpose(x.grad(), 1, 2));
+  BOOST_TEST(gx == values(rows.grad()), boost::test_tools::tolerance(1e-13) << boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(cross_entropy_unbatched_and_int32_labels) {
+  const auto row = mg::tensor<double>({0.5, -1.0, 2.0}, {3});
+  const auto loss = F::cross_entropy(row, mg::tensor<int64_t>({2}, {}));
+  BOOST_TEST(loss.ndim() == 0);
+  BOOST_TEST(loss.item<double>() == reference_cross_entropy({0.5, -1.0, 2.0}, 2), boost::test_tools::tolerance(1e-12));
+  const auto logits = mg::tensor<float>({0.1f, 0.2f, 0.3f, 0.4f, -0.5f, 0.6f}, {2, 3});
+  const double a = F::cross_entropy(logits, mg::tensor<int64_t>({2, 0}, {2})).item<double>();
+  const double b = F::cross_entropy(logits, mg::tensor<int32_t>({2, 0}, {2})).item<double>();
+  BOOST_TEST(a == b);
+}
+
+BOOST_AUTO_TEST_CASE(cross_entropy_dtypes_and_autocast) {
+  const auto labels = mg::tensor<int64_t>({1, 0}, {2});
+  const auto x32 = mg::tensor<float>({0.1f, 0.9f, -0.3f, 0.4f}, {2, 2});
+  const auto bf = x32.to(mg::DType::bfloat16);
+  BOOST_TEST(F::cross_entropy(bf, labels).dtype() == mg::DType::bfloat16);
+  BOOST_TEST(F::cross_entropy(x32.to(mg::DType::float64), labels).dtype() == mg::DType::float64);
+  {
+    mg::amp::autocast scope;  // losses run in high precision
+    BOOST_TEST(F::cross_entropy(bf, labels).dtype() == mg::DType::float32);
+    BOOST_TEST(F::mse_loss(bf, bf).dtype() == mg::DType::float32);
+    BOOST_TEST(F::layer_norm(bf, {2}).dtype() == mg::DType::float32);
+    BOOST_TEST(F::dropout(bf, 0.5).dtype() == mg::DType::bfloat16);  // keeps its dtype
+  }
+}
+
+BOOST_AUTO_TEST_CASE(cross_entropy_errors_name_the_op_and_change_nothing) {
+  mg::Tensor logits = mg::zeros({2, 5});
+  mg::autodiff::GradManager gm;
+  gm.attach(logits);
+  auto rec = gm.record();
+  try {
+    F::cross_entropy(logits, mg::tensor<int64_t>({1, 5}, {2}));
+    BOOST_FAIL("expected an error");
+  } catch (const mg::Error& e) {
+    BOOST_TEST(message_has(e, {"cross_entropy", "label 5", "5 classes"}), e.what());
+  }
+  try {
+    F::nll_loss(logits, mg::tensor<int32_t>({-1, 0}, {2}));
+    BOOST_FAIL("expected an error");
+  } catch (const mg::Error& e) {
+    BOOST_TEST(message_has(e, {"nll_loss", "label -1", "5 classes"}), e.what());
+  }
+  BOOST_CHECK_THROW(F::cross_entropy(logits, mg::tensor<int64_t>({1, 2, 3}, {3})), mg::ShapeError);
+  BOOST_CHECK_THROW(F::cross_entropy(logits, mg::zeros({2})), mg::DTypeError);
+  BOOST_CHECK_THROW(F::cross_entropy(mg::zeros({2, 5}, mg::DType::int64), mg::tensor<int64_t>({1, 2}, {2})),
+                    mg::DTypeError);
+  BOOST_CHECK_THROW(F::cross_entropy(logits, mg::tensor<int64_t>({1, 2}, {2}), {.label_smoothing = 1.5}), mg::Error);
+  BOOST_CHECK_THROW(F::cross_entropy(logits, mg::tensor<int64_t>({1, 2}, {2}), {.axis = 2}), mg::ShapeError);
+  // The failed calls left nothing on the tape: a good call still backpropagates to exactly its gradient.
+  gm.backward(F::cross_entropy(logits, mg::tensor<int64_t>({0, 0}, {2}), {.reduction = Reduction::sum}));
+  BOOST_TEST(logits.grad().at<double>({0, 0}) == 0.2 - 1.0, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(logits.grad().at<double>({1, 4}) == 0.2, boost::test_tools::tolerance(1e-6));
+}
+
+// ---- nll -------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(nll_loss_picks_minus_the_label_entry) {
+  mg::Tensor lp = mg::tensor<double>({-0.5, -1.0, -2.0, -0.1, -3.0, -0.7}, {2, 3});
+  const auto labels = mg::tensor<int64_t>({2, 0}, {2});
+  BOOST_TEST(F::nll_loss(lp, labels).item<double>() == (2.0 + 0.1) / 2, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(F::nll_loss(lp, labels, Reduction::sum).item<double>() == 2.1, boost::test_tools::tolerance(1e-12));
+  const auto none = values(F::nll_loss(lp, labels, Reduction::none));
+  BOOST_TEST(none == std::vector<double>({2.0, 0.1}), boost::test_tools::per_element());
+  mg::autodiff::GradManager gm;
+  gm.attach(lp);
+  {
+    auto rec = gm.record();
+    gm.backward(F::nll_loss(lp, labels));
+  }
+  BOOST_TEST(values(lp.grad()) == std::vector<double>({0, 0, -0.5, -0.5, 0, 0}), boost::test_tools::per_element());
+}
+
+// ---- pointwise losses ------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(mse_and_l1_known_values_and_gradients) {
+  mg::Tensor p = mg::tensor<double>({1.0, 2.0, 3.0}, {3});
+  mg::Tensor t = mg::tensor<double>({1.5, 2.0, 1.0}, {3});
+  BOOST_TEST(F::mse_loss(p, t).item<double>() == (0.25 + 0 + 4) / 3, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(F::mse_loss(p, t, Reduction::sum).item<double>() == 4.25, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(F::l1_loss(p, t, Reduction::sum).item<double>() == 2.5, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(values(F::l1_loss(p, t, Reduction::none)) == std::vector<double>({0.5, 0, 2}),
+             boost::test_tools::per_element());
+  BOOST_TEST(F::mse_loss(p, t, Reduction::none).shape() == mg::Shape({3}));
+  BOOST_TEST(F::mse_loss(p, t).ndim() == 0);
+
+  mg::autodiff::GradManager gm;
+  gm.attach({p, t});
+  {
+    auto rec = gm.record();
+    gm.backward(F::mse_loss(p, t));
+  }
+  BOOST_TEST(values(p.grad()) == std::vector<double>({-1.0 / 3, 0, 4.0 / 3}), boost::test_tools::per_element());
+  BOOST_TEST(values(t.grad()) == std::vector<double>({1.0 / 3, 0, -4.0 / 3}), boost::test_tools::per_element());
+
+  mg::Tensor p2 = p.clone().detach();
+  mg::autodiff::GradManager gm2;
+  gm2.attach(p2);
+  {
+    auto rec = gm2.record();
+    gm2.backward(F::l1_loss(p2, t));
+  }
+  BOOST_TEST(values(p2.grad()) == std::vector<double>({-1.0 / 3, 0, 1.0 / 3}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(bce_with_logits_matches_definition_and_is_stable) {
+  const std::vector<double> xs = {-2.0, -0.3, 0.0, 0.7, 3.0};
+  const std::vector<double> ts = {0.0, 1.0, 0.5, 0.2, 1.0};
+  mg::Tensor x = mg::tensor<double>(xs, {5});
+  const auto t = mg::tensor<double>(ts, {5});
+  const auto got = values(F::binary_cross_entropy_with_logits(x, t, Reduction::none));
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double s = 1 / (1 + std::exp(-xs[i]));
+    BOOST_TEST(got[i] == -(ts[i] * std::log(s) + (1 - ts[i]) * std::log(1 - s)), boost::test_tools::tolerance(1e-12));
+  }
+  mg::autodiff::GradManager gm;
+  gm.attach(x);
+  {
+    auto rec = gm.record();
+    gm.backward(F::binary_cross_entropy_with_logits(x, t, Reduction::sum));
+  }
+  const auto g = values(x.grad());
+  for (size_t i = 0; i < xs.size(); ++i)
+    BOOST_TEST(g[i] == 1 / (1 + std::exp(-xs[i])) - ts[i], boost::test_tools::tolerance(1e-12));
+
+  // Far in the tails, in float32: no inf, no nan, the right asymptotes.
+  const auto big = mg::tensor<float>({100.f, -100.f, 100.f}, {3});
+  const auto tb = mg::tensor<float>({1.f, 1.f, 0.f}, {3});
+  const auto tail = values(F::binary_cross_entropy_with_logits(big, tb, Reduction::none));
+  BOOST_TEST(tail[0] >= 0.0);
+  BOOST_TEST(tail[0] < 1e-30);
+  BOOST_TEST(tail[1] == 100.0, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(tail[2] == 100.0, boost::test_tools::tolerance(1e-6));
+}
+
+BOOST_AUTO_TEST_CASE(pointwise_losses_check_shapes_and_promote_dtypes) {
+  const auto a = mg::zeros({2, 3});
+  try {
+    F::mse_loss(a, mg::zeros({3, 2}));
+    BOOST_FAIL("expected a ShapeError");
+  } catch (const mg::ShapeError& e) {
+    BOOST_TEST(message_has(e, {"mse_loss", "float32[2, 3]", "float32[3, 2]"}), e.what());
+  }
+  BOOST_CHECK_THROW(F::l1_loss(a, mg::zeros({2, 3}, mg::DType::int32)), mg::DTypeError);
+  BOOST_CHECK_THROW(F::binary_cross_entropy_with_logits(a, mg::zeros({6})), mg::ShapeError);
+  // A bfloat16 prediction against a float32 target: computed and returned in float32.
+  const auto pred = mg::full({2, 3}, 0.5, mg::DType::bfloat16);
+  const auto loss = F::mse_loss(pred, mg::ones({2, 3}));
+  BOOST_TEST(loss.dtype() == mg::DType::float32);
+  BOOST_TEST(loss.item<double>() == 0.25);
+}
+
+BOOST_AUTO_TEST_CASE(large_losses_do_not_depend_on_thread_count) {
+  mg::manual_seed(9);
+  const auto logits = mg::uniform({4096, 40}, -4, 4);
+  const auto labels = mg::tensor<int64_t>(std::vector<int64_t>(4096, 7), {4096});
+  const auto p = mg::uniform({300000}, -1, 1), t = mg::uniform({300000}, -1, 1);
+  const int before = mg::num_threads();
+  mg::set_num_threads(1);
+  const double ce1 = F::cross_entropy(logits, labels).item<double>();
+  const double mse1 = F::mse_loss(p, t).item<double>();
+  mg::set_num_threads(2);
+  const double ce2 = F::cross_entropy(logits, labels).item<double>();
+  const double mse2 = F::mse_loss(p, t).item<double>();
+  mg::set_num_threads(before);
+  BOOST_TEST(ce1 == ce2);
+  BOOST_TEST(mse1 == mse2);
+  BOOST_TEST(mse1 == 2.0 / 3.0, boost::test_tools::tolerance(0.02));  // E[(p - t)^2] for independent U(-1, 1)
+}
+
+// ---- layer norm ------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(layer_norm_rows_have_mean_zero_and_variance_one) {
+  mg::manual_seed(4);
+  const auto x = mg::uniform({6, 10}, -5, 3);
+  const auto y = values(F::layer_norm(x, {10}, mg::Tensor(), mg::Tensor(), 0.0));
+  for (int r = 0; r < 6; ++r) {
+    double mean = 0, var = 0;
+    for (int j = 0; j < 10; ++j) mean += y[r * 10 + j] / 10;
+    for (int j = 0; j < 10; ++j) var += (y[r * 10 + j] - mean) * (y[r * 10 + j] - mean) / 10;
+    BOOST_TEST(std::abs(mean) < 1e-6);
+    BOOST_TEST(var == 1.0, boost::test_tools::tolerance(1e-5));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(layer_norm_known_values_with_affine) {
+  // Row [1, 2, 3]: mean 2, variance 2/3, so x_hat = [-sqrt(1.5), 0, sqrt(1.5)].
+  const auto x = mg::tensor<double>({1, 2, 3, 10, 10, 10}, {2, 3});
+  const auto w = mg::tensor<double>({2, 1, -1}, {3});
+  const auto b = mg::tensor<double>({0.5, 0, 1}, {3});
+  const auto y = values(F::layer_norm(x, {3}, w, b, 1e-12));
+  const double h = std::sqrt(1.5);
+  const std::vector<double> want = {-2 * h + 0.5, 0, -h + 1, 0.5, 0, 1};  // constant row: x_hat = 0
+  for (size_t k = 0; k < want.size(); ++k) BOOST_TEST(y[k] == want[k], boost::test_tools::tolerance(1e-6));
+}
+
+BOOST_AUTO_TEST_CASE(layer_norm_weight_and_bias_gradients) {
+  mg::manual_seed(8);
+  const int rows = 70;  // more than one block of rows in the weight / bias sums
+  mg::Tensor x = mg::uniform({rows, 3}, -1, 1, mg::DType::float64);
+  mg::Tensor w = mg::uniform({3}, 0.5, 1.5, mg::DType::float64);
+  mg::Tensor b = mg::zeros({3}, mg::DType::float64);
+  mg::autodiff::GradManager gm;
+  gm.attach({w, b});
+  {
+    auto rec = gm.record();
+    gm.backward(F::layer_norm(x, {3}, w, b));
+  }
+  // d/db sum(y) = rows; d/dw sum(y) = sum over rows of x_hat, and x_hat sums to ~0 per row
+  // but not per column, so compute it here.
+  const auto xv = values(x);
+  std::vector<double> want_w(3, 0.0);
+  for (int r = 0; r < rows; ++r) {
+    double m = 0, v = 0;
+    for (int j = 0; j < 3; ++j) m += xv[r * 3 + j] / 3;
+    for (int j = 0; j < 3; ++j) v += (xv[r * 3 + j] - m) * (xv[r * 3 + j] - m) / 3;
+    for (int j = 0; j < 3; ++j) want_w[j] += (xv[r * 3 + j] - m) / std::sqrt(v + 1e-5);
+  }
+  BOOST_TEST(values(b.grad()) == std::vector<double>({rows, rows, rows}), boost::test_tools::per_element());
+  const auto gw = values(w.grad());
+  for (int j = 0; j < 3; ++j) BOOST_TEST(gw[j] == want_w[j], boost::test_tools::tolerance(1e-10));
+}
+
+BOOST_AUTO_TEST_CASE(layer_norm_mixed_dtypes_and_errors) {
+  mg::Tensor w = mg::ones({4});
+  const auto x = mg::uniform({2, 4}).to(mg::DType::bfloat16);
+  mg::autodiff::GradManager gm;
+  gm.attach(w);
+  {
+    auto rec = gm.record();
+    const auto y = F::layer_norm(x, {4}, w);
+    BOOST_TEST(y.dtype() == mg::DType::bfloat16);
+    gm.backward(y);
+  }
+  BOOST_TEST(w.grad().dtype() == mg::DType::float32);
+  BOOST_CHECK_THROW(F::layer_norm(x, {2}), mg::ShapeError);
+  BOOST_CHECK_THROW(F::layer_norm(x, {2, 2, 4}), mg::ShapeError);
+  try {
+    F::layer_norm(x, {4}, mg::ones({3}));
+    BOOST_FAIL("expected a ShapeError");
+  } catch (const mg::ShapeError& e) {
+    BOOST_TEST(message_has(e, {"layer_norm", "weight", "float32[3]"}), e.what());
+  }
+  BOOST_CHECK_THROW(F::layer_norm(mg::zeros({2, 4}, mg::DType::int32), {4}), mg::DTypeError);
+}
+
+// ---- dropout ---------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(dropout_zeroes_a_fraction_p_and_preserves_the_mean) {
+  const int64_t n = 200000;
+  for (double p : {0.1, 0.5, 0.8}) {
+    mg::manual_seed(21);
+    const auto y = values(F::dropout(mg::ones({n}), p));
+    int64_t zeros = 0;
+    double sum = 0;
+    const double kept = static_cast<float>(1.0 / (1.0 - p));
+    bool values_ok = true;
+    for (double v : y) {
+      zeros += v == 0.0;
+      sum += v;
+      values_ok = values_ok && (v == 0.0 || v == kept);
+    }
+    BOOST_TEST(values_ok, "every element is 0 or 1 / (1 - p)");
+    BOOST_TEST(std::abs(static_cast<double>(zeros) / n - p) < 0.01, "p " << p << " zero fraction " << zeros / double(n));
+    BOOST_TEST(std::abs(sum / n - 1.0) < 0.03, "p " << p << " mean " << sum / n);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(dropout_is_reproducible_and_thread_count_independent) {
+  const auto x = mg::uniform({300, 500});
+  const int before = mg::num_threads();
+  mg::set_num_threads(1);
+  mg::manual_seed(42);
+  const auto a = values(F::dropout(x, 0.4));
+  const auto a_next = values(F::dropout(x, 0.4));  // the generator moved on: another mask
+  mg::set_num_threads(2);
+  mg::manual_seed(42);
+  const auto b = values(F::dropout(x, 0.4));
+  mg::set_num_threads(before);
+  BOOST_TEST(a == b, boost::test_tools::per_element());
+  BOOST_TEST((a != a_next));
+}
+
+BOOST_AUTO_TEST_CASE(dropout_identity_cases_and_errors) {
+  const auto x = mg::uniform({3, 4});
+  BOOST_TEST(F::dropout(x, 0.5, false).id() == x.id());
+  BOOST_TEST(F::dropout(x, 0.0).id() == x.id());
+  // An invalid p throws before drawing: the generator is where it was.
+  mg::manual_seed(3);
+  BOOST_CHECK_THROW(F::dropout(x, 1.0), mg::Error);
+  BOOST_CHECK_THROW(F::dropout(x, -0.1), mg::Error);
+  BOOST_CHECK_THROW(F::dropout(x, 1.5, false), mg::Error);
+  const auto after_errors = values(mg::uniform({8}));
+  mg::manual_seed(3);
+  BOOST_TEST(after_errors == values(mg::uniform({8})), boost::test_tools::per_element());
+  BOOST_CHECK_THROW(F::dropout(mg::zeros({2}, mg::DType::int64), 0.5), mg::DTypeError);
+}
+
+BOOST_AUTO_TEST_CASE(dropout_backward_uses_the_forward_mask) {
+  mg::Tensor x = mg::ones({64, 33});  // not a multiple of 4 elements per row
+  mg::autodiff::GradManager gm;
+  gm.attach(x);
+  mg::Tensor y;
+  {
+    auto rec = gm.record();
+    y = F::dropout(F::transpose(x, 0, 1), 0.3);  // a strided input
+    gm.backward(y);  // dy = ones: dx = mask / (1 - p), which is y itself, transposed back
+  }
+  BOOST_TEST_REQUIRE(x.grad().defined());
+  BOOST_TEST(values(x.grad()) == values(F::transpose(y, 0, 1)), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
