@@ -25,7 +25,9 @@ inline void copy(const Tensor& src, const Tensor& dst) { MIXGRAD_DISPATCH_CUDA(d
 inline void fill(const Tensor& dst, double value) { MIXGRAD_DISPATCH_CUDA(dst.device(), fill, (dst, value)); }
 
 /// dst += src elementwise; same shape, src converted to dst's dtype.
-inline void accumulate(const Tensor& dst, const Tensor& src) { MIXGRAD_DISPATCH_CUDA(dst.device(), accumulate, (dst, src)); }
+inline void accumulate(const Tensor& dst, const Tensor& src) {
+  MIXGRAD_DISPATCH_CUDA(dst.device(), accumulate, (dst, src));
+}
 
 /// dst = src where one of them is on a CUDA device (or they are on two):
 /// same shape and dtype, both contiguous.

@@ -20,8 +20,8 @@ using cuda_plan::StridedIndexer;
 
 // ---- kernels: grid-stride loops over the linear index -------------------
 
-#define MIXGRAD_GRID_STRIDE_LOOP(i, n)                                                           \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);        \
+#define MIXGRAD_GRID_STRIDE_LOOP(i, n)                                                    \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 template <class From, class To>
@@ -138,8 +138,8 @@ void transfer(const Tensor& src, const Tensor& dst) {
   DeviceGuard guard(on.index());
   // Unified addressing lets the runtime tell host from device pointers; the
   // copy is synchronous with the default stream, so earlier kernels are done.
-  MIXGRAD_CUDA_CHECK(cudaMemcpy(dst.raw_data(), src.raw_data(), static_cast<size_t>(src.numel() * element_size(src.dtype())),
-                                cudaMemcpyDefault));
+  const auto nbytes = static_cast<size_t>(src.numel() * element_size(src.dtype()));
+  MIXGRAD_CUDA_CHECK(cudaMemcpy(dst.raw_data(), src.raw_data(), nbytes, cudaMemcpyDefault));
 }
 
 }  // namespace mixgrad::backend::cuda
