@@ -43,6 +43,13 @@ class StateError : public Error {
   using Error::Error;
 };
 
+/// An argument whose value is out of its domain (a scale factor that is not
+/// positive and finite, a learning rate below zero, a malformed state dict).
+class ValueError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// A file that is missing, unreadable or malformed.
 class IOError : public Error {
  public:

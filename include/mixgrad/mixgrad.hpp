@@ -5,11 +5,13 @@
 #pragma once
 
 #include "mixgrad/amp/autocast.hpp"
+#include "mixgrad/amp/grad_scaler.hpp"
 #include "mixgrad/autodiff/grad_manager.hpp"
 #include "mixgrad/device.hpp"
 #include "mixgrad/dtype.hpp"
 #include "mixgrad/error.hpp"
 #include "mixgrad/functional.hpp"
 #include "mixgrad/half.hpp"
+#include "mixgrad/optim/clip_grad.hpp"
 #include "mixgrad/shape.hpp"
 #include "mixgrad/tensor.hpp"

@@ -1,0 +1,164 @@
+// mixgrad/amp/grad_scaler.hpp — dynamic loss scaling for mixed precision.
+//
+// Small gradients underflow in float16 / bfloat16. A GradScaler multiplies
+// the upstream gradient of the loss by `scale_factor()` so that the whole
+// backward pass runs on scaled values, then divides the parameters'
+// gradients by it again ("unscale") and adapts the scale: halve it when a
+// gradient overflowed to inf / NaN (the step is skipped), double it after
+// `growth_interval` clean steps. Two gears, as in MegEngine:
+//
+//   mg::amp::GradScaler scaler;                  // 2^4, x2 growth, x0.5 backoff, every 2000
+//   // automatic: scale dy, backward, unscale, update
+//   { auto rec = gm.record(); auto loss = ...; scaler.backward(gm, loss); }
+//   opt.step().clear_grad();                      // params whose grad was cleared are skipped
+//
+//   // manual: accumulate k micro-batches, then unscale and update once
+//   for (int i = 0; i < k; ++i) {
+//     auto rec = gm.record();
+//     gm.backward(loss_i, mg::full_like(loss_i, scaler.scale_factor()));
+//   }
+//   scaler.unscale(gm.attached_tensors());       // one fused pass over all grads
+//   scaler.update();
+//   scaler.step(opt);                            // opt.step() unless inf / NaN was found
+//
+// Where mixgrad differs from MegEngine, deliberately:
+// - `update(new_scale)` applies new_scale also when growth_interval == 0
+//   (MegEngine ignores it then).
+// - The scale never grows to inf, nor past `max_scale`; it never backs off
+//   below `min_scale` (both optional).
+// - Unscale takes any range of tensors, once: within one step (the unscale
+//   calls between two update() calls) unscaling a tensor whose gradient was
+//   already unscaled throws StateError instead of dividing it twice.
+//   Different ranges in one step are fine.
+// - The non-finite check runs also for a static scale (growth_interval == 0):
+//   an overflowing step is still skipped, only the scale stays as it is.
+// - An overflow found by a later unscale call of a step also clears the
+//   gradients that earlier calls of the same step unscaled.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "mixgrad/tensor.hpp"
+
+namespace mixgrad::autodiff {
+class GradManager;
+}
+
+namespace mixgrad::amp {
+
+/// Settings of a GradScaler (MegEngine's defaults).
+struct GradScalerOptions {
+  double init_scale = 16.0;        ///< 2^4; finite, > 0
+  double growth_factor = 2.0;      ///< finite, > 1
+  double backoff_factor = 0.5;     ///< in (0, 1)
+  int64_t growth_interval = 2000;  ///< clean steps per growth; 0: static scale
+  std::optional<double> min_scale = std::nullopt;  ///< backoff never goes below (finite, > 0)
+  std::optional<double> max_scale = std::nullopt;  ///< growth never goes above (finite, >= min_scale)
+};
+
+/// When GradScaler::backward calls update(): MegEngine's `update_scale`.
+enum class UpdateScale {
+  if_unscale_grad,  ///< exactly when it unscales (the default)
+  always,
+  never,
+};
+
+class GradScaler {
+ public:
+  /// The default settings.
+  GradScaler();
+  /// Throws ValueError for an invalid setting (see GradScalerOptions) or an
+  /// init_scale outside [min_scale, max_scale].
+  explicit GradScaler(const GradScalerOptions& options);
+  /// MegEngine's positional form: GradScaler(init_scale, growth_factor,
+  /// backoff_factor, growth_interval).
+  explicit GradScaler(double init_scale, double growth_factor = 2.0, double backoff_factor = 0.5,
+                      int64_t growth_interval = 2000);
+
+  /// The automatic gear: `gm.backward(y, dy * scale_factor())` (dy defaults
+  /// to ones, so the upstream gradient is full_like(y, scale_factor())),
+  /// then `unscale(gm.attached_tensors())` if unscale_grad, then update()
+  /// as update_scale says. Throws StateError, before any backward, if an
+  /// attached tensor's gradient was already unscaled in this step (scaled
+  /// and unscaled values must not be summed); GradManager's own errors pass
+  /// through with the scaler unchanged.
+  void backward(autodiff::GradManager& gm, const Tensor& y, const Tensor& dy = Tensor(), bool unscale_grad = true,
+                UpdateScale update_scale = UpdateScale::if_unscale_grad);
+  /// As above for several outputs; `dys` is empty or one per output (an
+  /// undefined entry stands for ones).
+  void backward(autodiff::GradManager& gm, const std::vector<Tensor>& ys, const std::vector<Tensor>& dys = {},
+                bool unscale_grad = true, UpdateScale update_scale = UpdateScale::if_unscale_grad);
+
+  /// The current scale: what the loss's upstream gradient is multiplied by.
+  double scale_factor() const { return scale_; }
+
+  /// Divides the gradients of `tensors` by scale_factor() in one fused pass
+  /// over all of them (1 / scale computed in double, applied in float, or in
+  /// double for float64 gradients) and checks them for inf / NaN. Tensors
+  /// without a gradient are skipped. When any value is (or becomes) inf or
+  /// NaN, the step has overflowed: the gradients of all given tensors, and
+  /// of those unscaled earlier in this step, are cleared (made undefined, so
+  /// optimizers skip them), and later unscale calls of the step clear too.
+  /// Throws StateError for a tensor already unscaled in this step, and
+  /// DTypeError / DeviceError / ShapeError for gradients the pass cannot
+  /// take (not floating, on several devices, broadcast views); a throw
+  /// changes no gradient and no scaler state. Returns *this.
+  GradScaler& unscale(const std::vector<Tensor>& tensors);
+
+  /// True when an unscale of the current step found inf or NaN. update()
+  /// ends the step but keeps this readable (for step()) until the first
+  /// unscale of the next step.
+  bool found_non_finite() const { return found_non_finite_; }
+
+  /// Ends the step and adapts the scale. With `new_scale` (finite, > 0,
+  /// within [min_scale, max_scale], else ValueError with nothing changed),
+  /// the scale becomes exactly new_scale, whatever else holds. Otherwise, for
+  /// a dynamic scale: after an overflow the scale is multiplied by
+  /// backoff_factor (not below min_scale) and the growth count restarts;
+  /// after a clean step the count grows by one and, on reaching
+  /// growth_interval, the scale is multiplied by growth_factor (not above
+  /// max_scale, and not at all if the product would be inf) and the count
+  /// restarts. growth_interval == 0 keeps the scale static.
+  void update(std::optional<double> new_scale = std::nullopt);
+
+  /// Calls `opt.step()` unless found_non_finite(); returns whether it did.
+  /// Works after unscale() and after update() alike.
+  template <class Optimizer>
+  bool step(Optimizer& opt) {
+    if (found_non_finite_) return false;
+    opt.step();
+    return true;
+  }
+
+  /// MegEngine's keys: "scale_factor", "growth_factor", "backoff_factor",
+  /// "growth_interval", "_growth_tracker"; plus "min_scale" / "max_scale"
+  /// when they are set.
+  std::map<std::string, double> state_dict() const;
+  /// Restores a state_dict(). Unknown or missing keys and invalid values
+  /// (the constructor's rules; integral, in-range growth_interval and
+  /// _growth_tracker) throw ValueError and load nothing. A load starts a
+  /// fresh step: the overflow flag and the unscaled set are cleared.
+  void load_state_dict(const std::map<std::string, double>& state);
+
+  const GradScalerOptions& options() const { return options_; }
+  /// Clean steps counted towards the next growth.
+  int64_t growth_tracker() const { return growth_tracker_; }
+
+ private:
+  void check_not_unscaled(const char* op, const std::vector<Tensor>& tensors) const;
+
+  GradScalerOptions options_;
+  double scale_;
+  int64_t growth_tracker_ = 0;
+  bool found_non_finite_ = false;
+  bool step_open_ = false;  // an unscale ran since the last update()
+  std::unordered_map<uint64_t, std::weak_ptr<TensorImpl>> unscaled_;  // this step's, by tensor id
+};
+
+}  // namespace mixgrad::amp

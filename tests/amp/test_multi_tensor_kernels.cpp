@@ -1,0 +1,137 @@
+// The shared element functors (kernels/amp.hpp) and the CPU multi-tensor
+// pass (backend/amp.hpp) on their own: bit-level non-finite tests, and a
+// long list whose elements are split across threads in the middle of
+// tensors, with one bad value moved to the places a split could miss.
+#include <boost/test/unit_test.hpp>
+
+#include <cfloat>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "backend/amp.hpp"
+#include "backend/copy.hpp"
+#include "kernels/amp.hpp"
+#include "kernels/loops.hpp"
+#include "mixgrad/mixgrad.hpp"
+
+namespace mg = mixgrad;
+namespace k = mixgrad::kernels;
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(multi_tensor_kernels)
+
+BOOST_AUTO_TEST_CASE(non_finite_by_bits) {
+  BOOST_TEST(k::is_non_finite(std::numeric_limits<float>::infinity()));
+  BOOST_TEST(k::is_non_finite(-std::numeric_limits<float>::infinity()));
+  BOOST_TEST(k::is_non_finite(std::numeric_limits<float>::quiet_NaN()));
+  BOOST_TEST(!k::is_non_finite(FLT_MAX));
+  BOOST_TEST(!k::is_non_finite(std::numeric_limits<float>::denorm_min()));
+  BOOST_TEST(k::is_non_finite(kInf));
+  BOOST_TEST(k::is_non_finite(kNaN));
+  BOOST_TEST(!k::is_non_finite(DBL_MAX));
+  BOOST_TEST(!k::is_non_finite(-0.0));
+  BOOST_TEST(k::is_non_finite(mg::half::from_bits(0x7c00)));   // +inf
+  BOOST_TEST(k::is_non_finite(mg::half::from_bits(0xfc00)));   // -inf
+  BOOST_TEST(k::is_non_finite(mg::half::from_bits(0x7e00)));   // NaN
+  BOOST_TEST(!k::is_non_finite(mg::half::from_bits(0x7bff)));  // 65504
+  BOOST_TEST(!k::is_non_finite(mg::half::from_bits(0x0001)));  // smallest subnormal
+  BOOST_TEST(k::is_non_finite(mg::bfloat16::from_bits(0x7f80)));
+  BOOST_TEST(k::is_non_finite(mg::bfloat16::from_bits(0xffc0)));
+  BOOST_TEST(!k::is_non_finite(mg::bfloat16::from_bits(0x7f7f)));
+  BOOST_TEST(k::is_nan(kNaN));
+  BOOST_TEST(!k::is_nan(kInf));
+  BOOST_TEST(k::is_nan(std::numeric_limits<float>::quiet_NaN()));
+  BOOST_TEST(!k::is_nan(-std::numeric_limits<float>::infinity()));
+}
+
+BOOST_AUTO_TEST_CASE(scale_check_functor_flags_overflow_of_the_stored_type) {
+  mg::half h(60000.f);
+  BOOST_TEST(!k::ScaleCheck<mg::half>{0.5f}(h));
+  BOOST_TEST(static_cast<float>(h) == 30000.f);
+  BOOST_TEST(k::ScaleCheck<mg::half>{4.0f}(h));  // 120000 is inf in float16
+  mg::bfloat16 b(3e38f);
+  BOOST_TEST(k::ScaleCheck<mg::bfloat16>{2.0f}(b));
+  double d = 1e300;
+  BOOST_TEST(!k::ScaleCheck<double>{1e5}(d));
+  BOOST_TEST(d == 1e300 * 1e5);
+  float f = 1e30f;
+  BOOST_TEST(k::ScaleCheck<float>{1e10f}(f));
+  BOOST_TEST(k::applied_factor<mg::bfloat16>(1.0 / 3.0) == static_cast<float>(1.0 / 3.0));
+  BOOST_TEST(k::applied_factor<double>(1.0 / 3.0) == 1.0 / 3.0);
+}
+
+BOOST_AUTO_TEST_CASE(one_pass_over_many_tensors_split_between_threads) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(-100.0, 100.0);
+  const std::vector<mg::DType> dtypes = {mg::DType::float32, mg::DType::bfloat16, mg::DType::float16,
+                                         mg::DType::float64};
+  std::vector<mg::Tensor> ts;
+  std::vector<std::vector<double>> values;
+  int64_t total = 0;
+  for (int i = 0; i < 200; ++i) {
+    const int64_t n = 1 + (i * 104729) % 3001;
+    std::vector<double> v(n);
+    for (double& x : v) x = u(rng);
+    ts.push_back(mg::tensor(v, {n}, dtypes[i % dtypes.size()]));
+    values.push_back(ts.back().to_vector<double>());  // as stored, after rounding
+    total += n;
+  }
+  BOOST_TEST_REQUIRE(total > 4 * mixgrad::kernels::kParallelGrain);
+  const double factor = 1.0 / 12.0;
+  BOOST_TEST(!mg::backend::scale_and_check(ts, factor));
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const auto got = ts[i].to_vector<double>();
+    for (size_t j = 0; j < got.size(); ++j) {
+      double expect;
+      switch (ts[i].dtype()) {
+        case mg::DType::float64: expect = values[i][j] * factor; break;
+        case mg::DType::float32: expect = static_cast<float>(values[i][j]) * static_cast<float>(factor); break;
+        case mg::DType::float16:
+          expect = static_cast<float>(mg::half(static_cast<float>(values[i][j]) * static_cast<float>(factor)));
+          break;
+        default:
+          expect = static_cast<float>(mg::bfloat16(static_cast<float>(values[i][j]) * static_cast<float>(factor)));
+      }
+      if (got[j] != expect) {
+        BOOST_TEST(got[j] == expect, "tensor " << i << " element " << j);
+        return;
+      }
+    }
+  }
+
+  // One bad element at the first, last, and middle positions (where the
+  // two threads' shares meet), in whichever tensor holds that position.
+  for (int64_t pos : {int64_t{0}, total / 2 - 1, total / 2, total / 2 + 1, total - 1}) {
+    for (double bad : {kInf, kNaN}) {
+      int64_t at = pos;
+      size_t i = 0;
+      while (at >= ts[i].numel()) at -= ts[i++].numel();
+      mg::Tensor one = ts[i].narrow(0, at, 1);
+      const double before = one.item<double>();
+      mg::backend::fill(one, bad);
+      BOOST_TEST(mg::backend::scale_and_check(ts, 1.0), "bad value at " << pos << " not found");
+      mg::backend::fill(one, before);
+    }
+  }
+  BOOST_TEST(!mg::backend::scale_and_check(ts, 1.0));
+}
+
+BOOST_AUTO_TEST_CASE(strided_tensors_and_scaled_copies) {
+  mg::Tensor base = mg::tensor({1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f}, {2, 4});
+  mg::Tensor cols = mg::F::transpose(base, 0, 1).narrow(0, 1, 2);  // elements 2, 6, 3, 7
+  BOOST_TEST(!mg::backend::scale_and_check(std::vector<mg::Tensor>{cols}, 2.0));
+  BOOST_TEST(base.to_vector<float>() == std::vector<float>({1.f, 4.f, 6.f, 4.f, 5.f, 12.f, 14.f, 8.f}),
+             boost::test_tools::per_element());
+  BOOST_TEST(mg::backend::grad_norm(std::vector<mg::Tensor>{cols}, kInf) == 14.0);
+
+  mg::Tensor dst = mg::empty({2, 2}, mg::DType::bfloat16);
+  mg::backend::scale_copy(mg::F::transpose(mg::tensor({1.0, 2.0, 3.0, 4.0}, {2, 2}), 0, 1), dst, 8.0);
+  BOOST_TEST(dst.to_vector<float>() == std::vector<float>({8.f, 24.f, 16.f, 32.f}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
