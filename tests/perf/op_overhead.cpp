@@ -58,7 +58,8 @@ std::vector<OpCase> op_cases() {
   const mg::Tensor v = mg::uniform({4}, -1.0, 1.0);
   const mg::Tensor w = mg::uniform({4}, -1.0, 1.0);
   const mg::Tensor m = mg::uniform({2, 2}, -1.0, 1.0);
-  const mg::Tensor n = mg::uniform({2, 2}, -1.0, 1.0);
+  const mg::Tensor logits = mg::uniform({2, 4}, -1.0, 1.0);
+  const mg::Tensor labels = mg::tensor(std::vector<int64_t>{1, 3}, {2});
   using T = const mg::Tensor&;
   return {
       {"reshape [4]->[2,2]", v, {}, [](T x, T) { return mg::F::reshape(x, {2, 2}); }},
@@ -68,6 +69,10 @@ std::vector<OpCase> op_cases() {
       {"clone", v, {}, [](T x, T) { return x.clone(); }},
       {"concat 2x[4]", v, w, [](T x, T y) { return mg::F::concat({x, y}, 0); }},
       {"broadcast_to [4]->[2,4]", v, {}, [](T x, T) { return mg::F::broadcast_to(x, {2, 4}); }},
+      {"mse_loss [4]", v, w, [](T x, T y) { return mg::F::mse_loss(x, y); }},
+      {"cross_entropy [2,4]", logits, labels, [](T x, T y) { return mg::F::cross_entropy(x, y); }},
+      {"layer_norm [2,4]", logits, {}, [](T x, T) { return mg::F::layer_norm(x, {4}); }},
+      {"dropout [4] p=0.5", v, {}, [](T x, T) { return mg::F::dropout(x, 0.5); }},
   };
 }
 
@@ -84,7 +89,7 @@ int main(int argc, char** argv) {
 
     mg::autodiff::GradManager gm;
     gm.attach(c.a);
-    if (c.b.defined()) gm.attach(c.b);
+    if (c.b.defined() && mg::is_floating_point(c.b.dtype())) gm.attach(c.b);
     const mg::Tensor dy = mg::ones_like(c.run(c.a, c.b));
     const double recorded = time_per_call(samples, [&] {
       auto recording = gm.record();
