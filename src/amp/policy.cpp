@@ -20,7 +20,10 @@ constexpr std::array kPolicy = {
     // matmul, batched_matmul, linear
     P::low, P::low, P::low,
     // conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, batch_norm, layer_norm, dropout, softmax, log_softmax
-    P::low, P::keep, P::keep, P::keep, P::high, P::high, P::keep, P::high, P::high,
+    // batch_norm keeps a 16-bit input as it is: its kernel always computes the
+    // statistics in float32 with float32 parameters and running stats, so a
+    // conv -> batch_norm -> relu chain stays in 16 bits without casts.
+    P::low, P::keep, P::keep, P::keep, P::keep, P::high, P::keep, P::high, P::high,
     // cross_entropy, nll_loss, mse_loss, l1_loss, binary_cross_entropy_with_logits
     P::high, P::high, P::high, P::high, P::high,
     // reshape, transpose, permute, concat, stack, narrow, squeeze, unsqueeze, broadcast_to, astype

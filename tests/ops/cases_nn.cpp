@@ -1,7 +1,132 @@
+// Registered cases of the neural-network ops: conv2d, pooling, batch_norm,
+// softmax / log_softmax. Shapes are tiny: the float64 gradient check runs two
+// forwards per input element.
 #include "op_registry.hpp"
 
 namespace optest {
 
-std::vector<OpCase> nn_cases() { return {}; }
+namespace {
+
+using mg::F::Conv2dOptions;
+
+OpCase conv_case(std::string name, mg::Shape x, mg::Shape w, bool bias, Conv2dOptions o, double lowp = 1.0) {
+  std::vector<InputSpec> inputs{x, w};
+  if (bias) inputs.push_back(mg::Shape{w[0]});
+  return {.name = std::move(name),
+          .inputs = inputs,
+          .run = [bias, o](const Inputs& in) { return mg::F::conv2d(in[0], in[1], bias ? in[2] : mg::Tensor(), o); },
+          .lowp_tolerance = lowp};
+}
+
+std::vector<OpCase> conv_cases() {
+  return {
+      conv_case("conv2d", {2, 3, 5, 5}, {4, 3, 3, 3}, true, {}),
+      conv_case("conv2d_padding", {1, 2, 4, 4}, {3, 2, 3, 3}, true, {.padding = 1}),
+      conv_case("conv2d_stride_padding_non_square", {1, 2, 6, 5}, {3, 2, 3, 2}, true,
+                {.stride = {2, 1}, .padding = {1, 0}}),
+      conv_case("conv2d_dilation", {1, 2, 6, 6}, {2, 2, 2, 3}, false, {.padding = 1, .dilation = {2, 1}}),
+      conv_case("conv2d_groups", {2, 4, 4, 4}, {6, 2, 3, 3}, true, {.padding = 1, .groups = 2}),
+      conv_case("conv2d_depthwise", {1, 3, 4, 4}, {3, 1, 3, 3}, false, {.stride = 2, .padding = 1, .groups = 3}),
+      conv_case("conv2d_1x1", {2, 3, 3, 3}, {2, 3, 1, 1}, false, {}),
+      // 8 channels x 3x3: a reduction of 72 products, more rounding in bfloat16.
+      conv_case("conv2d_many_channels", {1, 8, 4, 4}, {2, 8, 3, 3}, true, {.padding = 1}, 2.0),
+  };
+}
+
+std::vector<OpCase> pooling_cases() {
+  using mg::F::Pool2dOptions;
+  auto max_pool = [](Pool2dOptions o) { return [o](const Inputs& x) { return mg::F::max_pool2d(x[0], o); }; };
+  auto avg_pool = [](Pool2dOptions o) { return [o](const Inputs& x) { return mg::F::avg_pool2d(x[0], o); }; };
+  auto adaptive = [](mg::Size2 s) { return [s](const Inputs& x) { return mg::F::adaptive_avg_pool2d(x[0], s); }; };
+  return {
+      {.name = "max_pool2d", .inputs = {{2, 3, 4, 4}}, .run = max_pool({.kernel_size = 2})},
+      {.name = "max_pool2d_overlapping", .inputs = {{1, 2, 5, 5}}, .run = max_pool({.kernel_size = 3, .stride = 1})},
+      {.name = "max_pool2d_stride_padding_non_square",
+       .inputs = {{1, 2, 5, 6}},
+       .run = max_pool({.kernel_size = {3, 2}, .stride = {2, 1}, .padding = {1, 1}})},
+      {.name = "avg_pool2d", .inputs = {{2, 2, 4, 4}}, .run = avg_pool({.kernel_size = 2})},
+      {.name = "avg_pool2d_padding_excluded",
+       .inputs = {{1, 2, 5, 5}},
+       .run = avg_pool({.kernel_size = 3, .stride = 2, .padding = 1})},
+      {.name = "avg_pool2d_non_square",
+       .inputs = {{1, 2, 4, 6}},
+       .run = avg_pool({.kernel_size = {2, 3}, .stride = {1, 2}, .padding = {1, 0}})},
+      {.name = "adaptive_avg_pool2d_even", .inputs = {{1, 2, 4, 6}}, .run = adaptive({2, 3})},
+      {.name = "adaptive_avg_pool2d_uneven", .inputs = {{1, 2, 5, 7}}, .run = adaptive({3, 4})},
+      {.name = "adaptive_avg_pool2d_global", .inputs = {{2, 3, 3, 3}}, .run = adaptive(1)},
+  };
+}
+
+std::vector<OpCase> batch_norm_cases() {
+  using mg::F::batch_norm;
+  auto positive = [](mg::Shape s) {
+    return InputSpec(s, [s](mg::DType) { return mg::uniform(s, 0.5, 1.5); }, false);
+  };
+  auto centred = [](mg::Shape s) {
+    return InputSpec(s, [s](mg::DType) { return mg::uniform(s, -0.3, 0.3); }, false);
+  };
+  return {
+      // Fresh float32 running statistics per call: the update must not change
+      // the result of the next call (the gradient check calls run many times).
+      {.name = "batch_norm_training",
+       .inputs = {{3, 2, 2, 2}, {2}, {2}},
+       .run = [](const Inputs& x) {
+         return batch_norm(x[0], mg::zeros({2}), mg::ones({2}), x[1], x[2], {.training = true});
+       }},
+      {.name = "batch_norm_training_2d_no_affine",
+       .inputs = {{4, 3}},
+       .run = [](const Inputs& x) { return batch_norm(x[0], {}, {}, {}, {}, {.training = true}); }},
+      {.name = "batch_norm_training_3d",
+       .inputs = {{2, 3, 4}, {3}, {3}},
+       .run = [](const Inputs& x) { return batch_norm(x[0], {}, {}, x[1], x[2], {.training = true, .eps = 1e-3}); }},
+      {.name = "batch_norm_eval",
+       .inputs = {{2, 3, 2, 2}, centred({3}), positive({3}), {3}, {3}},
+       .run = [](const Inputs& x) { return batch_norm(x[0], x[1], x[2], x[3], x[4], {.training = false}); }},
+      {.name = "batch_norm_eval_weight_only",
+       .inputs = {{2, 2, 3}, centred({2}), positive({2}), {2}},
+       .run = [](const Inputs& x) { return batch_norm(x[0], x[1], x[2], x[3], {}); }},
+      // 16-bit activations with float32 parameters, as autocast leaves them.
+      {.name = "batch_norm_float32_params",
+       .inputs = {{2, 3, 2, 2}, {3}, {3}},
+       .run = [](const Inputs& x) {
+         const auto params = x[0].dtype() == mg::DType::float64 ? mg::DType::float64 : mg::DType::float32;
+         return batch_norm(x[0], mg::zeros({3}), mg::ones({3}), x[1].to(params), x[2].to(params), {.training = true});
+       }},
+  };
+}
+
+std::vector<OpCase> softmax_cases() {
+  using mg::F::log_softmax;
+  using mg::F::softmax;
+  return {
+      {.name = "softmax_last_axis", .inputs = {{3, 5}}, .run = [](const Inputs& x) { return softmax(x[0], -1); }},
+      {.name = "softmax_middle_axis", .inputs = {{2, 4, 3}}, .run = [](const Inputs& x) { return softmax(x[0], 1); }},
+      {.name = "softmax_first_axis", .inputs = {{4, 3}}, .run = [](const Inputs& x) { return softmax(x[0], 0); }},
+      {.name = "softmax_large_logits",
+       .inputs = {InputSpec({2, 6}, 20.0, 30.0)},
+       .run = [](const Inputs& x) { return softmax(x[0], 1); }},
+      {.name = "softmax_1d", .inputs = {{7}}, .run = [](const Inputs& x) { return softmax(x[0], 0); }},
+      {.name = "log_softmax_last_axis",
+       .inputs = {{3, 5}},
+       .run = [](const Inputs& x) { return log_softmax(x[0], -1); }},
+      {.name = "log_softmax_middle_axis",
+       .inputs = {{2, 3, 2, 2}},
+       .run = [](const Inputs& x) { return log_softmax(x[0], 1); }},
+      {.name = "log_softmax_large_logits",
+       .inputs = {InputSpec({3, 4}, -40.0, 40.0)},
+       .run = [](const Inputs& x) { return log_softmax(x[0], 0); }},
+  };
+}
+
+}  // namespace
+
+std::vector<OpCase> nn_cases() {
+  std::vector<OpCase> all;
+  for (auto family : {conv_cases, pooling_cases, batch_norm_cases, softmax_cases}) {
+    auto cases = family();
+    all.insert(all.end(), cases.begin(), cases.end());
+  }
+  return all;
+}
 
 }  // namespace optest

@@ -1,7 +1,70 @@
+// Registry cases of the reductions: reduce-all, last axis, leading axis,
+// several axes ([N, C, H, W] -> [C]), keepdim, strided inputs, sum_to.
+// Random inputs make ties of max / min / the inf-norm vanishingly unlikely.
+#include <limits>
+
 #include "op_registry.hpp"
 
 namespace optest {
 
-std::vector<OpCase> reduction_cases() { return {}; }
+std::vector<OpCase> reduction_cases() {
+  namespace F = mg::F;
+  return {
+      {.name = "sum_all", .inputs = {{3, 4}}, .run = [](const Inputs& x) { return F::sum(x[0]); }},
+      {.name = "sum_last", .inputs = {{3, 5}}, .run = [](const Inputs& x) { return F::sum(x[0], -1); }},
+      {.name = "sum_leading", .inputs = {{5, 3}}, .run = [](const Inputs& x) { return F::sum(x[0], 0); }},
+      {.name = "sum_middle_keepdim",
+       .inputs = {{2, 3, 4}},
+       .run = [](const Inputs& x) { return F::sum(x[0], 1, true); }},
+      {.name = "sum_nchw_to_c",
+       .inputs = {{2, 3, 2, 2}},
+       .run = [](const Inputs& x) { return F::sum(x[0], {0, 2, 3}); }},
+      {.name = "sum_transposed",
+       .inputs = {{4, 3}},
+       .run = [](const Inputs& x) { return F::sum(F::transpose(x[0], 0, 1), 1); }},
+      {.name = "sum_of_broadcast",
+       .inputs = {{3}},
+       .run = [](const Inputs& x) { return F::sum(F::broadcast_to(x[0], {2, 3}) * x[0], 0); }},
+      {.name = "mean_all", .inputs = {{3, 4}}, .run = [](const Inputs& x) { return F::mean(x[0]); }},
+      {.name = "mean_axes_keepdim",
+       .inputs = {{2, 3, 4}},
+       .run = [](const Inputs& x) { return F::mean(x[0], {0, 2}, true); }},
+      {.name = "max_all", .inputs = {{3, 4}}, .run = [](const Inputs& x) { return F::max(x[0]); }},
+      {.name = "max_last", .inputs = {{3, 4}}, .run = [](const Inputs& x) { return F::max(x[0], 1); }},
+      {.name = "max_axes_keepdim",
+       .inputs = {{2, 3, 4}},
+       .run = [](const Inputs& x) { return F::max(x[0], {0, 2}, true); }},
+      {.name = "min_leading", .inputs = {{4, 3}}, .run = [](const Inputs& x) { return F::min(x[0], 0); }},
+      {.name = "argmax_last",
+       .inputs = {{3, 5}},
+       .run = [](const Inputs& x) { return F::argmax(x[0], 1); },
+       .check_low_precision = false,
+       .check_gradient = false},
+      {.name = "argmax_leading_keepdim",
+       .inputs = {{4, 3}},
+       .run = [](const Inputs& x) { return F::argmax(x[0], 0, true); },
+       .check_low_precision = false,
+       .check_gradient = false},
+      {.name = "var_all", .inputs = {{3, 4}}, .run = [](const Inputs& x) { return F::var(x[0]); }},
+      {.name = "var_last_unbiased",
+       .inputs = {{3, 5}},
+       .run = [](const Inputs& x) { return F::var(x[0], -1, false, 1); }},
+      {.name = "var_nchw_keepdim",
+       .inputs = {{2, 3, 2, 2}},
+       .run = [](const Inputs& x) { return F::var(x[0], {0, 2, 3}, true); }},
+      {.name = "norm_all", .inputs = {{3, 4}}, .run = [](const Inputs& x) { return F::norm(x[0]); }},
+      {.name = "norm_l1_last", .inputs = {{3, 4}}, .run = [](const Inputs& x) { return F::norm(x[0], 1.0, 1); }},
+      {.name = "norm_p3_leading_keepdim",
+       .inputs = {{4, 3}},
+       .run = [](const Inputs& x) { return F::norm(x[0], 3.0, 0, true); }},
+      {.name = "norm_inf_last",
+       .inputs = {{3, 4}},
+       .run = [](const Inputs& x) { return F::norm(x[0], std::numeric_limits<double>::infinity(), 1); }},
+      {.name = "sum_to_row", .inputs = {{4, 3}}, .run = [](const Inputs& x) { return F::sum_to(x[0], {3}); }},
+      {.name = "sum_to_scalar_like",
+       .inputs = {{2, 3}},
+       .run = [](const Inputs& x) { return F::sum_to(x[0], {1, 1}); }},
+  };
+}
 
 }  // namespace optest

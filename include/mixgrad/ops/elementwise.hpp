@@ -2,6 +2,10 @@
 //
 // Binary ops promote mixed dtypes to the wider one (float16 with bfloat16
 // gives float32); a scalar takes the tensor's dtype. Each op has a gradient.
+// add, sub, mul, maximum, minimum, neg, abs, clamp and relu also take int32 /
+// int64 tensors; the other arithmetic needs floating tensors (convert with
+// .to(DType::float32)); comparisons and where take any dtype. Errors name
+// the op, shapes and dtypes (ShapeError, DTypeError).
 //
 //   auto y = mg::F::relu(x * w + b);
 //   auto m = mg::F::where(x > 0.f, x, 0.1f * x);
@@ -42,6 +46,13 @@ Tensor lt(const Tensor& a, const Tensor& b);
 Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
+// Comparisons with a scalar, which takes the tensor's dtype.
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
 
 Tensor neg(const Tensor& x);
 Tensor exp(const Tensor& x);
@@ -85,5 +96,7 @@ Tensor operator>(const Tensor& a, const Tensor& b);
 Tensor operator>=(const Tensor& a, const Tensor& b);
 Tensor operator>(const Tensor& a, double b);
 Tensor operator<(const Tensor& a, double b);
+Tensor operator>=(const Tensor& a, double b);
+Tensor operator<=(const Tensor& a, double b);
 
 }  // namespace mixgrad

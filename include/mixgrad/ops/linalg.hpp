@@ -9,6 +9,10 @@
 
 namespace mixgrad::F {
 
+/// The matrix product with NumPy's rules: batch dims broadcast, a 1-d operand
+/// is a row (left) or column (right) vector whose dim is dropped from the
+/// result. a and b share a floating dtype (autocast runs matmul in low
+/// precision); products accumulate in float32 (float64 for float64).
 Tensor matmul(const Tensor& a, const Tensor& b);
 /// x·wᵀ + b with w of shape [out_features, in_features]; b may be undefined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());

@@ -16,7 +16,9 @@ struct Conv2dOptions {
   Size2 dilation = 1;
   int64_t groups = 1;
 };
-/// x: [N, C, H, W], weight: [O, C/groups, KH, KW], bias: [O] or undefined.
+/// x: [N, C, H, W], weight: [O, C/groups, KH, KW], bias: [O] or undefined,
+/// all of one floating dtype (autocast runs conv2d in low precision).
+/// Output [N, O, OH, OW] with OH = (H + 2*padding - dilation*(KH-1) - 1) / stride + 1.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Conv2dOptions& options = {});
 
 struct Pool2dOptions {
@@ -24,9 +26,13 @@ struct Pool2dOptions {
   Size2 stride = 0;  // 0: same as kernel_size
   Size2 padding = 0;
 };
+/// Max over each window of x [N, C, H, W]; padding (at most half the kernel)
+/// never wins. The gradient goes to the maximal element of each window.
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options = {});
 /// Average pooling; padded positions are not counted (count_include_pad=false).
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options = {});
+/// Average over windows rows [floor(i*H/OH), ceil((i+1)*H/OH)) (and the same
+/// for columns), giving [N, C, OH, OW] for any input size.
 Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
 
 struct BatchNormOptions {
@@ -37,7 +43,10 @@ struct BatchNormOptions {
 /// Over [N, C, ...]: per-channel normalisation. In training, running_mean and
 /// running_var (float32, may be undefined) are updated in place with the
 /// unbiased batch variance. weight / bias may be undefined. Statistics are
-/// computed in float32 whatever the input dtype.
+/// computed in float32 whatever the input dtype (float64 for float64), so
+/// float16 / bfloat16 input with float32 weight, bias and running statistics
+/// works; the output has the input's dtype. Evaluation mode needs the running
+/// statistics; training needs more than one value per channel.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), const BatchNormOptions& options = {});
 
@@ -55,7 +64,10 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 /// (mg::manual_seed), the same on any thread count; the backward reuses it.
 Tensor dropout(const Tensor& x, double p, bool training = true);
 
+/// exp(x) / sum(exp(x)) along `axis`, computed stably (max subtracted) in
+/// float for 16-bit input; autocast runs it in float32.
 Tensor softmax(const Tensor& x, int axis = -1);
+/// log(softmax(x)) along `axis`, without forming softmax(x).
 Tensor log_softmax(const Tensor& x, int axis = -1);
 
 }  // namespace mixgrad::F

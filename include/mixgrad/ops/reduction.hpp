@@ -3,6 +3,13 @@
 //   F::sum(x);                 // all elements, a 0-d tensor
 //   F::mean(x, {0, 2}, true);  // over axes 0 and 2, kept as extent 1
 //   F::argmax(logits, 1);      // int64 indices
+//
+// Sums accumulate in float32 (float64 for float64 tensors) whatever the
+// element dtype, and the result has the input's dtype, except that integer
+// and bool tensors sum to int64 (so a bool mask sums to a count). mean, var
+// and norm need floating tensors. NaN propagates through max and min.
+// Errors (ShapeError for a bad or repeated axis or an empty max / min,
+// DTypeError for a dtype the op does not take) name the op and the tensor.
 #pragma once
 
 #include "mixgrad/ops/options.hpp"
@@ -17,9 +24,11 @@ Tensor max(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
 Tensor min(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
 /// Index (int64) of the first largest element along one axis.
 Tensor argmax(const Tensor& x, int axis, bool keepdim = false);
-/// Variance with `correction` (0: population, 1: sample/Bessel).
+/// Variance with `correction` (0: population, 1: sample/Bessel), computed in
+/// two passes (mean, then squared deviations) so large means cost no precision.
 Tensor var(const Tensor& x, const Axes& axes = {}, bool keepdim = false, int correction = 0);
-/// p-norm (p = 2 by default) over axes.
+/// p-norm (p = 2 by default, any p > 0, or infinity for max |x|) over axes.
+/// The gradient at a zero norm is zero.
 Tensor norm(const Tensor& x, double p = 2.0, const Axes& axes = {}, bool keepdim = false);
 /// Sums a broadcast result back to `shape` (the inverse of broadcast_to);
 /// what every broadcasting op's backward uses.

@@ -1,0 +1,61 @@
+// Backend seam of F::batch_norm over [N, C, ...] (any number of trailing
+// spatial dims). Statistics, weight and bias are in the statistics dtype:
+// float32, or float64 for float64 input. On the CPU: oneDNN batch
+// normalization for float32 and bfloat16 input (float16 by way of float32),
+// per-channel loops otherwise. The batch mean and (biased) variance the
+// forward computes are what the backward closure keeps.
+//
+//   backend::batch_norm_forward({.x = x, .weight = w, .bias = b, .mean = m, .var = v, .y = y,
+//                                .training = true, .eps = 1e-5});
+//   backend::batch_norm_backward({.grad_y = gy, .x = x, .weight = w, .mean = m, .var = v,
+//                                 .grad_x = gx, .grad_weight = gw, .grad_bias = gb, .training = true});
+#pragma once
+
+#include "backend/dispatch.hpp"
+
+namespace mixgrad::backend {
+
+struct BatchNormForward {
+  Tensor x;       // [N, C, ...] contiguous, any floating dtype
+  Tensor weight;  // [C] statistics dtype, or undefined (1)
+  Tensor bias;    // [C] statistics dtype, or undefined (0)
+  Tensor mean;    // [C] statistics dtype: written in training (batch mean), read otherwise
+  Tensor var;     // [C] statistics dtype: written in training (biased batch variance), read otherwise
+  Tensor y;       // like x
+  bool training = false;
+  double eps = 1e-5;
+};
+
+struct BatchNormBackward {
+  Tensor grad_y;       // like x, contiguous
+  Tensor x;            // the forward input
+  Tensor weight;       // as in the forward
+  Tensor mean, var;    // the statistics the forward normalised with
+  Tensor grad_x;       // like x, or undefined when not wanted
+  Tensor grad_weight;  // [C] statistics dtype, or undefined
+  Tensor grad_bias;    // [C] statistics dtype, or undefined
+  bool training = false;
+  double eps = 1e-5;
+};
+
+namespace cpu {
+void batch_norm_forward(const BatchNormForward& a);
+void batch_norm_backward(const BatchNormBackward& a);
+}  // namespace cpu
+namespace cuda {
+void batch_norm_forward(const BatchNormForward& a);
+void batch_norm_backward(const BatchNormBackward& a);
+}  // namespace cuda
+
+/// y = (x - mean) / sqrt(var + eps) * weight + bias per channel; in training
+/// mean / var are the batch statistics, computed here.
+inline void batch_norm_forward(const BatchNormForward& a) { MIXGRAD_DISPATCH(a.y.device(), batch_norm_forward, (a)); }
+
+/// The gradients of x, weight and bias (those defined in `a`, overwritten).
+/// In training the gradient of x includes the dependence of the batch
+/// statistics on x; otherwise the statistics are constants.
+inline void batch_norm_backward(const BatchNormBackward& a) {
+  MIXGRAD_DISPATCH(a.grad_y.device(), batch_norm_backward, (a));
+}
+
+}  // namespace mixgrad::backend

@@ -1,0 +1,56 @@
+// Backend seam of F::conv2d: forward, backward-data and backward-weights as
+// three calls, as the libraries (oneDNN, cuDNN) structure them. On the CPU:
+// oneDNN convolution for float32 and bfloat16 (float16 by way of float32),
+// im2col + the built-in gemm for float64 and without oneDNN.
+//
+//   backend::conv2d_forward(x, w, b, y, params);
+//   backend::conv2d_backward_data(gy, w, gx, params);
+//   backend::conv2d_backward_weights(gy, x, gw, gb, params);
+#pragma once
+
+#include "backend/dispatch.hpp"
+#include "mixgrad/ops/options.hpp"
+
+namespace mixgrad::backend {
+
+/// Geometry of a 2-d convolution (dilation 1 = dense kernel).
+struct Conv2dParams {
+  Size2 stride = 1;
+  Size2 padding = 0;
+  Size2 dilation = 1;
+  int64_t groups = 1;
+};
+
+namespace cpu {
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Conv2dParams& p);
+void conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p);
+void conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gbias,
+                             const Conv2dParams& p);
+}  // namespace cpu
+namespace cuda {
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Conv2dParams& p);
+void conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p);
+void conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gbias,
+                             const Conv2dParams& p);
+}  // namespace cuda
+
+/// y[N, O, OH, OW] = conv(x[N, C, H, W], w[O, C/groups, KH, KW]) + bias[O].
+/// x, w, y contiguous, one dtype; bias undefined or [O] (any floating dtype).
+inline void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                           const Conv2dParams& p) {
+  MIXGRAD_DISPATCH(y.device(), conv2d_forward, (x, w, bias, y, p));
+}
+
+/// gx = the gradient of the input given gy (overwritten), all contiguous.
+inline void conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p) {
+  MIXGRAD_DISPATCH(gx.device(), conv2d_backward_data, (gy, w, gx, p));
+}
+
+/// gw (and gbias when defined) = the gradients of weight and bias given gy and
+/// the forward input x (overwritten), all contiguous.
+inline void conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gbias,
+                                    const Conv2dParams& p) {
+  MIXGRAD_DISPATCH(gw.device(), conv2d_backward_weights, (gy, x, gw, gbias, p));
+}
+
+}  // namespace mixgrad::backend

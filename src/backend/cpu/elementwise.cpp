@@ -1,0 +1,212 @@
+// CPU elementwise kernels: the functors of kernels/{unary,binary}.hpp run
+// through the map engine (map_loop.hpp). Each op enum indexes a table of
+// function pointers, one template instantiation per functor, so adding an op
+// is one functor and one table entry, not another branch in a switch.
+#include <array>
+#include <string>
+
+#include "backend/cpu/map_loop.hpp"
+#include "backend/elementwise.hpp"
+#include "kernels/binary.hpp"
+#include "kernels/unary.hpp"
+
+namespace mixgrad::backend::cpu {
+
+namespace {
+
+using detail::map;
+
+[[noreturn]] void unsupported(const char* what, DType t) {
+  throw DTypeError(std::string(what) + ": no CPU kernel for dtype " + std::string(to_string(t)));
+}
+
+// Whether functor family F has a kernel for storage type T: floating types
+// always, integers when the op is meaningful on them, bool never.
+template <template <class> class F, class T>
+constexpr bool has_kernel() {
+  if constexpr (std::is_same_v<T, bool>) return false;
+  else if constexpr (std::is_integral_v<T>) return F<T>::kIntegers;
+  else return true;
+}
+
+template <template <class> class F, class C>
+F<C> make_unary(const UnaryParams& p) {
+  if constexpr (std::is_constructible_v<F<C>, const UnaryParams&>) return F<C>(p);
+  else return F<C>{};
+}
+
+// ---- unary -----------------------------------------------------------------
+
+using UnaryFn = void (*)(const Tensor&, const Tensor&, const UnaryParams&);
+using UnaryGradFn = void (*)(const Tensor&, const Tensor&, const Tensor&, const UnaryParams&);
+
+template <template <class> class F>
+void unary_kernel(const Tensor& x, const Tensor& out, const UnaryParams& params) {
+  visit_dtype(out.dtype(), [&]<class T>() {
+    if constexpr (has_kernel<F, T>()) {
+      using C = kernels::compute_t<T>;
+      const F<C> f = make_unary<F, C>(params);
+      map<T, T, 1>(out, {Operand(x)}, [f](C v) { return f(v); });
+    } else {
+      unsupported("unary", out.dtype());
+    }
+  });
+}
+
+template <template <class> class F>
+void unary_grad_kernel(const Tensor& grad, const Tensor& saved, const Tensor& dx, const UnaryParams& params) {
+  visit_dtype(dx.dtype(), [&]<class T>() {
+    if constexpr (has_kernel<F, T>()) {
+      using C = kernels::compute_t<T>;
+      const F<C> f = make_unary<F, C>(params);
+      map<T, T, 2>(dx, {Operand(grad), Operand(saved)}, [f](C g, C s) { return f.grad(g, s); });
+    } else {
+      unsupported("unary_grad", dx.dtype());
+    }
+  });
+}
+
+template <template <class> class F>
+struct UnaryEntry {
+  static constexpr UnaryFn forward = &unary_kernel<F>;
+  static constexpr UnaryGradFn backward = &unary_grad_kernel<F>;
+};
+
+// In UnaryOp's order.
+constexpr std::array<UnaryFn, static_cast<size_t>(UnaryOp::kCount)> kUnary = {
+    UnaryEntry<kernels::Neg>::forward,     UnaryEntry<kernels::Exp>::forward,   UnaryEntry<kernels::Log>::forward,
+    UnaryEntry<kernels::Sqrt>::forward,    UnaryEntry<kernels::Rsqrt>::forward, UnaryEntry<kernels::Abs>::forward,
+    UnaryEntry<kernels::Clamp>::forward,   UnaryEntry<kernels::Relu>::forward,  UnaryEntry<kernels::LeakyRelu>::forward,
+    UnaryEntry<kernels::Gelu>::forward,    UnaryEntry<kernels::Sigmoid>::forward, UnaryEntry<kernels::Tanh>::forward,
+    UnaryEntry<kernels::Silu>::forward,
+};
+constexpr std::array<UnaryGradFn, static_cast<size_t>(UnaryOp::kCount)> kUnaryGrad = {
+    UnaryEntry<kernels::Neg>::backward,     UnaryEntry<kernels::Exp>::backward,   UnaryEntry<kernels::Log>::backward,
+    UnaryEntry<kernels::Sqrt>::backward,    UnaryEntry<kernels::Rsqrt>::backward, UnaryEntry<kernels::Abs>::backward,
+    UnaryEntry<kernels::Clamp>::backward,   UnaryEntry<kernels::Relu>::backward,  UnaryEntry<kernels::LeakyRelu>::backward,
+    UnaryEntry<kernels::Gelu>::backward,    UnaryEntry<kernels::Sigmoid>::backward, UnaryEntry<kernels::Tanh>::backward,
+    UnaryEntry<kernels::Silu>::backward,
+};
+
+// ---- binary ----------------------------------------------------------------
+
+using BinaryFn = void (*)(const Operand&, const Operand&, const Tensor&);
+
+template <template <class> class F>
+void binary_kernel(const Operand& a, const Operand& b, const Tensor& out) {
+  visit_dtype(out.dtype(), [&]<class T>() {
+    if constexpr (has_kernel<F, T>()) {
+      map<T, T, 2>(out, {a, b}, F<kernels::compute_t<T>>{});
+    } else {
+      unsupported("binary", out.dtype());
+    }
+  });
+}
+
+constexpr std::array<BinaryFn, static_cast<size_t>(BinaryOp::kCount)> kBinary = {
+    &binary_kernel<kernels::Add>, &binary_kernel<kernels::Sub>,     &binary_kernel<kernels::Mul>,
+    &binary_kernel<kernels::Div>, &binary_kernel<kernels::Pow>,     &binary_kernel<kernels::Maximum>,
+    &binary_kernel<kernels::Minimum>,
+};
+
+// Gradient functors are floating-only: integer tensors have no gradients.
+template <template <class> class F>
+void binary_grad_kernel(const Tensor& grad, const Operand& x, const Operand& y, const Tensor& dx) {
+  visit_floating(dx.dtype(), "binary_grad", [&]<class T>() {
+    map<T, T, 3>(dx, {Operand(grad), x, y}, F<kernels::compute_t<T>>{});
+  });
+}
+
+using BinaryGradFn = void (*)(const Tensor&, const Operand&, const Operand&, const Tensor&);
+constexpr std::array<BinaryGradFn, static_cast<size_t>(BinaryGradOp::kCount)> kBinaryGrad = {
+    &binary_grad_kernel<kernels::DivGradDivisor>, &binary_grad_kernel<kernels::PowGradBase>,
+    &binary_grad_kernel<kernels::PowGradExponent>, &binary_grad_kernel<kernels::MaximumGrad>,
+    &binary_grad_kernel<kernels::MinimumGrad>,
+};
+
+// ---- comparisons -----------------------------------------------------------
+
+DType operand_dtype(const Operand& a, const Operand& b) {
+  if (a.tensor) return a.tensor->dtype();
+  if (b.tensor) return b.tensor->dtype();
+  return DType::float64;
+}
+
+template <template <class> class F>
+void compare_kernel(const Operand& a, const Operand& b, const Tensor& out) {
+  visit_dtype(operand_dtype(a, b), [&]<class T>() { map<T, bool, 2>(out, {a, b}, F<kernels::compute_t<T>>{}); });
+}
+
+using CompareFn = void (*)(const Operand&, const Operand&, const Tensor&);
+constexpr std::array<CompareFn, static_cast<size_t>(CompareOp::kCount)> kCompare = {
+    &compare_kernel<kernels::Equal>,   &compare_kernel<kernels::NotEqual>, &compare_kernel<kernels::Less>,
+    &compare_kernel<kernels::LessEqual>, &compare_kernel<kernels::Greater>, &compare_kernel<kernels::GreaterEqual>,
+};
+
+// ---- where -----------------------------------------------------------------
+
+// A select moves elements without arithmetic, so it runs on the storage type
+// itself (16-bit floats are copied as bits, not converted).
+template <class T>
+void where_run(std::array<char*, 4> p, const std::array<int64_t, 4>& st, int64_t n) {
+  constexpr int64_t kT = sizeof(T);
+  const kernels::Select<T> sel;
+  if (st[0] == kT && st[1] == 1 && st[2] == kT && st[3] == kT) {
+    T* o = reinterpret_cast<T*>(p[0]);
+    const bool* c = reinterpret_cast<const bool*>(p[1]);
+    const T* a = reinterpret_cast<const T*>(p[2]);
+    const T* b = reinterpret_cast<const T*>(p[3]);
+    for (int64_t i = 0; i < n; ++i) o[i] = sel(c[i], a[i], b[i]);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    *reinterpret_cast<T*>(p[0] + i * st[0]) = sel(*reinterpret_cast<const bool*>(p[1] + i * st[1]),
+                                                  *reinterpret_cast<const T*>(p[2] + i * st[2]),
+                                                  *reinterpret_cast<const T*>(p[3] + i * st[3]));
+}
+
+}  // namespace
+
+void unary(UnaryOp op, const Tensor& x, const Tensor& out, const UnaryParams& params) {
+  kUnary[static_cast<size_t>(op)](x, out, params);
+}
+
+void unary_grad(UnaryOp op, const Tensor& grad, const Tensor& saved, const Tensor& dx, const UnaryParams& params) {
+  kUnaryGrad[static_cast<size_t>(op)](grad, saved, dx, params);
+}
+
+void binary(BinaryOp op, const Operand& a, const Operand& b, const Tensor& out) {
+  kBinary[static_cast<size_t>(op)](a, b, out);
+}
+
+void binary_grad(BinaryGradOp op, const Tensor& grad, const Operand& x, const Operand& y, const Tensor& dx) {
+  kBinaryGrad[static_cast<size_t>(op)](grad, x, y, dx);
+}
+
+void compare(CompareOp op, const Operand& a, const Operand& b, const Tensor& out) {
+  kCompare[static_cast<size_t>(op)](a, b, out);
+}
+
+void where(const Tensor& cond, const Operand& a, const Operand& b, const Tensor& out) {
+  visit_dtype(out.dtype(), [&]<class T>() {
+    std::array<T, 2> scalars{};
+    std::array<Shape, 4> strides{byte_strides(out), detail::broadcast_byte_strides(cond, out.shape())};
+    std::array<char*, 4> base{static_cast<char*>(out.raw_data()), static_cast<char*>(cond.raw_data())};
+    const std::array<const Operand*, 2> ab{&a, &b};
+    for (int k = 0; k < 2; ++k) {
+      if (ab[k]->tensor) {
+        strides[k + 2] = detail::broadcast_byte_strides(*ab[k]->tensor, out.shape());
+        base[k + 2] = static_cast<char*>(ab[k]->tensor->raw_data());
+      } else {
+        scalars[k] = kernels::cast<T>(ab[k]->scalar);
+        Shape zero = out.shape();
+        for (int d = 0; d < zero.ndim(); ++d) zero[d] = 0;
+        strides[k + 2] = zero;
+        base[k + 2] = reinterpret_cast<char*>(&scalars[k]);
+      }
+    }
+    kernels::for_each_run<4>(out.shape(), strides, base, &where_run<T>);
+  });
+}
+
+}  // namespace mixgrad::backend::cpu

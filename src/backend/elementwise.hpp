@@ -1,0 +1,84 @@
+// Backend seam of the elementwise family: unary, binary, comparison and
+// select kernels and the gradient kernels the backward passes need.
+//
+// Inputs broadcast to the output's shape (NumPy rules; the kernel reads a
+// broadcast dimension with stride 0, no copy is made), have the output's
+// dtype (comparisons: each other's; the caller promotes first) and may have
+// any strides. An Operand is a tensor or a scalar, which is converted to the
+// kernel's dtype.
+//
+//   Tensor out = empty(broadcast_shape, DType::float32);
+//   backend::binary(BinaryOp::mul, Operand(a), Operand(2.0), out);
+#pragma once
+
+#include <cstdint>
+
+#include "backend/dispatch.hpp"
+#include "kernels/unary.hpp"
+
+namespace mixgrad::backend {
+
+using kernels::UnaryParams;
+
+enum class UnaryOp : uint8_t { neg, exp, log, sqrt, rsqrt, abs, clamp, relu, leaky_relu, gelu, sigmoid, tanh, silu, kCount };
+enum class BinaryOp : uint8_t { add, sub, mul, div, pow, maximum, minimum, kCount };
+enum class CompareOp : uint8_t { eq, ne, lt, le, gt, ge, kCount };
+/// Gradient kernels of binary ops, each over (g, x, y) as named:
+/// div_divisor (g, b, out), pow_base (g, a, b), pow_exponent (g, a, out),
+/// maximum / minimum (g, self, other).
+enum class BinaryGradOp : uint8_t { div_divisor, pow_base, pow_exponent, maximum, minimum, kCount };
+
+/// One input of an elementwise kernel: a tensor or a scalar.
+struct Operand {
+  const Tensor* tensor = nullptr;
+  double scalar = 0.0;
+  Operand(const Tensor& t) : tensor(&t) {}  // NOLINT(google-explicit-constructor)
+  Operand(double s) : scalar(s) {}          // NOLINT(google-explicit-constructor)
+};
+
+namespace cpu {
+void unary(UnaryOp op, const Tensor& x, const Tensor& out, const UnaryParams& params);
+void unary_grad(UnaryOp op, const Tensor& grad, const Tensor& saved, const Tensor& dx, const UnaryParams& params);
+void binary(BinaryOp op, const Operand& a, const Operand& b, const Tensor& out);
+void binary_grad(BinaryGradOp op, const Tensor& grad, const Operand& x, const Operand& y, const Tensor& dx);
+void compare(CompareOp op, const Operand& a, const Operand& b, const Tensor& out);
+void where(const Tensor& cond, const Operand& a, const Operand& b, const Tensor& out);
+}  // namespace cpu
+namespace cuda {
+void unary(UnaryOp op, const Tensor& x, const Tensor& out, const UnaryParams& params);
+void unary_grad(UnaryOp op, const Tensor& grad, const Tensor& saved, const Tensor& dx, const UnaryParams& params);
+void binary(BinaryOp op, const Operand& a, const Operand& b, const Tensor& out);
+void binary_grad(BinaryGradOp op, const Tensor& grad, const Operand& x, const Operand& y, const Tensor& dx);
+void compare(CompareOp op, const Operand& a, const Operand& b, const Tensor& out);
+void where(const Tensor& cond, const Operand& a, const Operand& b, const Tensor& out);
+}  // namespace cuda
+
+/// out = op(x) elementwise; x has out's shape and dtype.
+inline void unary(UnaryOp op, const Tensor& x, const Tensor& out, const UnaryParams& params = {}) {
+  MIXGRAD_DISPATCH(out.device(), unary, (op, x, out, params));
+}
+/// dx = grad * op'(...), from the tensor op's backward keeps (its input or its
+/// output, see kernels/unary.hpp); all of dx's shape and dtype.
+inline void unary_grad(UnaryOp op, const Tensor& grad, const Tensor& saved, const Tensor& dx,
+                       const UnaryParams& params = {}) {
+  MIXGRAD_DISPATCH(dx.device(), unary_grad, (op, grad, saved, dx, params));
+}
+/// out = op(a, b) with broadcasting.
+inline void binary(BinaryOp op, const Operand& a, const Operand& b, const Tensor& out) {
+  MIXGRAD_DISPATCH(out.device(), binary, (op, a, b, out));
+}
+/// dx = op's partial derivative applied to grad (see BinaryGradOp), in the
+/// broadcast shape of dx.
+inline void binary_grad(BinaryGradOp op, const Tensor& grad, const Operand& x, const Operand& y, const Tensor& dx) {
+  MIXGRAD_DISPATCH(dx.device(), binary_grad, (op, grad, x, y, dx));
+}
+/// out (bool) = a op b with broadcasting; a and b share a dtype.
+inline void compare(CompareOp op, const Operand& a, const Operand& b, const Tensor& out) {
+  MIXGRAD_DISPATCH(out.device(), compare, (op, a, b, out));
+}
+/// out = cond ? a : b with broadcasting; cond is bool.
+inline void where(const Tensor& cond, const Operand& a, const Operand& b, const Tensor& out) {
+  MIXGRAD_DISPATCH(out.device(), where, (cond, a, b, out));
+}
+
+}  // namespace mixgrad::backend

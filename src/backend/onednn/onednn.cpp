@@ -1,0 +1,186 @@
+// The oneDNN switch, engine, stream, status check and descriptor helpers.
+#include "backend/onednn/onednn.hpp"
+
+#include <atomic>
+
+#if MIXGRAD_WITH_ONEDNN
+#include "backend/copy.hpp"
+#include "backend/onednn/common.hpp"
+
+#include <dnnl_debug.h>
+#endif
+
+namespace mixgrad::backend::onednn {
+
+namespace {
+std::atomic<Mode> g_mode{MIXGRAD_WITH_ONEDNN ? Mode::automatic : Mode::never};
+}  // namespace
+
+bool built() { return MIXGRAD_WITH_ONEDNN != 0; }
+Mode mode() { return g_mode.load(std::memory_order_relaxed); }
+void set_mode(Mode m) { g_mode.store(built() ? m : Mode::never, std::memory_order_relaxed); }
+bool enabled() { return mode() != Mode::never; }
+
+bool use_for(int64_t work) {
+  switch (mode()) {
+    case Mode::always: return true;
+    case Mode::automatic: return work >= kMinWork;
+    case Mode::never: return false;
+  }
+  return false;
+}
+
+#if MIXGRAD_WITH_ONEDNN
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// A stream per thread: a stream is not meant to be shared by threads that
+// submit concurrently, and a CPU stream costs next to nothing.
+dnnl::stream& stream() {
+  thread_local dnnl::stream s(engine());
+  return s;
+}
+
+namespace {
+int64_t& primitive_counter() {
+  thread_local int64_t n = 0;
+  return n;
+}
+}  // namespace
+
+int64_t primitives_created() { return primitive_counter(); }
+void count_primitive() { ++primitive_counter(); }
+
+namespace detail {
+void throw_failure(const char* what, int status, const char* call, const char* file, int line) {
+  throw Error(std::string("oneDNN call failed (status ") + std::to_string(status) + ": " + what + "): " + call +
+              " at " + file + ":" + std::to_string(line));
+}
+}  // namespace detail
+
+Key& Key::add(int64_t v) {
+  if (n_ == kCapacity) throw Error("oneDNN primitive cache: key longer than " + std::to_string(kCapacity));
+  v_[n_++] = v;
+  hash_ = (hash_ ^ static_cast<size_t>(v)) * 1099511628211ull;
+  return *this;
+}
+
+Key& Key::add(const Shape& s) {
+  add(s.ndim());
+  for (int64_t d : s) add(d);
+  return *this;
+}
+
+Key& Key::add(const Tensor& t) {
+  if (!t.defined()) return add(-1);
+  add(static_cast<int64_t>(t.dtype()));
+  add(t.shape());
+  for (int64_t st : t.strides()) add(st);
+  return *this;
+}
+
+bool Key::operator==(const Key& o) const {
+  if (n_ != o.n_ || hash_ != o.hash_) return false;
+  for (int i = 0; i < n_; ++i)
+    if (v_[i] != o.v_[i]) return false;
+  return true;
+}
+
+dnnl::memory::data_type data_type(DType t) {
+  using dt = dnnl::memory::data_type;
+  switch (t) {
+    case DType::float32: return dt::f32;
+    case DType::bfloat16: return dt::bf16;
+    case DType::float16: return dt::f16;
+    case DType::int32: return dt::s32;
+    case DType::bool_: return dt::u8;
+    default: break;
+  }
+  throw DTypeError("oneDNN: no data type for " + std::string(to_string(t)));
+}
+
+dnnl::memory::dims dims(const Shape& s) { return dnnl::memory::dims(s.begin(), s.end()); }
+
+dnnl::memory::desc plain_md(const Shape& s, DType t) {
+  return MIXGRAD_ONEDNN_CHECK(dnnl::memory::desc(dims(s), data_type(t), dims(contiguous_strides(s))));
+}
+
+dnnl::memory::desc strided_md(const Tensor& t) {
+  return MIXGRAD_ONEDNN_CHECK(dnnl::memory::desc(dims(t.shape()), data_type(t.dtype()), dims(t.strides())));
+}
+
+dnnl::memory memory(const dnnl::memory::desc& md, const Tensor& t) { return memory(md, t.raw_data()); }
+
+dnnl::memory memory(const dnnl::memory::desc& md, void* data) {
+  return MIXGRAD_ONEDNN_CHECK(dnnl::memory(md, engine(), data));
+}
+
+void execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args, std::source_location where) {
+  try {
+    p.execute(stream(), args);
+    stream().wait();
+  } catch (const dnnl::error& e) {
+    const std::string call =
+        "execute(" + std::string(dnnl_prim_kind2str(static_cast<dnnl_primitive_kind_t>(p.get_kind()))) + ")";
+    detail::throw_failure(e.what(), e.status, call.c_str(), where.file_name(), static_cast<int>(where.line()));
+  }
+}
+
+LayoutArg layout_arg(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen, Direction d) {
+  LayoutArg a{plain, chosen, {}};
+  if (plain != chosen) {
+    const auto& from = d == Direction::input ? plain : chosen;
+    const auto& to = d == Direction::input ? chosen : plain;
+    a.reorder = MIXGRAD_ONEDNN_CHECK(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to)));
+  }
+  return a;
+}
+
+dnnl::memory Execution::scratch(const dnnl::memory::desc& md) {
+  buffers_.push_back(empty(Shape{static_cast<int64_t>(md.get_size())}, DType::bool_));
+  return memory(md, buffers_.back());
+}
+
+void Execution::input(int arg, const LayoutArg& layout, const Tensor& t) {
+  if (!layout.reordered()) {
+    args_.emplace(arg, memory(layout.plain, t));
+    return;
+  }
+  dnnl::memory m = scratch(layout.chosen);
+  before_.push_back({&layout.reorder, memory(layout.plain, t), m});
+  args_.emplace(arg, m);
+}
+
+void Execution::output(int arg, const LayoutArg& layout, const Tensor& t) {
+  if (!layout.reordered()) {
+    args_.emplace(arg, memory(layout.plain, t));
+    return;
+  }
+  dnnl::memory m = scratch(layout.chosen);
+  after_.push_back({&layout.reorder, m, memory(layout.plain, t)});
+  args_.emplace(arg, m);
+}
+
+void Execution::run(const dnnl::primitive& p, std::source_location where) {
+  for (const Pending& r : before_) execute(*r.reorder, {{DNNL_ARG_FROM, r.from}, {DNNL_ARG_TO, r.to}}, where);
+  execute(p, args_, where);
+  for (const Pending& r : after_) execute(*r.reorder, {{DNNL_ARG_FROM, r.from}, {DNNL_ARG_TO, r.to}}, where);
+}
+
+Tensor to_float32(const Tensor& t) {
+  if (t.dtype() == DType::float32 && t.is_contiguous()) return t;
+  Tensor out = empty(t.shape(), DType::float32, t.device());
+  copy(t, out);
+  return out;
+}
+
+#else
+
+int64_t primitives_created() { return 0; }
+
+#endif  // MIXGRAD_WITH_ONEDNN
+
+}  // namespace mixgrad::backend::onednn

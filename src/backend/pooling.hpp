@@ -1,0 +1,78 @@
+// Backend seam of the 2-d pooling ops (F::max_pool2d, F::avg_pool2d,
+// F::adaptive_avg_pool2d). On the CPU: oneDNN pooling for float32 and
+// bfloat16 (float16 by way of float32), direct loops otherwise. Max pooling's
+// forward returns what its backward needs (oneDNN's workspace, or the argmax
+// offsets of the built-in path) as a typed payload for the backward closure.
+//
+//   backend::MaxPoolWorkspace ws = backend::max_pool2d_forward(x, y, params);
+//   backend::max_pool2d_backward(gy, ws, gx, params);
+#pragma once
+
+#include "backend/dispatch.hpp"
+#include "mixgrad/ops/options.hpp"
+
+namespace mixgrad::backend {
+
+/// Window geometry; stride is explicit here (the op resolves "0 = kernel").
+struct Pool2dParams {
+  Size2 kernel = 2;
+  Size2 stride = 2;
+  Size2 padding = 0;
+};
+
+/// Where each max-pooling output came from, in the form of the path that ran
+/// the forward; the backward must read it with the same path.
+struct MaxPoolWorkspace {
+  enum class Kind : uint8_t {
+    onednn,  // `data`: oneDNN's workspace bytes (bool tensor), computed in `compute_dtype`
+    argmax,  // `data`: int32 offset of the maximum within its input plane, per output
+  };
+  Kind kind = Kind::argmax;
+  Tensor data;
+  DType compute_dtype = DType::float32;
+};
+
+namespace cpu {
+MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p);
+void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Tensor& gx, const Pool2dParams& p);
+void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p);
+void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dParams& p);
+void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y);
+void adaptive_avg_pool2d_backward(const Tensor& gy, const Tensor& gx);
+}  // namespace cpu
+namespace cuda {
+MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p);
+void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Tensor& gx, const Pool2dParams& p);
+void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p);
+void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dParams& p);
+void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y);
+void adaptive_avg_pool2d_backward(const Tensor& gy, const Tensor& gx);
+}  // namespace cuda
+
+/// y = max over each window of x (both contiguous [N, C, H, W], one dtype);
+/// padded positions never win. Returns what the backward needs.
+inline MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
+  MIXGRAD_DISPATCH(y.device(), max_pool2d_forward, (x, y, p));
+}
+/// gx (overwritten) = gy routed to the maximal input of each window.
+inline void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Tensor& gx, const Pool2dParams& p) {
+  MIXGRAD_DISPATCH(gx.device(), max_pool2d_backward, (gy, ws, gx, p));
+}
+/// y = mean over each window of x, counting only positions inside x.
+inline void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
+  MIXGRAD_DISPATCH(y.device(), avg_pool2d_forward, (x, y, p));
+}
+/// gx (overwritten) = gy spread evenly over the inside positions of each window.
+inline void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dParams& p) {
+  MIXGRAD_DISPATCH(gx.device(), avg_pool2d_backward, (gy, gx, p));
+}
+/// y[.., i, j] = mean of x over rows [floor(i*H/OH), ceil((i+1)*H/OH)) and
+/// the same for columns; OH, OW read from y.
+inline void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
+  MIXGRAD_DISPATCH(y.device(), adaptive_avg_pool2d_forward, (x, y));
+}
+inline void adaptive_avg_pool2d_backward(const Tensor& gy, const Tensor& gx) {
+  MIXGRAD_DISPATCH(gx.device(), adaptive_avg_pool2d_backward, (gy, gx));
+}
+
+}  // namespace mixgrad::backend

@@ -1,0 +1,69 @@
+// Backend seam of the reduction family.
+//
+// `reduce` folds the dimensions of x named by a bit mask (bit d set: reduce
+// dimension d) and writes one value per kept position into `out`, a
+// contiguous tensor whose elements are the kept positions in row-major
+// order (so `out` may have the keepdim shape or the squeezed one).
+// Accumulation is in float (double for float64, int64 for integers and
+// bool); the result is converted to out's dtype.
+//
+//   Tensor out = empty({C}, x.dtype());
+//   backend::reduce(ReduceOp::sum, x, 0b1101, out);   // [N, C, H, W] -> [C]
+#pragma once
+
+#include <cstdint>
+
+#include "backend/dispatch.hpp"
+
+namespace mixgrad::backend {
+
+enum class ReduceOp : uint8_t { sum, mean, max, min, norm, var };
+enum class ArgReduceOp : uint8_t { max, min };
+
+struct ReduceParams {
+  double p = 2.0;      // norm: the order (inf allowed)
+  int correction = 0;  // var: divide by n - correction
+};
+
+namespace cpu {
+void reduce(ReduceOp op, const Tensor& x, uint32_t axes, const Tensor& out, const ReduceParams& params);
+void arg_reduce(ArgReduceOp op, const Tensor& x, int axis, const Tensor& out);
+void put_along_last_axis(const Tensor& values, const Tensor& index, const Tensor& dst);
+void var_grad(const Tensor& grad, const Tensor& x, const Tensor& mean, double scale, const Tensor& dx);
+void norm_grad(const Tensor& grad, const Tensor& x, const Tensor& norm, double p, const Tensor& dx);
+}  // namespace cpu
+namespace cuda {
+void reduce(ReduceOp op, const Tensor& x, uint32_t axes, const Tensor& out, const ReduceParams& params);
+void arg_reduce(ArgReduceOp op, const Tensor& x, int axis, const Tensor& out);
+void put_along_last_axis(const Tensor& values, const Tensor& index, const Tensor& dst);
+void var_grad(const Tensor& grad, const Tensor& x, const Tensor& mean, double scale, const Tensor& dx);
+void norm_grad(const Tensor& grad, const Tensor& x, const Tensor& norm, double p, const Tensor& dx);
+}  // namespace cuda
+
+/// out = op over the masked axes of x (see the file comment). An empty
+/// reduction gives the identity (0 for sums, NaN for mean and var); max and
+/// min of nothing are the caller's to reject.
+inline void reduce(ReduceOp op, const Tensor& x, uint32_t axes, const Tensor& out, const ReduceParams& params = {}) {
+  MIXGRAD_DISPATCH(out.device(), reduce, (op, x, axes, out, params));
+}
+/// out (int64, contiguous, x's shape without `axis`) = index of the first
+/// largest (smallest) element along `axis`; NaN counts as the largest (and
+/// the smallest), so the first NaN wins.
+inline void arg_reduce(ArgReduceOp op, const Tensor& x, int axis, const Tensor& out) {
+  MIXGRAD_DISPATCH(out.device(), arg_reduce, (op, x, axis, out));
+}
+/// dst[k, index[k]] = values[k] for a contiguous 2-d dst; the other elements
+/// are left as they are.
+inline void put_along_last_axis(const Tensor& values, const Tensor& index, const Tensor& dst) {
+  MIXGRAD_DISPATCH(dst.device(), put_along_last_axis, (values, index, dst));
+}
+/// dx = grad * scale * (x - mean); grad and mean broadcast to x's shape.
+inline void var_grad(const Tensor& grad, const Tensor& x, const Tensor& mean, double scale, const Tensor& dx) {
+  MIXGRAD_DISPATCH(dx.device(), var_grad, (grad, x, mean, scale, dx));
+}
+/// dx = d||x||_p/dx * grad; grad and norm broadcast to x's shape.
+inline void norm_grad(const Tensor& grad, const Tensor& x, const Tensor& norm, double p, const Tensor& dx) {
+  MIXGRAD_DISPATCH(dx.device(), norm_grad, (grad, x, norm, p, dx));
+}
+
+}  // namespace mixgrad::backend

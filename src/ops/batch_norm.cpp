@@ -1,0 +1,116 @@
+// F::batch_norm. Statistics are computed in float32 (float64 for float64
+// input) whatever the input dtype, so float16 / bfloat16 activations with
+// float32 weight, bias and running statistics work as they come out of
+// autocast; the output keeps the input's dtype. In training the running
+// statistics are updated in place (unbiased variance) after the forward has
+// succeeded, and their version is bumped.
+#include "backend/batch_norm.hpp"
+
+#include "backend/copy.hpp"
+#include "mixgrad/ops/nn.hpp"
+#include "mixgrad/ops/shape_ops.hpp"
+#include "ops/dense.hpp"
+#include "ops/op_support.hpp"
+
+namespace mixgrad::F {
+
+namespace {
+
+// t as a contiguous tensor of dtype dt, unrecorded; undefined stays undefined.
+Tensor converted(const Tensor& t, DType dt) { return t.defined() ? ops::dense(t, dt) : Tensor(); }
+
+void check_channel_vector(const char* what, const Tensor& t, const Tensor& x) {
+  if (!t.defined()) return;
+  if (!is_floating_point(t.dtype()))
+    throw DTypeError(std::string("batch_norm: ") + what + " must be floating, got " + ops::describe(t));
+  if (t.ndim() != 1 || t.shape()[0] != x.shape()[1])
+    throw ShapeError(std::string("batch_norm: ") + what + " " + ops::describe(t) + " does not fit input " +
+                     ops::describe(x) + " (expected [C])");
+}
+
+// running = (1 - momentum) * running + momentum * batch, in the statistics dtype.
+void update_running(const Tensor& running, const Tensor& batch, double momentum, double unbias) {
+  Tensor r = empty(running.shape(), batch.dtype(), running.device());
+  backend::copy(running, r);
+  visit_floating(batch.dtype(), "batch_norm", [&]<class S>() {
+    S* rp = static_cast<S*>(r.raw_data());
+    const S* bp = static_cast<const S*>(batch.raw_data());
+    for (int64_t c = 0; c < r.numel(); ++c)
+      rp[c] = static_cast<S>((1.0 - momentum) * static_cast<double>(rp[c]) +
+                             momentum * unbias * static_cast<double>(bp[c]));
+  });
+  backend::copy(r, running);
+  running.bump_version();
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight_in,
+                  const Tensor& bias_in, const BatchNormOptions& o) {
+  ops::check_defined("batch_norm", {&x_in});
+  ops::check_same_device("batch_norm", {&x_in, &running_mean, &running_var, &weight_in, &bias_in});
+  ops::check_floating("batch_norm", x_in);
+  if (x_in.ndim() < 2)
+    throw ShapeError("batch_norm: expected input [N, C, ...] with at least 2 dims, got " + ops::describe(x_in));
+  check_channel_vector("running_mean", running_mean, x_in);
+  check_channel_vector("running_var", running_var, x_in);
+  check_channel_vector("weight", weight_in, x_in);
+  check_channel_vector("bias", bias_in, x_in);
+  const int64_t per_channel = x_in.shape()[1] == 0 ? 0 : x_in.numel() / x_in.shape()[1];
+  if (o.training && per_channel < 2)
+    throw ShapeError("batch_norm: training needs more than one value per channel, got input " + ops::describe(x_in));
+  if (!o.training && (!running_mean.defined() || !running_var.defined()))
+    throw StateError("batch_norm: evaluation mode needs running_mean and running_var, got " +
+                     ops::describe(running_mean) + " and " + ops::describe(running_var));
+  if (running_mean.defined() != running_var.defined())
+    throw StateError("batch_norm: running_mean and running_var must both be given or both be undefined");
+  if (!(o.eps >= 0.0)) throw Error("batch_norm: eps must be non-negative, got " + std::to_string(o.eps));
+
+  Tensor x = x_in, weight = weight_in, bias = bias_in;
+  amp::autocast_inputs(OpKind::batch_norm, {&x});
+
+  const DType stats = x.dtype() == DType::float64 ? DType::float64 : DType::float32;
+  const int64_t c = x.shape()[1];
+  const Tensor xc = ops::dense(x);
+  const Tensor w = converted(weight, stats), b = converted(bias, stats);
+  Tensor mean, var;
+  if (o.training) {
+    mean = empty(Shape{c}, stats, x.device());
+    var = empty(Shape{c}, stats, x.device());
+  } else {
+    // Copies: the backward must see the statistics of this forward even if a
+    // later training step updates the running ones in place.
+    mean = empty(Shape{c}, stats, x.device());
+    var = empty(Shape{c}, stats, x.device());
+    backend::copy(running_mean, mean);
+    backend::copy(running_var, var);
+  }
+  Tensor y = empty(x.shape(), x.dtype(), x.device());
+  backend::batch_norm_forward(
+      {.x = xc, .weight = w, .bias = b, .mean = mean, .var = var, .y = y, .training = o.training, .eps = o.eps});
+  if (o.training && running_mean.defined()) {
+    update_running(running_mean, mean, o.momentum, 1.0);
+    update_running(running_var, var, o.momentum,
+                   static_cast<double>(per_channel) / static_cast<double>(per_channel - 1));
+  }
+
+  autodiff::record({&x, &weight, &bias}, y,
+                   [xc, w, mean, var, training = o.training, eps = o.eps,
+                    w_dtype = weight.defined() ? weight.dtype() : stats,
+                    b_dtype = bias.defined() ? bias.dtype() : stats](const Tensor& g_in, autodiff::InputGrads& gi) {
+                     const Tensor g = converted(g_in, xc.dtype());
+                     const Shape cs{xc.shape()[1]};
+                     const Tensor gx = gi.needs(0) ? empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
+                     const Tensor gw = gi.needs(1) ? empty(cs, mean.dtype(), xc.device()) : Tensor();
+                     const Tensor gb = gi.needs(2) ? empty(cs, mean.dtype(), xc.device()) : Tensor();
+                     backend::batch_norm_backward({.grad_y = g, .x = xc, .weight = w, .mean = mean, .var = var,
+                                                   .grad_x = gx, .grad_weight = gw, .grad_bias = gb,
+                                                   .training = training, .eps = eps});
+                     if (gx.defined()) gi.set(0, gx);
+                     if (gw.defined()) gi.set(1, converted(gw, w_dtype));
+                     if (gb.defined()) gi.set(2, converted(gb, b_dtype));
+                   });
+  return y;
+}
+
+}  // namespace mixgrad::F

@@ -1,0 +1,486 @@
+// Elementwise ops and their gradients.
+//
+// Every op takes the one path: validate (errors name the op, the shapes and
+// the dtypes) -> autocast -> promote mixed dtypes with a recorded astype, so
+// gradients flow back to each input in its own dtype -> backend kernel ->
+// record. Recording goes through record_lazy: the backward closure (and the
+// reference counts of what it captures) is only built when a GradManager
+// tracks an input, so inference pays nothing for autodiff.
+//
+// Backward closures call the backend directly rather than F:: ops: they
+// need no validation, and autocast must not re-cast gradients when backward
+// runs inside an autocast scope.
+#include "mixgrad/ops/elementwise.hpp"
+
+#include <cmath>
+#include <span>
+
+#include "backend/copy.hpp"
+#include "backend/elementwise.hpp"
+#include "mixgrad/ops/reduction.hpp"
+#include "mixgrad/ops/shape_ops.hpp"
+#include "ops/op_support.hpp"
+
+namespace mixgrad::F {
+
+namespace {
+
+using autodiff::InputGrads;
+using backend::BinaryGradOp;
+using backend::BinaryOp;
+using backend::CompareOp;
+using backend::Operand;
+using backend::UnaryOp;
+using backend::UnaryParams;
+
+/// Which dtypes an op takes.
+enum class Accepts : uint8_t {
+  floating,  // float16, bfloat16, float32, float64
+  numeric,   // and int32, int64
+  any,       // and bool
+};
+
+/// Which tensor a unary op's backward keeps.
+enum class Saved : uint8_t { nothing, input, output };
+
+bool accepted(DType t, Accepts accepts) {
+  return is_floating_point(t) || accepts == Accepts::any || (accepts == Accepts::numeric && t != DType::bool_);
+}
+
+/// The DTypeError for operands (already described) an op does not take.
+[[noreturn]] void throw_not_accepted(const char* op, Accepts accepts, const std::string& operands) {
+  const char* wanted = accepts == Accepts::numeric ? "numeric (floating or integer)" : "floating";
+  throw DTypeError(std::string(op) + ": expected " + wanted + " tensors, got " + operands);
+}
+
+/// Writes `out = op(inputs)` on the tape, building the closure with make()
+/// only when some recording GradManager tracks an input.
+template <class Make>
+void record_lazy(std::initializer_list<const Tensor*> inputs, const Tensor& out, Make&& make) {
+  if (!autodiff::is_recording()) return;
+  autodiff::record_with(std::span<const Tensor* const>(inputs.begin(), inputs.size()), out,
+                        [&] { return autodiff::BackwardFn(make()); });
+}
+
+Shape broadcast_or_throw(const char* op, const Tensor& a, const Tensor& b) {
+  const Shape& sa = a.shape();
+  const Shape& sb = b.shape();
+  if (sa == sb) return sa;
+  const int n = std::max(sa.ndim(), sb.ndim());
+  Shape out;
+  for (int i = 0; i < n; ++i) {
+    const int ia = i - (n - sa.ndim()), ib = i - (n - sb.ndim());
+    const int64_t da = ia >= 0 ? sa[ia] : 1, db = ib >= 0 ? sb[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      throw ShapeError(std::string(op) + ": cannot broadcast " + ops::describe(a) + " with " + ops::describe(b));
+    out.push_back(da == 1 ? db : da);
+  }
+  return out;
+}
+
+// ---- raw kernels (no checks, no autocast, no recording) --------------------
+
+Tensor run_binary(BinaryOp op, const Operand& a, const Operand& b, const Shape& shape, DType dtype, Device device) {
+  Tensor out = empty(shape, dtype, device);
+  backend::binary(op, a, b, out);
+  return out;
+}
+
+/// g op y, in g's shape and dtype (y broadcasts to g).
+Tensor grad_binary(BinaryOp op, const Tensor& g, const Operand& y) {
+  return run_binary(op, g, y, g.shape(), g.dtype(), g.device());
+}
+
+Tensor grad_kernel(BinaryGradOp op, const Tensor& g, const Operand& x, const Operand& y) {
+  Tensor dx = empty(g.shape(), g.dtype(), g.device());
+  backend::binary_grad(op, g, x, y, dx);
+  return dx;
+}
+
+Tensor negated(const Tensor& g) {
+  Tensor out = empty(g.shape(), g.dtype(), g.device());
+  backend::unary(UnaryOp::neg, g, out);
+  return out;
+}
+
+/// g in `dtype` (gradients arrive in the output's dtype; this only guards).
+Tensor in_dtype(const Tensor& g, DType dtype) {
+  if (g.dtype() == dtype) return g;
+  Tensor out = empty(g.shape(), dtype, g.device());
+  backend::copy(g, out);
+  return out;
+}
+
+// ---- binary ----------------------------------------------------------------
+
+struct BinarySpec {
+  const char* name;
+  OpKind kind;
+  Accepts accepts;
+};
+
+/// Validated, autocast and promoted inputs of a binary op.
+struct BinaryInputs {
+  Tensor a, b;
+  Shape shape;
+  DType dtype;
+};
+
+BinaryInputs prepare(const BinarySpec& s, const Tensor& a, const Tensor& b) {
+  ops::check_defined(s.name, {&a, &b});
+  ops::check_same_device(s.name, {&a, &b});
+  Shape shape = broadcast_or_throw(s.name, a, b);
+  if (!accepted(promote_types(a.dtype(), b.dtype()), s.accepts))
+    throw_not_accepted(s.name, s.accepts, ops::describe(a) + " and " + ops::describe(b));
+  BinaryInputs in{a, b, shape, DType::float32};
+  amp::autocast_inputs(s.kind, {&in.a, &in.b});
+  in.dtype = promote_types(in.a.dtype(), in.b.dtype());
+  if (in.a.dtype() != in.dtype) in.a = astype(in.a, in.dtype);
+  if (in.b.dtype() != in.dtype) in.b = astype(in.b, in.dtype);
+  return in;
+}
+
+/// A tensor-with-scalar op's validated, autocast input.
+Tensor prepare(const BinarySpec& s, const Tensor& a) {
+  ops::check_defined(s.name, {&a});
+  if (!accepted(a.dtype(), s.accepts)) throw_not_accepted(s.name, s.accepts, ops::describe(a) + " and a scalar");
+  Tensor x = a;
+  amp::autocast_inputs(s.kind, {&x});
+  return x;
+}
+
+constexpr BinarySpec kAdd{"add", OpKind::add, Accepts::numeric};
+constexpr BinarySpec kSub{"sub", OpKind::sub, Accepts::numeric};
+constexpr BinarySpec kMul{"mul", OpKind::mul, Accepts::numeric};
+constexpr BinarySpec kDiv{"div", OpKind::div, Accepts::floating};
+constexpr BinarySpec kPow{"pow", OpKind::pow, Accepts::floating};
+constexpr BinarySpec kMaximum{"maximum", OpKind::maximum, Accepts::numeric};
+constexpr BinarySpec kMinimum{"minimum", OpKind::minimum, Accepts::numeric};
+
+Tensor forward(BinaryOp op, const BinaryInputs& in) {
+  return run_binary(op, in.a, in.b, in.shape, in.dtype, in.a.device());
+}
+
+/// Sums the broadcast gradient of a binary op back to each input.
+Tensor reduce_to(const Tensor& g, const Shape& shape) { return sum_to(g, shape); }
+
+Tensor max_min(const BinarySpec& s, BinaryOp op, BinaryGradOp grad_op, const Tensor& a, const Tensor& b) {
+  BinaryInputs in = prepare(s, a, b);
+  Tensor out = forward(op, in);
+  record_lazy({&in.a, &in.b}, out, [&] {
+    return [a = in.a, b = in.b, grad_op](const Tensor& g_in, InputGrads& gi) {
+      const Tensor g = in_dtype(g_in, a.dtype());
+      if (gi.needs(0)) gi.set(0, reduce_to(grad_kernel(grad_op, g, a, b), a.shape()));
+      if (gi.needs(1)) gi.set(1, reduce_to(grad_kernel(grad_op, g, b, a), b.shape()));
+    };
+  });
+  return out;
+}
+
+Tensor max_min(const BinarySpec& s, BinaryOp op, BinaryGradOp grad_op, const Tensor& a, double b) {
+  const Tensor x = prepare(s, a);
+  Tensor out = run_binary(op, x, b, x.shape(), x.dtype(), x.device());
+  record_lazy({&x}, out, [&] {
+    return [x, b, grad_op](const Tensor& g, InputGrads& gi) {
+      gi.set(0, grad_kernel(grad_op, in_dtype(g, x.dtype()), x, b));
+    };
+  });
+  return out;
+}
+
+// ---- comparisons -----------------------------------------------------------
+
+Tensor compare(const char* name, CompareOp op, const Tensor& a, const Tensor& b) {
+  BinaryInputs in = prepare({name, OpKind::compare, Accepts::any}, a, b);
+  Tensor out = empty(in.shape, DType::bool_, in.a.device());
+  backend::compare(op, in.a, in.b, out);
+  return out;
+}
+
+Tensor compare(const char* name, CompareOp op, const Tensor& a, double b) {
+  const Tensor x = prepare({name, OpKind::compare, Accepts::any}, a);
+  Tensor out = empty(x.shape(), DType::bool_, x.device());
+  backend::compare(op, x, b, out);
+  return out;
+}
+
+// ---- unary -----------------------------------------------------------------
+
+struct UnarySpec {
+  const char* name;
+  OpKind kind;
+  UnaryOp op;
+  Saved saved;
+  Accepts accepts;
+};
+
+Tensor unary(const UnarySpec& s, const Tensor& x_in, const UnaryParams& params = {}) {
+  ops::check_defined(s.name, {&x_in});
+  if (!accepted(x_in.dtype(), s.accepts)) throw_not_accepted(s.name, s.accepts, ops::describe(x_in));
+  Tensor x = x_in;
+  amp::autocast_inputs(s.kind, {&x});
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  backend::unary(s.op, x, out, params);
+  record_lazy({&x}, out, [&] {
+    // Keep only the tensor the derivative reads; `nothing` (neg) reads g.
+    Tensor saved = s.saved == Saved::output ? out : (s.saved == Saved::input ? x : Tensor());
+    return [op = s.op, saved = std::move(saved), params](const Tensor& g_in, InputGrads& gi) {
+      const Tensor g = saved.defined() ? in_dtype(g_in, saved.dtype()) : g_in;
+      Tensor dx = empty(g.shape(), g.dtype(), g.device());
+      backend::unary_grad(op, g, saved.defined() ? saved : g, dx, params);
+      gi.set(0, dx);
+    };
+  });
+  return out;
+}
+
+constexpr UnarySpec kNeg{"neg", OpKind::neg, UnaryOp::neg, Saved::nothing, Accepts::numeric};
+constexpr UnarySpec kExp{"exp", OpKind::exp, UnaryOp::exp, Saved::output, Accepts::floating};
+constexpr UnarySpec kLog{"log", OpKind::log, UnaryOp::log, Saved::input, Accepts::floating};
+constexpr UnarySpec kSqrt{"sqrt", OpKind::sqrt, UnaryOp::sqrt, Saved::output, Accepts::floating};
+constexpr UnarySpec kRsqrt{"rsqrt", OpKind::rsqrt, UnaryOp::rsqrt, Saved::output, Accepts::floating};
+constexpr UnarySpec kAbs{"abs", OpKind::abs, UnaryOp::abs, Saved::input, Accepts::numeric};
+constexpr UnarySpec kClamp{"clamp", OpKind::clamp, UnaryOp::clamp, Saved::input, Accepts::numeric};
+constexpr UnarySpec kRelu{"relu", OpKind::relu, UnaryOp::relu, Saved::output, Accepts::numeric};
+constexpr UnarySpec kLeakyRelu{"leaky_relu", OpKind::leaky_relu, UnaryOp::leaky_relu, Saved::input, Accepts::floating};
+constexpr UnarySpec kGelu{"gelu", OpKind::gelu, UnaryOp::gelu, Saved::input, Accepts::floating};
+constexpr UnarySpec kSigmoid{"sigmoid", OpKind::sigmoid, UnaryOp::sigmoid, Saved::output, Accepts::floating};
+constexpr UnarySpec kTanh{"tanh", OpKind::tanh, UnaryOp::tanh, Saved::output, Accepts::floating};
+constexpr UnarySpec kSilu{"silu", OpKind::silu, UnaryOp::silu, Saved::input, Accepts::floating};
+
+}  // namespace
+
+// ---- binary ops --------------------------------------------------------------
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  BinaryInputs in = prepare(kAdd, a, b);
+  Tensor out = forward(BinaryOp::add, in);
+  record_lazy({&in.a, &in.b}, out, [&] {
+    return [sa = in.a.shape(), sb = in.b.shape()](const Tensor& g, InputGrads& gi) {
+      if (gi.needs(0)) gi.set(0, reduce_to(g, sa));
+      if (gi.needs(1)) gi.set(1, reduce_to(g, sb));
+    };
+  });
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  BinaryInputs in = prepare(kSub, a, b);
+  Tensor out = forward(BinaryOp::sub, in);
+  record_lazy({&in.a, &in.b}, out, [&] {
+    return [sa = in.a.shape(), sb = in.b.shape()](const Tensor& g, InputGrads& gi) {
+      if (gi.needs(0)) gi.set(0, reduce_to(g, sa));
+      if (gi.needs(1)) gi.set(1, negated(reduce_to(g, sb)));
+    };
+  });
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  BinaryInputs in = prepare(kMul, a, b);
+  Tensor out = forward(BinaryOp::mul, in);
+  record_lazy({&in.a, &in.b}, out, [&] {
+    return [a = in.a, b = in.b](const Tensor& g_in, InputGrads& gi) {
+      const Tensor g = in_dtype(g_in, a.dtype());
+      if (gi.needs(0)) gi.set(0, reduce_to(grad_binary(BinaryOp::mul, g, b), a.shape()));
+      if (gi.needs(1)) gi.set(1, reduce_to(grad_binary(BinaryOp::mul, g, a), b.shape()));
+    };
+  });
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  BinaryInputs in = prepare(kDiv, a, b);
+  Tensor out = forward(BinaryOp::div, in);
+  record_lazy({&in.a, &in.b}, out, [&] {
+    return [sa = in.a.shape(), b = in.b, out](const Tensor& g_in, InputGrads& gi) {
+      const Tensor g = in_dtype(g_in, b.dtype());
+      if (gi.needs(0)) gi.set(0, reduce_to(grad_binary(BinaryOp::div, g, b), sa));
+      if (gi.needs(1)) gi.set(1, reduce_to(grad_kernel(BinaryGradOp::div_divisor, g, b, out), b.shape()));
+    };
+  });
+  return out;
+}
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  BinaryInputs in = prepare(kPow, a, b);
+  Tensor out = forward(BinaryOp::pow, in);
+  record_lazy({&in.a, &in.b}, out, [&] {
+    return [a = in.a, b = in.b, out](const Tensor& g_in, InputGrads& gi) {
+      const Tensor g = in_dtype(g_in, a.dtype());
+      if (gi.needs(0)) gi.set(0, reduce_to(grad_kernel(BinaryGradOp::pow_base, g, a, b), a.shape()));
+      if (gi.needs(1)) gi.set(1, reduce_to(grad_kernel(BinaryGradOp::pow_exponent, g, a, out), b.shape()));
+    };
+  });
+  return out;
+}
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return max_min(kMaximum, BinaryOp::maximum, BinaryGradOp::maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return max_min(kMinimum, BinaryOp::minimum, BinaryGradOp::minimum, a, b); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  ops::check_defined("where", {&cond, &a, &b});
+  ops::check_same_device("where", {&cond, &a, &b});
+  if (cond.dtype() != DType::bool_)
+    throw DTypeError("where: the condition must be a bool tensor, got " + ops::describe(cond));
+  Shape shape;
+  try {
+    shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  } catch (const ShapeError&) {
+    throw ShapeError("where: cannot broadcast condition " + ops::describe(cond) + " with " + ops::describe(a) +
+                     " and " + ops::describe(b));
+  }
+  Tensor ta = a, tb = b;
+  amp::autocast_inputs(OpKind::where, {&ta, &tb});
+  const DType dtype = promote_types(ta.dtype(), tb.dtype());
+  if (ta.dtype() != dtype) ta = astype(ta, dtype);
+  if (tb.dtype() != dtype) tb = astype(tb, dtype);
+  Tensor out = empty(shape, dtype, ta.device());
+  backend::where(cond, ta, tb, out);
+  record_lazy({&ta, &tb}, out, [&] {
+    return [cond, sa = ta.shape(), sb = tb.shape()](const Tensor& g, InputGrads& gi) {
+      for (size_t i = 0; i < 2; ++i) {
+        if (!gi.needs(i)) continue;
+        Tensor masked = empty(g.shape(), g.dtype(), g.device());
+        if (i == 0) backend::where(cond, g, 0.0, masked);
+        else backend::where(cond, 0.0, g, masked);
+        gi.set(i, reduce_to(masked, i == 0 ? sa : sb));
+      }
+    };
+  });
+  return out;
+}
+
+// ---- scalar forms ------------------------------------------------------------
+
+Tensor add(const Tensor& a, double b) {
+  const Tensor x = prepare(kAdd, a);
+  Tensor out = run_binary(BinaryOp::add, x, b, x.shape(), x.dtype(), x.device());
+  record_lazy({&x}, out, [&] { return [](const Tensor& g, InputGrads& gi) { gi.set(0, g); }; });
+  return out;
+}
+
+Tensor sub(const Tensor& a, double b) {
+  const Tensor x = prepare(kSub, a);
+  Tensor out = run_binary(BinaryOp::sub, x, b, x.shape(), x.dtype(), x.device());
+  record_lazy({&x}, out, [&] { return [](const Tensor& g, InputGrads& gi) { gi.set(0, g); }; });
+  return out;
+}
+
+Tensor sub(double a, const Tensor& b) {
+  const Tensor x = prepare(kSub, b);
+  Tensor out = run_binary(BinaryOp::sub, a, x, x.shape(), x.dtype(), x.device());
+  record_lazy({&x}, out, [&] { return [](const Tensor& g, InputGrads& gi) { gi.set(0, negated(g)); }; });
+  return out;
+}
+
+Tensor mul(const Tensor& a, double b) {
+  const Tensor x = prepare(kMul, a);
+  Tensor out = run_binary(BinaryOp::mul, x, b, x.shape(), x.dtype(), x.device());
+  record_lazy({&x}, out, [&] {
+    return [b](const Tensor& g, InputGrads& gi) { gi.set(0, grad_binary(BinaryOp::mul, g, b)); };
+  });
+  return out;
+}
+
+Tensor div(const Tensor& a, double b) {
+  const Tensor x = prepare(kDiv, a);
+  Tensor out = run_binary(BinaryOp::div, x, b, x.shape(), x.dtype(), x.device());
+  record_lazy({&x}, out, [&] {
+    return [b](const Tensor& g, InputGrads& gi) { gi.set(0, grad_binary(BinaryOp::div, g, b)); };
+  });
+  return out;
+}
+
+Tensor div(double a, const Tensor& b) {
+  const Tensor x = prepare(kDiv, b);
+  Tensor out = run_binary(BinaryOp::div, a, x, x.shape(), x.dtype(), x.device());
+  record_lazy({&x}, out, [&] {
+    return [x, out](const Tensor& g, InputGrads& gi) {
+      gi.set(0, grad_kernel(BinaryGradOp::div_divisor, in_dtype(g, x.dtype()), x, out));
+    };
+  });
+  return out;
+}
+
+Tensor pow(const Tensor& a, double exponent) {
+  const Tensor x = prepare(kPow, a);
+  Tensor out = run_binary(BinaryOp::pow, x, exponent, x.shape(), x.dtype(), x.device());
+  record_lazy({&x}, out, [&] {
+    return [x, exponent](const Tensor& g, InputGrads& gi) {
+      gi.set(0, grad_kernel(BinaryGradOp::pow_base, in_dtype(g, x.dtype()), x, exponent));
+    };
+  });
+  return out;
+}
+
+Tensor maximum(const Tensor& a, double b) { return max_min(kMaximum, BinaryOp::maximum, BinaryGradOp::maximum, a, b); }
+Tensor minimum(const Tensor& a, double b) { return max_min(kMinimum, BinaryOp::minimum, BinaryGradOp::minimum, a, b); }
+
+// ---- comparisons ---------------------------------------------------------------
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", CompareOp::eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", CompareOp::ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", CompareOp::lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare("le", CompareOp::le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", CompareOp::gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", CompareOp::ge, a, b); }
+Tensor eq(const Tensor& a, double b) { return compare("eq", CompareOp::eq, a, b); }
+Tensor ne(const Tensor& a, double b) { return compare("ne", CompareOp::ne, a, b); }
+Tensor lt(const Tensor& a, double b) { return compare("lt", CompareOp::lt, a, b); }
+Tensor le(const Tensor& a, double b) { return compare("le", CompareOp::le, a, b); }
+Tensor gt(const Tensor& a, double b) { return compare("gt", CompareOp::gt, a, b); }
+Tensor ge(const Tensor& a, double b) { return compare("ge", CompareOp::ge, a, b); }
+
+// ---- unary ops -------------------------------------------------------------------
+
+Tensor neg(const Tensor& x) { return unary(kNeg, x); }
+Tensor exp(const Tensor& x) { return unary(kExp, x); }
+Tensor log(const Tensor& x) { return unary(kLog, x); }
+Tensor sqrt(const Tensor& x) { return unary(kSqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary(kRsqrt, x); }
+Tensor abs(const Tensor& x) { return unary(kAbs, x); }
+
+Tensor clamp(const Tensor& x, double lo, double hi) {
+  if (!(lo <= hi))
+    throw Error("clamp: lower bound " + std::to_string(lo) + " is not <= upper bound " + std::to_string(hi) + " (for " +
+                (x.defined() ? ops::describe(x) : std::string("undefined")) + ")");
+  return unary(kClamp, x, {.alpha = lo, .beta = hi});
+}
+
+Tensor relu(const Tensor& x) { return unary(kRelu, x); }
+Tensor leaky_relu(const Tensor& x, double negative_slope) { return unary(kLeakyRelu, x, {.alpha = negative_slope}); }
+Tensor gelu(const Tensor& x) { return unary(kGelu, x); }
+Tensor sigmoid(const Tensor& x) { return unary(kSigmoid, x); }
+Tensor tanh(const Tensor& x) { return unary(kTanh, x); }
+Tensor silu(const Tensor& x) { return unary(kSilu, x); }
+
+}  // namespace mixgrad::F
+
+namespace mixgrad {
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return F::add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return F::sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return F::mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return F::div(a, b); }
+Tensor operator-(const Tensor& x) { return F::neg(x); }
+Tensor operator+(const Tensor& a, double b) { return F::add(a, b); }
+Tensor operator+(double a, const Tensor& b) { return F::add(b, a); }
+Tensor operator-(const Tensor& a, double b) { return F::sub(a, b); }
+Tensor operator-(double a, const Tensor& b) { return F::sub(a, b); }
+Tensor operator*(const Tensor& a, double b) { return F::mul(a, b); }
+Tensor operator*(double a, const Tensor& b) { return F::mul(b, a); }
+Tensor operator/(const Tensor& a, double b) { return F::div(a, b); }
+Tensor operator/(double a, const Tensor& b) { return F::div(a, b); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return F::eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return F::ne(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return F::lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return F::le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return F::gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return F::ge(a, b); }
+Tensor operator>(const Tensor& a, double b) { return F::gt(a, b); }
+Tensor operator<(const Tensor& a, double b) { return F::lt(a, b); }
+Tensor operator>=(const Tensor& a, double b) { return F::ge(a, b); }
+Tensor operator<=(const Tensor& a, double b) { return F::le(a, b); }
+
+}  // namespace mixgrad

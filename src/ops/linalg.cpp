@@ -1,0 +1,229 @@
+// F::matmul and F::linear. Both reduce to one backend product
+// (backend::matmul) on views: 1-d operands become [1, k] / [k, 1], batch dims
+// are padded to a common rank and broadcast by the backend, and a batched
+// operand times an unbatched one is folded into a single 2-d product, which is
+// what oneDNN (and the fallback) run fastest. Gradients are products too;
+// where a batch dim was broadcast the gradient is summed back over it.
+#include "mixgrad/ops/linalg.hpp"
+
+#include "backend/copy.hpp"
+#include "backend/linalg.hpp"
+#include "mixgrad/ops/reduction.hpp"
+#include "mixgrad/ops/shape_ops.hpp"
+#include "ops/dense.hpp"
+#include "ops/op_support.hpp"
+
+namespace mixgrad::F {
+
+namespace {
+
+Tensor view(const Tensor& t, const Shape& shape, const Shape& strides) {
+  return Tensor(std::make_shared<TensorImpl>(t.impl()->storage, t.impl()->offset, shape, strides, t.dtype()));
+}
+
+// t viewed with `lead` extent-1 dims in front (strides chosen as if contiguous there).
+Tensor pad_front(const Tensor& t, int lead) {
+  if (lead == 0) return t;
+  Shape shape = t.shape(), strides = t.strides();
+  for (int i = 0; i < lead; ++i) {
+    const int64_t next = shape.ndim() > 0 ? std::max<int64_t>(1, strides[0] * shape[0]) : 1;
+    shape.insert(0, 1);
+    strides.insert(0, next);
+  }
+  return view(t, shape, strides);
+}
+
+// t viewed with an extent-1 dim inserted at `pos`.
+Tensor insert_unit(const Tensor& t, int pos) {
+  Shape shape = t.shape(), strides = t.strides();
+  const int64_t st = pos < shape.ndim() ? std::max<int64_t>(1, strides[pos] * shape[pos]) : 1;
+  shape.insert(pos, 1);
+  strides.insert(pos, st);
+  return view(t, shape, strides);
+}
+
+// The last two dims swapped (a view).
+Tensor swap_last(const Tensor& t) {
+  Shape shape = t.shape(), strides = t.strides();
+  const int r = t.ndim();
+  std::swap(shape[r - 1], shape[r - 2]);
+  std::swap(strides[r - 1], strides[r - 2]);
+  return view(t, shape, strides);
+}
+
+int64_t batch_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int i = 0; i < s.ndim() - 2; ++i) n *= s[i];
+  return n;
+}
+
+// The leading dims [0, r-1) of t merged into one, as a view, when their
+// strides allow (a contiguous tensor always does): [b..., m, k] -> [B*m, k].
+bool fold_rows(const Tensor& t, Tensor& out) {
+  const int r = t.ndim();
+  int64_t rows = 1;
+  for (int d = 0; d < r - 1; ++d) rows *= t.shape()[d];
+  int64_t expect = t.strides()[r - 2];
+  for (int d = r - 2; d >= 0; --d) {
+    if (t.shape()[d] != 1 && t.strides()[d] != expect) return false;
+    expect = t.shape()[d] == 1 ? expect : t.strides()[d] * t.shape()[d];
+  }
+  out = view(t, Shape{rows, t.shape()[r - 1]}, Shape{t.strides()[r - 2], t.strides()[r - 1]});
+  return true;
+}
+
+// a[..., m, k] · b[..., k, n] for operands of the same rank whose batch dims
+// broadcast; the result is contiguous with the broadcast batch dims. Not recorded.
+Tensor product(const Tensor& a, const Tensor& b, const Tensor& bias = Tensor()) {
+  const int r = a.ndim();
+  Shape shape;
+  for (int d = 0; d < r - 2; ++d) shape.push_back(std::max(a.shape()[d], b.shape()[d]));
+  shape.push_back(a.shape()[r - 2]);
+  shape.push_back(b.shape()[r - 1]);
+  Tensor out = empty(shape, a.dtype(), a.device());
+  Tensor a2;
+  if (r > 2 && batch_numel(b.shape()) == 1 && fold_rows(a, a2)) {
+    const Tensor b2 = view(b, Shape{b.shape()[r - 2], b.shape()[r - 1]}, Shape{b.strides()[r - 2], b.strides()[r - 1]});
+    backend::matmul(
+        a2, b2, bias,
+        view(out, Shape{a2.shape()[0], shape[r - 1]}, contiguous_strides(Shape{a2.shape()[0], shape[r - 1]})));
+  } else {
+    backend::matmul(a, b, bias, out);
+  }
+  return out;
+}
+
+// Sums a batched gradient [out_batch..., x, y] over the batch dims that were
+// broadcast in the operand of shape `target` (same rank), in float32 for the
+// 16-bit dtypes (the sum must not round at every step).
+Tensor reduce_batch(const Tensor& g, const Shape& target) {
+  if (g.shape() == target) return g;
+  if (!is_low_precision(g.dtype())) return sum_to(g, target);
+  return astype(sum_to(astype(g, DType::float32), target), g.dtype());
+}
+
+void check_dtypes(const char* op, std::initializer_list<const Tensor*> ts) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : ts) {
+    if (!t->defined()) continue;
+    ops::check_floating(op, *t);
+    if (!first) first = t;
+    else if (t->dtype() != first->dtype())
+      throw DTypeError(std::string(op) + ": dtypes differ: " + ops::describe(*first) + " and " + ops::describe(*t));
+  }
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  ops::check_defined("matmul", {&a_in, &b_in});
+  ops::check_same_device("matmul", {&a_in, &b_in});
+  ops::check_floating("matmul", a_in);
+  ops::check_floating("matmul", b_in);
+  if (a_in.ndim() == 0 || b_in.ndim() == 0)
+    throw ShapeError("matmul: operands need at least 1 dim, got " + ops::describe(a_in) + " and " +
+                     ops::describe(b_in));
+  const bool a_vec = a_in.ndim() == 1, b_vec = b_in.ndim() == 1;
+  const int64_t ka = a_in.shape()[a_in.ndim() - 1];
+  const int64_t kb = b_vec ? b_in.shape()[0] : b_in.shape()[b_in.ndim() - 2];
+  if (ka != kb)
+    throw ShapeError("matmul: inner dimensions differ (" + std::to_string(ka) + " vs " + std::to_string(kb) +
+                     "): " + ops::describe(a_in) + " x " + ops::describe(b_in));
+  // Batch dims (all but the matrix dims) must broadcast.
+  const int rank = std::max({a_in.ndim(), b_in.ndim(), 2});
+  Shape batch;
+  for (int d = 0; d < rank - 2; ++d) {
+    const int da = d - (rank - a_in.ndim()), db = d - (rank - b_in.ndim());
+    const int64_t ea = da >= 0 && !a_vec ? a_in.shape()[da] : 1;
+    const int64_t eb = db >= 0 && !b_vec ? b_in.shape()[db] : 1;
+    if (ea != eb && ea != 1 && eb != 1)
+      throw ShapeError("matmul: batch dimensions do not broadcast: " + ops::describe(a_in) + " x " +
+                       ops::describe(b_in));
+    batch.push_back(std::max(ea, eb));
+  }
+  if (a_in.dtype() != b_in.dtype() && !amp::detail::autocast_active()) check_dtypes("matmul", {&a_in, &b_in});
+
+  Tensor a = a_in, b = b_in;
+  amp::autocast_inputs(rank > 2 ? OpKind::batched_matmul : OpKind::matmul, {&a, &b});
+  check_dtypes("matmul", {&a, &b});
+
+  // Operands as [batch..., m, k] and [batch..., k, n] views of the same rank.
+  const Tensor a_full = pad_front(a_vec ? insert_unit(a, 0) : a, rank - std::max(a.ndim(), 2));
+  const Tensor b_full = pad_front(b_vec ? insert_unit(b, 1) : b, rank - std::max(b.ndim(), 2));
+  const Tensor out_full = product(a_full, b_full);
+  Shape out_shape = batch;
+  if (!a_vec) out_shape.push_back(a_full.shape()[rank - 2]);
+  if (!b_vec) out_shape.push_back(b_full.shape()[rank - 1]);
+  const Tensor out = view(out_full, out_shape, contiguous_strides(out_shape));
+
+  autodiff::record({&a, &b}, out, [a_full, b_full, full_shape = out_full.shape(), a_shape = a.shape(),
+                                   b_shape = b.shape()](const Tensor& g_in, autodiff::InputGrads& gi) {
+    const Tensor g = F::reshape(ops::dense(g_in, a_full.dtype()), full_shape);
+    if (gi.needs(0)) gi.set(0, F::reshape(reduce_batch(product(g, swap_last(b_full)), a_full.shape()), a_shape));
+    if (gi.needs(1)) {
+      Tensor a2, g2;
+      Tensor gb;
+      if (batch_numel(b_full.shape()) == 1 && batch_numel(full_shape) > 1 && fold_rows(ops::dense(a_full), a2) &&
+          fold_rows(ops::dense(g), g2)) {
+        gb = product(swap_last(a2), g2);  // one [k, M]·[M, n] product instead of a batch and a sum
+      } else {
+        gb = reduce_batch(product(swap_last(a_full), g), b_full.shape());
+      }
+      gi.set(1, F::reshape(gb, b_shape));
+    }
+  });
+  return out;
+}
+
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  ops::check_defined("linear", {&x_in, &w_in});
+  ops::check_same_device("linear", {&x_in, &w_in, &b_in});
+  if (x_in.ndim() < 1 || w_in.ndim() != 2 || x_in.shape()[x_in.ndim() - 1] != w_in.shape()[1])
+    throw ShapeError("linear: input " + ops::describe(x_in) + " does not fit weight " + ops::describe(w_in) +
+                     " (expected [..., in_features] and [out_features, in_features])");
+  if (b_in.defined() && (b_in.ndim() != 1 || b_in.shape()[0] != w_in.shape()[0]))
+    throw ShapeError("linear: bias " + ops::describe(b_in) + " does not fit weight " + ops::describe(w_in));
+  ops::check_floating("linear", x_in);
+  ops::check_floating("linear", w_in);
+  if (b_in.defined()) ops::check_floating("linear", b_in);
+  if (!amp::detail::autocast_active()) check_dtypes("linear", {&x_in, &w_in, &b_in});
+
+  Tensor x = x_in, w = w_in, b = b_in;
+  amp::autocast_inputs(OpKind::linear, {&x, &w, &b});
+  check_dtypes("linear", {&x, &w, &b});
+
+  const int64_t in = w.shape()[1], out_features = w.shape()[0];
+  Tensor x2;
+  if (!fold_rows(x.ndim() == 1 ? insert_unit(x, 0) : x, x2)) fold_rows(ops::dense(x), x2);
+  const int64_t rows = x2.shape()[0];
+  Shape out_shape = x.shape();
+  out_shape[out_shape.ndim() - 1] = out_features;
+  Tensor out = empty(out_shape, x.dtype(), x.device());
+  const Tensor w_t = swap_last(w);  // [in, out]: a transposed view, no copy
+  backend::matmul(x2, w_t, b, view(out, Shape{rows, out_features}, Shape{out_features, 1}));
+
+  const DType b_dtype = b.defined() ? b.dtype() : x.dtype();
+  autodiff::record({&x, &w, &b}, out, [x2, w, in, out_features, rows, b_dtype, x_shape = x.shape()](
+                                          const Tensor& g_in, autodiff::InputGrads& gi) {
+    const Tensor g = ops::dense(g_in, x2.dtype());
+    const Tensor g2 = view(g, Shape{rows, out_features}, Shape{out_features, 1});
+    if (gi.needs(0)) {
+      Tensor gx = empty(x_shape, x2.dtype(), x2.device());
+      backend::matmul(g2, w, Tensor(), view(gx, Shape{rows, in}, Shape{in, 1}));
+      gi.set(0, gx);
+    }
+    if (gi.needs(1)) {
+      Tensor gw = empty(w.shape(), w.dtype(), w.device());
+      backend::matmul(swap_last(g2), x2, Tensor(), gw);
+      gi.set(1, gw);
+    }
+    if (gi.needs(2)) {
+      Tensor gb = empty(Shape{out_features}, b_dtype, g.device());
+      backend::sum_channels(g2, rows, out_features, 1, gb);
+      gi.set(2, gb);
+    }
+  });
+  return out;
+}
+
+}  // namespace mixgrad::F

@@ -1,0 +1,93 @@
+// F::max_pool2d, F::avg_pool2d, F::adaptive_avg_pool2d. Pooling keeps its
+// input's dtype under autocast. Max pooling's backward closure holds the
+// backend's workspace (where each maximum came from), not the input.
+#include "backend/pooling.hpp"
+
+#include "mixgrad/ops/nn.hpp"
+#include "mixgrad/ops/shape_ops.hpp"
+#include "ops/dense.hpp"
+#include "ops/op_support.hpp"
+
+namespace mixgrad::F {
+
+namespace {
+
+std::string size2(Size2 s) { return "(" + std::to_string(s.h) + ", " + std::to_string(s.w) + ")"; }
+
+void check_4d(const char* op, const Tensor& x) {
+  ops::check_defined(op, {&x});
+  ops::check_floating(op, x);
+  if (x.ndim() != 4) throw ShapeError(std::string(op) + ": expected input [N, C, H, W], got " + ops::describe(x));
+}
+
+// Validated window geometry and the output shape.
+backend::Pool2dParams pool_params(const char* op, const Tensor& x, const Pool2dOptions& o, Shape& out_shape) {
+  const backend::Pool2dParams p{o.kernel_size, {o.stride.h == 0 ? o.kernel_size.h : o.stride.h,
+                                                o.stride.w == 0 ? o.kernel_size.w : o.stride.w},
+                                o.padding};
+  if (p.kernel.h < 1 || p.kernel.w < 1 || p.stride.h < 1 || p.stride.w < 1 || p.padding.h < 0 || p.padding.w < 0 ||
+      2 * p.padding.h > p.kernel.h || 2 * p.padding.w > p.kernel.w)
+    throw ShapeError(std::string(op) + ": invalid kernel_size " + size2(p.kernel) + ", stride " + size2(p.stride) +
+                     " or padding " + size2(p.padding) + " (padding at most half the kernel) for input " +
+                     ops::describe(x));
+  const int64_t oh = (x.shape()[2] + 2 * p.padding.h - p.kernel.h) / p.stride.h + 1;
+  const int64_t ow = (x.shape()[3] + 2 * p.padding.w - p.kernel.w) / p.stride.w + 1;
+  if (x.shape()[2] + 2 * p.padding.h < p.kernel.h || x.shape()[3] + 2 * p.padding.w < p.kernel.w)
+    throw ShapeError(std::string(op) + ": kernel_size " + size2(p.kernel) + " larger than padded input " +
+                     ops::describe(x));
+  out_shape = Shape{x.shape()[0], x.shape()[1], oh, ow};
+  return p;
+}
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x_in, const Pool2dOptions& options) {
+  check_4d("max_pool2d", x_in);
+  Shape out_shape;
+  const backend::Pool2dParams p = pool_params("max_pool2d", x_in, options, out_shape);
+  Tensor x = x_in;
+  amp::autocast_inputs(OpKind::max_pool2d, {&x});
+  Tensor y = empty(out_shape, x.dtype(), x.device());
+  const backend::MaxPoolWorkspace ws = backend::max_pool2d_forward(ops::dense(x), y, p);
+  autodiff::record({&x}, y, [ws, p, x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+    Tensor gx = empty(x_shape, dt, g.device());
+    backend::max_pool2d_backward(ops::dense(g, dt), ws, gx, p);
+    gi.set(0, gx);
+  });
+  return y;
+}
+
+Tensor avg_pool2d(const Tensor& x_in, const Pool2dOptions& options) {
+  check_4d("avg_pool2d", x_in);
+  Shape out_shape;
+  const backend::Pool2dParams p = pool_params("avg_pool2d", x_in, options, out_shape);
+  Tensor x = x_in;
+  amp::autocast_inputs(OpKind::avg_pool2d, {&x});
+  Tensor y = empty(out_shape, x.dtype(), x.device());
+  backend::avg_pool2d_forward(ops::dense(x), y, p);
+  autodiff::record({&x}, y, [p, x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+    Tensor gx = empty(x_shape, dt, g.device());
+    backend::avg_pool2d_backward(ops::dense(g, dt), gx, p);
+    gi.set(0, gx);
+  });
+  return y;
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
+  check_4d("adaptive_avg_pool2d", x_in);
+  if (output_size.h < 1 || output_size.w < 1)
+    throw ShapeError("adaptive_avg_pool2d: output_size " + size2(output_size) + " must be positive, input " +
+                     ops::describe(x_in));
+  Tensor x = x_in;
+  amp::autocast_inputs(OpKind::adaptive_avg_pool2d, {&x});
+  Tensor y = empty(Shape{x.shape()[0], x.shape()[1], output_size.h, output_size.w}, x.dtype(), x.device());
+  backend::adaptive_avg_pool2d_forward(ops::dense(x), y);
+  autodiff::record({&x}, y, [x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+    Tensor gx = empty(x_shape, dt, g.device());
+    backend::adaptive_avg_pool2d_backward(ops::dense(g, dt), gx);
+    gi.set(0, gx);
+  });
+  return y;
+}
+
+}  // namespace mixgrad::F
