@@ -58,10 +58,20 @@ std::vector<OpCase> op_cases() {
   const mg::Tensor v = mg::uniform({4}, -1.0, 1.0);
   const mg::Tensor w = mg::uniform({4}, -1.0, 1.0);
   const mg::Tensor m = mg::uniform({2, 2}, -1.0, 1.0);
+  const mg::Tensor n = mg::uniform({2, 2}, -1.0, 1.0);
   const mg::Tensor logits = mg::uniform({2, 4}, -1.0, 1.0);
+  const mg::Tensor w2 = mg::uniform({2, 4}, -1.0, 1.0);
   const mg::Tensor labels = mg::tensor(std::vector<int64_t>{1, 3}, {2});
   using T = const mg::Tensor&;
   return {
+      {"add [4]+[4]", v, w, [](T x, T y) { return mg::F::add(x, y); }},
+      {"mul [4]*[4]", v, w, [](T x, T y) { return mg::F::mul(x, y); }},
+      {"add [2,4]+[4] broadcast", logits, v, [](T x, T y) { return mg::F::add(x, y); }},
+      {"relu [4]", v, {}, [](T x, T) { return mg::F::relu(x); }},
+      {"sum [4]", v, {}, [](T x, T) { return mg::F::sum(x); }},
+      {"matmul 2x2", m, n, [](T x, T y) { return mg::F::matmul(x, y); }},
+      {"linear [2,4]x[2,4]^T", logits, w2, [](T x, T y) { return mg::F::linear(x, y); }},
+      {"softmax [2,4]", logits, {}, [](T x, T) { return mg::F::softmax(x, -1); }},
       {"reshape [4]->[2,2]", v, {}, [](T x, T) { return mg::F::reshape(x, {2, 2}); }},
       {"transpose 2x2", m, {}, [](T x, T) { return mg::F::transpose(x, 0, 1); }},
       {"narrow [4]->[2]", v, {}, [](T x, T) { return mg::F::narrow(x, 0, 1, 2); }},
