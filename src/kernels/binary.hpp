@@ -68,10 +68,14 @@ template <class C> struct LessEqual { MIXGRAD_HOST_DEVICE bool operator()(C a, C
 template <class C> struct Greater { MIXGRAD_HOST_DEVICE bool operator()(C a, C b) const { return a > b; } };
 template <class C> struct GreaterEqual { MIXGRAD_HOST_DEVICE bool operator()(C a, C b) const { return a >= b; } };
 
-/// cond ? a : b on the stored type (no arithmetic, so no conversion).
-template <class T>
+/// cond ? a : b on the stored bits U (an unsigned integer of the element's
+/// size: no arithmetic, so no conversion), as a mask blend without a branch.
+template <class U>
 struct Select {
-  MIXGRAD_HOST_DEVICE T operator()(bool cond, T a, T b) const { return cond ? a : b; }
+  MIXGRAD_HOST_DEVICE U operator()(bool cond, U a, U b) const {
+    const U mask = static_cast<U>(U(0) - static_cast<U>(cond));
+    return static_cast<U>((a & mask) | (b & static_cast<U>(~mask)));
+  }
 };
 
 // ---- derivatives ----------------------------------------------------------
@@ -99,14 +103,18 @@ struct PowGradExponent {
 template <class C>
 struct MaximumGrad {
   MIXGRAD_HOST_DEVICE C operator()(C g, C self, C other) const {
-    return self > other ? g : (self == other ? C(0.5) * g : C(0));
+    const C half = C(0.5) * g;  // computed before the selects, so they vectorise
+    const C share = self == other ? half : g;
+    return self >= other ? share : C(0);
   }
 };
 
 template <class C>
 struct MinimumGrad {
   MIXGRAD_HOST_DEVICE C operator()(C g, C self, C other) const {
-    return self < other ? g : (self == other ? C(0.5) * g : C(0));
+    const C half = C(0.5) * g;
+    const C share = self == other ? half : g;
+    return self <= other ? share : C(0);
   }
 };
 

@@ -12,6 +12,9 @@
 //   float dx = f.grad(1.0f, y);   // 1 - y * y
 //
 // `kIntegers` says whether the op is meaningful on int32 / int64 tensors.
+// Where a result is chosen by a comparison, both candidates are computed
+// before the `?:`: a select of ready values compiles to a vector blend,
+// while arithmetic inside a branch keeps the loop scalar and branchy.
 #pragma once
 
 #include <cmath>
@@ -73,7 +76,10 @@ template <class C>
 struct Abs {
   static constexpr bool kIntegers = true;
   MIXGRAD_HOST_DEVICE C operator()(C x) const { return x < C(0) ? -x : x; }
-  MIXGRAD_HOST_DEVICE C grad(C g, C x) const { return x > C(0) ? g : (x < C(0) ? -g : C(0)); }
+  MIXGRAD_HOST_DEVICE C grad(C g, C x) const {
+    const C neg = -g;
+    return x > C(0) ? g : (x < C(0) ? neg : C(0));
+  }
 };
 
 // saved: x; NaN stays NaN, the gradient passes where lo <= x <= hi
@@ -100,8 +106,14 @@ struct LeakyRelu {
   static constexpr bool kIntegers = false;
   C slope;
   MIXGRAD_HOST_DEVICE explicit LeakyRelu(const UnaryParams& p) : slope(static_cast<C>(p.alpha)) {}
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return x > C(0) ? x : x * slope; }
-  MIXGRAD_HOST_DEVICE C grad(C g, C x) const { return x > C(0) ? g : g * slope; }
+  MIXGRAD_HOST_DEVICE C operator()(C x) const {
+    const C scaled = x * slope;
+    return x > C(0) ? x : scaled;
+  }
+  MIXGRAD_HOST_DEVICE C grad(C g, C x) const {
+    const C scaled = g * slope;
+    return x > C(0) ? g : scaled;
+  }
 };
 
 // saved: x; 0.5 x (1 + erf(x / sqrt 2)), derivative Phi(x) + x phi(x)

@@ -161,17 +161,14 @@ Tensor forward(BinaryOp op, const BinaryInputs& in) {
   return run_binary(op, in.a, in.b, in.shape, in.dtype, in.a.device());
 }
 
-/// Sums the broadcast gradient of a binary op back to each input.
-Tensor reduce_to(const Tensor& g, const Shape& shape) { return sum_to(g, shape); }
-
 Tensor max_min(const BinarySpec& s, BinaryOp op, BinaryGradOp grad_op, const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(s, a, b);
   Tensor out = forward(op, in);
   record_lazy({&in.a, &in.b}, out, [&] {
     return [a = in.a, b = in.b, grad_op](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = in_dtype(g_in, a.dtype());
-      if (gi.needs(0)) gi.set(0, reduce_to(grad_kernel(grad_op, g, a, b), a.shape()));
-      if (gi.needs(1)) gi.set(1, reduce_to(grad_kernel(grad_op, g, b, a), b.shape()));
+      if (gi.needs(0)) gi.set(0, sum_to(grad_kernel(grad_op, g, a, b), a.shape()));
+      if (gi.needs(1)) gi.set(1, sum_to(grad_kernel(grad_op, g, b, a), b.shape()));
     };
   });
   return out;
@@ -257,8 +254,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = forward(BinaryOp::add, in);
   record_lazy({&in.a, &in.b}, out, [&] {
     return [sa = in.a.shape(), sb = in.b.shape()](const Tensor& g, InputGrads& gi) {
-      if (gi.needs(0)) gi.set(0, reduce_to(g, sa));
-      if (gi.needs(1)) gi.set(1, reduce_to(g, sb));
+      if (gi.needs(0)) gi.set(0, sum_to(g, sa));
+      if (gi.needs(1)) gi.set(1, sum_to(g, sb));
     };
   });
   return out;
@@ -269,8 +266,8 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = forward(BinaryOp::sub, in);
   record_lazy({&in.a, &in.b}, out, [&] {
     return [sa = in.a.shape(), sb = in.b.shape()](const Tensor& g, InputGrads& gi) {
-      if (gi.needs(0)) gi.set(0, reduce_to(g, sa));
-      if (gi.needs(1)) gi.set(1, negated(reduce_to(g, sb)));
+      if (gi.needs(0)) gi.set(0, sum_to(g, sa));
+      if (gi.needs(1)) gi.set(1, negated(sum_to(g, sb)));
     };
   });
   return out;
@@ -282,8 +279,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   record_lazy({&in.a, &in.b}, out, [&] {
     return [a = in.a, b = in.b](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = in_dtype(g_in, a.dtype());
-      if (gi.needs(0)) gi.set(0, reduce_to(grad_binary(BinaryOp::mul, g, b), a.shape()));
-      if (gi.needs(1)) gi.set(1, reduce_to(grad_binary(BinaryOp::mul, g, a), b.shape()));
+      if (gi.needs(0)) gi.set(0, sum_to(grad_binary(BinaryOp::mul, g, b), a.shape()));
+      if (gi.needs(1)) gi.set(1, sum_to(grad_binary(BinaryOp::mul, g, a), b.shape()));
     };
   });
   return out;
@@ -295,8 +292,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
   record_lazy({&in.a, &in.b}, out, [&] {
     return [sa = in.a.shape(), b = in.b, out](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = in_dtype(g_in, b.dtype());
-      if (gi.needs(0)) gi.set(0, reduce_to(grad_binary(BinaryOp::div, g, b), sa));
-      if (gi.needs(1)) gi.set(1, reduce_to(grad_kernel(BinaryGradOp::div_divisor, g, b, out), b.shape()));
+      if (gi.needs(0)) gi.set(0, sum_to(grad_binary(BinaryOp::div, g, b), sa));
+      if (gi.needs(1)) gi.set(1, sum_to(grad_kernel(BinaryGradOp::div_divisor, g, b, out), b.shape()));
     };
   });
   return out;
@@ -308,8 +305,8 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   record_lazy({&in.a, &in.b}, out, [&] {
     return [a = in.a, b = in.b, out](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = in_dtype(g_in, a.dtype());
-      if (gi.needs(0)) gi.set(0, reduce_to(grad_kernel(BinaryGradOp::pow_base, g, a, b), a.shape()));
-      if (gi.needs(1)) gi.set(1, reduce_to(grad_kernel(BinaryGradOp::pow_exponent, g, a, out), b.shape()));
+      if (gi.needs(0)) gi.set(0, sum_to(grad_kernel(BinaryGradOp::pow_base, g, a, b), a.shape()));
+      if (gi.needs(1)) gi.set(1, sum_to(grad_kernel(BinaryGradOp::pow_exponent, g, a, out), b.shape()));
     };
   });
   return out;
@@ -344,7 +341,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
         Tensor masked = empty(g.shape(), g.dtype(), g.device());
         if (i == 0) backend::where(cond, g, 0.0, masked);
         else backend::where(cond, 0.0, g, masked);
-        gi.set(i, reduce_to(masked, i == 0 ? sa : sb));
+        gi.set(i, sum_to(masked, i == 0 ? sa : sb));
       }
     };
   });
@@ -443,8 +440,8 @@ Tensor abs(const Tensor& x) { return unary(kAbs, x); }
 
 Tensor clamp(const Tensor& x, double lo, double hi) {
   if (!(lo <= hi))
-    throw Error("clamp: lower bound " + std::to_string(lo) + " is not <= upper bound " + std::to_string(hi) + " (for " +
-                (x.defined() ? ops::describe(x) : std::string("undefined")) + ")");
+    throw ValueError("clamp: lower bound " + std::to_string(lo) + " is not <= upper bound " + std::to_string(hi) +
+                     " (for " + (x.defined() ? ops::describe(x) : std::string("undefined")) + ")");
   return unary(kClamp, x, {.alpha = lo, .beta = hi});
 }
 

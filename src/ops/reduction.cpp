@@ -15,6 +15,7 @@
 #include "backend/elementwise.hpp"
 #include "backend/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
+#include "ops/dense.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {
@@ -94,14 +95,6 @@ Tensor reduced_view(const Tensor& g, const Shape& xshape, uint32_t mask, bool ke
   return view(g, shape, strides);
 }
 
-/// t as a contiguous tensor (a copy only when it is not one already).
-Tensor dense(const Tensor& t) {
-  if (t.is_contiguous()) return t;
-  Tensor c = empty(t.shape(), t.dtype(), t.device());
-  backend::copy(t, c);
-  return c;
-}
-
 Tensor reduce(ReduceOp op, const Tensor& x, const AxisPlan& plan, DType dtype, const backend::ReduceParams& params = {}) {
   Tensor out = empty(plan.out_shape, dtype, x.device());
   backend::reduce(op, x, plan.mask, out, params);
@@ -132,11 +125,11 @@ Tensor extreme_grad(ArgReduceOp op, const Tensor& g, const Tensor& x, uint32_t m
       (pass == 0 ? rows : width) *= xs[d];
     }
   }
-  const Tensor xp = dense(view(x, perm_shape, perm_strides));
+  const Tensor xp = ops::dense(view(x, perm_shape, perm_strides));
   const Tensor x2 = view(xp, Shape{rows, width}, Shape{width, 1});
   Tensor index = empty(Shape{rows}, DType::int64, x.device());
   backend::arg_reduce(op, x2, 1, index);
-  const Tensor gk = dense(g);
+  const Tensor gk = ops::dense(g);
   Tensor dx = empty(Shape{rows, width}, g.dtype(), g.device());
   backend::fill(dx, 0.0);
   backend::put_along_last_axis(view(gk, Shape{rows}, Shape{1}), index, dx);
@@ -239,7 +232,7 @@ Tensor argmax(const Tensor& x_in, int axis, bool keepdim) {
 Tensor var(const Tensor& x_in, const Axes& axes, bool keepdim, int correction) {
   ops::check_defined("var", {&x_in});
   check_dtype("var", x_in, false);
-  if (correction < 0) throw Error("var: correction must be >= 0, got " + std::to_string(correction));
+  if (correction < 0) throw ValueError("var: correction must be >= 0, got " + std::to_string(correction));
   const AxisPlan plan = plan_axes("var", x_in, axes, keepdim);
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::var, {&x});
@@ -261,7 +254,7 @@ Tensor var(const Tensor& x_in, const Axes& axes, bool keepdim, int correction) {
 Tensor norm(const Tensor& x_in, double p, const Axes& axes, bool keepdim) {
   ops::check_defined("norm", {&x_in});
   check_dtype("norm", x_in, false);
-  if (!(p > 0)) throw Error("norm: p must be positive (or infinity), got " + std::to_string(p));
+  if (!(p > 0)) throw ValueError("norm: p must be positive (or infinity), got " + std::to_string(p));
   const AxisPlan plan = plan_axes("norm", x_in, axes, keepdim);
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::norm, {&x});

@@ -16,15 +16,26 @@
 
 namespace mixgrad::F {
 
+/// a + b with broadcasting; the gradient of a broadcast input is summed
+/// back to its shape.
 Tensor add(const Tensor& a, const Tensor& b);
+/// a - b with broadcasting.
 Tensor sub(const Tensor& a, const Tensor& b);
+/// a * b with broadcasting.
 Tensor mul(const Tensor& a, const Tensor& b);
+/// a / b with broadcasting; floating tensors only (IEEE: x / 0 is +-inf or NaN).
+/// Runs in float32 under autocast.
 Tensor div(const Tensor& a, const Tensor& b);
 /// a ** b elementwise (gradient for both; the base must be positive where the
 /// exponent's gradient is wanted).
 Tensor pow(const Tensor& a, const Tensor& b);
+/// a ** exponent elementwise.
 Tensor pow(const Tensor& a, double exponent);
+/// The larger of a and b elementwise; NaN in either gives NaN. On a tie the
+/// gradient is split evenly between a and b.
 Tensor maximum(const Tensor& a, const Tensor& b);
+/// The smaller of a and b elementwise; NaN in either gives NaN; ties split
+/// the gradient.
 Tensor minimum(const Tensor& a, const Tensor& b);
 /// cond ? a : b, with cond a bool tensor; broadcasts all three.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
@@ -54,21 +65,33 @@ Tensor le(const Tensor& a, double b);
 Tensor gt(const Tensor& a, double b);
 Tensor ge(const Tensor& a, double b);
 
+/// -x.
 Tensor neg(const Tensor& x);
+/// e ** x (runs in float32 under autocast).
 Tensor exp(const Tensor& x);
+/// Natural logarithm (runs in float32 under autocast).
 Tensor log(const Tensor& x);
+/// Square root (runs in float32 under autocast).
 Tensor sqrt(const Tensor& x);
+/// 1 / sqrt(x) (runs in float32 under autocast).
 Tensor rsqrt(const Tensor& x);
+/// |x|; the gradient at 0 is 0.
 Tensor abs(const Tensor& x);
-/// min(max(x, lo), hi); the gradient passes where lo <= x <= hi.
+/// min(max(x, lo), hi); the gradient passes where lo <= x <= hi. NaN stays
+/// NaN; lo > hi throws ValueError.
 Tensor clamp(const Tensor& x, double lo, double hi);
 
+/// max(x, 0); NaN stays NaN, the gradient at 0 is 0.
 Tensor relu(const Tensor& x);
+/// x for x > 0, negative_slope * x otherwise.
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 /// Exact (erf) GELU.
 Tensor gelu(const Tensor& x);
+/// 1 / (1 + e^-x).
 Tensor sigmoid(const Tensor& x);
+/// Hyperbolic tangent.
 Tensor tanh(const Tensor& x);
+/// x * sigmoid(x) (a.k.a. swish).
 Tensor silu(const Tensor& x);
 
 }  // namespace mixgrad::F

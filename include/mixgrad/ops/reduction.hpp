@@ -17,12 +17,16 @@
 
 namespace mixgrad::F {
 
+/// Sum over `axes` (all by default); keepdim keeps them as extent 1.
 Tensor sum(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+/// Mean over `axes` (all by default); floating tensors only.
 Tensor mean(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
 /// Largest element; the gradient goes to the (first) maximal element.
 Tensor max(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
+/// Smallest element; the gradient goes to the (first) minimal element.
 Tensor min(const Tensor& x, const Axes& axes = {}, bool keepdim = false);
-/// Index (int64) of the first largest element along one axis.
+/// Index (int64) of the first largest element along one axis (NaN counts as
+/// the largest). No gradient.
 Tensor argmax(const Tensor& x, int axis, bool keepdim = false);
 /// Variance with `correction` (0: population, 1: sample/Bessel), computed in
 /// two passes (mean, then squared deviations) so large means cost no precision.

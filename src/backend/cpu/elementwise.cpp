@@ -2,7 +2,16 @@
 // through the map engine (map_loop.hpp). Each op enum indexes a table of
 // function pointers, one template instantiation per functor, so adding an op
 // is one functor and one table entry, not another branch in a switch.
+// Kernels here never rely on floating-point exceptions: without trapping
+// math GCC may compute both arms of a select (leaky_relu, the gradients of
+// maximum / clamp, NaN-propagating max) and vectorise the loop, instead of
+// branching per element. Scoped to this file; it precedes the includes so
+// the templates instantiated here get it too.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
 #include <array>
+#include <cstdint>
 #include <string>
 
 #include "backend/cpu/map_loop.hpp"
@@ -145,25 +154,42 @@ constexpr std::array<CompareFn, static_cast<size_t>(CompareOp::kCount)> kCompare
 
 // ---- where -----------------------------------------------------------------
 
-// A select moves elements without arithmetic, so it runs on the storage type
-// itself (16-bit floats are copied as bits, not converted).
-template <class T>
+// A select moves elements without arithmetic, so it runs on the stored bits
+// (an unsigned integer U of the element's size; 16-bit floats are not
+// converted). Runs with a contiguous condition and output, and each value
+// either contiguous or a broadcast scalar, get a vectorisable loop.
+template <class U, bool kScalarA, bool kScalarB>
+void select_run(U* o, const bool* c, const U* a, const U* b, int64_t n) {
+  const kernels::Select<U> sel;
+  for (int64_t i = 0; i < n; ++i) o[i] = sel(c[i], a[kScalarA ? 0 : i], b[kScalarB ? 0 : i]);
+}
+
+template <class U>
 void where_run(std::array<char*, 4> p, const std::array<int64_t, 4>& st, int64_t n) {
-  constexpr int64_t kT = sizeof(T);
-  const kernels::Select<T> sel;
-  if (st[0] == kT && st[1] == 1 && st[2] == kT && st[3] == kT) {
-    T* o = reinterpret_cast<T*>(p[0]);
+  constexpr int64_t kU = sizeof(U);
+  if (st[0] == kU && st[1] == 1 && (st[2] == kU || st[2] == 0) && (st[3] == kU || st[3] == 0)) {
+    U* o = reinterpret_cast<U*>(p[0]);
     const bool* c = reinterpret_cast<const bool*>(p[1]);
-    const T* a = reinterpret_cast<const T*>(p[2]);
-    const T* b = reinterpret_cast<const T*>(p[3]);
-    for (int64_t i = 0; i < n; ++i) o[i] = sel(c[i], a[i], b[i]);
+    const U* a = reinterpret_cast<const U*>(p[2]);
+    const U* b = reinterpret_cast<const U*>(p[3]);
+    if (st[2] && st[3]) select_run<U, false, false>(o, c, a, b, n);
+    else if (st[3]) select_run<U, true, false>(o, c, a, b, n);
+    else if (st[2]) select_run<U, false, true>(o, c, a, b, n);
+    else select_run<U, true, true>(o, c, a, b, n);
     return;
   }
+  const kernels::Select<U> sel;
   for (int64_t i = 0; i < n; ++i)
-    *reinterpret_cast<T*>(p[0] + i * st[0]) = sel(*reinterpret_cast<const bool*>(p[1] + i * st[1]),
-                                                  *reinterpret_cast<const T*>(p[2] + i * st[2]),
-                                                  *reinterpret_cast<const T*>(p[3] + i * st[3]));
+    *reinterpret_cast<U*>(p[0] + i * st[0]) = sel(*reinterpret_cast<const bool*>(p[1] + i * st[1]),
+                                                  *reinterpret_cast<const U*>(p[2] + i * st[2]),
+                                                  *reinterpret_cast<const U*>(p[3] + i * st[3]));
 }
+
+template <size_t kBytes> struct bits_of;
+template <> struct bits_of<1> { using type = uint8_t; };
+template <> struct bits_of<2> { using type = uint16_t; };
+template <> struct bits_of<4> { using type = uint32_t; };
+template <> struct bits_of<8> { using type = uint64_t; };
 
 }  // namespace
 
@@ -205,7 +231,7 @@ void where(const Tensor& cond, const Operand& a, const Operand& b, const Tensor&
         base[k + 2] = reinterpret_cast<char*>(&scalars[k]);
       }
     }
-    kernels::for_each_run<4>(out.shape(), strides, base, &where_run<T>);
+    kernels::for_each_run<4>(out.shape(), strides, base, &where_run<typename bits_of<sizeof(T)>::type>);
   });
 }
 

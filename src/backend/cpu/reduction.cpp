@@ -18,6 +18,14 @@
 // Sums are folded in blocks (kRunBlock elements / kRowFlush rows) whose
 // partial results are then combined, so float accumulators keep their
 // precision on long reductions.
+// Kernels here never rely on floating-point exceptions: without trapping
+// math GCC may compute both arms of a select (leaky_relu, the gradients of
+// maximum / clamp, NaN-propagating max) and vectorise the loop, instead of
+// branching per element. Scoped to this file; it precedes the includes so
+// the templates instantiated here get it too.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
 #include "backend/reduction.hpp"
 
 #include <omp.h>

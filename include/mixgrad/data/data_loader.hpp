@@ -1,0 +1,96 @@
+// mixgrad/data/data_loader.hpp — batches of a dataset, one epoch per loop.
+//
+//   mg::data::FashionMNIST train;
+//   mg::data::DataLoader loader(train, {.batch_size = 128, .shuffle = true, .seed = 0});
+//   for (int epoch = 0; epoch < 3; ++epoch)
+//     for (const auto& [x, y] : loader) {   // x: [128, 1, 28, 28], y: [128]
+//       ...
+//     }
+//
+// Each begin() starts an epoch: with shuffle, the order is a permutation
+// drawn from (seed, epoch number), so every run with the same seed sees the
+// same batches and every epoch a different order. Batches are contiguous
+// copies; the last partial batch is kept unless drop_last.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "mixgrad/data/dataset.hpp"
+
+namespace mixgrad::data {
+
+struct DataLoaderOptions {
+  int64_t batch_size = 1;
+  bool shuffle = false;
+  bool drop_last = false;
+  /// Seed of the shuffling; when unset, drawn once from the global generator
+  /// (so mg::manual_seed makes it reproducible too).
+  std::optional<uint64_t> seed = std::nullopt;
+};
+
+class DataLoader {
+ public:
+  class Iterator;
+
+  /// Keeps a copy of `dataset` (datasets hold tensor handles: the copy shares
+  /// their memory). Throws ValueError for batch_size < 1.
+  template <std::derived_from<Dataset> D>
+  explicit DataLoader(D dataset, const DataLoaderOptions& options = {})
+      : DataLoader(std::shared_ptr<const Dataset>(std::make_shared<D>(std::move(dataset))), options) {}
+  explicit DataLoader(std::shared_ptr<const Dataset> dataset, const DataLoaderOptions& options = {});
+
+  /// Starts the next epoch (shuffling its order) and returns its first batch.
+  Iterator begin();
+  std::default_sentinel_t end() const { return {}; }
+
+  /// Batches per epoch.
+  int64_t size() const;
+  /// The epoch the next begin() starts (0 for the first).
+  int64_t epoch() const { return epoch_; }
+  /// Sets the epoch the next begin() starts, e.g. when resuming training.
+  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  const Dataset& dataset() const { return *dataset_; }
+  const DataLoaderOptions& options() const { return options_; }
+
+  /// The sample order of epoch `epoch` (the identity without shuffle).
+  std::vector<int64_t> order(int64_t epoch) const;
+
+  /// An input iterator over one epoch's batches.
+  class Iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = Batch;
+    using difference_type = std::ptrdiff_t;
+
+    Iterator() = default;
+    const Batch& operator*() const { return batch_; }
+    const Batch* operator->() const { return &batch_; }
+    Iterator& operator++();
+    void operator++(int) { ++*this; }
+    bool operator==(std::default_sentinel_t) const { return pos_ >= end_; }
+
+   private:
+    friend class DataLoader;
+    Iterator(const DataLoader* loader, std::shared_ptr<const std::vector<int64_t>> order);
+    void load();
+
+    const DataLoader* loader_ = nullptr;
+    std::shared_ptr<const std::vector<int64_t>> order_;
+    int64_t pos_ = 0;  // position in order_ of the current batch's first sample
+    int64_t end_ = 0;  // samples used this epoch; the iterator is done when pos_ >= end_
+    Batch batch_;
+  };
+
+ private:
+  std::shared_ptr<const Dataset> dataset_;
+  DataLoaderOptions options_;
+  uint64_t seed_ = 0;
+  int64_t epoch_ = 0;
+};
+
+}  // namespace mixgrad::data

@@ -1,0 +1,17 @@
+// mixgrad/nn.hpp — modules and layers (mg::nn::{Module, Sequential, Linear,
+// Conv2d, BatchNorm2d, ...}) and initialisers (mg::nn::init).
+//
+//   auto net = mg::nn::Sequential(mg::nn::Linear(784, 128), mg::nn::ReLU(), mg::nn::Linear(128, 10));
+#pragma once
+
+#include "mixgrad/nn/activation.hpp"
+#include "mixgrad/nn/batch_norm.hpp"
+#include "mixgrad/nn/conv.hpp"
+#include "mixgrad/nn/dropout.hpp"
+#include "mixgrad/nn/flatten.hpp"
+#include "mixgrad/nn/init.hpp"
+#include "mixgrad/nn/layer_norm.hpp"
+#include "mixgrad/nn/linear.hpp"
+#include "mixgrad/nn/module.hpp"
+#include "mixgrad/nn/pooling.hpp"
+#include "mixgrad/nn/sequential.hpp"

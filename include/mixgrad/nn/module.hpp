@@ -1,0 +1,134 @@
+// mixgrad/nn/module.hpp — the base of every layer and model.
+//
+// A Module owns named parameters (trained tensors), named buffers (state that
+// is saved but not trained, such as batch-norm running statistics) and named
+// child modules, and turns an input tensor into an output in `forward`.
+// Parameters and buffers are Tensor handles: the optimizer, the GradManager
+// and the module all see the same storage, and load_state_dict copies values
+// into it rather than replacing it.
+//
+//   struct Mlp : mg::nn::Module {
+//     std::shared_ptr<mg::nn::Linear> fc1 = register_module("fc1", mg::nn::Linear(784, 128));
+//     std::shared_ptr<mg::nn::Linear> fc2 = register_module("fc2", mg::nn::Linear(128, 10));
+//     mg::Tensor scale = register_parameter("scale", mg::ones({1}));
+//     mg::Tensor forward(const mg::Tensor& x) override {
+//       return (*fc2)(mg::F::relu((*fc1)(x))) * scale;
+//     }
+//   };
+//   Mlp net;
+//   gm.attach(net.parameters());               // scale, fc1.weight, fc1.bias, fc2.weight, fc2.bias
+//   auto sd = net.state_dict();                // {"scale", "fc1.weight", ...}
+//   net.eval();                                // every child too
+//
+// Modules are moved, not copied (a copy would silently share parameters);
+// containers hold them through std::shared_ptr.
+#pragma once
+
+#include <concepts>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mixgrad/state_dict.hpp"
+#include "mixgrad/tensor.hpp"
+
+namespace mixgrad::nn {
+
+class Module;
+
+using NamedTensor = std::pair<std::string, Tensor>;
+using NamedModule = std::pair<std::string, std::shared_ptr<Module>>;
+
+struct LoadStateDictOptions {
+  /// When true, a key the module lacks or a tensor the dict lacks is an
+  /// error; when false such keys are ignored (shapes and dtypes are still
+  /// checked for the keys both have).
+  bool strict = true;
+};
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  Module(Module&&) noexcept = default;
+  Module& operator=(Module&&) noexcept = default;
+
+  /// The computation of the module.
+  virtual Tensor forward(const Tensor& input) = 0;
+  /// Same as forward(input): `net(x)`.
+  Tensor operator()(const Tensor& input) { return forward(input); }
+
+  /// Every parameter of this module and its descendants, in registration
+  /// order (own parameters first, then each child's, depth first). A tensor
+  /// registered twice (shared weights) appears once.
+  std::vector<Tensor> parameters() const;
+  /// As parameters(), with dotted names ("0.weight", "fc1.bias").
+  std::vector<NamedTensor> named_parameters() const;
+  /// Every buffer (saved, not trained) of this module and its descendants.
+  std::vector<Tensor> buffers() const;
+  std::vector<NamedTensor> named_buffers() const;
+  /// The direct children, in registration order.
+  std::vector<std::shared_ptr<Module>> children() const;
+  const std::vector<NamedModule>& named_children() const { return children_; }
+
+  /// Sets training mode (`mode`) on this module and every descendant; layers
+  /// such as BatchNorm2d and Dropout behave differently in each. Returns *this.
+  Module& train(bool mode = true);
+  /// Same as train(false).
+  Module& eval() { return train(false); }
+  bool is_training() const { return training_; }
+
+  /// Snapshots (copies) of every parameter and buffer under its dotted name,
+  /// parameters before buffers at each level, as PyTorch names them.
+  StateDict state_dict() const;
+  /// Copies the values of `dict` into this module's parameters and buffers.
+  /// Everything is checked before anything is copied: missing or unexpected
+  /// keys (ValueError, when strict), a different shape (ShapeError) or dtype
+  /// (DTypeError) leave the module untouched.
+  void load_state_dict(const StateDict& dict, const LoadStateDictOptions& options = {});
+
+  /// A one-line description of this module alone ("Linear(in_features=784,
+  /// out_features=128, bias=true)"); operator<< prints the whole tree.
+  virtual std::string describe() const { return "Module"; }
+
+ protected:
+  /// Registers a trained tensor under `name` (no dots, unique within this
+  /// module) and returns the same handle. Throws StateError for an undefined
+  /// tensor, DTypeError for a non-floating one, ValueError for a bad or taken name.
+  Tensor register_parameter(std::string name, Tensor tensor);
+  /// Registers a saved but untrained tensor (any dtype) and returns it.
+  Tensor register_buffer(std::string name, Tensor tensor);
+  /// Takes ownership of `module` as a child named `name`; returns it.
+  template <std::derived_from<Module> M>
+  std::shared_ptr<M> register_module(std::string name, M module) {
+    auto p = std::make_shared<M>(std::move(module));
+    add_child(std::move(name), p);
+    return p;
+  }
+  /// Adds an existing module (which may be shared with other parents).
+  template <std::derived_from<Module> M>
+  std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> module) {
+    add_child(std::move(name), module);
+    return module;
+  }
+
+ private:
+  void add_child(std::string name, std::shared_ptr<Module> child);
+  void check_new_name(const std::string& name, const char* what) const;
+  void collect(const std::string& prefix, bool params, std::vector<NamedTensor>& out) const;
+  void collect_state(const std::string& prefix, StateDict& out) const;
+
+  bool training_ = true;
+  std::vector<NamedTensor> parameters_;
+  std::vector<NamedTensor> buffers_;
+  std::vector<NamedModule> children_;
+};
+
+/// Prints the module tree, one module per line, children indented.
+std::ostream& operator<<(std::ostream& os, const Module& module);
+
+}  // namespace mixgrad::nn

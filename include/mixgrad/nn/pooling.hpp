@@ -1,0 +1,55 @@
+// mixgrad/nn/pooling.hpp — 2-d pooling over [N, C, H, W] inputs.
+//
+//   mg::nn::MaxPool2d(2);                             // 2x2, stride 2
+//   mg::nn::MaxPool2d(3, {.stride = 2, .padding = 1});
+//   mg::nn::AvgPool2d(2);                             // padded cells not counted
+//   mg::nn::AdaptiveAvgPool2d(1);                     // global average: [N, C, 1, 1]
+#pragma once
+
+#include "mixgrad/nn/module.hpp"
+#include "mixgrad/ops/options.hpp"
+
+namespace mixgrad::nn {
+
+struct Pool2dOptions {
+  Size2 stride = 0;  // 0: the kernel size
+  Size2 padding = 0;
+};
+
+class MaxPool2d : public Module {
+ public:
+  /// Throws ValueError for a kernel < 1, a stride < 0 or padding < 0.
+  explicit MaxPool2d(Size2 kernel_size, const Pool2dOptions& options = {});
+  Tensor forward(const Tensor& x) override;
+  std::string describe() const override;
+
+ private:
+  Size2 kernel_;
+  Pool2dOptions options_;
+};
+
+class AvgPool2d : public Module {
+ public:
+  /// Throws ValueError for a kernel < 1, a stride < 0 or padding < 0.
+  explicit AvgPool2d(Size2 kernel_size, const Pool2dOptions& options = {});
+  Tensor forward(const Tensor& x) override;
+  std::string describe() const override;
+
+ private:
+  Size2 kernel_;
+  Pool2dOptions options_;
+};
+
+/// Average pooling to a fixed output size whatever the input size.
+class AdaptiveAvgPool2d : public Module {
+ public:
+  /// Throws ValueError for an output size < 1.
+  explicit AdaptiveAvgPool2d(Size2 output_size);
+  Tensor forward(const Tensor& x) override;
+  std::string describe() const override;
+
+ private:
+  Size2 output_size_;
+};
+
+}  // namespace mixgrad::nn

@@ -1,0 +1,29 @@
+// mixgrad/optim/adamw.hpp — Adam with decoupled weight decay (Loshchilov &
+// Hutter, 2019): the decay shrinks the parameter directly instead of being
+// added to the gradient, so it is not rescaled by the adaptive denominator.
+//
+//   mg::optim::AdamW opt(net.parameters(), {.lr = 1e-3, .weight_decay = 0.05});
+//
+// Per update: p *= 1 - lr * weight_decay, then Adam's step with g = grad.
+#pragma once
+
+#include "mixgrad/optim/adam.hpp"
+
+namespace mixgrad::optim {
+
+/// AdamW's options: Adam's, with PyTorch's default weight decay of 0.01.
+struct AdamWOptions {
+  double lr = 1e-3;
+  std::pair<double, double> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+  bool amsgrad = false;
+};
+
+class AdamW : public Adam {
+ public:
+  /// Throws ValueError for lr < 0, betas outside [0, 1), eps < 0, weight_decay < 0.
+  explicit AdamW(std::vector<Tensor> params, const AdamWOptions& options = {});
+};
+
+}  // namespace mixgrad::optim

@@ -1,0 +1,101 @@
+// CPU optimizer updates: the kernels/optim.hpp rules run over the innermost
+// contiguous runs of (param, grad, state...) with for_each_run, which also
+// splits large tensors across the OpenMP threads. A low-precision parameter
+// or gradient is widened to the compute type per element, so no float copy
+// of the gradient is ever made.
+#include <array>
+#include <cmath>
+#include <utility>
+
+#include "backend/copy.hpp"
+#include "backend/optim.hpp"
+#include "kernels/cast.hpp"
+#include "kernels/loops.hpp"
+#include "kernels/optim.hpp"
+
+namespace mixgrad::backend::cpu {
+
+namespace {
+
+template <class P>
+using state_t = std::conditional_t<std::is_same_v<P, double>, double, float>;
+
+template <class P, class G, class C, size_t K, class Rule, size_t... I>
+void run_rule(const Tensor& param, const Tensor& grad, const std::array<Tensor, K>& state, const Rule& rule,
+              std::index_sequence<I...>) {
+  constexpr int N = 2 + static_cast<int>(K);
+  kernels::for_each_run<N>(
+      param.shape(), {byte_strides(param), byte_strides(grad), byte_strides(state[I])...},
+      {static_cast<char*>(param.raw_data()), static_cast<char*>(grad.raw_data()),
+       static_cast<char*>(state[I].raw_data())...},
+      [&rule](std::array<char*, N> ptr, const std::array<int64_t, N>& st, int64_t n) {
+        P* __restrict p = reinterpret_cast<P*>(ptr[0]);
+        const G* __restrict g = reinterpret_cast<const G*>(ptr[1]);
+        const std::array<C*, K> s{reinterpret_cast<C*>(ptr[2 + I])...};
+        const bool contiguous = st[0] == sizeof(P) && st[1] == sizeof(G) && ((st[2 + I] == sizeof(C)) && ...);
+        if (contiguous) {
+          for (int64_t i = 0; i < n; ++i)
+            p[i] = kernels::cast<P>(rule(kernels::cast<C>(p[i]), kernels::cast<C>(g[i]), s[I][i]...));
+        } else {
+          for (int64_t i = 0; i < n; ++i) {
+            P& pi = *reinterpret_cast<P*>(ptr[0] + i * st[0]);
+            const G gi = *reinterpret_cast<const G*>(ptr[1] + i * st[1]);
+            pi = kernels::cast<P>(rule(kernels::cast<C>(pi), kernels::cast<C>(gi),
+                                       *reinterpret_cast<C*>(ptr[2 + I] + i * st[2 + I])...));
+          }
+        }
+      });
+}
+
+// Calls f.template operator()<P, G>() for the parameter's and the gradient's
+// element types.
+template <class F>
+void visit_param_grad(const Tensor& param, const Tensor& grad, const char* op, F&& f) {
+  visit_floating(param.dtype(), op, [&]<class P>() {
+    visit_floating(grad.dtype(), op, [&]<class G>() { f.template operator()<P, G>(); });
+  });
+}
+
+}  // namespace
+
+void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
+  visit_param_grad(param, grad, "sgd_update", [&]<class P, class G>() {
+    using C = state_t<P>;
+    if (!momentum_buffer.defined()) {
+      const kernels::SgdRule<C> rule{C(s.lr), C(s.weight_decay)};
+      run_rule<P, G, C, 0>(param, grad, {}, rule, std::make_index_sequence<0>());
+      return;
+    }
+    const kernels::SgdMomentumRule<C> rule{C(s.lr), C(s.weight_decay), C(s.momentum), C(1.0 - s.dampening),
+                                           s.nesterov, s.first_step};
+    run_rule<P, G, C, 1>(param, grad, {momentum_buffer}, rule, std::make_index_sequence<1>());
+  });
+}
+
+void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                 const Tensor& max_exp_avg_sq, const AdamStep& s) {
+  // Bias corrections in double: 1 - beta^t loses digits in float for large t.
+  const double t = static_cast<double>(s.step);
+  const double bc1 = 1.0 - std::pow(s.beta1, t);
+  const double bc2 = 1.0 - std::pow(s.beta2, t);
+  visit_param_grad(param, grad, "adam_update", [&]<class P, class G>() {
+    using C = state_t<P>;
+    const kernels::AdamRule<C> adam{.beta1 = C(s.beta1),
+                                    .one_minus_beta1 = C(1.0 - s.beta1),
+                                    .beta2 = C(s.beta2),
+                                    .one_minus_beta2 = C(1.0 - s.beta2),
+                                    .eps = C(s.eps),
+                                    .decay = C(s.decoupled ? 1.0 - s.lr * s.weight_decay : 1.0),
+                                    .l2 = C(s.decoupled ? 0.0 : s.weight_decay),
+                                    .step_size = C(s.lr / bc1),
+                                    .inv_sqrt_bc2 = C(1.0 / std::sqrt(bc2))};
+    if (max_exp_avg_sq.defined()) {
+      run_rule<P, G, C, 3>(param, grad, {exp_avg, exp_avg_sq, max_exp_avg_sq}, kernels::AmsgradRule<C>{adam},
+                           std::make_index_sequence<3>());
+    } else {
+      run_rule<P, G, C, 2>(param, grad, {exp_avg, exp_avg_sq}, adam, std::make_index_sequence<2>());
+    }
+  });
+}
+
+}  // namespace mixgrad::backend::cpu

@@ -1,0 +1,79 @@
+#include "mixgrad/data/data_loader.hpp"
+
+#include <numeric>
+#include <span>
+
+#include "kernels/philox.hpp"
+#include "ops/random_state.hpp"
+
+namespace mixgrad::data {
+
+namespace {
+
+// A seed for the shuffling from the global generator: one counter of it.
+uint64_t seed_from_global_generator() {
+  const auto r = kernels::philox(random_state::seed(), random_state::reserve(1));
+  return (uint64_t{r[0]} << 32) | r[1];
+}
+
+}  // namespace
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const DataLoaderOptions& options)
+    : dataset_(std::move(dataset)), options_(options) {
+  if (!dataset_) throw StateError("DataLoader: null dataset");
+  if (options_.batch_size < 1)
+    throw ValueError("DataLoader: batch_size must be >= 1, got " + std::to_string(options_.batch_size));
+  seed_ = options_.seed ? *options_.seed : seed_from_global_generator();
+}
+
+int64_t DataLoader::size() const {
+  const int64_t n = dataset_->size(), b = options_.batch_size;
+  return options_.drop_last ? n / b : (n + b - 1) / b;
+}
+
+std::vector<int64_t> DataLoader::order(int64_t epoch) const {
+  std::vector<int64_t> idx(static_cast<size_t>(dataset_->size()));
+  std::iota(idx.begin(), idx.end(), int64_t{0});
+  if (!options_.shuffle) return idx;
+  // Fisher-Yates with counter-based draws: counter (epoch, i), so an epoch's
+  // order depends only on the seed and the epoch number.
+  const uint64_t base = static_cast<uint64_t>(epoch) << 32;
+  for (size_t i = idx.size(); i > 1; --i) {
+    const auto r = kernels::philox(seed_, base + i);
+    const double u = kernels::unit_double(r[0], r[1]);
+    const size_t j = std::min(i - 1, static_cast<size_t>(u * static_cast<double>(i)));
+    std::swap(idx[i - 1], idx[j]);
+  }
+  return idx;
+}
+
+DataLoader::Iterator DataLoader::begin() {
+  auto ord = std::make_shared<const std::vector<int64_t>>(order(epoch_));
+  ++epoch_;
+  return Iterator(this, std::move(ord));
+}
+
+DataLoader::Iterator::Iterator(const DataLoader* loader, std::shared_ptr<const std::vector<int64_t>> order)
+    : loader_(loader), order_(std::move(order)) {
+  const int64_t n = static_cast<int64_t>(order_->size());
+  const int64_t b = loader_->options_.batch_size;
+  end_ = loader_->options_.drop_last ? n - n % b : n;
+  load();
+}
+
+void DataLoader::Iterator::load() {
+  if (pos_ >= end_) {
+    batch_ = {};
+    return;
+  }
+  const int64_t len = std::min(loader_->options_.batch_size, end_ - pos_);
+  batch_ = loader_->dataset_->get_batch(std::span<const int64_t>(order_->data() + pos_, static_cast<size_t>(len)));
+}
+
+DataLoader::Iterator& DataLoader::Iterator::operator++() {
+  pos_ += loader_->options_.batch_size;
+  load();
+  return *this;
+}
+
+}  // namespace mixgrad::data

@@ -1,0 +1,69 @@
+#include "mixgrad/data/fashion_mnist.hpp"
+
+#include <filesystem>
+
+#include "data/idx_file.hpp"
+#include "kernels/loops.hpp"
+
+namespace mixgrad::data {
+
+namespace {
+
+constexpr int64_t kNumClasses = 10;
+
+TensorDataset load(const std::string& root, Split split, const FashionMNISTOptions& o) {
+  if (o.normalize && !(o.std > 0))
+    throw ValueError("FashionMNIST: normalisation std must be > 0, got " + std::to_string(o.std));
+  const std::string prefix = split == Split::train ? "train" : "t10k";
+  const std::filesystem::path dir(root);
+  const std::string images_path = (dir / (prefix + "-images-idx3-ubyte.gz")).string();
+  const std::string labels_path = (dir / (prefix + "-labels-idx1-ubyte.gz")).string();
+  const std::string hint =
+      "; install the dataset with `apt-get install dataset-fashion-mnist` (files go to " +
+      std::string(FashionMNIST::kDefaultRoot) + ") or pass the directory holding it";
+
+  idx::UByteArray images, labels;
+  try {
+    images = idx::read_ubyte(images_path, 3, hint);
+    labels = idx::read_ubyte(labels_path, 1, hint);
+  } catch (const IOError& e) {
+    throw IOError(std::string("FashionMNIST: ") + e.what());
+  }
+  const int64_t n = images.dims[0];
+  if (labels.dims[0] != n)
+    throw IOError("FashionMNIST: " + images_path + " holds " + std::to_string(n) + " images but " + labels_path +
+                  " holds " + std::to_string(labels.dims[0]) + " labels");
+  if (images.dims[1] != 28 || images.dims[2] != 28)
+    throw IOError("FashionMNIST: " + images_path + " holds images of " + std::to_string(images.dims[1]) + "x" +
+                  std::to_string(images.dims[2]) + " pixels, expected 28x28");
+
+  Tensor x = empty({n, 1, 28, 28}, DType::float32);
+  const double scale = o.normalize ? 1.0 / (255.0 * o.std) : 1.0 / 255.0;
+  const double shift = o.normalize ? -o.mean / o.std : 0.0;
+  const float fscale = static_cast<float>(scale), fshift = static_cast<float>(shift);
+  float* xd = x.data<float>();
+  const uint8_t* src = images.values.data();
+  kernels::parallel_for(x.numel(), kernels::kParallelGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) xd[i] = static_cast<float>(src[i]) * fscale + fshift;
+  });
+
+  Tensor y = empty({n}, DType::int64);
+  int64_t* yd = y.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    yd[i] = labels.values[i];
+    if (yd[i] >= kNumClasses)
+      throw IOError("FashionMNIST: " + labels_path + ": label " + std::to_string(yd[i]) + " of sample " +
+                    std::to_string(i) + " is not a class in 0..9");
+  }
+  return TensorDataset(x, y);
+}
+
+}  // namespace
+
+FashionMNIST::FashionMNIST(const std::string& root, Split split, const FashionMNISTOptions& options)
+    : TensorDataset(load(root, split, options)) {}
+
+FashionMNIST::FashionMNIST(Split split, const FashionMNISTOptions& options)
+    : FashionMNIST(std::string(kDefaultRoot), split, options) {}
+
+}  // namespace mixgrad::data

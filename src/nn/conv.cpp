@@ -1,0 +1,51 @@
+#include "mixgrad/nn/conv.hpp"
+
+#include "mixgrad/ops/nn.hpp"
+#include "nn/default_init.hpp"
+#include "ops/op_support.hpp"
+
+namespace mixgrad::nn {
+
+namespace {
+std::string pair_str(Size2 s) { return "(" + std::to_string(s.h) + ", " + std::to_string(s.w) + ")"; }
+}  // namespace
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, const Conv2dOptions& options)
+    : in_(in_channels), out_(out_channels), kernel_(kernel_size), options_(options) {
+  const auto& o = options_;
+  auto bad = [&](const std::string& what) {
+    throw ValueError("Conv2d(" + std::to_string(in_) + ", " + std::to_string(out_) + ", kernel_size=" +
+                     pair_str(kernel_) + "): " + what);
+  };
+  if (in_ < 1 || out_ < 1) bad("channels must be >= 1");
+  if (kernel_.h < 1 || kernel_.w < 1) bad("kernel_size must be >= 1");
+  if (o.stride.h < 1 || o.stride.w < 1) bad("stride must be >= 1, got " + pair_str(o.stride));
+  if (o.dilation.h < 1 || o.dilation.w < 1) bad("dilation must be >= 1, got " + pair_str(o.dilation));
+  if (o.padding.h < 0 || o.padding.w < 0) bad("padding must be >= 0, got " + pair_str(o.padding));
+  if (o.groups < 1 || in_ % o.groups != 0 || out_ % o.groups != 0)
+    bad("groups = " + std::to_string(o.groups) + " must divide both channel counts");
+  weight_ = register_parameter("weight", empty({out_, in_ / o.groups, kernel_.h, kernel_.w}));
+  if (o.bias) bias_ = register_parameter("bias", empty({out_}));
+  detail::reset_weight_and_bias(weight_, bias_);
+}
+
+Tensor Conv2d::forward(const Tensor& x) {
+  ops::check_defined("Conv2d", {&x});
+  if (x.ndim() != 4 || x.shape()[1] != in_)
+    throw ShapeError(describe() + ": expected input [N, " + std::to_string(in_) + ", H, W], got " + ops::describe(x));
+  return F::conv2d(x, weight_, bias_,
+                   {.stride = options_.stride, .padding = options_.padding, .dilation = options_.dilation,
+                    .groups = options_.groups});
+}
+
+std::string Conv2d::describe() const {
+  std::string s = "Conv2d(" + std::to_string(in_) + ", " + std::to_string(out_) + ", kernel_size=" + pair_str(kernel_) +
+                  ", stride=" + pair_str(options_.stride);
+  if (options_.padding != Size2(0)) s += ", padding=" + pair_str(options_.padding);
+  if (options_.dilation != Size2(1)) s += ", dilation=" + pair_str(options_.dilation);
+  if (options_.groups != 1) s += ", groups=" + std::to_string(options_.groups);
+  if (!bias_.defined()) s += ", bias=false";
+  return s + ")";
+}
+
+}  // namespace mixgrad::nn

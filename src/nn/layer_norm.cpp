@@ -1,0 +1,35 @@
+#include "mixgrad/nn/layer_norm.hpp"
+
+#include <sstream>
+
+#include "mixgrad/ops/creation.hpp"
+#include "mixgrad/ops/nn.hpp"
+#include "ops/op_support.hpp"
+
+namespace mixgrad::nn {
+
+LayerNorm::LayerNorm(const Shape& normalized_shape, const LayerNormOptions& options)
+    : shape_(normalized_shape), options_(options) {
+  bool ok = shape_.ndim() > 0;
+  for (int64_t d : shape_) ok = ok && d >= 1;
+  if (!ok) throw ValueError("LayerNorm: normalized_shape must be non-empty and positive, got " + to_string(shape_));
+  if (!(options.eps >= 0)) throw ValueError("LayerNorm: eps must be >= 0, got " + std::to_string(options.eps));
+  if (options.elementwise_affine) {
+    weight_ = register_parameter("weight", ones(shape_));
+    if (options.bias) bias_ = register_parameter("bias", zeros(shape_));
+  }
+}
+
+Tensor LayerNorm::forward(const Tensor& x) {
+  ops::check_defined("LayerNorm", {&x});
+  return F::layer_norm(x, shape_, weight_, bias_, options_.eps);
+}
+
+std::string LayerNorm::describe() const {
+  std::ostringstream s;
+  s << "LayerNorm(" << to_string(shape_) << ", eps=" << options_.eps
+    << ", elementwise_affine=" << (options_.elementwise_affine ? "true" : "false") << ")";
+  return s.str();
+}
+
+}  // namespace mixgrad::nn

@@ -1,0 +1,193 @@
+#include "mixgrad/nn/module.hpp"
+
+#include <unordered_set>
+
+#include "autodiff/tape.hpp"
+#include "backend/copy.hpp"
+#include "ops/op_support.hpp"
+
+namespace mixgrad::nn {
+
+namespace {
+
+std::string join(const std::string& prefix, const std::string& name) {
+  return prefix.empty() ? name : prefix + "." + name;
+}
+
+// Lists keys a few at a time so an error about a whole mismatched model
+// stays readable.
+std::string key_list(const std::vector<std::string>& keys) {
+  constexpr size_t kShown = 8;
+  std::string s;
+  for (size_t i = 0; i < keys.size() && i < kShown; ++i) s += (i ? ", '" : "'") + keys[i] + "'";
+  if (keys.size() > kShown) s += " and " + std::to_string(keys.size() - kShown) + " more";
+  return s;
+}
+
+}  // namespace
+
+void Module::check_new_name(const std::string& name, const char* what) const {
+  if (name.empty() || name.find('.') != std::string::npos)
+    throw ValueError(std::string("Module::") + what + ": invalid name '" + name + "' (must be non-empty, without '.')");
+  auto taken = [&](const auto& list) {
+    for (const auto& item : list)
+      if (item.first == name) return true;
+    return false;
+  };
+  if (taken(parameters_) || taken(buffers_) || taken(children_))
+    throw ValueError(std::string("Module::") + what + ": name '" + name + "' is already registered");
+}
+
+Tensor Module::register_parameter(std::string name, Tensor tensor) {
+  check_new_name(name, "register_parameter");
+  if (!tensor.defined()) throw StateError("Module::register_parameter: '" + name + "' is undefined");
+  if (!is_floating_point(tensor.dtype()))
+    throw DTypeError("Module::register_parameter: '" + name + "' must be floating to be trained, got " +
+                     ops::describe(tensor));
+  parameters_.emplace_back(std::move(name), tensor);
+  return tensor;
+}
+
+Tensor Module::register_buffer(std::string name, Tensor tensor) {
+  check_new_name(name, "register_buffer");
+  if (!tensor.defined()) throw StateError("Module::register_buffer: '" + name + "' is undefined");
+  buffers_.emplace_back(std::move(name), tensor);
+  return tensor;
+}
+
+void Module::add_child(std::string name, std::shared_ptr<Module> child) {
+  check_new_name(name, "register_module");
+  if (!child) throw StateError("Module::register_module: '" + name + "' is null");
+  child->train(training_);
+  children_.emplace_back(std::move(name), std::move(child));
+}
+
+void Module::collect(const std::string& prefix, bool params, std::vector<NamedTensor>& out) const {
+  for (const auto& [name, t] : params ? parameters_ : buffers_) out.emplace_back(join(prefix, name), t);
+  for (const auto& [name, child] : children_) child->collect(join(prefix, name), params, out);
+}
+
+std::vector<NamedTensor> Module::named_parameters() const {
+  std::vector<NamedTensor> all;
+  collect("", true, all);
+  // Shared weights (one tensor under two names) are trained once.
+  std::unordered_set<const TensorImpl*> seen;
+  std::vector<NamedTensor> out;
+  for (auto& item : all)
+    if (seen.insert(item.second.impl()).second) out.push_back(std::move(item));
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.push_back(std::move(t));
+  return out;
+}
+
+std::vector<NamedTensor> Module::named_buffers() const {
+  std::vector<NamedTensor> all;
+  collect("", false, all);
+  std::unordered_set<const TensorImpl*> seen;
+  std::vector<NamedTensor> out;
+  for (auto& item : all)
+    if (seen.insert(item.second.impl()).second) out.push_back(std::move(item));
+  return out;
+}
+
+std::vector<Tensor> Module::buffers() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_buffers()) out.push_back(std::move(t));
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  out.reserve(children_.size());
+  for (const auto& [name, child] : children_) out.push_back(child);
+  return out;
+}
+
+Module& Module::train(bool mode) {
+  training_ = mode;
+  for (auto& [name, child] : children_) child->train(mode);
+  return *this;
+}
+
+// PyTorch's order: at each level own parameters, own buffers, then children.
+void Module::collect_state(const std::string& prefix, StateDict& out) const {
+  for (const auto& [name, t] : parameters_) out.insert(join(prefix, name), t.detach().clone());
+  for (const auto& [name, t] : buffers_) out.insert(join(prefix, name), t.detach().clone());
+  for (const auto& [name, child] : children_) child->collect_state(join(prefix, name), out);
+}
+
+StateDict Module::state_dict() const {
+  autodiff::NoRecordScope no_record;
+  StateDict out;
+  collect_state("", out);
+  return out;
+}
+
+void Module::load_state_dict(const StateDict& dict, const LoadStateDictOptions& options) {
+  std::vector<NamedTensor> targets;
+  collect("", true, targets);
+  collect("", false, targets);
+
+  // Validate everything first: a failed load must not leave a half-loaded model.
+  std::vector<std::string> missing, unexpected;
+  std::unordered_set<std::string> expected;
+  std::vector<std::pair<Tensor, Tensor>> copies;  // (source, destination)
+  for (const auto& [name, dst] : targets) {
+    expected.insert(name);
+    const Tensor* src = dict.find(name);
+    if (!src) {
+      missing.push_back(name);
+      continue;
+    }
+    if (src->shape() != dst.shape())
+      throw ShapeError("Module::load_state_dict: '" + name + "' is " + ops::describe(*src) +
+                       " in the state dict but " + ops::describe(dst) + " in the module");
+    if (src->dtype() != dst.dtype())
+      throw DTypeError("Module::load_state_dict: '" + name + "' is " + ops::describe(*src) +
+                       " in the state dict but " + ops::describe(dst) + " in the module");
+    copies.emplace_back(*src, dst);
+  }
+  for (const auto& [key, t] : dict)
+    if (!expected.contains(key)) unexpected.push_back(key);
+  if (options.strict && (!missing.empty() || !unexpected.empty())) {
+    std::string msg = "Module::load_state_dict: state dict does not match the module;";
+    if (!missing.empty()) msg += " missing keys: " + key_list(missing) + ";";
+    if (!unexpected.empty()) msg += " unexpected keys: " + key_list(unexpected) + ";";
+    msg += " nothing was loaded";
+    throw ValueError(msg);
+  }
+
+  autodiff::NoRecordScope no_record;
+  for (const auto& [src, dst] : copies) {
+    backend::copy(src.device() == dst.device() ? src : src.to(dst.device()), dst);
+    dst.bump_version();
+  }
+}
+
+namespace {
+
+void print_tree(std::ostream& os, const Module& m, int indent) {
+  os << m.describe();
+  const auto& kids = m.named_children();
+  if (kids.empty()) return;
+  os << "(\n";
+  for (const auto& [name, child] : kids) {
+    os << std::string(indent + 2, ' ') << "(" << name << "): ";
+    print_tree(os, *child, indent + 2);
+    os << "\n";
+  }
+  os << std::string(indent, ' ') << ")";
+}
+
+}  // namespace
+
+std::ostream& operator<<(std::ostream& os, const Module& module) {
+  print_tree(os, module, 0);
+  return os;
+}
+
+}  // namespace mixgrad::nn

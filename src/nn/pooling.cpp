@@ -1,0 +1,54 @@
+#include "mixgrad/nn/pooling.hpp"
+
+#include "mixgrad/ops/nn.hpp"
+
+namespace mixgrad::nn {
+
+namespace {
+
+std::string pair_str(Size2 s) { return "(" + std::to_string(s.h) + ", " + std::to_string(s.w) + ")"; }
+
+void check_pool(const char* name, Size2 kernel, const Pool2dOptions& o) {
+  if (kernel.h < 1 || kernel.w < 1 || o.stride.h < 0 || o.stride.w < 0 || o.padding.h < 0 || o.padding.w < 0)
+    throw ValueError(std::string(name) + ": kernel_size must be >= 1 and stride, padding >= 0; got kernel_size=" +
+                     pair_str(kernel) + ", stride=" + pair_str(o.stride) + ", padding=" + pair_str(o.padding));
+}
+
+std::string pool_str(const char* name, Size2 kernel, const Pool2dOptions& o) {
+  const Size2 stride = o.stride == Size2(0) ? kernel : o.stride;
+  return std::string(name) + "(kernel_size=" + pair_str(kernel) + ", stride=" + pair_str(stride) +
+         ", padding=" + pair_str(o.padding) + ")";
+}
+
+}  // namespace
+
+MaxPool2d::MaxPool2d(Size2 kernel_size, const Pool2dOptions& options) : kernel_(kernel_size), options_(options) {
+  check_pool("MaxPool2d", kernel_, options_);
+}
+
+Tensor MaxPool2d::forward(const Tensor& x) {
+  return F::max_pool2d(x, {.kernel_size = kernel_, .stride = options_.stride, .padding = options_.padding});
+}
+
+std::string MaxPool2d::describe() const { return pool_str("MaxPool2d", kernel_, options_); }
+
+AvgPool2d::AvgPool2d(Size2 kernel_size, const Pool2dOptions& options) : kernel_(kernel_size), options_(options) {
+  check_pool("AvgPool2d", kernel_, options_);
+}
+
+Tensor AvgPool2d::forward(const Tensor& x) {
+  return F::avg_pool2d(x, {.kernel_size = kernel_, .stride = options_.stride, .padding = options_.padding});
+}
+
+std::string AvgPool2d::describe() const { return pool_str("AvgPool2d", kernel_, options_); }
+
+AdaptiveAvgPool2d::AdaptiveAvgPool2d(Size2 output_size) : output_size_(output_size) {
+  if (output_size.h < 1 || output_size.w < 1)
+    throw ValueError("AdaptiveAvgPool2d: output_size must be >= 1, got " + pair_str(output_size));
+}
+
+Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return F::adaptive_avg_pool2d(x, output_size_); }
+
+std::string AdaptiveAvgPool2d::describe() const { return "AdaptiveAvgPool2d(output_size=" + pair_str(output_size_) + ")"; }
+
+}  // namespace mixgrad::nn

@@ -1,0 +1,184 @@
+#include "mixgrad/optim/optimizer.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <unordered_set>
+
+#include "autodiff/tape.hpp"
+#include "mixgrad/ops/creation.hpp"
+#include "ops/op_support.hpp"
+
+namespace mixgrad::optim {
+
+namespace {
+
+// Moments and momentum are kept in float32 for every 16/32-bit parameter:
+// accumulating them in half precision would lose the small updates.
+DType state_dtype(const Tensor& param) { return param.dtype() == DType::float64 ? DType::float64 : DType::float32; }
+
+std::string state_key(size_t i, const std::string& what) { return "state." + std::to_string(i) + "." + what; }
+
+// Splits "state.<i>.<rest>" into (i, rest); false for any other form.
+bool parse_state_key(const std::string& key, size_t& index, std::string& rest) {
+  constexpr std::string_view kPrefix = "state.";
+  if (!key.starts_with(kPrefix)) return false;
+  const size_t dot = key.find('.', kPrefix.size());
+  if (dot == std::string::npos || dot == kPrefix.size()) return false;
+  const char* first = key.data() + kPrefix.size();
+  const char* last = key.data() + dot;
+  auto [ptr, ec] = std::from_chars(first, last, index);
+  if (ec != std::errc() || ptr != last) return false;
+  rest = key.substr(dot + 1);
+  return !rest.empty();
+}
+
+}  // namespace
+
+Optimizer::Optimizer(std::vector<Tensor> params, std::string name) : params_(std::move(params)), name_(std::move(name)) {
+  if (params_.empty()) throw ValueError(name_ + ": got an empty parameter list");
+  std::unordered_set<const TensorImpl*> seen;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    if (!p.defined()) throw StateError(name_ + ": parameter " + std::to_string(i) + " is undefined");
+    if (!is_floating_point(p.dtype()))
+      throw DTypeError(name_ + ": parameter " + std::to_string(i) + " must be floating, got " + ops::describe(p));
+    if (!seen.insert(p.impl()).second)
+      throw ValueError(name_ + ": parameter " + std::to_string(i) + " appears more than once in the parameter list");
+  }
+  state_.resize(params_.size());
+}
+
+Optimizer::~Optimizer() = default;
+
+void Optimizer::require(bool ok, const std::string& what) const {
+  if (!ok) throw ValueError(name_ + ": invalid option: " + what);
+}
+
+Optimizer& Optimizer::step() {
+  // Check every gradient before touching anything.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    const std::string which = name_ + "::step: parameter " + std::to_string(i) + " " + ops::describe(p);
+    if (g.shape() != p.shape()) throw ShapeError(which + " has a gradient of shape " + to_string(g.shape()));
+    if (!is_floating_point(g.dtype())) throw DTypeError(which + " has a " + ops::describe(g) + " gradient");
+    if (g.device() != p.device()) throw DeviceError(which + " has a gradient on " + to_string(g.device()));
+  }
+  autodiff::NoRecordScope no_record;
+  const std::vector<std::string> names = buffer_names(hyperparameters());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;  // skipped: state untouched
+    ParamState& s = state_[i];
+    if (s.buffers.size() != names.size()) {
+      s.buffers.clear();
+      for (size_t b = 0; b < names.size(); ++b) s.buffers.push_back(zeros(p.shape(), state_dtype(p), p.device()));
+    }
+    ++s.step;
+    update(p, g, s);
+    p.bump_version();  // invalidates autocast's cached low-precision copy
+  }
+  return *this;
+}
+
+Optimizer& Optimizer::clear_grad() {
+  for (const Tensor& p : params_) p.set_grad(Tensor());
+  return *this;
+}
+
+double Optimizer::lr() const { return hyperparameters().at("lr"); }
+
+void Optimizer::set_lr(double lr) {
+  require(std::isfinite(lr) && lr >= 0, "lr must be finite and >= 0, got " + std::to_string(lr));
+  Hyperparameters h = hyperparameters();
+  h.at("lr") = lr;
+  check_hyperparameters(h);
+  set_hyperparameters(h);
+}
+
+int64_t Optimizer::step_count(size_t i) const {
+  if (i >= state_.size())
+    throw ShapeError(name_ + "::step_count: parameter " + std::to_string(i) + " of " + std::to_string(state_.size()));
+  return state_[i].step;
+}
+
+StateDict Optimizer::state_dict() const {
+  autodiff::NoRecordScope no_record;
+  StateDict out;
+  const Hyperparameters h = hyperparameters();
+  for (const auto& [name, value] : h) out.insert("options." + name, scalar(value, DType::float64));
+  const std::vector<std::string> names = buffer_names(h);
+  for (size_t i = 0; i < state_.size(); ++i) {
+    const ParamState& s = state_[i];
+    if (s.step == 0) continue;
+    out.insert(state_key(i, "step"), scalar(static_cast<double>(s.step), DType::int64));
+    for (size_t b = 0; b < names.size() && b < s.buffers.size(); ++b)
+      out.insert(state_key(i, names[b]), s.buffers[b].clone());
+  }
+  return out;
+}
+
+void Optimizer::load_state_dict(const StateDict& dict) {
+  const std::string where = name_ + "::load_state_dict: ";
+  // 1. Hyper-parameters: every current name must be present and valid.
+  Hyperparameters h = hyperparameters();
+  for (auto& [name, value] : h) {
+    const Tensor* t = dict.find("options." + name);
+    if (!t) throw ValueError(where + "missing key 'options." + name + "'");
+    if (t->numel() != 1) throw ShapeError(where + "'options." + name + "' must hold one value, got " + ops::describe(*t));
+    value = t->item<double>();
+  }
+  check_hyperparameters(h);
+  const std::vector<std::string> names = buffer_names(h);
+
+  // 2. Every other key must be a known state entry.
+  for (const auto& [key, t] : dict) {
+    if (key.starts_with("options.") && h.contains(key.substr(8))) continue;
+    size_t i = 0;
+    std::string rest;
+    bool known = parse_state_key(key, i, rest) && i < params_.size() && dict.contains(state_key(i, "step"));
+    if (known && rest != "step") known = std::find(names.begin(), names.end(), rest) != names.end();
+    if (!known) throw ValueError(where + "unexpected key '" + key + "'; nothing was loaded");
+  }
+
+  // 3. Per-parameter state: a step count >= 1 and every buffer with the
+  // parameter's shape and the state dtype.
+  std::vector<ParamState> next(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor* step = dict.find(state_key(i, "step"));
+    if (!step) continue;
+    if (step->numel() != 1 || is_floating_point(step->dtype()) || step->dtype() == DType::bool_)
+      throw DTypeError(where + "'" + state_key(i, "step") + "' must be one integer, got " + ops::describe(*step));
+    next[i].step = step->item<int64_t>();
+    if (next[i].step < 1)
+      throw ValueError(where + "'" + state_key(i, "step") + "' must be >= 1, got " + std::to_string(next[i].step));
+    const Tensor& p = params_[i];
+    for (const std::string& b : names) {
+      const Tensor* t = dict.find(state_key(i, b));
+      if (!t) throw ValueError(where + "missing key '" + state_key(i, b) + "'; nothing was loaded");
+      if (t->shape() != p.shape())
+        throw ShapeError(where + "'" + state_key(i, b) + "' is " + ops::describe(*t) + " but parameter " +
+                         std::to_string(i) + " is " + ops::describe(p));
+      if (t->dtype() != state_dtype(p))
+        throw DTypeError(where + "'" + state_key(i, b) + "' is " + ops::describe(*t) + ", expected " +
+                         std::string(to_string(state_dtype(p))) + " for parameter " + std::to_string(i) + " " +
+                         ops::describe(p));
+    }
+  }
+
+  // 4. Commit: own copies, so the dict and the optimizer do not alias.
+  autodiff::NoRecordScope no_record;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (next[i].step == 0) continue;
+    for (const std::string& b : names) {
+      const Tensor& t = dict.at(state_key(i, b));
+      next[i].buffers.push_back((t.device() == params_[i].device() ? t : t.to(params_[i].device())).clone());
+    }
+  }
+  set_hyperparameters(h);
+  state_ = std::move(next);
+}
+
+}  // namespace mixgrad::optim

@@ -1,0 +1,59 @@
+#include "mixgrad/optim/sgd.hpp"
+
+#include <cmath>
+
+#include "backend/optim.hpp"
+
+namespace mixgrad::optim {
+
+namespace {
+SGDOptions from_map(const std::map<std::string, double>& h) {
+  return {.lr = h.at("lr"),
+          .momentum = h.at("momentum"),
+          .dampening = h.at("dampening"),
+          .weight_decay = h.at("weight_decay"),
+          .nesterov = h.at("nesterov") != 0.0};
+}
+}  // namespace
+
+SGD::SGD(std::vector<Tensor> params, const SGDOptions& options) : Optimizer(std::move(params), "SGD") {
+  options_ = options;
+  check_hyperparameters(hyperparameters());
+}
+
+Optimizer::Hyperparameters SGD::hyperparameters() const {
+  return {{"lr", options_.lr},
+          {"momentum", options_.momentum},
+          {"dampening", options_.dampening},
+          {"weight_decay", options_.weight_decay},
+          {"nesterov", options_.nesterov ? 1.0 : 0.0}};
+}
+
+void SGD::check_hyperparameters(const Hyperparameters& h) const {
+  const SGDOptions o = from_map(h);
+  require(std::isfinite(o.lr) && o.lr >= 0, "lr must be finite and >= 0, got " + std::to_string(o.lr));
+  require(std::isfinite(o.momentum) && o.momentum >= 0, "momentum must be >= 0, got " + std::to_string(o.momentum));
+  require(o.dampening >= 0 && o.dampening <= 1, "dampening must be in [0, 1], got " + std::to_string(o.dampening));
+  require(std::isfinite(o.weight_decay) && o.weight_decay >= 0,
+          "weight_decay must be >= 0, got " + std::to_string(o.weight_decay));
+  require(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "nesterov needs momentum > 0 and dampening == 0");
+}
+
+void SGD::set_hyperparameters(const Hyperparameters& h) { options_ = from_map(h); }
+
+std::vector<std::string> SGD::buffer_names(const Hyperparameters& h) const {
+  if (h.at("momentum") == 0.0) return {};
+  return {"momentum_buffer"};
+}
+
+void SGD::update(const Tensor& param, const Tensor& grad, ParamState& state) {
+  const backend::SgdStep s{.lr = options_.lr,
+                           .momentum = options_.momentum,
+                           .dampening = options_.dampening,
+                           .weight_decay = options_.weight_decay,
+                           .nesterov = options_.nesterov,
+                           .first_step = state.step == 1};
+  backend::sgd_update(param, grad, state.buffers.empty() ? Tensor() : state.buffers[0], s);
+}
+
+}  // namespace mixgrad::optim
