@@ -1,0 +1,364 @@
+// Benchmark: training steps of the MLP, CNN and ResNet of examples/models.hpp
+// in fp32 and bf16 autocast, tiny-op autodiff overhead, the MLP's achieved
+// GEMM rate against oneDNN's own, and the CNN's peak memory. Built twice from
+// this file: `bench_train` (mixgrad alone, always) and `bench_vs_libtorch`
+// (with MIXGRAD_BENCH_LIBTORCH=1, where a LibTorch is found), which runs every
+// measurement on both frameworks in the same process, alternating, with the
+// same models, batch sizes, thread count and optimizer, and prints the ratio
+// mixgrad / LibTorch (below 1: mixgrad is faster). Not a test.
+//
+//   build/tests/perf/bench_vs_libtorch [--rounds 7] [--reps 3] [--warmup 3] [--threads 2]
+//                                      [--models mlp,cnn,resnet] [--sections train,overhead,rss]
+//                                      [--side mixgrad|LibTorch]     (one framework alone, to profile it)
+//
+// Prints Markdown tables. Times are medians over alternating rounds (see
+// bench_harness.hpp); each round runs every contender --reps times.
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_harness.hpp"
+#include "bench_sides.hpp"
+#include "onednn_gemm.hpp"
+
+#ifndef MIXGRAD_BENCH_LIBTORCH
+#define MIXGRAD_BENCH_LIBTORCH 0
+#endif
+
+extern char** environ;
+
+namespace perf {
+namespace {
+
+struct Side {
+  const char* name;
+  std::unique_ptr<Runner> (*make_trainer)(Model, Precision);
+  std::unique_ptr<Runner> (*make_tiny_op)(TinyOp);
+  void (*set_threads)(int);
+  const char* (*version)();
+};
+
+std::vector<Side> all_sides() {
+  std::vector<Side> s{{"mixgrad", mixgrad_side::make_trainer, mixgrad_side::make_tiny_op, mixgrad_side::set_threads,
+                       mixgrad_side::version}};
+#if MIXGRAD_BENCH_LIBTORCH
+  s.push_back({"LibTorch", libtorch_side::make_trainer, libtorch_side::make_tiny_op, libtorch_side::set_threads,
+               libtorch_side::version});
+#endif
+  return s;
+}
+
+struct Config {
+  TimingOptions timing;
+  int threads = 2;
+  std::vector<Model> models{std::begin(kModels), std::end(kModels)};
+  bool train = true, overhead = true, rss = true;
+  int rss_steps = 5;
+  std::string only_side;  // empty: every side built in
+};
+
+[[noreturn]] void usage(const char* argv0) {
+  std::fprintf(stderr,
+               "usage: %s [--rounds N] [--reps N] [--warmup N] [--threads N] [--models mlp,cnn,resnet]\n"
+               "          [--sections train,overhead,rss] [--rss-steps N] [--side mixgrad|LibTorch]\n",
+               argv0);
+  std::exit(2);
+}
+
+bool parse_model(const std::string& s, Model& m) {
+  for (Model x : kModels) {
+    std::string n = name(x);
+    for (auto& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (n == s) {
+      m = x;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t comma = s.find(',', start);
+    const size_t end = comma == std::string::npos ? s.size() : comma;
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "?";
+}
+
+std::string ratio(double a, double b) { return b > 0 && a > 0 ? fixed(a / b, 2) : "-"; }
+
+void check_finite(const Runner& r, const char* what) {
+  if (!std::isfinite(r.value())) std::fprintf(stderr, "warning: %s gave a non-finite loss %g\n", what, r.value());
+}
+
+// --- training steps -----------------------------------------------------------------------
+
+// Runs every side's four trainers of one model (and, for the MLP, oneDNN's
+// GEMM of the first layer's shape) in one alternation, so each table row and
+// each ratio compares numbers taken under the same load.
+struct ModelResult {
+  Model model;
+  std::vector<std::vector<Stat>> ms;  // [side][precision]
+  Stat gemm_ms[2];                    // MLP only: fp32, bf16; 0 when unavailable
+};
+
+ModelResult time_model(Model m, const std::vector<Side>& sides, const Config& cfg) {
+  std::vector<std::unique_ptr<Runner>> runners;
+  std::vector<std::function<void()>> contenders;
+  std::vector<std::string> labels;
+  for (const Side& s : sides)
+    for (Precision p : kPrecisions) {
+      runners.push_back(s.make_trainer(m, p));
+      labels.push_back(std::string(s.name) + " " + name(m) + " " + name(p));
+    }
+  ModelResult result{m, {}, {}};
+  int gemm_index[2] = {-1, -1};
+  if (m == Model::mlp)
+    for (Precision p : kPrecisions)
+      if (auto g = make_onednn_gemm(256, 1024, 1024, p)) {
+        gemm_index[p == Precision::bf16] = static_cast<int>(runners.size());
+        runners.push_back(std::move(g));
+        labels.push_back(std::string("oneDNN gemm ") + name(p));
+      }
+  for (auto& r : runners) contenders.push_back([p = r.get()] { p->run(); });
+  const auto ms = alternate(contenders, cfg.timing);
+  for (size_t i = 0; i < sides.size() * 2; ++i) check_finite(*runners[i], labels[i].c_str());
+  for (size_t s = 0; s < sides.size(); ++s) result.ms.push_back({ms[2 * s], ms[2 * s + 1]});
+  for (int p = 0; p < 2; ++p)
+    if (gemm_index[p] >= 0) result.gemm_ms[p] = ms[gemm_index[p]];
+  return result;
+}
+
+std::string median_min(const Stat& s, int digits) { return fixed(s.median, digits) + " (" + fixed(s.min, digits) + ")"; }
+
+void print_training(const std::vector<ModelResult>& results, const std::vector<Side>& sides) {
+  std::vector<std::string> header{"model", "batch", "precision"};
+  for (const Side& s : sides) header.push_back(std::string(s.name) + " ms/step");
+  if (sides.size() > 1) {
+    header.push_back("mixgrad / LibTorch");
+    header.push_back("same, of the minima");
+  }
+  Table t(header);
+  for (const auto& r : results)
+    for (int p = 0; p < 2; ++p) {
+      std::vector<std::string> row{name(r.model), std::to_string(batch_size(r.model)), name(kPrecisions[p])};
+      for (size_t s = 0; s < sides.size(); ++s) row.push_back(median_min(r.ms[s][p], 1));
+      if (sides.size() > 1) {
+        row.push_back(ratio(r.ms[0][p].median, r.ms[1][p].median));
+        row.push_back(ratio(r.ms[0][p].min, r.ms[1][p].min));
+      }
+      t.row(row);
+    }
+  std::printf(
+      "\n## Training step (forward, cross-entropy, backward, SGD momentum 0.9, zero grads): "
+      "median (minimum) over rounds\n\n");
+  t.print();
+
+  std::vector<std::string> h2{"model"};
+  for (const Side& s : sides) h2.push_back(std::string(s.name) + " bf16 / fp32");
+  Table t2(h2);
+  for (const auto& r : results) {
+    std::vector<std::string> row{name(r.model)};
+    for (size_t s = 0; s < sides.size(); ++s) row.push_back(ratio(r.ms[s][1].median, r.ms[s][0].median));
+    t2.row(row);
+  }
+  std::printf("\n## bf16 autocast step time / fp32 step time, medians (below 1: autocast is faster)\n\n");
+  t2.print();
+}
+
+void print_roofline(const ModelResult& mlp, const std::vector<Side>& sides) {
+  // 2 flops per multiply-accumulate forward, 4 backward (input and weight
+  // gradients), as the brief counts it; the first layer's input gradient is
+  // not needed, so the real count is about 1.3% lower.
+  const double flops = 6.0 * static_cast<double>(kMlpMacsPerSample) * static_cast<double>(batch_size(Model::mlp));
+  const double gemm_flops = 2.0 * 256 * 1024 * 1024;
+  Table t({"side", "precision", "MLP ms/step", "achieved GFLOP/s", "oneDNN GEMM GFLOP/s", "fraction of GEMM rate",
+           "same, of the minima"});
+  for (size_t s = 0; s < sides.size(); ++s)
+    for (int p = 0; p < 2; ++p) {
+      const Stat& step = mlp.ms[s][p];
+      const Stat& gemm = mlp.gemm_ms[p];
+      const double achieved = flops / (step.median * 1e6);
+      const double ceiling = gemm.median > 0 ? gemm_flops / (gemm.median * 1e6) : 0;
+      // Fraction from the fastest rounds: (flops / step.min) / (gemm_flops / gemm.min).
+      const double best = gemm.min > 0 ? flops / step.min / (gemm_flops / gemm.min) : 0;
+      t.row({sides[s].name, name(kPrecisions[p]), median_min(step, 1), fixed(achieved, 1),
+             ceiling > 0 ? fixed(ceiling, 1) : "no oneDNN", ceiling > 0 ? fixed(achieved / ceiling, 2) : "-",
+             best > 0 ? fixed(best, 2) : "-"});
+    }
+  std::printf(
+      "\n## Roofline: MLP step at 6 x %lld MACs x batch 256 = %.2f GFLOP, against oneDNN %s's own "
+      "256x1024x1024 matmul (plain layouts, same alternation)\n\n",
+      static_cast<long long>(kMlpMacsPerSample), flops * 1e-9, onednn_version());
+  t.print();
+}
+
+// --- tiny-op overhead -----------------------------------------------------------------------
+
+void run_overhead(const std::vector<Side>& sides, const Config& cfg) {
+  // Many calls per round: one call is a few microseconds.
+  const TimingOptions timing{.warmup = 200, .rounds = std::max(cfg.timing.rounds, 3) * 3, .reps = 500};
+  std::vector<std::string> header{"op (2x2, fwd+bwd)"};
+  for (const Side& s : sides) header.push_back(std::string(s.name) + " us");
+  if (sides.size() > 1) header.push_back("mixgrad / LibTorch");
+  Table t(header);
+  for (TinyOp op : kTinyOps) {
+    std::vector<std::unique_ptr<Runner>> runners;
+    std::vector<std::function<void()>> contenders;
+    for (const Side& s : sides) {
+      runners.push_back(s.make_tiny_op(op));
+      contenders.push_back([p = runners.back().get()] { p->run(); });
+    }
+    const auto ms = alternate(contenders, timing);
+    std::vector<std::string> row{name(op)};
+    for (const Stat& v : ms) row.push_back(median_min({v.median * 1e3, v.min * 1e3}, 2));
+    if (sides.size() > 1) row.push_back(ratio(ms[0].median, ms[1].median));
+    t.row(row);
+  }
+  std::printf(
+      "\n## Autodiff overhead per op on 2x2 float32 tensors: record, forward, backward with a given upstream "
+      "gradient, clear grads: median (minimum) us per op\n\n");
+  t.print();
+}
+
+// --- peak memory ----------------------------------------------------------------------------
+
+// The child: builds one trainer (or nothing, for the baseline), runs a few
+// steps and exits; the parent reads its peak RSS from wait4.
+int rss_child(const std::string& side, const std::string& model, const std::string& precision, int steps,
+              int threads) {
+  if (side == "none") return 0;
+  Model m{};
+  if (!parse_model(model, m)) return 2;
+  const Precision p = precision == "bf16" ? Precision::bf16 : Precision::fp32;
+  for (const Side& s : all_sides())
+    if (side == s.name) {
+      s.set_threads(threads);
+      auto r = s.make_trainer(m, p);
+      for (int i = 0; i < steps; ++i) r->run();
+      return std::isfinite(r->value()) ? 0 : 1;
+    }
+  return 2;
+}
+
+// Peak RSS of a child process running this binary with `args`, in MiB; -1 on failure.
+double child_peak_rss(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  std::string self = "/proc/self/exe";
+  argv.push_back(self.data());
+  std::vector<std::string> copy = args;
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) != 0) return -1;
+  int status = 0;
+  rusage usage{};
+  if (wait4(pid, &status, 0, &usage) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+void run_rss(const std::vector<Side>& sides, const Config& cfg) {
+  const std::string steps = std::to_string(cfg.rss_steps), threads = std::to_string(cfg.threads);
+  const double base = child_peak_rss({"--rss-child", "none", "cnn", "fp32", steps, threads});
+  Table t({"side", "CNN batch 128", "peak RSS MiB", "above an idle process of this binary, MiB"});
+  for (const Side& s : sides)
+    for (Precision p : kPrecisions) {
+      const double rss = child_peak_rss({"--rss-child", s.name, "cnn", p == Precision::bf16 ? "bf16" : "fp32",
+                                         steps, threads});
+      t.row({s.name, name(p), rss < 0 ? "failed" : fixed(rss, 1), rss < 0 ? "-" : fixed(rss - base, 1)});
+    }
+  std::printf(
+      "\n## Peak resident memory of CNN training, %d steps, each in its own child process "
+      "(an idle child: %.1f MiB)\n\n",
+      cfg.rss_steps, base);
+  t.print();
+}
+
+}  // namespace
+}  // namespace perf
+
+int main(int argc, char** argv) {
+  using namespace perf;
+  if (argc == 7 && std::strcmp(argv[1], "--rss-child") == 0)
+    return rss_child(argv[2], argv[3], argv[4], std::atoi(argv[5]), std::atoi(argv[6]));
+
+  Config cfg;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) usage(argv[0]);
+    const std::string v = argv[++i];
+    if (a == "--rounds") cfg.timing.rounds = std::max(1, std::atoi(v.c_str()));
+    else if (a == "--reps") cfg.timing.reps = std::max(1, std::atoi(v.c_str()));
+    else if (a == "--warmup") cfg.timing.warmup = std::max(0, std::atoi(v.c_str()));
+    else if (a == "--threads") cfg.threads = std::max(1, std::atoi(v.c_str()));
+    else if (a == "--rss-steps") cfg.rss_steps = std::max(1, std::atoi(v.c_str()));
+    else if (a == "--side") cfg.only_side = v;  // one framework alone, for profiling
+    else if (a == "--models") {
+      cfg.models.clear();
+      for (const auto& s : split(v)) {
+        Model m{};
+        if (!parse_model(s, m)) usage(argv[0]);
+        cfg.models.push_back(m);
+      }
+    } else if (a == "--sections") {
+      cfg.train = cfg.overhead = cfg.rss = false;
+      for (const auto& s : split(v)) {
+        if (s == "train") cfg.train = true;
+        else if (s == "overhead") cfg.overhead = true;
+        else if (s == "rss") cfg.rss = true;
+        else usage(argv[0]);
+      }
+    } else usage(argv[0]);
+  }
+
+  auto sides = all_sides();
+  if (!cfg.only_side.empty()) {
+    std::erase_if(sides, [&](const Side& s) { return cfg.only_side != s.name; });
+    if (sides.empty()) usage(argv[0]);
+  }
+  for (const Side& s : sides) s.set_threads(cfg.threads);
+  std::printf("# mixgrad training benchmark\n\n");
+  std::printf("- CPU: %s, %u logical cores; threads per framework: %d\n", cpu_model().c_str(),
+              std::thread::hardware_concurrency(), cfg.threads);
+  for (const Side& s : sides) std::printf("- %s %s\n", s.name, s.version());
+  std::printf("- oneDNN linked by mixgrad: %s\n", onednn_version());
+  std::printf("- timing: %d warm-up calls, then the median over %d alternating rounds of %d calls each\n",
+              cfg.timing.warmup, cfg.timing.rounds, cfg.timing.reps);
+  std::printf("- load average at start: %s\n", load_average().c_str());
+  std::fflush(stdout);
+
+  if (cfg.train) {
+    std::vector<ModelResult> results;
+    for (Model m : cfg.models) results.push_back(time_model(m, sides, cfg));
+    print_training(results, sides);
+    for (const auto& r : results)
+      if (r.model == Model::mlp) print_roofline(r, sides);
+  }
+  if (cfg.overhead) run_overhead(sides, cfg);
+  if (cfg.rss) run_rss(sides, cfg);
+  std::printf("\n- load average at end: %s\n", load_average().c_str());
+  return 0;
+}
