@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
     gm.attach(net.parameters());
     auto optimizer = make_optimizer(opts, net.parameters());
     mg::optim::Optimizer& opt = *optimizer;
-    mg::amp::GradScaler scaler;  // 2^4, x2 growth, x0.5 backoff, every 2000 steps
+    mg::amp::GradScaler scaler({.growth_interval = opts.growth_interval});  // 2^4, x2 growth, x0.5 backoff
     train::print_header(opts, net, data->train.size(), data->test.size());
 
     // The automatic gear (--accumulate 1): one batch, one step.

@@ -40,6 +40,7 @@ struct Options {
   double lr = 0.05;  // resolved from --optimizer when not given
   std::string optimizer = "sgd";
   int accumulate = 1;
+  int64_t growth_interval = 2000;  // GradScaler
   uint64_t seed = 0;
   int threads = 2;
   std::string data_dir = std::string(mg::data::FashionMNIST::kDefaultRoot);
@@ -110,6 +111,9 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& opts) {
     ("accumulate", po::value(&opts.accumulate)->default_value(opts.accumulate),
      "k: one optimizer step per k batches, gradients accumulated (the GradScaler's manual gear: "
      "scale, accumulate, unscale once, update). The effective batch is k x batch-size")
+    ("growth-interval", po::value(&opts.growth_interval)->default_value(opts.growth_interval),
+     "GradScaler: clean steps before the loss scale doubles (an overflow halves it and skips the "
+     "step); 0 keeps the scale static")
     ("schedule", po::value(&opts.schedule)->default_value(opts.schedule),
      "learning rate over the run: cosine (from lr down to 0, per step) or constant")
     ("seed", po::value(&opts.seed)->default_value(opts.seed), "seed of the initialisation and the shuffling")
@@ -146,6 +150,7 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& opts) {
     detail::require(opts.epochs >= 1, "--epochs must be at least 1");
     detail::require(opts.batch_size >= 1, "--batch-size must be at least 1");
     detail::require(opts.accumulate >= 1, "--accumulate must be at least 1");
+    detail::require(opts.growth_interval >= 0, "--growth-interval must be 0 (static scale) or positive");
     detail::require(opts.threads >= 1, "--threads must be at least 1");
     detail::require(opts.limit_train >= 0, "--limit-train must be 0 (all) or a positive count");
   } catch (const po::error& e) {
