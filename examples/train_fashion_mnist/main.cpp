@@ -18,6 +18,7 @@
 //   train_fashion_mnist --help           # every option
 //
 // The data comes from `apt-get install dataset-fashion-mnist` (or --data-dir).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -25,6 +26,7 @@
 #include <mixgrad/mixgrad.hpp>
 #include <numbers>
 #include <string>
+#include <vector>
 
 #include "models.hpp"
 #include "train_fashion_mnist/metrics.hpp"
