@@ -151,21 +151,14 @@ template <class T> T Tensor::item() const {
 template <class T> T Tensor::at(std::initializer_list<int64_t> index) const {
   if (static_cast<int>(index.size()) != ndim())
     throw ShapeError("at: " + std::to_string(index.size()) + " indices for shape " + to_string(shape()));
-  const Tensor c = to(Device::cpu());
-  int64_t off = 0;
+  detail::check_host_access(*this, "at");
+  int64_t offset = 0;  // in elements from raw_data(), through the strides: views need no copy
   int d = 0;
   for (int64_t i : index) {
-    if (i < 0 || i >= c.shape()[d]) throw ShapeError("at: index out of range for shape " + to_string(shape()));
-    off += i * c.strides()[d++];
+    if (i < 0 || i >= shape()[d]) throw ShapeError("at: index out of range for shape " + to_string(shape()));
+    offset += i * strides()[d++];
   }
-  Tensor flat = c.contiguous();
-  if (flat.impl() != c.impl()) {  // re-derive the index in the contiguous copy
-    off = 0;
-    d = 0;
-    const Shape st = contiguous_strides(shape());
-    for (int64_t i : index) off += i * st[d++];
-  }
-  return static_cast<T>(detail::element_as_double(flat, off));
+  return static_cast<T>(detail::element_as_double(*this, offset));
 }
 
 }  // namespace mixgrad

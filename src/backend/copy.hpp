@@ -1,4 +1,6 @@
-// Backend primitives every op uses: strided copy with dtype conversion, fill.
+// Backend primitives every op uses: strided copy with dtype conversion, fill,
+// accumulate, and the copy between devices. CPU: cpu/copy.cpp; CUDA:
+// cuda/copy.cu.
 #pragma once
 
 #include "backend/dispatch.hpp"
@@ -14,15 +16,29 @@ namespace cuda {
 void copy(const Tensor& src, const Tensor& dst);
 void fill(const Tensor& dst, double value);
 void accumulate(const Tensor& dst, const Tensor& src);
+void transfer(const Tensor& src, const Tensor& dst);
 }  // namespace cuda
 
 /// dst[i] = convert(src[i]); same shape, any strides and dtypes, same device.
-inline void copy(const Tensor& src, const Tensor& dst) { MIXGRAD_DISPATCH(dst.device(), copy, (src, dst)); }
+inline void copy(const Tensor& src, const Tensor& dst) { MIXGRAD_DISPATCH_CUDA(dst.device(), copy, (src, dst)); }
 /// Every element of dst (any strides) set to value.
-inline void fill(const Tensor& dst, double value) { MIXGRAD_DISPATCH(dst.device(), fill, (dst, value)); }
+inline void fill(const Tensor& dst, double value) { MIXGRAD_DISPATCH_CUDA(dst.device(), fill, (dst, value)); }
 
 /// dst += src elementwise; same shape, src converted to dst's dtype.
-inline void accumulate(const Tensor& dst, const Tensor& src) { MIXGRAD_DISPATCH(dst.device(), accumulate, (dst, src)); }
+inline void accumulate(const Tensor& dst, const Tensor& src) {
+  MIXGRAD_DISPATCH_CUDA(dst.device(), accumulate, (dst, src));
+}
+
+/// dst = src where one of them is on a CUDA device (or they are on two):
+/// same shape and dtype, both contiguous.
+inline void transfer(const Tensor& src, const Tensor& dst) {
+#if MIXGRAD_WITH_CUDA
+  cuda::transfer(src, dst);
+#else
+  (void)dst;
+  throw_no_cuda(src.device().is_cpu() ? "copy to a cuda device" : "copy from a cuda device");
+#endif
+}
 
 /// Byte strides of a tensor, for the strided loops.
 inline Shape byte_strides(const Tensor& t) {

@@ -4,6 +4,7 @@
 #include "backend/copy.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "mixgrad/tensor.hpp"
+#include "ops/op_support.hpp"
 
 namespace mixgrad {
 
@@ -11,8 +12,25 @@ Tensor Tensor::to(DType dtype) const { return F::astype(*this, dtype); }
 
 Tensor Tensor::to(Device device) const {
   if (device == this->device()) return *this;
-  throw DeviceError("Tensor::to: copies between " + to_string(this->device()) + " and " + to_string(device) +
-                    " need the CUDA backend");
+  if (!backend::cuda_built())
+    throw DeviceError("Tensor::to: cannot copy " + ops::describe(*this) + " from " + to_string(this->device()) +
+                      " to " + to_string(device) + ": mixgrad was built without CUDA");
+  if (device.is_cuda() && device.index() >= backend::cuda_device_count())
+    throw DeviceError("Tensor::to: cannot copy " + ops::describe(*this) + " to " + to_string(device) + ": " +
+                      std::to_string(backend::cuda_device_count()) + " CUDA device(s) available");
+  // The bytes move as one block: gather a strided source on its own device
+  // first (not recorded: this op records itself as a whole below).
+  Tensor src = *this;
+  if (!src.is_contiguous()) {
+    src = empty(shape(), dtype(), this->device());
+    backend::copy(*this, src);
+  }
+  Tensor out = empty(shape(), dtype(), device);
+  backend::transfer(src, out);
+  autodiff::record({this}, out, [from = this->device()](const Tensor& g, autodiff::InputGrads& gi) {
+    gi.set(0, g.to(from));
+  });
+  return out;
 }
 
 Tensor Tensor::clone() const {

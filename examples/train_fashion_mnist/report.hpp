@@ -1,0 +1,120 @@
+// report.hpp — what train_fashion_mnist tells the user: the data set (or
+// why it is missing), the run's settings, one line per epoch, a summary.
+//
+//   auto data = load_fashion_mnist(dir, limit);   // nullopt (message printed) when missing
+//   print_header(opts, net, train_images, test_images);
+//   print_epoch(em, epochs);                      // "epoch 1/3  train loss 0.4513  test accuracy ..."
+//   summary.add(em, images);  print_summary(summary);
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <mixgrad/mixgrad.hpp>
+#include <optional>
+#include <string>
+
+#include "train_fashion_mnist/metrics.hpp"
+#include "train_fashion_mnist/options.hpp"
+#include "train_fashion_mnist/progress.hpp"
+
+namespace train {
+
+struct FashionMNISTData {
+  mg::data::TensorDataset train;  // the first --limit-train images, or all
+  mg::data::TensorDataset test;
+};
+
+/// Reads both splits from `dir`. A missing or unreadable data set prints
+/// how to get it and returns nullopt.
+inline std::optional<FashionMNISTData> load_fashion_mnist(const std::string& dir, int64_t limit_train) {
+  try {
+    mg::data::TensorDataset train_set = mg::data::FashionMNIST(dir, mg::data::Split::train);
+    mg::data::FashionMNIST test_set(dir, mg::data::Split::test);
+    if (limit_train > 0 && limit_train < train_set.size()) train_set = train_set.narrow(0, limit_train);
+    return FashionMNISTData{train_set, test_set};
+  } catch (const mg::IOError& e) {
+    std::fprintf(stderr,
+                 "train_fashion_mnist: cannot read the Fashion-MNIST data set in %s\n  (%s)\n"
+                 "Install it with the Debian package dataset-fashion-mnist:\n"
+                 "  sudo apt-get install dataset-fashion-mnist\n"
+                 "or pass --data-dir DIR, DIR holding train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,\n"
+                 "t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz.\n",
+                 dir.c_str(), e.what());
+    return std::nullopt;
+  }
+}
+
+/// Opens the --metrics files; an unwritable path prints why and returns false.
+inline bool open_metrics(const std::string& path, MetricsWriter& metrics) {
+  if (path.empty()) return true;
+  try {
+    metrics = MetricsWriter(path);
+    return true;
+  } catch (const mg::IOError& e) {
+    std::fprintf(stderr, "train_fashion_mnist: %s (--metrics)\n", e.what());
+    return false;
+  }
+}
+
+/// "fp32", "bf16 autocast", "bf16 autocast + GradScaler".
+inline std::string describe(const Precision& p) {
+  if (!p.autocast) return p.name;
+  return p.name + " autocast" + (p.grad_scaler ? " + GradScaler" : "");
+}
+
+inline void print_header(const Options& o, const mg::nn::Module& net, int64_t train_images, int64_t test_images) {
+  int64_t params = 0;
+  for (const auto& t : net.parameters()) params += t.numel();
+  std::printf("Fashion-MNIST: %lld training and %lld test images from %s\n", static_cast<long long>(train_images),
+              static_cast<long long>(test_images), o.data_dir.c_str());
+  std::printf("model %s (%lld parameters), %s, %s lr %g (%s), batch %lld", o.model.c_str(),
+              static_cast<long long>(params), describe(o.precision).c_str(), o.optimizer.c_str(), o.lr,
+              o.schedule.c_str(), static_cast<long long>(o.batch_size));
+  if (o.accumulate > 1)
+    std::printf(" x %d accumulated (%lld per step)", o.accumulate, static_cast<long long>(o.batch_size * o.accumulate));
+  std::printf(", %d epoch%s, %d threads, seed %llu\n", o.epochs, o.epochs == 1 ? "" : "s", o.threads,
+              static_cast<unsigned long long>(o.seed));
+  std::fflush(stdout);
+}
+
+inline void print_epoch(const EpochMetrics& m, int epochs) {
+  std::printf("epoch %d/%d  train loss %.4f  test accuracy %.2f%%  %.1f s (+ %.1f s test)  %.0f img/s", m.epoch,
+              epochs, m.train_loss, 100.0 * m.test_accuracy, m.seconds, m.eval_seconds, m.img_per_s);
+  if (m.skipped_steps > 0) std::printf("  %lld steps skipped", static_cast<long long>(m.skipped_steps));
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+/// The run's totals, gathered epoch by epoch.
+struct RunSummary {
+  double best_accuracy = 0.0;
+  int best_epoch = 0;
+  double final_accuracy = 0.0;
+  double train_seconds = 0.0;  // training only, without the test passes
+  double total_seconds = 0.0;  // wall time of the whole loop
+  int64_t images = 0;
+  int64_t skipped_steps = 0;
+  int64_t total_steps = 0;
+
+  void add(const EpochMetrics& m, int64_t epoch_images) {
+    if (m.test_accuracy > best_accuracy || best_epoch == 0) {
+      best_accuracy = m.test_accuracy;
+      best_epoch = m.epoch;
+    }
+    final_accuracy = m.test_accuracy;
+    train_seconds += m.seconds;
+    images += epoch_images;
+  }
+};
+
+inline void print_summary(const RunSummary& s) {
+  std::printf("done: final test accuracy %.2f%%, best %.2f%% (epoch %d)\n", 100.0 * s.final_accuracy,
+              100.0 * s.best_accuracy, s.best_epoch);
+  std::printf("      %s in total (%.1f s training), %.0f img/s on average, %lld of %lld steps skipped\n",
+              format_duration(s.total_seconds).c_str(), s.train_seconds,
+              s.train_seconds > 0 ? static_cast<double>(s.images) / s.train_seconds : 0.0,
+              static_cast<long long>(s.skipped_steps), static_cast<long long>(s.total_steps));
+  std::fflush(stdout);
+}
+
+}  // namespace train

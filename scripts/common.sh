@@ -1,0 +1,54 @@
+# Shared by scripts/test.sh and scripts/train.sh (sourced, not run): the
+# Debian packages mixgrad needs, and configure + build in ./build.
+#
+#   MIXGRAD_BUILD_DIR   build directory (default: build)
+#   MIXGRAD_SKIP_APT=1  do not run apt-get (the packages are already there)
+
+set -euo pipefail
+
+repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo_root"
+build_dir=${MIXGRAD_BUILD_DIR:-build}
+
+# The CUDA toolkit, when present, is picked up by the build (-Dcuda=auto).
+if [ -d /usr/local/cuda/bin ]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
+
+# Everything the build, the tests and the example use, from Debian 12.
+debian_packages=(
+  meson ninja-build pkg-config g++
+  libboost-test-dev libboost-program-options-dev
+  libdnnl-dev zlib1g-dev
+  dataset-fashion-mnist
+)
+
+install_packages() {
+  if [ "${MIXGRAD_SKIP_APT:-0}" = 1 ]; then
+    return
+  fi
+  if [ "$(id -u)" != 0 ]; then
+    local missing=()
+    for p in "${debian_packages[@]}"; do
+      dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+      echo "missing Debian packages: ${missing[*]}" >&2
+      echo "run as root, or: sudo apt-get install ${missing[*]}" >&2
+      exit 1
+    fi
+    return
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q </dev/null
+  apt-get install -y -q --no-install-recommends "${debian_packages[@]}" </dev/null
+}
+
+configure_and_build() {
+  if [ -f "$build_dir/build.ninja" ]; then
+    meson setup --reconfigure "$build_dir"
+  else
+    meson setup "$build_dir"
+  fi
+  meson compile -C "$build_dir"
+}

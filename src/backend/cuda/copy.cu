@@ -1,0 +1,145 @@
+// CUDA kernels of the copy family (backend/copy.hpp): strided copy with dtype
+// conversion, fill, accumulate, and host <-> device transfer. The element
+// conversions are the CPU's (kernels/cast.hpp), so both devices round the
+// same way. Layout: kernels, then launchers that take a stream, then the
+// checked entry points.
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "backend/copy.hpp"
+#include "backend/cuda/check.hpp"
+#include "backend/cuda/plan.hpp"
+#include "kernels/cast.hpp"
+
+namespace mixgrad::backend::cuda {
+
+namespace {
+
+using cuda_plan::StridedIndexer;
+
+// ---- kernels: grid-stride loops over the linear index -------------------
+
+#define MIXGRAD_GRID_STRIDE_LOOP(i, n)                                                    \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+template <class From, class To>
+__global__ void convert_kernel(StridedIndexer<2> ix, char* dst, const char* src, int64_t n) {
+  MIXGRAD_GRID_STRIDE_LOOP(i, n) {
+    int64_t off[2];
+    ix.offsets(i, off);
+    *reinterpret_cast<To*>(dst + off[0]) = kernels::cast<To>(*reinterpret_cast<const From*>(src + off[1]));
+  }
+}
+
+template <class T>
+__global__ void fill_kernel(StridedIndexer<1> ix, char* dst, T value, int64_t n) {
+  MIXGRAD_GRID_STRIDE_LOOP(i, n) {
+    int64_t off[1];
+    ix.offsets(i, off);
+    *reinterpret_cast<T*>(dst + off[0]) = value;
+  }
+}
+
+template <class From, class To>
+__global__ void accumulate_kernel(StridedIndexer<2> ix, char* dst, const char* src, int64_t n) {
+  using Acc = kernels::compute_t<To>;
+  MIXGRAD_GRID_STRIDE_LOOP(i, n) {
+    int64_t off[2];
+    ix.offsets(i, off);
+    To& d = *reinterpret_cast<To*>(dst + off[0]);
+    const From s = *reinterpret_cast<const From*>(src + off[1]);
+    d = kernels::cast<To>(kernels::cast<Acc>(d) + kernels::cast<Acc>(s));
+  }
+}
+
+#undef MIXGRAD_GRID_STRIDE_LOOP
+
+// ---- launchers: plan the grid, launch on `stream`, check the launch --------
+
+template <class From, class To>
+void launch_convert(const StridedIndexer<2>& ix, char* dst, const char* src, int64_t n, cudaStream_t stream) {
+  const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(n);
+  if (lc.blocks == 0) return;
+  convert_kernel<From, To><<<lc.blocks, lc.threads, 0, stream>>>(ix, dst, src, n);
+  MIXGRAD_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class T>
+void launch_fill(const StridedIndexer<1>& ix, char* dst, T value, int64_t n, cudaStream_t stream) {
+  const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(n);
+  if (lc.blocks == 0) return;
+  fill_kernel<T><<<lc.blocks, lc.threads, 0, stream>>>(ix, dst, value, n);
+  MIXGRAD_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class From, class To>
+void launch_accumulate(const StridedIndexer<2>& ix, char* dst, const char* src, int64_t n, cudaStream_t stream) {
+  const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(n);
+  if (lc.blocks == 0) return;
+  accumulate_kernel<From, To><<<lc.blocks, lc.threads, 0, stream>>>(ix, dst, src, n);
+  MIXGRAD_CUDA_CHECK(cudaGetLastError());
+}
+
+// ---- checks shared by the entry points ---------------------------------------
+
+void check_pair(const char* op, const Tensor& src, const Tensor& dst) {
+  if (src.device() != dst.device())
+    throw DeviceError(std::string(op) + ": source on " + to_string(src.device()) + ", destination on " +
+                      to_string(dst.device()) + "; use Tensor::to(Device) to move between devices");
+  if (src.shape() != dst.shape())
+    throw ShapeError(std::string(op) + ": source shape " + to_string(src.shape()) + " differs from destination " +
+                     to_string(dst.shape()));
+}
+
+char* bytes_of(const Tensor& t) { return static_cast<char*>(t.raw_data()); }
+
+}  // namespace
+
+// ---- entry points ---------------------------------------------------------
+
+void copy(const Tensor& src, const Tensor& dst) {
+  check_pair("copy", src, dst);
+  DeviceGuard guard(dst.device().index());
+  const auto ix = cuda_plan::make_indexer<2>(dst.shape(), {byte_strides(dst), byte_strides(src)});
+  visit_dtype(src.dtype(), [&]<class From>() {
+    visit_dtype(dst.dtype(), [&]<class To>() {
+      launch_convert<From, To>(ix, bytes_of(dst), bytes_of(src), dst.numel(), stream());
+    });
+  });
+}
+
+void fill(const Tensor& dst, double value) {
+  DeviceGuard guard(dst.device().index());
+  const auto ix = cuda_plan::make_indexer<1>(dst.shape(), {byte_strides(dst)});
+  visit_dtype(dst.dtype(), [&]<class T>() {
+    launch_fill<T>(ix, bytes_of(dst), kernels::cast<T>(value), dst.numel(), stream());
+  });
+}
+
+void accumulate(const Tensor& dst, const Tensor& src) {
+  check_pair("accumulate", src, dst);
+  DeviceGuard guard(dst.device().index());
+  const auto ix = cuda_plan::make_indexer<2>(dst.shape(), {byte_strides(dst), byte_strides(src)});
+  visit_dtype(src.dtype(), [&]<class From>() {
+    visit_dtype(dst.dtype(), [&]<class To>() {
+      launch_accumulate<From, To>(ix, bytes_of(dst), bytes_of(src), dst.numel(), stream());
+    });
+  });
+}
+
+void transfer(const Tensor& src, const Tensor& dst) {
+  if (src.shape() != dst.shape() || src.dtype() != dst.dtype() || !src.is_contiguous() || !dst.is_contiguous())
+    throw Error("transfer: needs contiguous tensors of one shape and dtype, got " + to_string(src.shape()) + " " +
+                std::string(to_string(src.dtype())) + " and " + to_string(dst.shape()) + " " +
+                std::string(to_string(dst.dtype())));
+  const Device on = src.device().is_cuda() ? src.device() : dst.device();
+  DeviceGuard guard(on.index());
+  // Unified addressing lets the runtime tell host from device pointers; the
+  // copy is synchronous with the default stream, so earlier kernels are done.
+  const auto nbytes = static_cast<size_t>(src.numel() * element_size(src.dtype()));
+  MIXGRAD_CUDA_CHECK(cudaMemcpy(dst.raw_data(), src.raw_data(), nbytes, cudaMemcpyDefault));
+}
+
+}  // namespace mixgrad::backend::cuda

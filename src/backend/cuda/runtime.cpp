@@ -1,0 +1,64 @@
+// The CUDA build's side of the device seam: what dispatch.hpp declares, the
+// status check and device selection. Compiled by the host compiler against
+// the CUDA runtime; nothing here needs a device until a CUDA tensor exists.
+#include <string>
+
+#include "backend/cuda/check.hpp"
+#include "backend/dispatch.hpp"
+
+namespace mixgrad::backend {
+
+bool cuda_built() { return true; }
+
+int cuda_device_count() { return cuda::device_count(); }
+
+void throw_no_cuda(const char* op) {
+  throw DeviceError(std::string(op) +
+                    ": no CUDA kernel for this op yet (CPU only); move the tensors with .to(Device::cpu())");
+}
+
+namespace cuda {
+
+void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
+  cudaGetLastError();  // reset a non-sticky error so the next call starts clean
+  throw DeviceError(std::string("CUDA error ") + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) +
+                    ") in " + call + " at " + file + ":" + std::to_string(line));
+}
+
+int device_count() {
+  // Without a driver (or a device) this fails; that means "no device", not
+  // an error, so that CPU-only use of a CUDA build never notices.
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+}
+
+void check_device(int device, const char* op) {
+  const int n = device_count();
+  if (device < 0 || device >= n) {
+    throw DeviceError(std::string(op) + ": cuda:" + std::to_string(device) + " is not available (" +
+                      (n == 0 ? std::string("no CUDA device or driver found") :
+                                std::to_string(n) + " CUDA device(s)") + ")");
+  }
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  MIXGRAD_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != device) {
+    MIXGRAD_CUDA_CHECK(cudaSetDevice(device));
+    changed_ = true;
+  }
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (changed_) cudaSetDevice(previous_);
+}
+
+}  // namespace cuda
+}  // namespace mixgrad::backend
