@@ -40,6 +40,12 @@ inline void transfer(const Tensor& src, const Tensor& dst) {
 #endif
 }
 
+/// The elements of a kernel's output: the handle is const, its data is not.
+template <class T>
+T* writable(const Tensor& t) {
+  return Tensor(t).data<T>();
+}
+
 /// Byte strides of a tensor, for the strided loops.
 inline Shape byte_strides(const Tensor& t) {
   Shape s = t.strides();

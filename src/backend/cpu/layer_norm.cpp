@@ -18,11 +18,6 @@ namespace {
 
 using kernels::cast;
 
-/// The elements of an output tensor: the handle is const, its data is not.
-template <class T>
-T* writable(const Tensor& t) {
-  return Tensor(t).data<T>();
-}
 
 constexpr int kLanes = 8;             // independent accumulators, so a row sum vectorises
 constexpr int64_t kRowBlock = 32;     // rows per weight / bias partial sum

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/loss.hpp"
+#include "backend/copy.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/loops.hpp"
 #include "kernels/loss.hpp"
@@ -19,11 +20,6 @@ namespace {
 
 using kernels::cast;
 
-/// The elements of an output tensor: the handle is const, its data is not.
-template <class T>
-T* writable(const Tensor& t) {
-  return Tensor(t).data<T>();
-}
 
 constexpr int64_t kSumBlock = 8192;  // elements per partial sum
 constexpr int kLanes = 8;            // independent accumulators, so the block sum vectorises
