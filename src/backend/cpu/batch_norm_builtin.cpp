@@ -512,16 +512,17 @@ struct Forward {
 // of kChannelBlock channels when S == 1.
 int64_t units_of(const Geometry& g) { return g.s == 1 ? (g.c + kChannelBlock - 1) / kChannelBlock : g.c; }
 
-template <class T, class S>
-void forward_portable(const Forward<T, S>& f, int pass, int64_t i0, int64_t i1) {
-  f.run(pass, i0, i1);
+// One pass of a Forward or Backward, compiled twice: for the baseline ISA and
+// (where the compiler can) for AVX-512; `run` is inlined into each.
+template <class Args>
+void run_portable(const Args& a, int pass, int64_t i0, int64_t i1) {
+  a.run(pass, i0, i1);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
-template <class T, class S>
-__attribute__((target(MIXGRAD_AVX512_TARGET))) void forward_avx512(const Forward<T, S>& f, int pass, int64_t i0,
-                                                                   int64_t i1) {
-  f.run(pass, i0, i1);
+template <class Args>
+__attribute__((target(MIXGRAD_AVX512_TARGET))) void run_avx512(const Args& a, int pass, int64_t i0, int64_t i1) {
+  a.run(pass, i0, i1);
 }
 #endif
 
@@ -552,9 +553,9 @@ void forward(const BatchNormForward& a) {
                   nullptr};
   const Geometry& g = f.g;
   if (g.c == 0) return;
-  PassFn<Forward<T, S>> fn = &forward_portable<T, S>;
+  PassFn<Forward<T, S>> fn = &run_portable<Forward<T, S>>;
 #if defined(__x86_64__) || defined(__i386__)
-  if (simd::level() == simd::Level::avx512) fn = &forward_avx512<T, S>;
+  if (simd::level() == simd::Level::avx512) fn = &run_avx512<Forward<T, S>>;
 #endif
   const int threads = threads_for(g);
   const int64_t units = units_of(g);
@@ -654,19 +655,6 @@ struct Backward {
 };
 
 template <class T, class S>
-void backward_portable(const Backward<T, S>& b, int pass, int64_t i0, int64_t i1) {
-  b.run(pass, i0, i1);
-}
-
-#if defined(__x86_64__) || defined(__i386__)
-template <class T, class S>
-__attribute__((target(MIXGRAD_AVX512_TARGET))) void backward_avx512(const Backward<T, S>& b, int pass, int64_t i0,
-                                                                    int64_t i1) {
-  b.run(pass, i0, i1);
-}
-#endif
-
-template <class T, class S>
 void backward(const BatchNormBackward& a) {
   Backward<T, S> k{static_cast<const T*>(a.x.raw_data()),
                    static_cast<const T*>(a.grad_y.raw_data()),
@@ -686,9 +674,9 @@ void backward(const BatchNormBackward& a) {
   const Geometry& g = k.g;
   if (g.c == 0) return;
   k.need_sums = (a.training && k.gx) || k.gw || k.gb;
-  PassFn<Backward<T, S>> fn = &backward_portable<T, S>;
+  PassFn<Backward<T, S>> fn = &run_portable<Backward<T, S>>;
 #if defined(__x86_64__) || defined(__i386__)
-  if (simd::level() == simd::Level::avx512) fn = &backward_avx512<T, S>;
+  if (simd::level() == simd::Level::avx512) fn = &run_avx512<Backward<T, S>>;
 #endif
   const int threads = threads_for(g);
   const int64_t units = units_of(g);
