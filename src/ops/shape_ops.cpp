@@ -18,15 +18,6 @@ Tensor make_view(const Tensor& x, const Shape& shape, const Shape& strides, int6
   return Tensor(std::make_shared<TensorImpl>(x.impl()->storage, offset, shape, strides, x.dtype()));
 }
 
-// Strides for viewing x (any strides) as `shape` without a copy, if possible.
-bool view_strides(const Tensor& x, const Shape& shape, Shape& out) {
-  if (x.is_contiguous()) {
-    out = contiguous_strides(shape);
-    return true;
-  }
-  return false;
-}
-
 Shape infer_shape(const Shape& requested, int64_t numel, const Tensor& x) {
   Shape s = requested;
   int infer = -1;
@@ -57,10 +48,9 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   ops::check_defined("reshape", {&x});
   const Shape target = infer_shape(shape, x.numel(), x);
   if (target == x.shape()) return x;
-  Shape strides;
   Tensor out;
-  if (view_strides(x, target, strides)) {
-    out = make_view(x, target, strides, x.impl()->offset);
+  if (x.is_contiguous()) {  // a view
+    out = make_view(x, target, contiguous_strides(target), x.impl()->offset);
   } else {  // a copy, not a recorded clone: this op's own node covers it
     Tensor c = empty(x.shape(), x.dtype(), x.device());
     backend::copy(x, c);
