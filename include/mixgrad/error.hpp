@@ -50,6 +50,13 @@ class ValueError : public Error {
   using Error::Error;
 };
 
+/// Memory for a tensor could not be allocated (the size was valid but the
+/// host or device had not enough free). Nothing was changed.
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// A file that is missing, unreadable or malformed.
 class IOError : public Error {
  public:
