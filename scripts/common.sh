@@ -19,7 +19,8 @@ fi
 debian_packages=(
   meson ninja-build pkg-config g++
   libboost-test-dev libboost-program-options-dev
-  libdnnl-dev zlib1g-dev
+  libdnnl-dev zlib1g-dev nlohmann-json3-dev
+  python3-pip
   dataset-fashion-mnist
 )
 
@@ -42,6 +43,16 @@ install_packages() {
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q </dev/null
   apt-get install -y -q --no-install-recommends "${debian_packages[@]}" </dev/null
+  install_python_packages
+}
+
+# Python's safetensors and numpy, for the test that reads our checkpoints
+# with them (it is skipped without them, so a failure here only warns).
+install_python_packages() {
+  python3 -c 'import safetensors, numpy' 2>/dev/null && return
+  python3 -m pip install -q safetensors numpy 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages safetensors numpy 2>/dev/null ||
+    echo "warning: could not pip-install safetensors and numpy; the safetensors interop test will be skipped" >&2
 }
 
 configure_and_build() {

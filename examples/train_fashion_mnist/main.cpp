@@ -16,12 +16,14 @@
 //   train_fashion_mnist                  # CNN, fp32, SGD + cosine lr, 3 epochs
 //   train_fashion_mnist --amp            # bf16 autocast + GradScaler
 //   train_fashion_mnist --help           # every option
+//   train_fashion_mnist --save ckpt --stop-after 1 && train_fashion_mnist --save ckpt --resume ckpt
 //
 // The data comes from `apt-get install dataset-fashion-mnist` (or --data-dir).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <mixgrad/mixgrad.hpp>
 #include <numbers>
@@ -137,10 +139,27 @@ int main(int argc, char** argv) {
       return 0.5 * opts.lr * (1.0 + std::cos(std::numbers::pi * static_cast<double>(step) / total_steps));
     };
 
-    train::RunSummary summary;
+    // Checkpoints: everything the run needs to continue exactly, including
+    // the shuffling (train_loader) and the global generator behind dropout.
     int64_t step = 0;
+    auto checkpoint = [&] {
+      return mg::io::Checkpoint{.model = &net, .optimizer = &opt, .scaler = &scaler, .loader = &train_loader,
+                                .step = step, .metadata = {{"model", opts.model}, {"optimizer", opts.optimizer}}};
+    };
+    if (!opts.save.empty()) std::filesystem::create_directories(opts.save);
+    int first_epoch = 1;
+    if (!opts.resume.empty()) {
+      const auto info = mg::io::load_checkpoint(opts.resume, checkpoint());
+      step = info.step;
+      first_epoch = static_cast<int>(train_loader.epoch()) + 1;
+      std::printf("resumed from %s: step %lld, next epoch %d\n", info.path.c_str(), static_cast<long long>(step),
+                  first_epoch);
+    }
+    const int last_epoch = opts.stop_after > 0 ? std::min(opts.stop_after, opts.epochs) : opts.epochs;
+
+    train::RunSummary summary;
     const auto run_start = Clock::now();
-    for (int epoch = 1; epoch <= opts.epochs; ++epoch) {
+    for (int epoch = first_epoch; epoch <= last_epoch; ++epoch) {
       train::ProgressBar bar(epoch, opts.epochs, batches, train::stdout_is_terminal());
       train::EpochMetrics em{.epoch = epoch};
       double loss_sum = 0.0;  // sum over images of their batch's loss
@@ -185,6 +204,7 @@ int main(int argc, char** argv) {
       metrics.epoch(em);
       summary.add(em, images);
       train::print_epoch(em, opts.epochs);
+      if (!opts.save.empty()) mg::io::save_checkpoint(opts.save, checkpoint());
     }
     summary.total_seconds = seconds_since(run_start);
     summary.total_steps = step;

@@ -47,6 +47,9 @@ struct Options {
   std::string metrics;  // empty: no CSV
   int64_t limit_train = 0;
   std::string schedule = "cosine";
+  std::string save;    // checkpoint directory; empty: no checkpoints
+  std::string resume;  // checkpoint directory to continue from; empty: a fresh run
+  int stop_after = 0;  // stop after this epoch (0: run all --epochs)
 };
 
 namespace detail {
@@ -124,14 +127,24 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& opts) {
      "write per-step metrics (step, epoch, loss, scale_factor, lr, skipped) to FILE.csv and "
      "per-epoch metrics to FILE.epochs.csv; plot them with scripts/plot_metrics.py")
     ("limit-train", po::value(&opts.limit_train)->default_value(opts.limit_train),
-     "train on the first N images only (0: all 60000); for quick runs");
+     "train on the first N images only (0: all 60000); for quick runs")
+    ("save", po::value(&opts.save)->value_name("DIR"),
+     "write a checkpoint (model, optimizer, GradScaler, step, random generator, shuffling) to "
+     "DIR/checkpoint-<step>.safetensors at the end of every epoch; DIR is created if needed")
+    ("resume", po::value(&opts.resume)->value_name("DIR"),
+     "continue from the latest checkpoint in DIR with the next epoch; give the same options as the "
+     "run that wrote it. The result is bit-identical to a run never stopped (same machine and --threads)")
+    ("stop-after", po::value(&opts.stop_after)->default_value(opts.stop_after)->value_name("N"),
+     "stop after epoch N as if interrupted (0: run all --epochs); with --save, --resume continues");
   // clang-format on
   const char* examples =
       "Examples:\n"
       "  train_fashion_mnist                                 # CNN, fp32, 3 epochs\n"
       "  train_fashion_mnist --amp                           # the same with bf16 autocast + GradScaler\n"
       "  train_fashion_mnist --model resnet --precision fp16 --accumulate 4 --batch-size 32\n"
-      "  train_fashion_mnist --limit-train 2048 --epochs 1   # a smoke run of a few seconds\n\n"
+      "  train_fashion_mnist --limit-train 2048 --epochs 1   # a smoke run of a few seconds\n"
+      "  train_fashion_mnist --save ckpt --stop-after 1      # epoch 1 of 3, checkpointed ...\n"
+      "  train_fashion_mnist --save ckpt --resume ckpt       # ... and epochs 2 and 3\n\n"
       "Exit codes: 0 done, 1 training failed, 2 bad option or missing data set.\n";
   po::variables_map vm;
   try {
@@ -153,6 +166,7 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& opts) {
     detail::require(opts.growth_interval >= 0, "--growth-interval must be 0 (static scale) or positive");
     detail::require(opts.threads >= 1, "--threads must be at least 1");
     detail::require(opts.limit_train >= 0, "--limit-train must be 0 (all) or a positive count");
+    detail::require(opts.stop_after >= 0, "--stop-after must be 0 (run all epochs) or a positive epoch");
   } catch (const po::error& e) {
     std::cerr << "train_fashion_mnist: " << e.what() << "\nRun train_fashion_mnist --help for the options.\n";
     return kUsageError;

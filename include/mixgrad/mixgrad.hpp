@@ -2,6 +2,7 @@
 //
 //   namespace mg = mixgrad;
 //   mg::autodiff::GradManager gm;  mg::amp::GradScaler scaler;  mg::F::relu(x);
+//   mg::io::save_checkpoint("ckpt/", {.model = &net, .optimizer = &opt, .step = step});
 #pragma once
 
 #include "mixgrad/amp/autocast.hpp"
@@ -13,6 +14,8 @@
 #include "mixgrad/error.hpp"
 #include "mixgrad/functional.hpp"
 #include "mixgrad/half.hpp"
+#include "mixgrad/io/checkpoint.hpp"
+#include "mixgrad/io/safetensors.hpp"
 #include "mixgrad/nn.hpp"
 #include "mixgrad/optim.hpp"
 #include "mixgrad/shape.hpp"

@@ -127,7 +127,10 @@ StateDict Module::state_dict() const {
   return out;
 }
 
-void Module::load_state_dict(const StateDict& dict, const LoadStateDictOptions& options) {
+// Validates `dict` against this module; returns the (source, destination)
+// pairs to copy.
+std::vector<std::pair<Tensor, Tensor>> Module::checked_copies(const StateDict& dict,
+                                                              const LoadStateDictOptions& options) const {
   std::vector<NamedTensor> targets;
   collect("", true, targets);
   collect("", false, targets);
@@ -160,7 +163,15 @@ void Module::load_state_dict(const StateDict& dict, const LoadStateDictOptions& 
     msg += " nothing was loaded";
     throw ValueError(msg);
   }
+  return copies;
+}
 
+void Module::check_state_dict(const StateDict& dict, const LoadStateDictOptions& options) const {
+  checked_copies(dict, options);
+}
+
+void Module::load_state_dict(const StateDict& dict, const LoadStateDictOptions& options) {
+  const auto copies = checked_copies(dict, options);
   autodiff::NoRecordScope no_record;
   for (const auto& [src, dst] : copies) {
     backend::copy(src.device() == dst.device() ? src : src.to(dst.device()), dst);

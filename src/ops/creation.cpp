@@ -30,6 +30,15 @@ uint64_t reserve(uint64_t n) {
   g_counter += n;
   return first;
 }
+State get() {
+  std::lock_guard lock(g_mutex);
+  return {g_seed, g_counter};
+}
+void set(const State& state) {
+  std::lock_guard lock(g_mutex);
+  g_seed = state.seed;
+  g_counter = state.counter;
+}
 }  // namespace random_state
 
 void manual_seed(uint64_t seed) {

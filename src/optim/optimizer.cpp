@@ -120,7 +120,14 @@ StateDict Optimizer::state_dict() const {
   return out;
 }
 
-void Optimizer::load_state_dict(const StateDict& dict) {
+// What load_state_dict commits once every check has passed.
+struct Optimizer::CheckedLoad {
+  Hyperparameters hyperparameters;
+  std::vector<std::string> names;
+  std::vector<ParamState> state;  // steps only; buffers are copied at commit
+};
+
+Optimizer::CheckedLoad Optimizer::check_load(const StateDict& dict) const {
   const std::string where = name_ + "::load_state_dict: ";
   // 1. Hyper-parameters: every current name must be present and valid.
   Hyperparameters h = hyperparameters();
@@ -168,6 +175,13 @@ void Optimizer::load_state_dict(const StateDict& dict) {
     }
   }
 
+  return {std::move(h), names, std::move(next)};
+}
+
+void Optimizer::check_state_dict(const StateDict& dict) const { check_load(dict); }
+
+void Optimizer::load_state_dict(const StateDict& dict) {
+  auto [h, names, next] = check_load(dict);
   // 4. Commit: own copies, so the dict and the optimizer do not alias.
   autodiff::NoRecordScope no_record;
   for (size_t i = 0; i < params_.size(); ++i) {

@@ -54,6 +54,10 @@ class DataLoader {
   int64_t epoch() const { return epoch_; }
   /// Sets the epoch the next begin() starts, e.g. when resuming training.
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  /// The seed of the shuffling (options().seed, or the one drawn at construction).
+  uint64_t seed() const { return seed_; }
+  /// Replaces the seed of the shuffling, e.g. when resuming from a checkpoint.
+  void set_seed(uint64_t seed) { seed_ = seed; }
   const Dataset& dataset() const { return *dataset_; }
   const DataLoaderOptions& options() const { return options_; }
 

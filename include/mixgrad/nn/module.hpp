@@ -90,6 +90,9 @@ class Module {
   /// keys (ValueError, when strict), a different shape (ShapeError) or dtype
   /// (DTypeError) leave the module untouched.
   void load_state_dict(const StateDict& dict, const LoadStateDictOptions& options = {});
+  /// The checks of load_state_dict alone: throws what it would throw and
+  /// changes nothing (to validate several objects before loading any).
+  void check_state_dict(const StateDict& dict, const LoadStateDictOptions& options = {}) const;
 
   /// A one-line description of this module alone ("Linear(in_features=784,
   /// out_features=128, bias=true)"); operator<< prints the whole tree.
@@ -121,6 +124,8 @@ class Module {
   void check_new_name(const std::string& name, const char* what) const;
   void collect(const std::string& prefix, bool params, std::vector<NamedTensor>& out) const;
   void collect_state(const std::string& prefix, StateDict& out) const;
+  std::vector<std::pair<Tensor, Tensor>> checked_copies(const StateDict& dict,
+                                                        const LoadStateDictOptions& options) const;
 
   bool training_ = true;
   std::vector<NamedTensor> parameters_;

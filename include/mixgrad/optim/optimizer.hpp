@@ -65,6 +65,9 @@ class Optimizer {
   /// (ValueError), a wrong state shape (ShapeError) or dtype
   /// (DTypeError) leave the optimizer as it was.
   void load_state_dict(const StateDict& dict);
+  /// The checks of load_state_dict alone: throws what it would throw and
+  /// changes nothing (to validate several objects before loading any).
+  void check_state_dict(const StateDict& dict) const;
 
   /// "SGD", "Adam", "AdamW".
   const std::string& name() const { return name_; }
@@ -99,6 +102,9 @@ class Optimizer {
   void require(bool ok, const std::string& what) const;
 
  private:
+  struct CheckedLoad;
+  CheckedLoad check_load(const StateDict& dict) const;
+
   std::vector<Tensor> params_;
   std::vector<ParamState> state_;
   std::string name_;

@@ -1,0 +1,256 @@
+#include "mixgrad/io/checkpoint.hpp"
+
+#include <charconv>
+#include <map>
+
+#include "mixgrad/amp/autocast.hpp"
+#include "mixgrad/amp/grad_scaler.hpp"
+#include "mixgrad/data/data_loader.hpp"
+#include "mixgrad/nn/module.hpp"
+#include "mixgrad/ops/creation.hpp"
+#include "mixgrad/optim/optimizer.hpp"
+#include "ops/random_state.hpp"
+
+namespace mixgrad::io {
+
+namespace {
+
+constexpr std::string_view kModel = "model.";
+constexpr std::string_view kOptimizer = "optimizer.";
+constexpr std::string_view kScaler = "scaler.";
+constexpr std::string_view kUser = "user.";
+constexpr std::string_view kFilePrefix = "checkpoint-";
+constexpr std::string_view kFileSuffix = ".safetensors";
+
+// Metadata keys of the scalars.
+const std::string kFormat = "mixgrad.format";
+const std::string kFormatValue = "checkpoint";
+const std::string kVersion = "mixgrad.format_version";
+const std::string kVersionValue = "1";
+const std::string kStep = "mixgrad.step";
+const std::string kOptimizerName = "mixgrad.optimizer";
+const std::string kRngSeed = "mixgrad.rng.seed";
+const std::string kRngCounter = "mixgrad.rng.counter";
+const std::string kLoaderSeed = "mixgrad.loader.seed";
+const std::string kLoaderEpoch = "mixgrad.loader.epoch";
+const std::string kAutocastEnabled = "mixgrad.autocast.enabled";
+const std::string kAutocastLow = "mixgrad.autocast.low_prec_dtype";
+const std::string kAutocastHigh = "mixgrad.autocast.high_prec_dtype";
+
+constexpr DType kAllDTypes[] = {DType::float32, DType::float16, DType::bfloat16, DType::float64,
+                                DType::int32,   DType::int64,   DType::bool_};
+
+// Turns the messages of a failed check into an IOError naming the file.
+class Reader {
+ public:
+  Reader(std::filesystem::path path, Metadata meta) : path_(std::move(path)), meta_(std::move(meta)) {}
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw IOError("load_checkpoint: '" + path_.string() + "': " + what + "; nothing was loaded");
+  }
+
+  const std::string& get(const std::string& key) const {
+    auto it = meta_.find(key);
+    if (it == meta_.end()) fail("metadata key '" + key + "' is missing");
+    return it->second;
+  }
+
+  template <class Int>
+  Int integer(const std::string& key) const {
+    const std::string& s = get(key);
+    Int v{};
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || ptr != s.data() + s.size() || s.empty())
+      fail("metadata '" + key + "' = '" + s + "' is not a valid integer");
+    return v;
+  }
+
+  bool boolean(const std::string& key) const {
+    const std::string& s = get(key);
+    if (s != "true" && s != "false") fail("metadata '" + key + "' = '" + s + "', expected true or false");
+    return s == "true";
+  }
+
+  DType dtype(const std::string& key) const {
+    const std::string& s = get(key);
+    for (DType d : kAllDTypes)
+      if (to_string(d) == s) return d;
+    fail("metadata '" + key + "' = '" + s + "' is not a dtype");
+  }
+
+  const Metadata& metadata() const { return meta_; }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  Metadata meta_;
+};
+
+// The entries of `all` under `prefix`, with the prefix removed.
+StateDict take_prefix(const StateDict& all, std::string_view prefix) {
+  StateDict out;
+  for (const auto& [key, t] : all)
+    if (key.starts_with(prefix)) out.insert(key.substr(prefix.size()), t);
+  return out;
+}
+
+// Parses "checkpoint-<digits>.safetensors"; nullopt for other names.
+std::optional<int64_t> step_of(const std::string& name) {
+  if (!name.starts_with(kFilePrefix) || !name.ends_with(kFileSuffix)) return std::nullopt;
+  const char* first = name.data() + kFilePrefix.size();
+  const char* last = name.data() + name.size() - kFileSuffix.size();
+  if (first >= last) return std::nullopt;
+  int64_t step = 0;
+  auto [ptr, ec] = std::from_chars(first, last, step);
+  if (ec != std::errc() || ptr != last || step < 0) return std::nullopt;
+  return step;
+}
+
+}  // namespace
+
+std::filesystem::path checkpoint_path(const std::filesystem::path& dir, int64_t step) {
+  if (step < 0) throw ValueError("checkpoint_path: step must be >= 0, got " + std::to_string(step));
+  std::string digits = std::to_string(step);
+  if (digits.size() < 8) digits.insert(0, 8 - digits.size(), '0');
+  return dir / (std::string(kFilePrefix) + digits + std::string(kFileSuffix));
+}
+
+std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::optional<std::pair<int64_t, std::filesystem::path>> best;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (!entry.is_regular_file(ec)) continue;
+    const auto step = step_of(entry.path().filename().string());
+    if (step && (!best || *step > best->first)) best.emplace(*step, entry.path());
+  }
+  if (ec) throw IOError("latest_checkpoint: cannot list '" + dir.string() + "': " + ec.message());
+  if (!best) return std::nullopt;
+  return best->second;
+}
+
+std::filesystem::path save_checkpoint(const std::filesystem::path& dir_or_file, const Checkpoint& parts) {
+  if (parts.step < 0) throw ValueError("save_checkpoint: step must be >= 0, got " + std::to_string(parts.step));
+  StateDict all;
+  Metadata meta{{kFormat, kFormatValue}, {kVersion, kVersionValue}, {kStep, std::to_string(parts.step)}};
+  if (parts.model)
+    for (const auto& [k, t] : parts.model->state_dict()) all.insert(std::string(kModel) + k, t);
+  if (parts.optimizer) {
+    for (const auto& [k, t] : parts.optimizer->state_dict()) all.insert(std::string(kOptimizer) + k, t);
+    meta[kOptimizerName] = parts.optimizer->name();
+  }
+  if (parts.scaler)
+    for (const auto& [k, v] : parts.scaler->state_dict()) all.insert(std::string(kScaler) + k, scalar(v, DType::float64));
+  if (parts.loader) {
+    meta[kLoaderSeed] = std::to_string(parts.loader->seed());
+    meta[kLoaderEpoch] = std::to_string(parts.loader->epoch());
+  }
+  if (parts.rng) {
+    const random_state::State s = random_state::get();
+    meta[kRngSeed] = std::to_string(s.seed);
+    meta[kRngCounter] = std::to_string(s.counter);
+  }
+  if (parts.autocast) {
+    meta[kAutocastEnabled] = amp::enabled.load() ? "true" : "false";
+    meta[kAutocastLow] = std::string(to_string(amp::low_prec_dtype.load()));
+    meta[kAutocastHigh] = std::string(to_string(amp::high_prec_dtype.load()));
+  }
+  for (const auto& [k, v] : parts.metadata) meta[std::string(kUser) + k] = v;
+
+  std::error_code ec;
+  const std::filesystem::path path =
+      std::filesystem::is_directory(dir_or_file, ec) ? checkpoint_path(dir_or_file, parts.step) : dir_or_file;
+  save_file(all, path, meta);
+  return path;
+}
+
+CheckpointInfo load_checkpoint(const std::filesystem::path& dir_or_file, const Checkpoint& parts) {
+  std::filesystem::path path = dir_or_file;
+  std::error_code ec;
+  if (std::filesystem::is_directory(dir_or_file, ec)) {
+    auto latest = latest_checkpoint(dir_or_file);
+    if (!latest) throw IOError("load_checkpoint: no checkpoint-<step>.safetensors in '" + dir_or_file.string() + "'");
+    path = *latest;
+  }
+
+  // 1. The file: its structure and checksum (IOError from load_file).
+  Metadata meta;
+  const StateDict all = load_file(path, &meta);
+  const Reader r(path, std::move(meta));
+  if (r.get(kFormat) != kFormatValue)
+    r.fail("metadata '" + kFormat + "' is '" + r.get(kFormat) + "', expected '" + kFormatValue + "'");
+  if (r.get(kVersion) != kVersionValue)
+    r.fail("format version '" + r.get(kVersion) + "' is not supported (this build reads " + kVersionValue + ")");
+
+  CheckpointInfo info{.path = path, .step = r.integer<int64_t>(kStep), .metadata = {}};
+  if (info.step < 0) r.fail("step " + std::to_string(info.step) + " is negative");
+  for (const auto& [k, v] : r.metadata())
+    if (k.starts_with(kUser)) info.metadata.emplace(k.substr(kUser.size()), v);
+
+  // 2. Every requested part against its object; nothing is changed yet.
+  const auto check = [&](const char* part, auto&& f) {
+    try {
+      f();
+    } catch (const IOError&) {
+      throw;
+    } catch (const Error& e) {
+      r.fail(std::string(part) + " state does not fit: " + e.what());
+    }
+  };
+  StateDict model_sd, optimizer_sd;
+  std::map<std::string, double> scaler_state;
+  if (parts.model) {
+    model_sd = take_prefix(all, kModel);
+    check("model", [&] { parts.model->check_state_dict(model_sd); });
+  }
+  if (parts.optimizer) {
+    const std::string& saved = r.get(kOptimizerName);
+    if (saved != parts.optimizer->name())
+      r.fail("holds " + saved + " state but the optimizer is " + parts.optimizer->name());
+    optimizer_sd = take_prefix(all, kOptimizer);
+    check("optimizer", [&] { parts.optimizer->check_state_dict(optimizer_sd); });
+  }
+  if (parts.scaler) {
+    for (const auto& [k, t] : take_prefix(all, kScaler)) {
+      if (t.dtype() != DType::float64 || t.ndim() != 0)
+        r.fail("'" + std::string(kScaler) + k + "' is " + std::string(to_string(t.dtype())) + to_string(t.shape()) +
+               ", expected a 0-d float64");
+      scaler_state.emplace(k, t.item<double>());
+    }
+    if (scaler_state.empty()) r.fail("holds no GradScaler state (no 'scaler.*' tensors)");
+    check("GradScaler", [&] {
+      amp::GradScaler probe = *parts.scaler;  // a copy: validation only
+      probe.load_state_dict(scaler_state);
+    });
+  }
+  random_state::State rng{};
+  if (parts.rng) rng = {r.integer<uint64_t>(kRngSeed), r.integer<uint64_t>(kRngCounter)};
+  uint64_t loader_seed = 0;
+  int64_t loader_epoch = 0;
+  if (parts.loader) {
+    loader_seed = r.integer<uint64_t>(kLoaderSeed);
+    loader_epoch = r.integer<int64_t>(kLoaderEpoch);
+    if (loader_epoch < 0) r.fail("loader epoch " + std::to_string(loader_epoch) + " is negative");
+  }
+  amp::AutocastState autocast_state{};
+  if (parts.autocast)
+    autocast_state = {r.boolean(kAutocastEnabled), r.dtype(kAutocastLow), r.dtype(kAutocastHigh)};
+
+  // 3. Commit. The optimizer goes first: it copies the most, so the one
+  // step that can still fail (out of memory) fails before the rest is set.
+  if (parts.optimizer) parts.optimizer->load_state_dict(optimizer_sd);
+  if (parts.model) parts.model->load_state_dict(model_sd);
+  if (parts.scaler) parts.scaler->load_state_dict(scaler_state);
+  if (parts.loader) {
+    parts.loader->set_seed(loader_seed);
+    parts.loader->set_epoch(loader_epoch);
+  }
+  if (parts.rng) random_state::set(rng);
+  if (parts.autocast) {
+    amp::enabled = autocast_state.enabled;
+    amp::low_prec_dtype = autocast_state.low_prec_dtype;
+    amp::high_prec_dtype = autocast_state.high_prec_dtype;
+  }
+  return info;
+}
+
+}  // namespace mixgrad::io
