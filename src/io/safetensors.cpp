@@ -9,6 +9,9 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "autodiff/tape.hpp"
 #include "io/file.hpp"
@@ -184,7 +187,7 @@ class Parser {
     check_nesting(text);
     Json root;
     try {
-      root = Json::parse(text);
+      root = parse_json_unique_keys(text);
     } catch (const Json::exception& e) {
       fail(std::string("header is not valid JSON: ") + e.what());
     }
@@ -281,6 +284,24 @@ class Parser {
   uint64_t unsigned_value(const std::string& name, const char* field, const Json& v) const {
     if (!v.is_number_unsigned()) fail("tensor '" + name + "': " + field + " must hold non-negative integers");
     return v.get<uint64_t>();
+  }
+
+  // nlohmann keeps the last of two equal keys; a header naming a tensor
+  // twice is ambiguous (other readers may take the first), so it is refused.
+  Json parse_json_unique_keys(const std::string& text) const {
+    std::vector<std::set<std::string>> open_objects;
+    std::string duplicate;
+    auto on_event = [&](int, Json::parse_event_t event, Json& parsed) {
+      if (event == Json::parse_event_t::object_start) open_objects.emplace_back();
+      if (event == Json::parse_event_t::object_end) open_objects.pop_back();
+      if (event == Json::parse_event_t::key && !open_objects.empty() &&
+          !open_objects.back().insert(parsed.get<std::string>()).second && duplicate.empty())
+        duplicate = parsed.get<std::string>();
+      return true;
+    };
+    Json root = Json::parse(text, on_event);
+    if (!duplicate.empty()) fail("header names '" + duplicate + "' twice");
+    return root;
   }
 
   Entry parse_entry(const std::string& name, const Json& v) const {

@@ -203,6 +203,9 @@ BOOST_AUTO_TEST_CASE(malformed_headers) {
       {R"({"x":{"dtype":"F32","shape":[[[2]]],"data_offsets":[0,8]}})", d8, {"nests JSON deeper"}},
       {R"({"x":{"dtype":"BOOL","shape":[8],"data_offsets":[0,8]}})", {0, 1, 2, 0, 0, 0, 0, 0}, {"'x'", "byte 2"}},
       {R"({"x":7})", {}, {"'x'", "must be an object"}},
+      {R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+       d8, {"'x' twice"}},
+      {R"({"x":{"dtype":"F32","dtype":"F16","shape":[2],"data_offsets":[0,8]}})", d8, {"'dtype' twice"}},
   };
   for (const Case& c : cases)
     BOOST_TEST_CONTEXT(c.header) {
