@@ -113,17 +113,36 @@ void cast_inputs(OpKind op, std::initializer_list<Tensor*> inputs) {
 }  // namespace detail
 
 namespace {
+
+bool is_high_precision(DType t) { return t == DType::float32 || t == DType::float64; }
+
+// `what` names the setting: "autocast: low_prec_dtype" or "amp::low_prec_dtype".
+void check_low(const char* what, DType t) {
+  if (!is_low_precision(t))
+    throw DTypeError(std::string(what) + " must be float16 or bfloat16, got " + std::string(to_string(t)));
+}
+void check_high(const char* what, DType t) {
+  if (!is_high_precision(t))
+    throw DTypeError(std::string(what) + " must be float32 or float64, got " + std::string(to_string(t)));
+}
+
 AutocastState checked_config(bool on, std::optional<DType> low, std::optional<DType> high) {
   AutocastState c{on, low.value_or(low_prec_dtype.load()), high.value_or(high_prec_dtype.load())};
-  if (!is_low_precision(c.low_prec_dtype))
-    throw DTypeError("autocast: low_prec_dtype must be float16 or bfloat16, got " +
-                     std::string(to_string(c.low_prec_dtype)));
-  if (c.high_prec_dtype != DType::float32 && c.high_prec_dtype != DType::float64)
-    throw DTypeError("autocast: high_prec_dtype must be float32 or float64, got " +
-                     std::string(to_string(c.high_prec_dtype)));
+  check_low("autocast: low_prec_dtype", c.low_prec_dtype);
+  check_high("autocast: high_prec_dtype", c.high_prec_dtype);
   return c;
 }
+
 }  // namespace
+
+DTypeSetting& DTypeSetting::operator=(DType v) {
+  if (role_ == Role::low_precision)
+    check_low("amp::low_prec_dtype", v);
+  else
+    check_high("amp::high_prec_dtype", v);
+  value_.store(v, std::memory_order_relaxed);
+  return *this;
+}
 
 // Validation happens before enter(), so a throwing constructor changes nothing.
 autocast::autocast(bool on, std::optional<DType> low, std::optional<DType> high)

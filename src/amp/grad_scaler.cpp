@@ -196,6 +196,7 @@ void GradScaler::load_state_dict(const std::map<std::string, double>& state) {
   o.min_scale = state.contains(kMinScale) ? std::optional<double>(state.at(kMinScale)) : std::nullopt;
   o.max_scale = state.contains(kMaxScale) ? std::optional<double>(state.at(kMaxScale)) : std::nullopt;
   o.init_scale = state.at(kScaleFactor);  // validated as the scale to resume from
+  validate_scale_in_bounds(op, kScaleFactor, o.init_scale, o);  // so that the message names the key
   validate(op, o);
   const int64_t tracker = integral(op, kGrowthTracker, state.at(kGrowthTracker));
   require(o.growth_interval == 0 ? tracker == 0 : tracker < o.growth_interval, op,

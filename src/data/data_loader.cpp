@@ -28,7 +28,13 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const DataLoaderO
 
 int64_t DataLoader::size() const {
   const int64_t n = dataset_->size(), b = options_.batch_size;
-  return options_.drop_last ? n / b : (n + b - 1) / b;
+  // Not (n + b - 1) / b: that overflows for a batch_size near INT64_MAX.
+  return n / b + (!options_.drop_last && n % b != 0 ? 1 : 0);
+}
+
+void DataLoader::set_epoch(int64_t epoch) {
+  if (epoch < 0) throw ValueError("DataLoader::set_epoch: epoch must be >= 0, got " + std::to_string(epoch));
+  epoch_ = epoch;
 }
 
 std::vector<int64_t> DataLoader::order(int64_t epoch) const {
@@ -37,6 +43,7 @@ std::vector<int64_t> DataLoader::order(int64_t epoch) const {
   if (!options_.shuffle) return idx;
   // Fisher-Yates with counter-based draws: counter (epoch, i), so an epoch's
   // order depends only on the seed and the epoch number.
+  if (epoch < 0) throw ValueError("DataLoader::order: epoch must be >= 0, got " + std::to_string(epoch));
   const uint64_t base = static_cast<uint64_t>(epoch) << 32;
   for (size_t i = idx.size(); i > 1; --i) {
     const auto r = kernels::philox(seed_, base + i);
@@ -71,7 +78,8 @@ void DataLoader::Iterator::load() {
 }
 
 DataLoader::Iterator& DataLoader::Iterator::operator++() {
-  pos_ += loader_->options_.batch_size;
+  // Clamped so that a huge batch_size cannot overflow the position.
+  pos_ = end_ - pos_ <= loader_->options_.batch_size ? end_ : pos_ + loader_->options_.batch_size;
   load();
   return *this;
 }

@@ -1,5 +1,6 @@
 #include "mixgrad/nn/batch_norm.hpp"
 
+#include <cmath>
 #include <sstream>
 
 #include "mixgrad/ops/creation.hpp"
@@ -11,7 +12,8 @@ namespace mixgrad::nn {
 BatchNorm2d::BatchNorm2d(int64_t num_features, const BatchNormOptions& options)
     : channels_(num_features), options_(options) {
   if (num_features < 1) throw ValueError("BatchNorm2d: num_features must be >= 1, got " + std::to_string(num_features));
-  if (!(options.eps >= 0)) throw ValueError("BatchNorm2d: eps must be >= 0, got " + std::to_string(options.eps));
+  if (!(options.eps >= 0 && std::isfinite(options.eps)))
+    throw ValueError("BatchNorm2d: eps must be finite and >= 0, got " + std::to_string(options.eps));
   if (!(options.momentum >= 0 && options.momentum <= 1))
     throw ValueError("BatchNorm2d: momentum must be in [0, 1], got " + std::to_string(options.momentum));
   if (options.affine) {

@@ -1,5 +1,6 @@
 #include "mixgrad/nn/layer_norm.hpp"
 
+#include <cmath>
 #include <sstream>
 
 #include "mixgrad/ops/creation.hpp"
@@ -13,7 +14,8 @@ LayerNorm::LayerNorm(const Shape& normalized_shape, const LayerNormOptions& opti
   bool ok = shape_.ndim() > 0;
   for (int64_t d : shape_) ok = ok && d >= 1;
   if (!ok) throw ValueError("LayerNorm: normalized_shape must be non-empty and positive, got " + to_string(shape_));
-  if (!(options.eps >= 0)) throw ValueError("LayerNorm: eps must be >= 0, got " + std::to_string(options.eps));
+  if (!(options.eps >= 0 && std::isfinite(options.eps)))
+    throw ValueError("LayerNorm: eps must be finite and >= 0, got " + std::to_string(options.eps));
   if (options.elementwise_affine) {
     weight_ = register_parameter("weight", ones(shape_));
     if (options.bias) bias_ = register_parameter("bias", zeros(shape_));

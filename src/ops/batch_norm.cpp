@@ -6,6 +6,9 @@
 // succeeded, and their version is bumped.
 #include "backend/batch_norm.hpp"
 
+#include <cmath>
+#include <string>
+
 #include "backend/copy.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
@@ -64,7 +67,14 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
                      ops::describe(running_mean) + " and " + ops::describe(running_var));
   if (running_mean.defined() != running_var.defined())
     throw StateError("batch_norm: running_mean and running_var must both be given or both be undefined");
-  if (!(o.eps >= 0.0)) throw Error("batch_norm: eps must be non-negative, got " + std::to_string(o.eps));
+  // Checked in every mode: a NaN momentum would go into the running
+  // statistics, an infinite eps would turn the output into zeros.
+  if (!(o.eps >= 0.0 && std::isfinite(o.eps)))
+    throw ValueError("batch_norm: eps must be finite and >= 0, got " + std::to_string(o.eps) + " for input " +
+                     ops::describe(x_in));
+  if (!(o.momentum >= 0.0 && o.momentum <= 1.0))
+    throw ValueError("batch_norm: momentum must be in [0, 1], got " + std::to_string(o.momentum) + " for input " +
+                     ops::describe(x_in));
 
   Tensor x = x_in, weight = weight_in, bias = bias_in;
   amp::autocast_inputs(OpKind::batch_norm, {&x});

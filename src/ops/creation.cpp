@@ -2,9 +2,11 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <mutex>
+#include <string>
 
 #include "backend/copy.hpp"
 #include "kernels/cast.hpp"
@@ -59,11 +61,43 @@ Tensor ones_like(const Tensor& t) { return full(t.shape(), 1.0, t.dtype(), t.dev
 Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype(), t.device()); }
 Tensor scalar(double value, DType dtype, Device device) { return full(Shape{}, value, dtype, device); }
 
+namespace {
+
+std::string range_text(double start, double end, double step, DType dtype) {
+  return "start=" + std::to_string(start) + " end=" + std::to_string(end) + " step=" + std::to_string(step) +
+         " dtype=" + std::string(to_string(dtype));
+}
+
+// The largest element count arange accepts: beyond 2^53 a double no longer
+// holds every index, so neither the count nor the values would be exact.
+constexpr double kMaxArangeCount = 9007199254740992.0;
+
+// The element count of arange, validated: finite arguments, a nonzero step,
+// an exactly representable count and, for integer dtypes, values in range.
+int64_t arange_count(double start, double end, double step, DType dtype) {
+  if (!std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step) || step == 0)
+    throw ValueError("arange: start, end and step must be finite and step nonzero, got " +
+                     range_text(start, end, step, dtype));
+  const double count = std::ceil((end - start) / step);  // may be +-inf when end - start overflows
+  if (!(count <= kMaxArangeCount))
+    throw ValueError("arange: " + range_text(start, end, step, dtype) + " would have " + std::to_string(count) +
+                     " elements, more than 2^53");
+  const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+  if (n > 0 && (dtype == DType::int32 || dtype == DType::int64)) {
+    const double last = start + static_cast<double>(n - 1) * step;
+    const double lo = dtype == DType::int32 ? -2147483648.0 : -9223372036854775808.0;
+    const double hi = dtype == DType::int32 ? 2147483648.0 : 9223372036854775808.0;  // exclusive
+    if (!(std::min(start, last) >= lo && std::max(start, last) < hi))
+      throw ValueError("arange: values of " + range_text(start, end, step, dtype) + " do not fit " +
+                       std::string(to_string(dtype)));
+  }
+  return n;
+}
+
+}  // namespace
+
 Tensor arange(double start, double end, double step, DType dtype) {
-  if (step == 0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
-    throw Error("arange: invalid range start=" + std::to_string(start) + " end=" + std::to_string(end) +
-                " step=" + std::to_string(step));
-  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
+  const int64_t n = arange_count(start, end, step, dtype);
   Tensor t = empty(Shape{n}, dtype);
   visit_dtype(dtype, [&]<class T>() {
     T* d = t.data<T>();
@@ -125,12 +159,16 @@ Tensor random_fill(const Shape& shape, DType dtype, const char* op, Gen gen) {
 }  // namespace
 
 Tensor uniform(const Shape& shape, double low, double high, DType dtype) {
-  if (!(low <= high)) throw Error("uniform: low " + std::to_string(low) + " > high " + std::to_string(high));
+  if (!(low <= high && std::isfinite(low) && std::isfinite(high)))
+    throw ValueError("uniform: need finite low <= high, got low=" + std::to_string(low) +
+                     " high=" + std::to_string(high) + " for shape " + to_string(shape));
   return random_fill(shape, dtype, "uniform", [=](double u, double) { return low + (high - low) * u; });
 }
 
 Tensor normal(const Shape& shape, double mean, double std, DType dtype) {
-  if (!(std >= 0)) throw Error("normal: std must be >= 0, got " + std::to_string(std));
+  if (!(std >= 0 && std::isfinite(std) && std::isfinite(mean)))
+    throw ValueError("normal: need a finite mean and a finite std >= 0, got mean=" + std::to_string(mean) +
+                     " std=" + std::to_string(std) + " for shape " + to_string(shape));
   return random_fill(shape, dtype, "normal", [=](double u1, double u2) {
     const double r = std::sqrt(-2.0 * std::log(1.0 - u1));  // 1-u1 in (0, 1]
     return mean + std * r * std::cos(2.0 * 3.14159265358979323846 * u2);
@@ -138,7 +176,7 @@ Tensor normal(const Shape& shape, double mean, double std, DType dtype) {
 }
 
 void set_num_threads(int n) {
-  if (n < 1) throw Error("set_num_threads: need at least 1 thread, got " + std::to_string(n));
+  if (n < 1) throw ValueError("set_num_threads: need at least 1 thread, got " + std::to_string(n));
   omp_set_num_threads(n);
 }
 

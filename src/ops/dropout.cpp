@@ -18,7 +18,7 @@ Tensor dropout(const Tensor& x_in, double p, bool training) {
   ops::check_defined("dropout", {&x_in});
   ops::check_floating("dropout", x_in);
   if (!(p >= 0.0 && p < 1.0))
-    throw Error("dropout: p must be in [0, 1), got " + std::to_string(p) + " for input " + ops::describe(x_in));
+    throw ValueError("dropout: p must be in [0, 1), got " + std::to_string(p) + " for input " + ops::describe(x_in));
   if (!training || p == 0.0) return x_in;
 
   Tensor x = x_in;

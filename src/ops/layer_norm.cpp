@@ -3,6 +3,7 @@
 // weight and bias are handed to the kernel in that accumulation dtype (they
 // hold one row's worth of elements), which is what lets a float32 weight go
 // with a bfloat16 activation; their gradients come back in their own dtype.
+#include <cmath>
 #include <string>
 
 #include "backend/copy.hpp"
@@ -47,7 +48,9 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
                      " must be the trailing dims of input " + ops::describe(x_in));
   check_affine("weight", weight_in, x_in, normalized_shape);
   check_affine("bias", bias_in, x_in, normalized_shape);
-  if (!(eps >= 0.0)) throw Error("layer_norm: eps must be >= 0, got " + std::to_string(eps));
+  if (!(eps >= 0.0 && std::isfinite(eps)))
+    throw ValueError("layer_norm: eps must be finite and >= 0, got " + std::to_string(eps) + " for input " +
+                     ops::describe(x_in));
 
   Tensor x = x_in, weight = weight_in, bias = bias_in;
   amp::autocast_inputs(OpKind::layer_norm, {&x, &weight, &bias});

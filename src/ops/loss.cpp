@@ -47,9 +47,10 @@ ClassProblem check_class_loss(const char* op, const Tensor& input, const Tensor&
   for (int d = axis + 1; d < input.ndim(); ++d) p.layout.inner *= input.shape()[d];
   p.labels = ops::dense(labels);
   if (const auto bad = backend::find_label_out_of_range(p.labels, p.layout.classes))
-    throw Error(std::string(op) + ": label " + std::to_string(*bad) + " is out of range for " +
-                std::to_string(p.layout.classes) + " classes (expected 0 <= label < " +
-                std::to_string(p.layout.classes) + ")");
+    throw ValueError(std::string(op) + ": label " + std::to_string(*bad) + " in labels " + ops::describe(labels) +
+                     " is out of range for input " + ops::describe(input) + " with " +
+                     std::to_string(p.layout.classes) + " classes (expected 0 <= label < " +
+                     std::to_string(p.layout.classes) + ")");
   return p;
 }
 
@@ -94,7 +95,8 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& labels, const CrossE
   const char* kOp = "cross_entropy";
   ClassProblem p = check_class_loss(kOp, logits_in, labels, options.axis);
   if (!(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0))
-    throw Error(std::string(kOp) + ": label_smoothing must be in [0, 1], got " + std::to_string(options.label_smoothing));
+    throw ValueError(std::string(kOp) + ": label_smoothing must be in [0, 1], got " +
+                     std::to_string(options.label_smoothing) + " for input " + ops::describe(logits_in));
   Tensor logits = logits_in;
   amp::autocast_inputs(OpKind::cross_entropy, {&logits});
   const backend::ClassLossArgs args{.input = ops::dense(logits),

@@ -78,6 +78,9 @@ Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
   if (output_size.h < 1 || output_size.w < 1)
     throw ShapeError("adaptive_avg_pool2d: output_size " + size2(output_size) + " must be positive, input " +
                      ops::describe(x_in));
+  // Each output window needs at least one input element to average.
+  if (x_in.shape()[2] < 1 || x_in.shape()[3] < 1)
+    throw ShapeError("adaptive_avg_pool2d: input " + ops::describe(x_in) + " has an empty image (H or W is 0)");
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::adaptive_avg_pool2d, {&x});
   Tensor y = empty(Shape{x.shape()[0], x.shape()[1], output_size.h, output_size.w}, x.dtype(), x.device());

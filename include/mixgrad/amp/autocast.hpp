@@ -40,13 +40,31 @@ class GlobalSetting {
   std::atomic<T> value_;
 };
 
+/// A process-wide dtype setting whose assignment is checked: a dtype outside
+/// the setting's allowed pair throws DTypeError naming the setting and leaves
+/// the value as it was, so autocast never runs with a bad dtype.
+class DTypeSetting {
+ public:
+  enum class Role { low_precision, high_precision };
+  constexpr DTypeSetting(Role role, DType v) : role_(role), value_(v) {}
+  DTypeSetting& operator=(DType v);  // throws DTypeError for a dtype the role does not allow
+  operator DType() const { return value_.load(std::memory_order_relaxed); }  // NOLINT(google-explicit-constructor)
+  DType load() const { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  Role role_;
+  std::atomic<DType> value_;
+};
+
 /// The global switch: autocast on for threads that have no scope open.
 inline GlobalSetting<bool> enabled{false};
 /// Low-precision dtype for scopes that name none (bfloat16 by default: the
-/// CPU's native 16-bit type; float16 is the usual choice on CUDA).
-inline GlobalSetting<DType> low_prec_dtype{DType::bfloat16};
-/// The high-precision dtype (float32).
-inline GlobalSetting<DType> high_prec_dtype{DType::float32};
+/// CPU's native 16-bit type; float16 is the usual choice on CUDA). Only
+/// float16 and bfloat16 may be assigned.
+inline DTypeSetting low_prec_dtype{DTypeSetting::Role::low_precision, DType::bfloat16};
+/// The high-precision dtype (float32 by default); only float32 and float64
+/// may be assigned.
+inline DTypeSetting high_prec_dtype{DTypeSetting::Role::high_precision, DType::float32};
 
 /// The state of one thread's autocast: what the current scope says.
 struct AutocastState {

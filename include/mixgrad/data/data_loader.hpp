@@ -52,8 +52,9 @@ class DataLoader {
   int64_t size() const;
   /// The epoch the next begin() starts (0 for the first).
   int64_t epoch() const { return epoch_; }
-  /// Sets the epoch the next begin() starts, e.g. when resuming training.
-  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  /// Sets the epoch the next begin() starts, e.g. when resuming training
+  /// (ValueError for a negative epoch).
+  void set_epoch(int64_t epoch);
   /// The seed of the shuffling (options().seed, or the one drawn at construction).
   uint64_t seed() const { return seed_; }
   /// Replaces the seed of the shuffling, e.g. when resuming from a checkpoint.
@@ -61,7 +62,7 @@ class DataLoader {
   const Dataset& dataset() const { return *dataset_; }
   const DataLoaderOptions& options() const { return options_; }
 
-  /// The sample order of epoch `epoch` (the identity without shuffle).
+  /// The sample order of epoch `epoch` >= 0 (the identity without shuffle).
   std::vector<int64_t> order(int64_t epoch) const;
 
   /// An input iterator over one epoch's batches.

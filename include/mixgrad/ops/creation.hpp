@@ -20,7 +20,9 @@ Tensor full(const Shape& shape, double value, DType dtype = DType::float32, Devi
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);
-/// start, start+step, ... < end.
+/// start, start+step, ... < end (> end for a negative step). ValueError for
+/// a non-finite argument, a zero step, more than 2^53 elements, or values an
+/// integer dtype cannot hold.
 Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::float32);
 Tensor arange(int64_t end, DType dtype = DType::int64);
 
@@ -40,7 +42,9 @@ Tensor scalar(double value, DType dtype = DType::float32, Device device = Device
 /// Seeds the global generator: the same seed gives the same numbers
 /// (uniform, normal, dropout, shuffling, initialisation) on every run.
 void manual_seed(uint64_t seed);
+/// Uniform in [low, high); ValueError unless low <= high, both finite.
 Tensor uniform(const Shape& shape, double low = 0.0, double high = 1.0, DType dtype = DType::float32);
+/// Normal(mean, std); ValueError unless mean is finite and std finite and >= 0.
 Tensor normal(const Shape& shape, double mean = 0.0, double std = 1.0, DType dtype = DType::float32);
 
 /// Threads used by mixgrad's CPU loops and oneDNN.

@@ -32,7 +32,8 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options = {});
 /// Average pooling; padded positions are not counted (count_include_pad=false).
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options = {});
 /// Average over windows rows [floor(i*H/OH), ceil((i+1)*H/OH)) (and the same
-/// for columns), giving [N, C, OH, OW] for any input size.
+/// for columns), giving [N, C, OH, OW] for any input with H, W >= 1 (an
+/// empty image has no average: ShapeError).
 Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output_size);
 
 struct BatchNormOptions {
@@ -46,7 +47,8 @@ struct BatchNormOptions {
 /// computed in float32 whatever the input dtype (float64 for float64), so
 /// float16 / bfloat16 input with float32 weight, bias and running statistics
 /// works; the output has the input's dtype. Evaluation mode needs the running
-/// statistics; training needs more than one value per channel.
+/// statistics; training needs more than one value per channel. momentum
+/// must lie in [0, 1] and eps be finite and >= 0 (ValueError otherwise).
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), const BatchNormOptions& options = {});
 
