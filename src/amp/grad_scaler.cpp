@@ -47,7 +47,8 @@ void validate_scale_in_bounds(const char* op, const char* name, double scale, co
           std::string(name) + " must be in " + limits_text() +
               " (the scale and its reciprocal must be finite, normal float32 numbers), got " + num(scale));
   require(!o.min_scale || scale >= *o.min_scale, op,
-          std::string(name) + " " + num(scale) + " is below min_scale " + num(o.min_scale.value_or(0.0)));
+          std::string(name) + " " + num(scale) + " is below min_scale " + num(o.min_scale.value_or(0.0)) +
+              (o.min_scale == kDefaultMinScale ? " (the default floor, 2^-14; set min_scale to go lower)" : ""));
   require(!o.max_scale || scale <= *o.max_scale, op,
           std::string(name) + " " + num(scale) + " is above max_scale " + num(o.max_scale.value_or(0.0)));
 }

@@ -7,7 +7,7 @@
 // gradient overflowed to inf / NaN (the step is skipped), double it after
 // `growth_interval` clean steps. Two gears, as in MegEngine:
 //
-//   mg::amp::GradScaler scaler;                  // 2^4, x2 growth, x0.5 backoff, every 2000
+//   mg::amp::GradScaler scaler;                  // 2^4, x2 growth, x0.5 backoff, every 2000, floor 2^-14
 //   // automatic: scale dy, backward, unscale, update
 //   { auto rec = gm.record(); auto loss = ...; scaler.backward(gm, loss); }
 //   opt.step().clear_grad();                      // params whose grad was cleared are skipped
