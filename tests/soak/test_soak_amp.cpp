@@ -161,8 +161,10 @@ PhaseResult run_phase(const PhaseSpec& spec, int64_t steps, uint64_t seed) {
   mg::autodiff::GradManager gm;
   gm.attach(params);
   mg::optim::SGD opt(params, {.lr = 0.05, .momentum = 0.9});
-  mg::amp::GradScaler scaler(
-      {.init_scale = 256.0, .growth_interval = kGrowthInterval, .min_scale = spec.min_scale, .max_scale = spec.max_scale});
+  mg::amp::GradScaler scaler({.init_scale = 256.0,
+                              .growth_interval = kGrowthInterval,
+                              .min_scale = spec.min_scale,
+                              .max_scale = spec.max_scale});
   const double floor = spec.min_scale.value_or(mg::amp::kMinScaleLimit);
 
   const int64_t warmup = std::min<int64_t>(300, steps / 10);
