@@ -37,12 +37,18 @@ void require(bool ok, const char* op, const std::string& what) {
   if (!ok) throw ValueError(std::string(op) + ": " + what);
 }
 
-bool positive_finite(double v) { return std::isfinite(v) && v > 0.0; }
+// A scale whose value and reciprocal are finite, normal float32 numbers.
+bool in_limits(double v) { return v >= kMinScaleLimit && v <= kMaxScaleLimit; }
+
+std::string limits_text() { return "[2^-126, 2^126] = [" + num(kMinScaleLimit) + ", " + num(kMaxScaleLimit) + "]"; }
 
 void validate_scale_in_bounds(const char* op, const char* name, double scale, const GradScalerOptions& o) {
-  require(positive_finite(scale), op, std::string(name) + " must be finite and > 0, got " + num(scale));
+  require(in_limits(scale), op,
+          std::string(name) + " must be in " + limits_text() +
+              " (the scale and its reciprocal must be finite, normal float32 numbers), got " + num(scale));
   require(!o.min_scale || scale >= *o.min_scale, op,
-          std::string(name) + " " + num(scale) + " is below min_scale " + num(o.min_scale.value_or(0.0)));
+          std::string(name) + " " + num(scale) + " is below min_scale " + num(o.min_scale.value_or(0.0)) +
+              (o.min_scale == kDefaultMinScale ? " (the default floor, 2^-14; set min_scale to go lower)" : ""));
   require(!o.max_scale || scale <= *o.max_scale, op,
           std::string(name) + " " + num(scale) + " is above max_scale " + num(o.max_scale.value_or(0.0)));
 }
@@ -53,10 +59,10 @@ void validate(const char* op, const GradScalerOptions& o) {
   require(o.backoff_factor > 0.0 && o.backoff_factor < 1.0, op,
           "backoff_factor must be in (0, 1), got " + num(o.backoff_factor));
   require(o.growth_interval >= 0, op, "growth_interval must be >= 0, got " + std::to_string(o.growth_interval));
-  require(!o.min_scale || positive_finite(*o.min_scale), op,
-          "min_scale must be finite and > 0, got " + num(o.min_scale.value_or(0.0)));
-  require(!o.max_scale || positive_finite(*o.max_scale), op,
-          "max_scale must be finite and > 0, got " + num(o.max_scale.value_or(0.0)));
+  require(!o.min_scale || in_limits(*o.min_scale), op,
+          "min_scale must be in " + limits_text() + ", got " + num(o.min_scale.value_or(0.0)));
+  require(!o.max_scale || in_limits(*o.max_scale), op,
+          "max_scale must be in " + limits_text() + ", got " + num(o.max_scale.value_or(0.0)));
   require(!o.min_scale || !o.max_scale || *o.min_scale <= *o.max_scale, op,
           "min_scale " + num(o.min_scale.value_or(0.0)) + " is above max_scale " + num(o.max_scale.value_or(0.0)));
   validate_scale_in_bounds(op, "init_scale", o.init_scale, o);
@@ -131,6 +137,8 @@ GradScaler& GradScaler::unscale(const std::vector<Tensor>& tensors) {
   // A new step starts with the first unscale after update().
   bool found = step_open_ && found_non_finite_;
   if (!found) {
+    // In range, the reciprocal is a finite, normal number in float and in
+    // double: zero gradients stay zero (never 0 * inf = NaN).
     found = backend::scale_and_check(list.grads, 1.0 / scale_);
     for (const Tensor& g : list.grads) g.bump_version();  // written in place
   }
@@ -152,15 +160,14 @@ void GradScaler::update(std::optional<double> new_scale) {
     validate_scale_in_bounds("GradScaler::update", "new_scale", *new_scale, options_);
     scale_ = *new_scale;
   } else if (options_.growth_interval > 0) {
+    // The clamps keep the scale in [kMinScaleLimit, kMaxScaleLimit]: the
+    // bounds are validated to lie inside it, and a product that leaves it
+    // (or double's range) lands on the bound.
     if (step_open_ && found_non_finite_) {
-      double s = scale_ * options_.backoff_factor;
-      if (options_.min_scale) s = std::max(s, *options_.min_scale);
-      if (s > 0.0) scale_ = s;  // a product that underflows to 0 keeps the scale
+      scale_ = std::max(scale_ * options_.backoff_factor, options_.min_scale.value_or(kMinScaleLimit));
       growth_tracker_ = 0;
     } else if (++growth_tracker_ >= options_.growth_interval) {
-      double s = scale_ * options_.growth_factor;
-      if (options_.max_scale) s = std::min(s, *options_.max_scale);
-      if (std::isfinite(s)) scale_ = s;  // never to inf: an overflowing growth is skipped
+      scale_ = std::min(scale_ * options_.growth_factor, options_.max_scale.value_or(kMaxScaleLimit));
       growth_tracker_ = 0;
     }
   }

@@ -10,7 +10,10 @@
 // themselves (no zero strides); callers validate (amp/grad_list.hpp).
 #pragma once
 
+#include <cmath>
+#include <cstdio>
 #include <span>
+#include <string>
 
 #include "backend/dispatch.hpp"
 
@@ -30,8 +33,20 @@ void scale_copy(const Tensor& src, const Tensor& dst, double factor);
 /// Multiplies every element of every tensor by `factor` in place (the factor
 /// rounded once to float, or kept in double for float64 tensors) and returns
 /// true when any stored result is inf or NaN. An empty list returns false.
+/// Throws ValueError, touching nothing, when the factor is not finite in the
+/// type it would be applied in: an inf factor would turn zeros into NaN and
+/// report an overflow on every call (GradScaler keeps its reciprocal in
+/// range; this guards the kernels against any caller that does not).
 inline bool scale_and_check(std::span<const Tensor> tensors, double factor) {
   if (tensors.empty()) return false;
+  bool in_float = false;
+  for (const Tensor& t : tensors) in_float = in_float || t.dtype() != DType::float64;
+  if (!std::isfinite(factor) || (in_float && !std::isfinite(static_cast<float>(factor)))) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", factor);
+    throw ValueError(std::string("scale_and_check: factor ") + text + " is not finite in " +
+                     (in_float ? "float" : "double") + " arithmetic");
+  }
   MIXGRAD_DISPATCH(tensors.front().device(), scale_and_check, (tensors, factor));
 }
 

@@ -51,13 +51,13 @@ void check_non_finite_step(mg::DType dt, double bad) {
 
 BOOST_AUTO_TEST_SUITE(grad_scaler)
 
-BOOST_AUTO_TEST_CASE(defaults_are_megengines) {
+BOOST_AUTO_TEST_CASE(defaults_are_megengines_plus_a_floor) {
   mg::amp::GradScaler s;
   BOOST_TEST(s.scale_factor() == 16.0);
   BOOST_TEST(s.options().growth_factor == 2.0);
   BOOST_TEST(s.options().backoff_factor == 0.5);
   BOOST_TEST(s.options().growth_interval == 2000);
-  BOOST_TEST(!s.options().min_scale.has_value());
+  BOOST_TEST(s.options().min_scale.value() == 0x1p-14);
   BOOST_TEST(!s.options().max_scale.has_value());
   BOOST_TEST(s.growth_tracker() == 0);
   BOOST_TEST(!s.found_non_finite());
@@ -67,6 +67,7 @@ BOOST_AUTO_TEST_CASE(defaults_are_megengines) {
   BOOST_TEST(positional.options().growth_factor == 3.0);
   BOOST_TEST(positional.options().backoff_factor == 0.25);
   BOOST_TEST(positional.options().growth_interval == 7);
+  BOOST_TEST(positional.options().min_scale.value() == 0x1p-14);
 
   mg::amp::GradScaler designated({.init_scale = 4.0, .growth_interval = 5, .max_scale = 64.0});
   BOOST_TEST(designated.scale_factor() == 4.0);
@@ -84,6 +85,14 @@ BOOST_AUTO_TEST_CASE(invalid_settings_throw) {
       {.growth_interval = -1},       {.min_scale = 0.0},            {.min_scale = kNaN},
       {.max_scale = kInf},           {.max_scale = -2.0},           {.min_scale = 8.0, .max_scale = 4.0},
       {.init_scale = 2.0, .min_scale = 4.0}, {.init_scale = 32.0, .max_scale = 16.0},
+      // Outside [2^-126, 2^126], where the scale or its reciprocal is not a
+      // finite, normal float32 number.
+      {.init_scale = 0x1p127},       {.init_scale = 1.6e39},        {.init_scale = DBL_MAX},
+      {.init_scale = 0x1p-127, .min_scale = std::nullopt},
+      {.init_scale = 2.9e-39, .min_scale = std::nullopt},
+      {.init_scale = std::numeric_limits<double>::denorm_min(), .min_scale = std::nullopt},
+      {.min_scale = 0x1p-127},       {.min_scale = 1e-300},         {.max_scale = 0x1p127},
+      {.max_scale = 1e300},          {.init_scale = 1e-5},  // below the default min_scale 2^-14
   };
   for (const O& o : bad) BOOST_CHECK_THROW(mg::amp::GradScaler{o}, mg::ValueError);
   BOOST_CHECK_THROW(mg::amp::GradScaler(-4.0), mg::ValueError);
@@ -91,6 +100,16 @@ BOOST_AUTO_TEST_CASE(invalid_settings_throw) {
   BOOST_CHECK_THROW(mg::amp::GradScaler(4.0, 2.0, 0.5, -3), mg::ValueError);
   BOOST_CHECK_NO_THROW(mg::amp::GradScaler({.init_scale = 4.0, .min_scale = 4.0, .max_scale = 4.0}));
   BOOST_CHECK_NO_THROW(mg::amp::GradScaler({.growth_interval = 0}));
+  BOOST_CHECK_THROW(mg::amp::GradScaler(1e-5), mg::ValueError);  // the positional form has the floor too
+  BOOST_CHECK_THROW(mg::amp::GradScaler(1e39), mg::ValueError);
+  // The limits themselves are valid.
+  BOOST_CHECK_NO_THROW(mg::amp::GradScaler({.init_scale = 0x1p126}));
+  BOOST_CHECK_NO_THROW(mg::amp::GradScaler({.init_scale = 0x1p-14}));
+  BOOST_CHECK_NO_THROW(mg::amp::GradScaler({.init_scale = 0x1p-126, .min_scale = std::nullopt}));
+  BOOST_CHECK_NO_THROW(mg::amp::GradScaler({.init_scale = 1.0, .min_scale = 0x1p-126, .max_scale = 0x1p126}));
+  BOOST_TEST(mg::amp::kMinScaleLimit == 0x1p-126);
+  BOOST_TEST(mg::amp::kMaxScaleLimit == 0x1p126);
+  BOOST_TEST(mg::amp::kDefaultMinScale == 0x1p-14);
 }
 
 BOOST_AUTO_TEST_CASE(unscale_divides_by_the_scale_in_float_and_double) {
@@ -253,6 +272,20 @@ BOOST_AUTO_TEST_CASE(new_scale_always_wins) {
   const auto before = bounded.state_dict();
   for (double bad : {0.0, -1.0, kInf, kNaN, 1.0, 128.0}) BOOST_CHECK_THROW(bounded.update(bad), mg::ValueError);
   BOOST_TEST(same_state(bounded.state_dict(), before));
+
+  // Without bounds, the limits still hold; the default floor holds too.
+  mg::amp::GradScaler unbounded({.init_scale = 8.0, .growth_interval = 1, .min_scale = std::nullopt});
+  const auto unbounded_before = unbounded.state_dict();
+  for (double bad : {0x1p127, 1.6e39, DBL_MAX, 0x1p-127, 2.9e-39, 4.9e-324})
+    BOOST_CHECK_THROW(unbounded.update(bad), mg::ValueError);
+  BOOST_TEST(same_state(unbounded.state_dict(), unbounded_before));
+  unbounded.update(0x1p-126);
+  BOOST_TEST(unbounded.scale_factor() == 0x1p-126);
+  unbounded.update(0x1p126);
+  BOOST_TEST(unbounded.scale_factor() == 0x1p126);
+  mg::amp::GradScaler floored;
+  BOOST_CHECK_THROW(floored.update(0x1p-15), mg::ValueError);
+  BOOST_TEST(floored.scale_factor() == 16.0);
   bounded.update(64.0);
   BOOST_TEST(bounded.scale_factor() == 64.0);
 }
@@ -275,28 +308,56 @@ BOOST_AUTO_TEST_CASE(max_and_min_scale_clamp) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(scale_never_grows_to_inf) {
-  mg::amp::GradScaler s({.init_scale = DBL_MAX / 1.5, .growth_factor = 2.0, .growth_interval = 1});
-  for (int i = 0; i < 3; ++i) {
-    s.update();
-    BOOST_TEST(std::isfinite(s.scale_factor()));
-    BOOST_TEST(s.scale_factor() == DBL_MAX / 1.5);
-  }
-  mg::amp::GradScaler at_max({.init_scale = DBL_MAX, .growth_interval = 1});
-  at_max.update();
-  BOOST_TEST(at_max.scale_factor() == DBL_MAX);
+BOOST_AUTO_TEST_CASE(growth_stops_at_2_to_the_126) {
+  // Growing every step from 2^120: 2^126 is reached and kept. Doubling it
+  // once more (2^127) would still be a float32, but twice (2^128, what
+  // the old rule let through up to double's range) is inf as a float32 dy.
+  mg::amp::GradScaler s({.init_scale = 0x1p120, .growth_interval = 1});
+  for (int i = 0; i < 10; ++i) s.update();
+  BOOST_TEST(s.scale_factor() == 0x1p126);
+  BOOST_TEST(std::isfinite(static_cast<float>(s.scale_factor())));
+  BOOST_TEST(std::isnormal(static_cast<float>(1.0 / s.scale_factor())));
+  // A scale that is not a power of two lands on the limit, never above.
+  mg::amp::GradScaler odd({.init_scale = 0x1p126 / 1.5, .growth_interval = 1});
+  odd.update();
+  BOOST_TEST(odd.scale_factor() == 0x1p126);
+  // A growth factor whose product leaves double's range lands there too.
+  mg::amp::GradScaler huge({.growth_factor = 1e300, .growth_interval = 1});
+  huge.update();
+  BOOST_TEST(huge.scale_factor() == 0x1p126);
   // With a max_scale the clamp makes the growth land on it instead.
-  mg::amp::GradScaler capped({.init_scale = 1e308, .growth_interval = 1, .max_scale = DBL_MAX});
+  mg::amp::GradScaler capped({.init_scale = 1e30, .growth_interval = 1, .max_scale = 3e30});
   capped.update();
-  BOOST_TEST(capped.scale_factor() == DBL_MAX);
+  capped.update();
+  BOOST_TEST(capped.scale_factor() == 3e30);
 }
 
-BOOST_AUTO_TEST_CASE(backoff_never_reaches_zero) {
-  mg::amp::GradScaler s({.init_scale = std::numeric_limits<double>::denorm_min(), .growth_interval = 1});
-  mg::Tensor p = param_with_grad({kInf}, mg::DType::float64);
-  s.unscale({p});
-  s.update();
-  BOOST_TEST(s.scale_factor() > 0.0);
+BOOST_AUTO_TEST_CASE(backoff_stops_at_the_floor) {
+  auto overflow_step = [](mg::amp::GradScaler& s) {
+    mg::Tensor p = param_with_grad({0.0, kNaN}, mg::DType::float32);
+    s.unscale({p});
+    s.update();
+  };
+  // The default floor: 2^4 backs off 18 times to 2^-14, then stays.
+  mg::amp::GradScaler s;
+  for (int i = 0; i < 17; ++i) overflow_step(s);
+  BOOST_TEST(s.scale_factor() == 0x1p-13);
+  for (int i = 0; i < 300; ++i) overflow_step(s);
+  BOOST_TEST(s.scale_factor() == 0x1p-14);
+  // Without a min_scale: 2^-126, not the 4.9e-324 that a float32
+  // reciprocal of inf used to lock in.
+  mg::amp::GradScaler unfloored({.min_scale = std::nullopt});
+  for (int i = 0; i < 2000; ++i) overflow_step(unfloored);
+  BOOST_TEST(unfloored.scale_factor() == 0x1p-126);
+  // A backoff factor whose product underflows lands on the floor too.
+  mg::amp::GradScaler steep({.backoff_factor = 1e-300, .min_scale = std::nullopt});
+  overflow_step(steep);
+  BOOST_TEST(steep.scale_factor() == 0x1p-126);
+  // A user min_scale that is not a power of two is landed on exactly.
+  mg::amp::GradScaler user({.init_scale = 1.0, .min_scale = 0.3});
+  overflow_step(user);
+  overflow_step(user);
+  BOOST_TEST(user.scale_factor() == 0.3);
 }
 
 BOOST_AUTO_TEST_CASE(step_calls_the_optimizer_only_without_overflow) {
@@ -312,7 +373,17 @@ BOOST_AUTO_TEST_CASE(step_calls_the_optimizer_only_without_overflow) {
 }
 
 BOOST_AUTO_TEST_CASE(state_dict_round_trip) {
-  mg::amp::GradScaler s({.init_scale = 64.0, .growth_factor = 4.0, .backoff_factor = 0.25, .growth_interval = 5});
+  // The default scaler's dict has the floor.
+  const auto defaults = mg::amp::GradScaler().state_dict();
+  BOOST_TEST(defaults.size() == 6u);
+  BOOST_TEST(defaults.at("min_scale") == 0x1p-14);
+  BOOST_TEST(!defaults.contains("max_scale"));
+
+  mg::amp::GradScaler s({.init_scale = 64.0,
+                         .growth_factor = 4.0,
+                         .backoff_factor = 0.25,
+                         .growth_interval = 5,
+                         .min_scale = std::nullopt});
   mg::Tensor p = param_with_grad({kInf}, mg::DType::float32);
   s.unscale({p});
   s.update();  // 16
@@ -381,6 +452,11 @@ BOOST_AUTO_TEST_CASE(bad_state_dicts_throw_and_load_nothing) {
       with("min_scale", 64.0),  // above the scale
       with("max_scale", 16.0),  // below the scale
       with("min_scale", -1.0),
+      with("scale_factor", 1.6e39),  // outside [2^-126, 2^126]
+      with("scale_factor", 0x1p127),
+      with("scale_factor", 4.9e-324),
+      with("min_scale", 0x1p-127),
+      with("max_scale", 1e300),
       {},
   };
   mg::amp::GradScaler s({.init_scale = 8.0, .growth_interval = 10, .max_scale = 100.0});
@@ -388,6 +464,13 @@ BOOST_AUTO_TEST_CASE(bad_state_dicts_throw_and_load_nothing) {
   const auto before = s.state_dict();
   for (const auto& d : bad) {
     BOOST_CHECK_THROW(s.load_state_dict(d), mg::ValueError);
+    BOOST_TEST(same_state(s.state_dict(), before));
+  }
+  // MegEngine's dicts have no min_scale; the limits apply to them all the same.
+  for (double scale : {1e-40, 4.9e-324, 1e39}) {
+    auto megengine = without("min_scale");
+    megengine["scale_factor"] = scale;
+    BOOST_CHECK_THROW(s.load_state_dict(megengine), mg::ValueError);
     BOOST_TEST(same_state(s.state_dict(), before));
   }
   auto static_dict = with("growth_interval", 0.0);

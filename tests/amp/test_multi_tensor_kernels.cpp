@@ -134,4 +134,23 @@ BOOST_AUTO_TEST_CASE(strided_tensors_and_scaled_copies) {
   BOOST_TEST(dst.to_vector<float>() == std::vector<float>({8.f, 24.f, 16.f, 32.f}), boost::test_tools::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(a_factor_that_is_not_finite_where_applied_is_refused) {
+  // 1e39 rounds to inf as a float: 0 * inf would be NaN, a false overflow.
+  mg::Tensor f32 = mg::tensor({0.f, 1.f}, {2});
+  mg::Tensor f16 = mg::tensor({0.0, 1.0}, {2}, mg::DType::float16);
+  mg::Tensor f64 = mg::tensor({0.0, 1.0}, {2}, mg::DType::float64);
+  for (const mg::Tensor& t : {f32, f16}) {
+    BOOST_CHECK_THROW(mg::backend::scale_and_check(std::vector<mg::Tensor>{t}, 1e39), mg::ValueError);
+    BOOST_TEST(t.to_vector<double>() == std::vector<double>({0.0, 1.0}), boost::test_tools::per_element());
+  }
+  // A list with any non-float64 tensor applies the factor in float.
+  BOOST_CHECK_THROW(mg::backend::scale_and_check(std::vector<mg::Tensor>{f64, f32}, 1e39), mg::ValueError);
+  BOOST_TEST(f64.to_vector<double>() == std::vector<double>({0.0, 1.0}), boost::test_tools::per_element());
+  for (double bad : {kInf, -kInf, kNaN})
+    BOOST_CHECK_THROW(mg::backend::scale_and_check(std::vector<mg::Tensor>{f64}, bad), mg::ValueError);
+  // float64 alone is scaled in double, where 1e39 is finite.
+  BOOST_TEST(!mg::backend::scale_and_check(std::vector<mg::Tensor>{f64}, 1e39));
+  BOOST_TEST(f64.to_vector<double>() == std::vector<double>({0.0, 1e39}), boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

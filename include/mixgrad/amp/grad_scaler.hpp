@@ -7,7 +7,7 @@
 // gradient overflowed to inf / NaN (the step is skipped), double it after
 // `growth_interval` clean steps. Two gears, as in MegEngine:
 //
-//   mg::amp::GradScaler scaler;                  // 2^4, x2 growth, x0.5 backoff, every 2000
+//   mg::amp::GradScaler scaler;                  // 2^4, x2 growth, x0.5 backoff, every 2000, floor 2^-14
 //   // automatic: scale dy, backward, unscale, update
 //   { auto rec = gm.record(); auto loss = ...; scaler.backward(gm, loss); }
 //   opt.step().clear_grad();                      // params whose grad was cleared are skipped
@@ -21,11 +21,24 @@
 //   scaler.update();
 //   scaler.step(opt);                            // opt.step() unless inf / NaN was found
 //
-// Where mixgrad differs from MegEngine, deliberately:
+// The scale's range. The scale multiplies the loss's upstream gradient
+// (float32 under autocast, or the loss's own dtype) and its reciprocal
+// multiplies the gradients in float arithmetic (double for float64 grads),
+// so both must stay finite, nonzero and normal in float32: every scale lies
+// in [kMinScaleLimit, kMaxScaleLimit] = [2^-126, 2^126], whatever the
+// options say. A scale outside it is either useless (a float32 dy of inf
+// overflows every step; PyTorch likewise refuses such growth) or poisonous
+// (1 / scale rounds to inf in float, 0 * inf = NaN turns every clean step
+// into an "overflow" and the scale backs off for ever: the scaler is stuck).
+//
+// Where mixgrad differs from MegEngine and PyTorch, deliberately:
 // - `update(new_scale)` applies new_scale also when growth_interval == 0
 //   (MegEngine ignores it then).
-// - The scale never grows to inf, nor past `max_scale`; it never backs off
-//   below `min_scale` (both optional).
+// - The scale never leaves [kMinScaleLimit, kMaxScaleLimit], nor grows past
+//   `max_scale` or backs off below `min_scale`. min_scale defaults to
+//   kDefaultMinScale (2^-14); both libraries have no floor, so a long run of
+//   NaN losses (bad batches, not a too-large scale) drives their scale to 0
+//   or a denormal from which it never recovers. See kDefaultMinScale.
 // - Unscale takes any range of tensors, once: within one step (the unscale
 //   calls between two update() calls) unscaling a tensor whose gradient was
 //   already unscaled throws StateError instead of dividing it twice.
@@ -52,14 +65,38 @@ class GradManager;
 
 namespace mixgrad::amp {
 
-/// Settings of a GradScaler (MegEngine's defaults).
+/// The smallest scale any GradScaler takes: 2^-126, float32's smallest
+/// normal number, so that the scale (as a float32 dy) and its reciprocal
+/// 2^126 (applied to gradients in float) are both finite and normal, also
+/// where denormals are flushed to zero.
+inline constexpr double kMinScaleLimit = 0x1p-126;
+/// The largest scale any GradScaler takes: 2^126, the mirror image of
+/// kMinScaleLimit. Larger scales overflow a float32 upstream gradient of one
+/// (float32's largest finite number is just below 2^128), so every step
+/// would be skipped.
+inline constexpr double kMaxScaleLimit = 0x1p126;
+/// The default min_scale: 2^-14, the smallest scale for which the scale and
+/// its reciprocal are both normal float16 numbers (float16's normal range is
+/// [2^-14, 65504]), so a float16 loss's dy is still exact. A scale this small
+/// only helps gradients above 2^14 * 65504 (about 1e9) fit float16: a
+/// diverged model, which no scale rescues. In return it bounds what a long
+/// run of non-finite losses can do: the scale stops at 2^-14 and, once the
+/// losses are clean again, climbs back to 2^16 in 30 growths (60,000 steps
+/// at the default growth_interval) instead of sinking towards 0.
+inline constexpr double kDefaultMinScale = 0x1p-14;
+
+/// Settings of a GradScaler (MegEngine's defaults, plus a floor). Every scale
+/// (init_scale, min_scale, max_scale, update's new_scale, a loaded
+/// scale_factor) must lie in [kMinScaleLimit, kMaxScaleLimit].
 struct GradScalerOptions {
-  double init_scale = 16.0;        ///< 2^4; finite, > 0
+  double init_scale = 16.0;        ///< 2^4; in [min_scale, max_scale]
   double growth_factor = 2.0;      ///< finite, > 1
   double backoff_factor = 0.5;     ///< in (0, 1)
   int64_t growth_interval = 2000;  ///< clean steps per growth; 0: static scale
-  std::optional<double> min_scale = std::nullopt;  ///< backoff never goes below (finite, > 0)
-  std::optional<double> max_scale = std::nullopt;  ///< growth never goes above (finite, >= min_scale)
+  /// Backoff never goes below; std::nullopt: only kMinScaleLimit bounds it.
+  std::optional<double> min_scale = kDefaultMinScale;
+  /// Growth never goes above (>= min_scale); std::nullopt: kMaxScaleLimit.
+  std::optional<double> max_scale = std::nullopt;
 };
 
 /// When GradScaler::backward calls update(): MegEngine's `update_scale`.
@@ -73,11 +110,12 @@ class GradScaler {
  public:
   /// The default settings.
   GradScaler();
-  /// Throws ValueError for an invalid setting (see GradScalerOptions) or an
+  /// Throws ValueError for an invalid setting (see GradScalerOptions): a
+  /// min_scale / max_scale outside [kMinScaleLimit, kMaxScaleLimit] or an
   /// init_scale outside [min_scale, max_scale].
   explicit GradScaler(const GradScalerOptions& options);
   /// MegEngine's positional form: GradScaler(init_scale, growth_factor,
-  /// backoff_factor, growth_interval).
+  /// backoff_factor, growth_interval), with the default min_scale.
   explicit GradScaler(double init_scale, double growth_factor = 2.0, double backoff_factor = 0.5,
                       int64_t growth_interval = 2000);
 
@@ -100,7 +138,8 @@ class GradScaler {
 
   /// Divides the gradients of `tensors` by scale_factor() in one fused pass
   /// over all of them (1 / scale computed in double, applied in float, or in
-  /// double for float64 gradients) and checks them for inf / NaN. Tensors
+  /// double for float64 gradients; finite and normal in both, as the scale
+  /// is in range) and checks them for inf / NaN. Tensors
   /// without a gradient are skipped. When any value is (or becomes) inf or
   /// NaN, the step has overflowed: the gradients of all given tensors, and
   /// of those unscaled earlier in this step, are cleared (made undefined, so
@@ -116,15 +155,16 @@ class GradScaler {
   /// unscale of the next step.
   bool found_non_finite() const { return found_non_finite_; }
 
-  /// Ends the step and adapts the scale. With `new_scale` (finite, > 0,
-  /// within [min_scale, max_scale], else ValueError with nothing changed),
-  /// the scale becomes exactly new_scale, whatever else holds. Otherwise, for
-  /// a dynamic scale: after an overflow the scale is multiplied by
-  /// backoff_factor (not below min_scale) and the growth count restarts;
-  /// after a clean step the count grows by one and, on reaching
-  /// growth_interval, the scale is multiplied by growth_factor (not above
-  /// max_scale, and not at all if the product would be inf) and the count
-  /// restarts. growth_interval == 0 keeps the scale static.
+  /// Ends the step and adapts the scale. With `new_scale` (within
+  /// [min_scale, max_scale] and [kMinScaleLimit, kMaxScaleLimit], else
+  /// ValueError with nothing changed), the scale becomes exactly new_scale,
+  /// whatever else holds. Otherwise, for a dynamic scale: after an overflow
+  /// the scale is multiplied by backoff_factor (clamped up to min_scale, or
+  /// kMinScaleLimit without one) and the growth count restarts; after a
+  /// clean step the count grows by one and, on reaching growth_interval, the
+  /// scale is multiplied by growth_factor (clamped down to max_scale, or
+  /// kMaxScaleLimit without one) and the count restarts. growth_interval == 0
+  /// keeps the scale static.
   void update(std::optional<double> new_scale = std::nullopt);
 
   /// Calls `opt.step()` unless found_non_finite(); returns whether it did.
@@ -138,12 +178,14 @@ class GradScaler {
 
   /// MegEngine's keys: "scale_factor", "growth_factor", "backoff_factor",
   /// "growth_interval", "_growth_tracker"; plus "min_scale" / "max_scale"
-  /// when they are set.
+  /// when they are set (min_scale is, by default).
   std::map<std::string, double> state_dict() const;
   /// Restores a state_dict(). Unknown or missing keys and invalid values
-  /// (the constructor's rules; integral, in-range growth_interval and
-  /// _growth_tracker) throw ValueError and load nothing. A load starts a
-  /// fresh step: the overflow flag and the unscaled set are cleared.
+  /// (the constructor's rules, scale_factor taking init_scale's; integral,
+  /// in-range growth_interval and _growth_tracker) throw ValueError and load
+  /// nothing. A dict without "min_scale" (MegEngine's) loads as having none:
+  /// only kMinScaleLimit bounds the backoff. A load starts a fresh step: the
+  /// overflow flag and the unscaled set are cleared.
   void load_state_dict(const std::map<std::string, double>& state);
 
   const GradScalerOptions& options() const { return options_; }
