@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "core/sizes.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "ops/op_support.hpp"
@@ -13,6 +14,7 @@ LayerNorm::LayerNorm(const Shape& normalized_shape, const LayerNormOptions& opti
   bool ok = shape_.ndim() > 0;
   for (int64_t d : shape_) ok = ok && d >= 1;
   if (!ok) throw ValueError("LayerNorm: normalized_shape must be non-empty and positive, got " + to_string(shape_));
+  sizes::nbytes(shape_, DType::float32, "LayerNorm");
   if (!(options.eps >= 0)) throw ValueError("LayerNorm: eps must be >= 0, got " + std::to_string(options.eps));
   if (options.elementwise_affine) {
     weight_ = register_parameter("weight", ones(shape_));
