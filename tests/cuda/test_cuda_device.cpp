@@ -119,6 +119,14 @@ BOOST_AUTO_TEST_CASE(mixed_devices_and_missing_devices_are_errors) {
   BOOST_CHECK_THROW(c.to(mg::Device::cuda(mg::backend::cuda_device_count())), mg::DeviceError);
 }
 
+BOOST_AUTO_TEST_CASE(device_out_of_memory_is_out_of_memory_error) {
+  // 2^52 bytes: a valid size no device has; cudaMalloc's failure maps to OutOfMemoryError.
+  BOOST_CHECK_THROW(mg::empty({int64_t{1} << 50}, mg::DType::float32, kGpu), mg::OutOfMemoryError);
+  const mg::Tensor after = mg::ones({4}, mg::DType::float32, kGpu);  // the error is not sticky
+  BOOST_TEST(after.to(mg::Device::cpu()).to_vector<float>() == std::vector<float>(4, 1.f),
+             boost::test_tools::per_element());
+}
+
 int main(int argc, char* argv[]) {
   if (mg::backend::cuda_device_count() == 0) {
     std::printf("no CUDA device available (CUDA backend %s): skipped\n",
