@@ -1,9 +1,9 @@
 #include "mixgrad/tensor.hpp"
 
-#include <utility>
 #include <array>
 #include <atomic>
 #include <iomanip>
+#include <utility>
 
 #include "core/grad_check.hpp"
 #include "core/sizes.hpp"

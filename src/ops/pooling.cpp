@@ -2,8 +2,8 @@
 // input's dtype under autocast. Max pooling's backward closure holds the
 // backend's workspace (where each maximum came from), not the input.
 #include "backend/pooling.hpp"
-#include "core/sizes.hpp"
 
+#include "core/sizes.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/dense.hpp"
