@@ -115,6 +115,9 @@ BOOST_AUTO_TEST_CASE(mixed_devices_and_missing_devices_are_errors) {
   const mg::Tensor c = mg::zeros({4});
   const mg::Tensor g = mg::zeros({4}, mg::DType::float32, kGpu);
   BOOST_CHECK_THROW(mg::backend::copy(c, g), mg::DeviceError);
+  BOOST_CHECK_THROW(mg::backend::accumulate(c, g), mg::DeviceError);
+  BOOST_CHECK_THROW(c.set_grad(g), mg::DeviceError);  // a gradient lives on its tensor's device
+  BOOST_TEST(!c.grad().defined());
   BOOST_CHECK_THROW(g.data<float>(), mg::DeviceError);
   BOOST_CHECK_THROW(c.to(mg::Device::cuda(mg::backend::cuda_device_count())), mg::DeviceError);
 }
