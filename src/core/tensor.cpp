@@ -3,6 +3,7 @@
 #include <array>
 #include <atomic>
 #include <iomanip>
+#include <new>
 #include <utility>
 
 #include "core/grad_check.hpp"
@@ -19,7 +20,15 @@ TensorImpl::TensorImpl(std::shared_ptr<Storage> s, int64_t off, const Shape& sh,
       id(g_next_id.fetch_add(1, std::memory_order_relaxed)) {}
 
 Tensor empty(const Shape& shape, DType dtype, Device device) {
-  auto storage = std::make_shared<Storage>(sizes::nbytes(shape, dtype, "empty"), device);
+  const int64_t nbytes = sizes::nbytes(shape, dtype, "empty");
+  std::shared_ptr<Storage> storage;
+  try {
+    storage = std::make_shared<Storage>(nbytes, device);
+  } catch (const OutOfMemoryError& e) {  // say which tensor did not fit
+    throw OutOfMemoryError("empty: a " + std::string(to_string(dtype)) + to_string(shape) + " tensor: " + e.what());
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemoryError("empty: a " + std::string(to_string(dtype)) + to_string(shape) + " tensor: out of memory");
+  }
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), 0, shape, contiguous_strides(shape), dtype));
 }
 

@@ -79,8 +79,10 @@ BOOST_AUTO_TEST_CASE(negative_extents_are_rejected) {
 BOOST_AUTO_TEST_CASE(allocation_failure_is_out_of_memory_error) {
   const int64_t before = mg::allocated_bytes();
   // A valid size (2^54 bytes) that no host has: not std::bad_alloc.
-  check_error<mg::OutOfMemoryError>([] { mg::empty({k2to(52)}); }, {"cannot allocate", "cpu"});
-  check_error<mg::OutOfMemoryError>([] { mg::zeros({k2to(20), k2to(34)}, mg::DType::bool_); }, {"cannot allocate"});
+  check_error<mg::OutOfMemoryError>([] { mg::empty({k2to(52)}); },
+                                    {"empty", "float32[4503599627370496]", "cannot allocate", "cpu"});
+  check_error<mg::OutOfMemoryError>([] { mg::zeros({k2to(20), k2to(34)}, mg::DType::bool_); },
+                                    {"bool[1048576, 17179869184]", "cannot allocate"});
   BOOST_TEST(mg::allocated_bytes() == before);
   BOOST_TEST(mg::zeros({3}).numel() == 3);  // the allocator still works
 }
@@ -102,7 +104,8 @@ BOOST_AUTO_TEST_CASE(reshape_rejects_shapes_whose_count_wraps) {
   // (2^62 + 1) * 4 wraps to 4 = x.numel(): this used to be a view reading far past x.
   check_error<mg::ShapeError>([&] { x.reshape({k2to(62) + 1, 4}); }, {"reshape", "[4611686018427387905, 4]"});
   check_error<mg::ShapeError>([&] { x.reshape({k2to(62), 4, -1}); }, {"reshape", "float32[4]", "[" + k62 + ", 4, -1]"});
-  check_error<mg::ShapeError>([&] { mg::zeros({0}).reshape({-1, k2to(40), k2to(40)}); }, {"reshape"});
+  check_error<mg::ShapeError>([&] { mg::zeros({0}).reshape({-1, k2to(40), k2to(40)}); },
+                              {"reshape", "float32[0]", "[-1, 1099511627776, 1099511627776]"});
   check_error<mg::ShapeError>([&] { x.reshape({-1, 0}); }, {"reshape", "float32[4]", "[-1, 0]"});
   BOOST_TEST(x.reshape({2, -1}).shape() == mg::Shape({2, 2}));
   BOOST_TEST(mg::F::flatten(x.reshape({2, 2})).shape() == mg::Shape({4}));
@@ -114,14 +117,14 @@ BOOST_AUTO_TEST_CASE(narrow_rejects_ranges_whose_end_wraps) {
   check_error<mg::ShapeError>([&] { x.narrow(0, 1, INT64_MAX); }, {"narrow", "9223372036854775807", "float32[4]"});
   check_error<mg::ShapeError>([&] { mg::F::narrow(x, 0, INT64_MAX, 1); }, {"narrow", "float32[4]"});
   check_error<mg::ShapeError>([&] { x.narrow(0, INT64_MIN, 1); }, {"narrow", "float32[4]"});
-  check_error<mg::ShapeError>([&] { x.narrow(0, 5, 0); }, {"narrow"});
-  check_error<mg::ShapeError>([&] { x.narrow(0, 0, -1); }, {"narrow"});
+  check_error<mg::ShapeError>([&] { x.narrow(0, 5, 0); }, {"narrow", "float32[4]"});
+  check_error<mg::ShapeError>([&] { x.narrow(0, 0, -1); }, {"narrow", "float32[4]"});
   BOOST_TEST(x.narrow(0, -1, 1).item<float>() == 3.f);
   BOOST_TEST(x.narrow(0, 4, 0).numel() == 0);
 
   mg::data::TensorDataset ds(mg::zeros({4, 2}), mg::zeros({4}));
   check_error<mg::ShapeError>([&] { ds.narrow(1, INT64_MAX); }, {"TensorDataset::narrow", "9223372036854775807"});
-  check_error<mg::ShapeError>([&] { ds.narrow(INT64_MAX, 1); }, {"TensorDataset::narrow"});
+  check_error<mg::ShapeError>([&] { ds.narrow(INT64_MAX, 1); }, {"TensorDataset::narrow", "float32[4, 2]"});
   BOOST_TEST(ds.narrow(1, 3).size() == 3);
 }
 
@@ -138,6 +141,7 @@ BOOST_AUTO_TEST_CASE(concat_and_broadcast_results_are_checked) {
 BOOST_AUTO_TEST_CASE(matmul_and_linear_output_shapes_are_checked) {
   const mg::Tensor a = mg::zeros({k2to(40), 0}), b = mg::zeros({0, k2to(40)});
   check_error<mg::ShapeError>([&] { mg::F::matmul(a, b); }, {"matmul", "[1099511627776, 1099511627776]"});
+  check_error<mg::ShapeError>([&] { mg::F::matmul(mg::zeros({2, 3}), mg::zeros({4, 2})); }, {"matmul", "float32[2, 3]"});
   check_error<mg::ShapeError>([&] { mg::F::matmul(mg::zeros({k2to(31), 1, 0}), mg::zeros({1, 0, k2to(40)})); },
                               {"matmul", "[2147483648, 1, 1099511627776]"});
   const mg::Tensor w = mg::zeros({k2to(40), 0});
@@ -156,10 +160,10 @@ BOOST_AUTO_TEST_CASE(conv2d_output_sizes_are_checked) {
                               {"conv2d", "size overflow", "float32[1, 1, 4, 4]", k62});
   // dilation * (kernel - 1) overflows.
   check_error<mg::ShapeError>([&] { mg::F::conv2d(x, w, {}, {.dilation = {k2to(62), 1}}); },
-                              {"conv2d", "size overflow", "dilation"});
+                              {"conv2d", "size overflow", "dilation", "float32[1, 1, 3, 3]"});
   // A kernel larger than the input, with a stride: (2 - 3) / 2 + 1 used to round to a 1x1 output.
   check_error<mg::ShapeError>([&] { mg::F::conv2d(mg::zeros({1, 1, 2, 2}), w, {}, {.stride = {2, 2}}); },
-                              {"conv2d", "larger than padded input"});
+                              {"conv2d", "larger than padded input", "float32[1, 1, 2, 2]"});
   check_error<mg::ShapeError>([&] { mg::F::conv2d(x, mg::zeros({1, 1, 0, 3})); }, {"conv2d", "empty kernel"});
   BOOST_TEST(mg::F::conv2d(x, w, {}, {.padding = {1, 1}}).shape() == mg::Shape({1, 1, 4, 4}));
 }
@@ -169,7 +173,8 @@ BOOST_AUTO_TEST_CASE(pooling_output_sizes_are_checked) {
   // 2^31 x 2^31 float32 outputs are 2^64 bytes.
   check_error<mg::ShapeError>([&] { mg::F::adaptive_avg_pool2d(x, {k2to(31), k2to(31)}); },
                               {"adaptive_avg_pool2d", "[1, 1, 2147483648, 2147483648]"});
-  check_error<mg::OutOfMemoryError>([&] { mg::F::adaptive_avg_pool2d(x, {k2to(30), k2to(30)}); }, {"cannot allocate"});
+  check_error<mg::OutOfMemoryError>([&] { mg::F::adaptive_avg_pool2d(x, {k2to(30), k2to(30)}); },
+                                    {"float32[1, 1, 1073741824, 1073741824]", "cannot allocate"});
   // kernel + 2 * padding overflows.
   check_error<mg::ShapeError>(
       [&] { mg::F::max_pool2d(x, {.kernel_size = {INT64_MAX, 2}, .padding = {k2to(62) - 1, 0}}); },
@@ -177,10 +182,10 @@ BOOST_AUTO_TEST_CASE(pooling_output_sizes_are_checked) {
   // A window of 2^80 elements (1x1 output): the divisor and the work estimate would wrap.
   check_error<mg::ShapeError>(
       [&] { mg::F::avg_pool2d(x, {.kernel_size = {k2to(40), k2to(40)}, .padding = {k2to(39), k2to(39)}}); },
-      {"avg_pool2d", "size overflow"});
+      {"avg_pool2d", "size overflow", "float32[1, 1, 4, 4]"});
   // Padding larger than half the kernel, with 2 * padding past int64.
   check_error<mg::ShapeError>([&] { mg::F::max_pool2d(x, {.kernel_size = {2, 2}, .padding = {k2to(62), 0}}); },
-                              {"max_pool2d", "padding"});
+                              {"max_pool2d", "padding", "float32[1, 1, 4, 4]"});
   BOOST_TEST(mg::F::max_pool2d(x, {.kernel_size = {2, 2}}).shape() == mg::Shape({1, 1, 2, 2}));
 }
 
@@ -188,7 +193,8 @@ BOOST_AUTO_TEST_CASE(layer_constructors_check_their_parameter_sizes) {
   const int64_t before = mg::allocated_bytes();
   // [2^31, 2^31] float32 is 2^64 bytes: this used to allocate 0 and initialise 2^62 floats.
   check_error<mg::ShapeError>([] { mg::nn::Linear(k2to(31), k2to(31)); }, {"Linear", "[2147483648, 2147483648]"});
-  check_error<mg::OutOfMemoryError>([] { mg::nn::Linear(k2to(30), k2to(30)); }, {"cannot allocate"});
+  check_error<mg::OutOfMemoryError>([] { mg::nn::Linear(k2to(30), k2to(30)); },
+                                    {"float32[1073741824, 1073741824]", "cannot allocate"});
   check_error<mg::ShapeError>([] { mg::nn::Conv2d(k2to(31), k2to(31), 3); },
                               {"Conv2d", "[2147483648, 2147483648, 3, 3]"});
   check_error<mg::ShapeError>([] { mg::nn::BatchNorm2d(k2to(62)); }, {"BatchNorm2d", "[" + k62 + "]"});
