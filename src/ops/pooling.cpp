@@ -89,6 +89,10 @@ Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
                      ops::describe(x_in));
   const Shape y_shape{x_in.shape()[0], x_in.shape()[1], output_size.h, output_size.w};
   sizes::nbytes(y_shape, x_in.dtype(), "adaptive_avg_pool2d");  // pooling keeps the input's dtype
+  // The kernels find window o's bounds as o * in / out and ((o + 1) * in + out - 1) / out.
+  auto context = [&] { return "output_size " + size2(output_size) + " for input " + ops::describe(x_in); };
+  sizes::mul(output_size.h, x_in.shape()[2] + 1, "adaptive_avg_pool2d", context);
+  sizes::mul(output_size.w, x_in.shape()[3] + 1, "adaptive_avg_pool2d", context);
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::adaptive_avg_pool2d, {&x});
   Tensor y = empty(y_shape, x.dtype(), x.device());

@@ -175,6 +175,10 @@ BOOST_AUTO_TEST_CASE(pooling_output_sizes_are_checked) {
                               {"adaptive_avg_pool2d", "[1, 1, 2147483648, 2147483648]"});
   check_error<mg::OutOfMemoryError>([&] { mg::F::adaptive_avg_pool2d(x, {k2to(30), k2to(30)}); },
                                     {"float32[1, 1, 1073741824, 1073741824]", "cannot allocate"});
+  // The window bounds (o + 1) * H do not fit in int64: rejected whatever the batch
+  // (an empty one keeps the input cheap to make).
+  check_error<mg::ShapeError>([&] { mg::F::adaptive_avg_pool2d(mg::zeros({0, 1, k2to(40), 1}), {k2to(30), 1}); },
+                              {"adaptive_avg_pool2d", "size overflow", "float32[0, 1, 1099511627776, 1]"});
   // kernel + 2 * padding overflows.
   check_error<mg::ShapeError>(
       [&] { mg::F::max_pool2d(x, {.kernel_size = {INT64_MAX, 2}, .padding = {k2to(62) - 1, 0}}); },
