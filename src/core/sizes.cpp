@@ -34,7 +34,7 @@ int64_t nbytes(const Shape& s, DType dtype, std::string_view op) {
   span(s, extent_bytes);  // cannot fail: numel() checked it
   if (__builtin_mul_overflow(extent_bytes, static_cast<int64_t>(element_size(dtype)), &extent_bytes))
     throw ShapeError(std::string(op) + ": a " + std::string(to_string(dtype)) + " tensor of shape " + to_string(s) +
-                     " needs more bytes than fit in int64");
+                     " is too large: its bytes (or byte strides) do not fit in int64");
   return n * static_cast<int64_t>(element_size(dtype));
 }
 
