@@ -30,6 +30,8 @@ class Shape {
   int64_t& operator[](int i) { return dims_[i]; }
   /// Dimension `i`, where negative counts from the back (-1 is the last).
   int64_t at(int i) const;
+  /// Product of the extents; ShapeError when it does not fit in int64 (never
+  /// for a tensor's shape: empty() and the ops check every shape they make).
   int64_t numel() const;
   const int64_t* begin() const { return dims_.data(); }
   const int64_t* end() const { return dims_.data() + ndim_; }
@@ -54,10 +56,12 @@ std::ostream& operator<<(std::ostream& os, const Shape& s);
 /// naming `op` when out of range.
 int normalize_axis(int axis, int ndim, const char* op);
 
-/// Row-major strides (in elements) of a contiguous tensor of this shape.
+/// Row-major strides (in elements) of a contiguous tensor of this shape;
+/// ShapeError when one does not fit in int64.
 Shape contiguous_strides(const Shape& s);
 
-/// NumPy broadcast of two shapes; throws ShapeError naming `op`.
+/// NumPy broadcast of two shapes; throws ShapeError naming `op` when they do
+/// not broadcast or the result has more elements than fit in int64.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 
 }  // namespace mixgrad

@@ -15,7 +15,9 @@ namespace mixgrad {
 
 class Storage {
  public:
-  /// Allocates `nbytes` (uninitialised) on `device`.
+  /// Allocates `nbytes` (uninitialised) on `device`; throws OutOfMemoryError
+  /// when the host or device has not enough free (after the cached blocks
+  /// have been given back and the allocation retried once).
   Storage(int64_t nbytes, Device device);
   ~Storage();
   Storage(const Storage&) = delete;

@@ -73,6 +73,14 @@ class Tensor {
 
   /// Gradient accumulated by GradManager::backward; undefined until then.
   Tensor grad() const;
+  /// Sets (or, with an undefined `g`, clears) the gradient that the next
+  /// backward accumulates into and optimizers read. `g` must have this
+  /// tensor's shape (ShapeError) and device (DeviceError), a floating dtype
+  /// (DTypeError; backward itself produces this tensor's dtype, and any
+  /// floating dtype is accumulated into and read correctly), and must not be
+  /// a view whose elements overlap, such as a broadcast (ShapeError): each
+  /// element is accumulated into on its own. This tensor must be floating.
+  /// A throwing call leaves the gradient as it was.
   void set_grad(Tensor g) const;
 
   /// Unique id of this handle's tensor (a view or a detach gets a new one).
@@ -103,7 +111,9 @@ struct TensorImpl {
   TensorImpl(std::shared_ptr<Storage> s, int64_t off, const Shape& sh, const Shape& st, DType dt);
 };
 
-/// A new, uninitialised, contiguous tensor.
+/// A new, uninitialised, contiguous tensor. Throws ShapeError for a negative
+/// extent or a shape whose element or byte count does not fit in int64, and
+/// OutOfMemoryError when the memory cannot be allocated.
 Tensor empty(const Shape& shape, DType dtype = DType::float32, Device device = Device::cpu());
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);

@@ -7,6 +7,7 @@
 
 #include "autodiff/tape.hpp"
 #include "backend/copy.hpp"
+#include "core/grad_check.hpp"
 
 namespace mixgrad::autodiff {
 
@@ -280,6 +281,10 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
                        (grad.defined() ? to_string(grad.shape()) : std::string("(undefined)")) + " for a tensor of shape " +
                        to_string(t.shape()));
     grad = cast_like(grad, t.dtype());
+    // A gradient set by hand is accumulated into below; check it now, before
+    // any gradient changes (Tensor::set_grad checked it already, this keeps
+    // the accumulation safe whatever path set it).
+    if (t.grad().defined()) mixgrad::detail::check_grad(t, t.grad(), "GradManager::backward");
     updates.emplace_back(std::move(t), std::move(grad));
   }
   for (auto& [t, grad] : updates) {

@@ -19,13 +19,25 @@ void accumulate(const Tensor& dst, const Tensor& src);
 void transfer(const Tensor& src, const Tensor& dst);
 }  // namespace cuda
 
+/// Throws ShapeError (DeviceError) naming `op`: src does not have dst's
+/// shape (device). The kernels walk dst's shape through both tensors'
+/// strides, so a mismatch would read out of bounds.
+[[noreturn]] void throw_mismatch(const char* op, const Tensor& dst, const Tensor& src);
+
 /// dst[i] = convert(src[i]); same shape, any strides and dtypes, same device.
-inline void copy(const Tensor& src, const Tensor& dst) { MIXGRAD_DISPATCH_CUDA(dst.device(), copy, (src, dst)); }
+inline void copy(const Tensor& src, const Tensor& dst) {
+  if (dst.shape() != src.shape() || dst.device() != src.device()) [[unlikely]]
+    throw_mismatch("copy", dst, src);
+  MIXGRAD_DISPATCH_CUDA(dst.device(), copy, (src, dst));
+}
 /// Every element of dst (any strides) set to value.
 inline void fill(const Tensor& dst, double value) { MIXGRAD_DISPATCH_CUDA(dst.device(), fill, (dst, value)); }
 
-/// dst += src elementwise; same shape, src converted to dst's dtype.
+/// dst += src elementwise; same shape and device, src converted to dst's
+/// dtype (else throw_mismatch).
 inline void accumulate(const Tensor& dst, const Tensor& src) {
+  if (dst.shape() != src.shape() || dst.device() != src.device()) [[unlikely]]
+    throw_mismatch("accumulate", dst, src);
   MIXGRAD_DISPATCH_CUDA(dst.device(), accumulate, (dst, src));
 }
 

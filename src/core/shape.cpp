@@ -1,5 +1,6 @@
 #include "mixgrad/shape.hpp"
 
+#include "core/sizes.hpp"
 #include "mixgrad/error.hpp"
 
 namespace mixgrad {
@@ -30,8 +31,11 @@ int64_t Shape::at(int i) const {
 }
 
 int64_t Shape::numel() const {
-  int64_t n = 1;
-  for (int i = 0; i < ndim_; ++i) n *= dims_[i];
+  int64_t n;
+  if (!sizes::span(*this, n)) [[unlikely]]
+    throw ShapeError("Shape::numel: " + to_string(*this) + " has more elements than fit in int64");
+  for (int i = 0; i < ndim_; ++i)
+    if (dims_[i] == 0) return 0;
   return n;
 }
 
@@ -83,7 +87,7 @@ Shape contiguous_strides(const Shape& s) {
   int64_t acc = 1;
   for (int i = s.ndim() - 1; i >= 0; --i) {
     st[i] = acc;
-    acc *= s[i];
+    if (i > 0) acc = sizes::mul(acc, s[i], "contiguous_strides", [&] { return "the strides of " + to_string(s); });
   }
   return st;
 }
@@ -101,6 +105,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
                        " cannot be broadcast together");
     out.push_back(da == 1 ? db : da);
   }
+  sizes::numel(out, op);  // two empty operands can broadcast to a shape too large to count
   return out;
 }
 

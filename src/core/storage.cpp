@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
-#include <new>
 #include <unordered_map>
 #include <vector>
 
@@ -24,6 +23,7 @@ namespace {
 
 constexpr size_t kAlignment = 64;
 
+// n is at most INT64_MAX, so p (a power of two up to 2^63) cannot wrap.
 size_t size_class(size_t n) {
   if (n <= 4096) return (n + kAlignment - 1) / kAlignment * kAlignment;
   size_t p = 4096;
@@ -48,7 +48,13 @@ class HostCache {
       }
     }
     void* p = std::aligned_alloc(kAlignment, bytes);
-    if (!p) throw std::bad_alloc();
+    if (!p) {  // give the cached blocks back to the system and try once more
+      clear();
+      p = std::aligned_alloc(kAlignment, bytes);
+    }
+    if (!p)
+      throw OutOfMemoryError("Storage: cannot allocate " + std::to_string(bytes) +
+                             " bytes on cpu: out of host memory");
     return p;
   }
   void give(void* p, size_t bytes) {
@@ -89,7 +95,7 @@ void note_alloc(int64_t n) {
 }  // namespace
 
 Storage::Storage(int64_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
-  if (nbytes < 0) throw Error("Storage: negative size " + std::to_string(nbytes));
+  if (nbytes < 0) throw ShapeError("Storage: negative size " + std::to_string(nbytes) + " bytes");
   if (device.is_cpu()) {
     data_ = host_cache().take(size_class(static_cast<size_t>(std::max<int64_t>(nbytes, 1))));
     note_alloc(nbytes);

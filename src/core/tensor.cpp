@@ -1,7 +1,13 @@
 #include "mixgrad/tensor.hpp"
 
+#include <array>
 #include <atomic>
 #include <iomanip>
+#include <new>
+#include <utility>
+
+#include "core/grad_check.hpp"
+#include "core/sizes.hpp"
 
 namespace mixgrad {
 
@@ -14,9 +20,15 @@ TensorImpl::TensorImpl(std::shared_ptr<Storage> s, int64_t off, const Shape& sh,
       id(g_next_id.fetch_add(1, std::memory_order_relaxed)) {}
 
 Tensor empty(const Shape& shape, DType dtype, Device device) {
-  for (int i = 0; i < shape.ndim(); ++i)
-    if (shape[i] < 0) throw ShapeError("empty: negative extent in shape " + to_string(shape));
-  auto storage = std::make_shared<Storage>(shape.numel() * element_size(dtype), device);
+  const int64_t nbytes = sizes::nbytes(shape, dtype, "empty");
+  std::shared_ptr<Storage> storage;
+  try {
+    storage = std::make_shared<Storage>(nbytes, device);
+  } catch (const OutOfMemoryError& e) {  // say which tensor did not fit
+    throw OutOfMemoryError("empty: a " + std::string(to_string(dtype)) + to_string(shape) + " tensor: " + e.what());
+  } catch (const std::bad_alloc&) {
+    throw OutOfMemoryError("empty: a " + std::string(to_string(dtype)) + to_string(shape) + " tensor: out of memory");
+  }
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), 0, shape, contiguous_strides(shape), dtype));
 }
 
@@ -30,9 +42,55 @@ bool Tensor::is_contiguous() const {
 }
 
 Tensor Tensor::grad() const { return impl_->grad; }
-void Tensor::set_grad(Tensor g) const { impl_->grad = std::move(g); }
+
+void Tensor::set_grad(Tensor g) const {
+  if (!defined()) throw StateError("Tensor::set_grad: undefined tensor");
+  if (g.defined()) detail::check_grad(*this, g, "Tensor::set_grad");
+  impl_->grad = std::move(g);
+}
 
 namespace detail {
+
+namespace {
+std::string describe(const Tensor& t) { return std::string(to_string(t.dtype())) + to_string(t.shape()); }
+}  // namespace
+
+bool is_non_overlapping(const Tensor& t) {
+  std::array<std::pair<int64_t, int64_t>, Shape::kMaxDims> dims;  // (stride, extent)
+  int n = 0;
+  for (int d = 0; d < t.ndim(); ++d) {
+    if (t.shape()[d] == 0) return true;  // no elements, nothing to overlap
+    if (t.shape()[d] > 1) dims[n++] = {t.strides()[d], t.shape()[d]};
+  }
+  for (int i = 1; i < n; ++i)  // insertion sort by stride: at most 8 dims
+    for (int j = i; j > 0 && dims[j].first < dims[j - 1].first; --j) std::swap(dims[j], dims[j - 1]);
+  int64_t reach = 0;  // farthest offset the dims sorted so far can reach
+  for (int i = 0; i < n; ++i) {
+    const auto [stride, extent] = dims[i];
+    if (stride <= reach) return false;
+    int64_t step;  // checked: a hand-built TensorImpl may carry any strides
+    if (__builtin_mul_overflow(stride, extent - 1, &step) || __builtin_add_overflow(reach, step, &reach)) return false;
+  }
+  return true;
+}
+
+void check_grad(const Tensor& t, const Tensor& g, const char* op) {
+  if (!t.defined()) throw StateError(std::string(op) + ": undefined tensor");
+  if (!is_floating_point(t.dtype()))
+    throw DTypeError(std::string(op) + ": only floating tensors have gradients, got a " + describe(t) + " tensor");
+  if (!is_floating_point(g.dtype()))
+    throw DTypeError(std::string(op) + ": gradient " + describe(g) + " for a " + describe(t) +
+                     " tensor; gradients must be floating");
+  if (g.shape() != t.shape())
+    throw ShapeError(std::string(op) + ": gradient " + describe(g) + " for a " + describe(t) +
+                     " tensor; the shapes must match");
+  if (g.device() != t.device())
+    throw DeviceError(std::string(op) + ": gradient on " + to_string(g.device()) + " for a " + describe(t) +
+                      " tensor on " + to_string(t.device()));
+  if (!is_non_overlapping(g))
+    throw ShapeError(std::string(op) + ": gradient " + describe(g) + " with strides " + to_string(g.strides()) +
+                     " is a view whose elements overlap (a broadcast?); it cannot be accumulated into");
+}
 
 void throw_data_type_mismatch(DType have, DType want) {
   throw DTypeError("Tensor::data: tensor holds " + std::string(to_string(have)) + ", asked for " +

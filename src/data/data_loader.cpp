@@ -38,7 +38,9 @@ void DataLoader::set_epoch(int64_t epoch) {
 }
 
 std::vector<int64_t> DataLoader::order(int64_t epoch) const {
-  std::vector<int64_t> idx(static_cast<size_t>(dataset_->size()));
+  const int64_t n = dataset_->size();
+  if (n < 0) throw ShapeError("DataLoader: the dataset reports a negative size " + std::to_string(n));
+  std::vector<int64_t> idx(static_cast<size_t>(n));
   std::iota(idx.begin(), idx.end(), int64_t{0});
   if (!options_.shuffle) return idx;
   // Fisher-Yates with counter-based draws: counter (epoch, i), so an epoch's
@@ -78,8 +80,9 @@ void DataLoader::Iterator::load() {
 }
 
 DataLoader::Iterator& DataLoader::Iterator::operator++() {
-  // Clamped so that a huge batch_size cannot overflow the position.
-  pos_ = end_ - pos_ <= loader_->options_.batch_size ? end_ : pos_ + loader_->options_.batch_size;
+  // Saturates at the end: pos_ + batch_size can overflow for a huge batch size.
+  const int64_t b = loader_->options_.batch_size;
+  pos_ = b >= end_ - pos_ ? end_ : pos_ + b;
   load();
   return *this;
 }

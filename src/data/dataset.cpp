@@ -50,9 +50,11 @@ Batch TensorDataset::get_batch(std::span<const int64_t> indices) const {
 }
 
 TensorDataset TensorDataset::narrow(int64_t start, int64_t length) const {
-  if (start < 0 || length < 0 || start + length > size())
-    throw ShapeError("TensorDataset::narrow: samples [" + std::to_string(start) + ", " +
-                     std::to_string(start + length) + ") out of range for " + std::to_string(size()) + " samples");
+  // length > size() - start, not start + length > size(): the sum can overflow.
+  if (start < 0 || start > size() || length < 0 || length > size() - start)
+    throw ShapeError("TensorDataset::narrow: start " + std::to_string(start) + " and length " +
+                     std::to_string(length) + " out of range for " + ops::describe(images_) + " (" +
+                     std::to_string(size()) + " samples)");
   return TensorDataset(images_.narrow(0, start, length), labels_.narrow(0, start, length));
 }
 

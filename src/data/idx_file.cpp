@@ -67,7 +67,9 @@ UByteArray read_ubyte(const std::string& path, int ndim, const std::string& hint
   uint64_t count = 1;
   for (int d = 0; d < ndim; ++d) {
     out.dims.push_back(big_endian_u32(bytes.data() + 4 + 4 * d));
-    count *= static_cast<uint64_t>(out.dims.back());
+    // A crafted header could make the count wrap around to the file's size.
+    if (__builtin_mul_overflow(count, static_cast<uint64_t>(out.dims.back()), &count))
+      throw IOError(path + ": malformed header: the dimensions announce 2^64 values or more");
   }
   const uint64_t have = bytes.size() - header;
   if (have < count)

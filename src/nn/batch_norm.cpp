@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "core/sizes.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "ops/op_support.hpp"
@@ -12,6 +13,7 @@ namespace mixgrad::nn {
 BatchNorm2d::BatchNorm2d(int64_t num_features, const BatchNormOptions& options)
     : channels_(num_features), options_(options) {
   if (num_features < 1) throw ValueError("BatchNorm2d: num_features must be >= 1, got " + std::to_string(num_features));
+  sizes::nbytes(Shape{num_features}, DType::float32, "BatchNorm2d");
   if (!(options.eps >= 0 && std::isfinite(options.eps)))
     throw ValueError("BatchNorm2d: eps must be finite and >= 0, got " + std::to_string(options.eps));
   if (!(options.momentum >= 0 && options.momentum <= 1))

@@ -1,5 +1,6 @@
 #include "mixgrad/nn/conv.hpp"
 
+#include "core/sizes.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "nn/default_init.hpp"
 #include "ops/op_support.hpp"
@@ -24,6 +25,7 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, con
   if (o.padding.h < 0 || o.padding.w < 0) bad("padding must be >= 0, got " + pair_str(o.padding));
   if (o.groups < 1 || in_ % o.groups != 0 || out_ % o.groups != 0)
     bad("groups = " + std::to_string(o.groups) + " must divide both channel counts");
+  sizes::nbytes(Shape{out_, in_ / o.groups, kernel_.h, kernel_.w}, DType::float32, "Conv2d");
   weight_ = register_parameter("weight", empty({out_, in_ / o.groups, kernel_.h, kernel_.w}));
   if (o.bias) bias_ = register_parameter("bias", empty({out_}));
   detail::reset_weight_and_bias(weight_, bias_);

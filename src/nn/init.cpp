@@ -4,6 +4,7 @@
 
 #include "autodiff/tape.hpp"
 #include "backend/copy.hpp"
+#include "core/sizes.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "ops/op_support.hpp"
 
@@ -48,9 +49,9 @@ double kaiming_std(const Tensor& t, const KaimingOptions& o, const char* fn) {
 double xavier_std(const Tensor& t, double gain, const char* fn) {
   check(t, fn);
   const auto [fan_in, fan_out] = fan_in_and_fan_out(t.shape());
-  if (fan_in + fan_out == 0)
+  if (fan_in == 0 && fan_out == 0)
     throw ShapeError(std::string("nn::init::") + fn + ": zero fans for shape " + to_string(t.shape()));
-  return gain * std::sqrt(2.0 / static_cast<double>(fan_in + fan_out));
+  return gain * std::sqrt(2.0 / (static_cast<double>(fan_in) + static_cast<double>(fan_out)));
 }
 
 }  // namespace
@@ -69,9 +70,11 @@ double calculate_gain(Nonlinearity nonlinearity, double param) {
 std::pair<int64_t, int64_t> fan_in_and_fan_out(const Shape& shape) {
   if (shape.ndim() < 2)
     throw ShapeError("nn::init: fans need a weight of at least 2 dims, got shape " + to_string(shape));
+  // Any shape may be asked about, not only a tensor's: every product is checked.
+  auto context = [&] { return "the fans of shape " + to_string(shape); };
   int64_t receptive = 1;
-  for (int d = 2; d < shape.ndim(); ++d) receptive *= shape[d];
-  return {shape[1] * receptive, shape[0] * receptive};
+  for (int d = 2; d < shape.ndim(); ++d) receptive = sizes::mul(receptive, shape[d], "nn::init", context);
+  return {sizes::mul(shape[1], receptive, "nn::init", context), sizes::mul(shape[0], receptive, "nn::init", context)};
 }
 
 Tensor kaiming_uniform_(const Tensor& t, const KaimingOptions& options) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "core/sizes.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "ops/op_support.hpp"
@@ -14,6 +15,7 @@ LayerNorm::LayerNorm(const Shape& normalized_shape, const LayerNormOptions& opti
   bool ok = shape_.ndim() > 0;
   for (int64_t d : shape_) ok = ok && d >= 1;
   if (!ok) throw ValueError("LayerNorm: normalized_shape must be non-empty and positive, got " + to_string(shape_));
+  sizes::nbytes(shape_, DType::float32, "LayerNorm");
   if (!(options.eps >= 0 && std::isfinite(options.eps)))
     throw ValueError("LayerNorm: eps must be finite and >= 0, got " + std::to_string(options.eps));
   if (options.elementwise_affine) {

@@ -1,5 +1,6 @@
 #include "mixgrad/nn/linear.hpp"
 
+#include "core/sizes.hpp"
 #include "mixgrad/ops/linalg.hpp"
 #include "nn/default_init.hpp"
 #include "ops/op_support.hpp"
@@ -11,6 +12,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, const LinearOptions& o
   if (in_features < 1 || out_features < 1)
     throw ValueError("Linear: in_features and out_features must be >= 1, got " + std::to_string(in_features) +
                      " and " + std::to_string(out_features));
+  sizes::nbytes(Shape{out_, in_}, DType::float32, "Linear");
   weight_ = register_parameter("weight", empty({out_, in_}));
   if (options.bias) bias_ = register_parameter("bias", empty({out_}));
   detail::reset_weight_and_bias(weight_, bias_);

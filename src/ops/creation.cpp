@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backend/copy.hpp"
+#include "core/sizes.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/loops.hpp"
 #include "kernels/philox.hpp"
@@ -49,13 +50,20 @@ void manual_seed(uint64_t seed) {
   random_state::g_counter = 0;
 }
 
-Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+namespace {
+Tensor filled(const char* op, const Shape& shape, double value, DType dtype, Device device) {
+  sizes::nbytes(shape, dtype, op);  // so that a bad size names the op the caller called
   Tensor t = empty(shape, dtype, device);
   backend::fill(t, value);
   return t;
 }
-Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
-Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+}  // namespace
+
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  return filled("full", shape, value, dtype, device);
+}
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return filled("zeros", shape, 0.0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return filled("ones", shape, 1.0, dtype, device); }
 Tensor zeros_like(const Tensor& t) { return full(t.shape(), 0.0, t.dtype(), t.device()); }
 Tensor ones_like(const Tensor& t) { return full(t.shape(), 1.0, t.dtype(), t.device()); }
 Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype(), t.device()); }
@@ -110,9 +118,10 @@ Tensor arange(int64_t end, DType dtype) { return arange(0.0, static_cast<double>
 
 template <class T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape) {
-  if (static_cast<int64_t>(values.size()) != shape.numel())
+  const int64_t n = sizes::numel(shape, "tensor");
+  if (static_cast<int64_t>(values.size()) != n)
     throw ShapeError("tensor: " + std::to_string(values.size()) + " values for shape " + to_string(shape) + " (" +
-                     std::to_string(shape.numel()) + " elements)");
+                     std::to_string(n) + " elements)");
   Tensor t = empty(shape, dtype_of<T>());
   T* d = t.data<T>();
   for (size_t i = 0; i < values.size(); ++i) d[i] = values[i];
@@ -140,6 +149,7 @@ template <class Gen>
 Tensor random_fill(const Shape& shape, DType dtype, const char* op, Gen gen) {
   if (!is_floating_point(dtype))
     throw DTypeError(std::string(op) + ": expected a floating dtype, got " + std::string(to_string(dtype)));
+  sizes::nbytes(shape, dtype, op);  // before empty(), so that a bad size names this op
   Tensor t = empty(shape, dtype);
   const int64_t n = shape.numel();
   const uint64_t seed = random_state::seed();

@@ -17,6 +17,7 @@
 
 #include "backend/copy.hpp"
 #include "backend/elementwise.hpp"
+#include "core/sizes.hpp"
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/op_support.hpp"
@@ -75,6 +76,7 @@ Shape broadcast_or_throw(const char* op, const Tensor& a, const Tensor& b) {
       throw ShapeError(std::string(op) + ": cannot broadcast " + ops::describe(a) + " with " + ops::describe(b));
     out.push_back(da == 1 ? db : da);
   }
+  sizes::numel(out, op);  // empty operands can broadcast to a shape too large to count
   return out;
 }
 

@@ -8,6 +8,7 @@
 
 #include "backend/copy.hpp"
 #include "backend/linalg.hpp"
+#include "core/sizes.hpp"
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/dense.hpp"
@@ -141,19 +142,22 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
                        ops::describe(b_in));
     batch.push_back(std::max(ea, eb));
   }
+  // Two empty operands ([2^40, 0] x [0, 2^40]) can ask for a result too large to count.
+  Shape out_shape = batch;
+  if (!a_vec) out_shape.push_back(a_in.shape()[a_in.ndim() - 2]);
+  if (!b_vec) out_shape.push_back(b_in.shape()[b_in.ndim() - 1]);
+  sizes::numel(out_shape, "matmul");
   if (a_in.dtype() != b_in.dtype() && !amp::detail::autocast_active()) check_dtypes("matmul", {&a_in, &b_in});
 
   Tensor a = a_in, b = b_in;
   amp::autocast_inputs(rank > 2 ? OpKind::batched_matmul : OpKind::matmul, {&a, &b});
   check_dtypes("matmul", {&a, &b});
+  sizes::nbytes(out_shape, a.dtype(), "matmul");
 
   // Operands as [batch..., m, k] and [batch..., k, n] views of the same rank.
   const Tensor a_full = pad_front(a_vec ? insert_unit(a, 0) : a, rank - std::max(a.ndim(), 2));
   const Tensor b_full = pad_front(b_vec ? insert_unit(b, 1) : b, rank - std::max(b.ndim(), 2));
   const Tensor out_full = product(a_full, b_full);
-  Shape out_shape = batch;
-  if (!a_vec) out_shape.push_back(a_full.shape()[rank - 2]);
-  if (!b_vec) out_shape.push_back(b_full.shape()[rank - 1]);
   const Tensor out = view(out_full, out_shape, contiguous_strides(out_shape));
 
   autodiff::record({&a, &b}, out, [a_full, b_full, full_shape = out_full.shape(), a_shape = a.shape(),
@@ -187,17 +191,19 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   ops::check_floating("linear", w_in);
   if (b_in.defined()) ops::check_floating("linear", b_in);
   if (!amp::detail::autocast_active()) check_dtypes("linear", {&x_in, &w_in, &b_in});
+  Shape out_shape = x_in.shape();
+  out_shape[out_shape.ndim() - 1] = w_in.shape()[0];
+  sizes::numel(out_shape, "linear");  // an empty input and weight can ask for too large a result
 
   Tensor x = x_in, w = w_in, b = b_in;
   amp::autocast_inputs(OpKind::linear, {&x, &w, &b});
   check_dtypes("linear", {&x, &w, &b});
+  sizes::nbytes(out_shape, x.dtype(), "linear");
 
   const int64_t in = w.shape()[1], out_features = w.shape()[0];
   Tensor x2;
   if (!fold_rows(x.ndim() == 1 ? insert_unit(x, 0) : x, x2)) fold_rows(ops::dense(x), x2);
   const int64_t rows = x2.shape()[0];
-  Shape out_shape = x.shape();
-  out_shape[out_shape.ndim() - 1] = out_features;
   Tensor out = empty(out_shape, x.dtype(), x.device());
   const Tensor w_t = swap_last(w);  // [in, out]: a transposed view, no copy
   backend::matmul(x2, w_t, b, view(out, Shape{rows, out_features}, Shape{out_features, 1}));

@@ -3,6 +3,7 @@
 // backend's workspace (where each maximum came from), not the input.
 #include "backend/pooling.hpp"
 
+#include "core/sizes.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/dense.hpp"
@@ -26,16 +27,24 @@ backend::Pool2dParams pool_params(const char* op, const Tensor& x, const Pool2dO
                                                 o.stride.w == 0 ? o.kernel_size.w : o.stride.w},
                                 o.padding};
   if (p.kernel.h < 1 || p.kernel.w < 1 || p.stride.h < 1 || p.stride.w < 1 || p.padding.h < 0 || p.padding.w < 0 ||
-      2 * p.padding.h > p.kernel.h || 2 * p.padding.w > p.kernel.w)
+      p.padding.h > p.kernel.h / 2 || p.padding.w > p.kernel.w / 2)
     throw ShapeError(std::string(op) + ": invalid kernel_size " + size2(p.kernel) + ", stride " + size2(p.stride) +
                      " or padding " + size2(p.padding) + " (padding at most half the kernel) for input " +
                      ops::describe(x));
-  const int64_t oh = (x.shape()[2] + 2 * p.padding.h - p.kernel.h) / p.stride.h + 1;
-  const int64_t ow = (x.shape()[3] + 2 * p.padding.w - p.kernel.w) / p.stride.w + 1;
-  if (x.shape()[2] + 2 * p.padding.h < p.kernel.h || x.shape()[3] + 2 * p.padding.w < p.kernel.w)
+  auto context = [&] {
+    return "kernel_size " + size2(p.kernel) + " with padding " + size2(p.padding) + " on input " + ops::describe(x);
+  };
+  // padding <= kernel / 2, so 2 * padding fits; the sum with the input extent is checked.
+  const int64_t padded_h = sizes::add(x.shape()[2], 2 * p.padding.h, op, context);
+  const int64_t padded_w = sizes::add(x.shape()[3], 2 * p.padding.w, op, context);
+  if (padded_h < p.kernel.h || padded_w < p.kernel.w)
     throw ShapeError(std::string(op) + ": kernel_size " + size2(p.kernel) + " larger than padded input " +
                      ops::describe(x));
-  out_shape = Shape{x.shape()[0], x.shape()[1], oh, ow};
+  out_shape = Shape{x.shape()[0], x.shape()[1], (padded_h - p.kernel.h) / p.stride.h + 1,
+                    (padded_w - p.kernel.w) / p.stride.w + 1};
+  // The kernels divide by the window area and estimate the work as output
+  // elements times the area; neither may wrap.
+  sizes::mul(sizes::numel(out_shape, op), sizes::mul(p.kernel.h, p.kernel.w, op, context), op, context);
   return p;
 }
 
@@ -81,9 +90,15 @@ Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
   // Each output window needs at least one input element to average.
   if (x_in.shape()[2] < 1 || x_in.shape()[3] < 1)
     throw ShapeError("adaptive_avg_pool2d: input " + ops::describe(x_in) + " has an empty image (H or W is 0)");
+  const Shape y_shape{x_in.shape()[0], x_in.shape()[1], output_size.h, output_size.w};
+  sizes::nbytes(y_shape, x_in.dtype(), "adaptive_avg_pool2d");  // pooling keeps the input's dtype
+  // The kernels find window o's bounds as o * in / out and ((o + 1) * in + out - 1) / out.
+  auto context = [&] { return "output_size " + size2(output_size) + " for input " + ops::describe(x_in); };
+  sizes::mul(output_size.h, x_in.shape()[2] + 1, "adaptive_avg_pool2d", context);
+  sizes::mul(output_size.w, x_in.shape()[3] + 1, "adaptive_avg_pool2d", context);
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::adaptive_avg_pool2d, {&x});
-  Tensor y = empty(Shape{x.shape()[0], x.shape()[1], output_size.h, output_size.w}, x.dtype(), x.device());
+  Tensor y = empty(y_shape, x.dtype(), x.device());
   backend::adaptive_avg_pool2d_forward(ops::dense(x), y);
   autodiff::record({&x}, y, [x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
     Tensor gx = empty(x_shape, dt, g.device());

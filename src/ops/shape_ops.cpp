@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "backend/copy.hpp"
+#include "core/sizes.hpp"
 #include "mixgrad/ops/reduction.hpp"
 #include "ops/op_support.hpp"
 
@@ -21,17 +22,22 @@ Tensor make_view(const Tensor& x, const Shape& shape, const Shape& strides, int6
 Shape infer_shape(const Shape& requested, int64_t numel, const Tensor& x) {
   Shape s = requested;
   int infer = -1;
-  int64_t known = 1;
   for (int i = 0; i < s.ndim(); ++i) {
     if (s[i] == -1) {
       if (infer >= 0) throw ShapeError("reshape: more than one -1 in " + to_string(requested));
       infer = i;
-    } else if (s[i] < 0) {
-      throw ShapeError("reshape: negative extent in " + to_string(requested));
-    } else {
-      known *= s[i];
+      s[i] = 1;  // counted as 1 until inferred
     }
   }
+  for (int i = 0; i < s.ndim(); ++i)
+    if (s[i] < 0) throw ShapeError("reshape: negative extent in " + to_string(requested) + " for " + ops::describe(x));
+  // [2^62 + 1, 4] must not wrap around to the 4 elements of the input.
+  int64_t known;
+  if (!sizes::span(s, known))
+    throw ShapeError("reshape: cannot reshape " + ops::describe(x) + " to " + to_string(requested) +
+                     ": more elements than fit in int64");
+  for (int64_t d : s)
+    if (d == 0) known = 0;
   if (infer >= 0) {
     if (known == 0 || numel % known != 0)
       throw ShapeError("reshape: cannot reshape " + ops::describe(x) + " to " + to_string(requested));
@@ -70,7 +76,7 @@ Tensor flatten(const Tensor& x, int start_dim, int end_dim) {
   if (s > e) throw ShapeError("flatten: start_dim " + std::to_string(start_dim) + " after end_dim " + std::to_string(end_dim));
   Shape shape;
   for (int i = 0; i < s; ++i) shape.push_back(x.shape()[i]);
-  int64_t n = 1;
+  int64_t n = 1;  // a product of the input's extents: within its (checked) element count
   for (int i = s; i <= e; ++i) n *= x.shape()[i];
   shape.push_back(n);
   for (int i = e + 1; i < x.ndim(); ++i) shape.push_back(x.shape()[i]);
@@ -111,10 +117,12 @@ Tensor transpose(const Tensor& x, int dim0, int dim1) {
 Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length) {
   ops::check_defined("narrow", {&x});
   const int d = normalize_axis(dim, x.ndim(), "narrow");
-  if (start < 0) start += x.shape()[d];
-  if (start < 0 || length < 0 || start + length > x.shape()[d])
-    throw ShapeError("narrow: [" + std::to_string(start) + ", " + std::to_string(start + length) +
-                     ") out of range for dim " + std::to_string(dim) + " of " + ops::describe(x));
+  const int64_t extent = x.shape()[d];
+  if (start < 0 && start >= -extent) start += extent;
+  // length > extent - start, not start + length > extent: the sum can overflow.
+  if (start < 0 || start > extent || length < 0 || length > extent - start)
+    throw ShapeError("narrow: start " + std::to_string(start) + " and length " + std::to_string(length) +
+                     " out of range for dim " + std::to_string(dim) + " of " + ops::describe(x));
   Shape shape = x.shape();
   shape[d] = length;
   Tensor out = make_view(x, shape, x.strides(), x.impl()->offset + start * x.strides()[d]);
@@ -143,9 +151,13 @@ Tensor concat(const std::vector<Tensor>& xs_in, int axis) {
     bool ok = t.ndim() == shape.ndim() && t.device() == xs[0].device();
     for (int d = 0; ok && d < shape.ndim(); ++d) ok = d == a || t.shape()[d] == shape[d];
     if (!ok) throw ShapeError("concat: cannot join " + ops::describe(xs[0]) + " and " + ops::describe(t) + " on axis " + std::to_string(axis));
-    total += t.shape()[a];
+    total = sizes::add(total, t.shape()[a], "concat", [&] {
+      return "joining " + std::to_string(xs.size()) + " tensors like " + ops::describe(t) + " on axis " +
+             std::to_string(axis);
+    });
   }
   shape[a] = total;
+  sizes::nbytes(shape, dtype, "concat");
   Tensor out = empty(shape, dtype, xs[0].device());
   std::vector<int64_t> starts;
   int64_t at = 0;
@@ -204,7 +216,12 @@ Tensor unsqueeze(const Tensor& x, int dim) {
   Shape shape = x.shape();
   shape.insert(d, 1);
   Shape strides = x.strides();
-  strides.insert(d, d < x.ndim() ? x.strides()[d] * x.shape()[d] : 1);
+  // Any stride serves a dim of extent 1; this one keeps a contiguous input
+  // contiguous. Checked: a view's stride times its extent need not be bounded
+  // by its storage.
+  strides.insert(d, d < x.ndim() ? sizes::mul(x.strides()[d], x.shape()[d], "unsqueeze",
+                                              [&] { return "the strides of " + ops::describe(x); })
+                                 : 1);
   Tensor out = make_view(x, shape, strides, x.impl()->offset);
   autodiff::record({&x}, out, [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
     gi.set(0, reshape(g, in_shape));

@@ -117,7 +117,9 @@ BOOST_AUTO_TEST_CASE(invalid_arguments_throw_and_change_nothing) {
   for (double bad : {-1.0, kNaN, kInf}) BOOST_CHECK_THROW(mg::optim::clip_grad_norm({a}, bad), mg::ValueError);
   for (double bad : {0.0, -2.0, kNaN, -kInf}) BOOST_CHECK_THROW(mg::optim::clip_grad_norm({a}, 1.0, bad), mg::ValueError);
   mg::Tensor ints = mg::zeros({1});
-  ints.set_grad(mg::tensor(std::vector<int64_t>{5}, {1}));
+  const mg::Tensor int_grad = mg::tensor(std::vector<int64_t>{5}, {1});
+  BOOST_CHECK_THROW(ints.set_grad(int_grad), mg::DTypeError);
+  ints.impl()->grad = int_grad;  // planted past set_grad: clip_grad_norm must refuse it too
   BOOST_CHECK_THROW(mg::optim::clip_grad_norm({a, ints}, 1.0), mg::DTypeError);
   BOOST_TEST(a.grad().to_vector<float>() == std::vector<float>({3.f, 4.f}), boost::test_tools::per_element());
   BOOST_TEST(mg::optim::clip_grad_norm({}, 1.0) == 0.0);

@@ -482,10 +482,15 @@ BOOST_AUTO_TEST_CASE(bad_state_dicts_throw_and_load_nothing) {
 BOOST_AUTO_TEST_CASE(throwing_unscale_changes_nothing) {
   mg::amp::GradScaler s(4.0);
   mg::Tensor good = param_with_grad({8.0}, mg::DType::float32);
+  // Tensor::set_grad refuses both gradients; planted past it, unscale must refuse them too.
   mg::Tensor ints = mg::zeros({2});
-  ints.set_grad(mg::tensor(std::vector<int32_t>{1, 2}, {2}));
+  const mg::Tensor int_grad = mg::tensor(std::vector<int32_t>{1, 2}, {2});
+  BOOST_CHECK_THROW(ints.set_grad(int_grad), mg::DTypeError);
+  ints.impl()->grad = int_grad;
   mg::Tensor broadcast = mg::zeros({2, 3});
-  broadcast.set_grad(mg::F::broadcast_to(mg::tensor({1.f, 2.f, 3.f}, {3}), {2, 3}));
+  const mg::Tensor broadcast_grad = mg::F::broadcast_to(mg::tensor({1.f, 2.f, 3.f}, {3}), {2, 3});
+  BOOST_CHECK_THROW(broadcast.set_grad(broadcast_grad), mg::ShapeError);
+  broadcast.impl()->grad = broadcast_grad;
   const auto before = s.state_dict();
   BOOST_CHECK_THROW(s.unscale({good, ints}), mg::DTypeError);
   BOOST_CHECK_THROW(s.unscale({good, broadcast}), mg::ShapeError);

@@ -115,8 +115,19 @@ BOOST_AUTO_TEST_CASE(mixed_devices_and_missing_devices_are_errors) {
   const mg::Tensor c = mg::zeros({4});
   const mg::Tensor g = mg::zeros({4}, mg::DType::float32, kGpu);
   BOOST_CHECK_THROW(mg::backend::copy(c, g), mg::DeviceError);
+  BOOST_CHECK_THROW(mg::backend::accumulate(c, g), mg::DeviceError);
+  BOOST_CHECK_THROW(c.set_grad(g), mg::DeviceError);  // a gradient lives on its tensor's device
+  BOOST_TEST(!c.grad().defined());
   BOOST_CHECK_THROW(g.data<float>(), mg::DeviceError);
   BOOST_CHECK_THROW(c.to(mg::Device::cuda(mg::backend::cuda_device_count())), mg::DeviceError);
+}
+
+BOOST_AUTO_TEST_CASE(device_out_of_memory_is_out_of_memory_error) {
+  // 2^52 bytes: a valid size no device has; cudaMalloc's failure maps to OutOfMemoryError.
+  BOOST_CHECK_THROW(mg::empty({int64_t{1} << 50}, mg::DType::float32, kGpu), mg::OutOfMemoryError);
+  const mg::Tensor after = mg::ones({4}, mg::DType::float32, kGpu);  // the error is not sticky
+  BOOST_TEST(after.to(mg::Device::cpu()).to_vector<float>() == std::vector<float>(4, 1.f),
+             boost::test_tools::per_element());
 }
 
 int main(int argc, char* argv[]) {

@@ -82,6 +82,11 @@ BOOST_AUTO_TEST_CASE(block_sizes_round_up_with_bounded_slack) {
     BOOST_TEST(b >= n);
     BOOST_TEST(b - n <= b / 3);
   }
+  // The largest requests: no doubling past 2^61, so nothing wraps around.
+  BOOST_TEST(plan::block_size(int64_t{3} << 60) == (int64_t{3} << 60));
+  BOOST_TEST(plan::block_size((int64_t{3} << 60) + 1) == (int64_t{3} << 60) + 1);
+  BOOST_TEST(plan::block_size(int64_t{1} << 62) == int64_t{1} << 62);
+  BOOST_TEST(plan::block_size(INT64_MAX) == INT64_MAX);
 }
 
 BOOST_AUTO_TEST_CASE(indexer_matches_strided_offsets) {

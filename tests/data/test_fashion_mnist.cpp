@@ -142,6 +142,11 @@ BOOST_AUTO_TEST_CASE(malformed_files_name_the_problem) {
   write_gz(labels, bad_label);
   expect_io_error(load, {"label 12", "sample 4"});
 
+  // Extents whose product is 2^64: the count used to wrap to 0 and match an empty body.
+  write_gz(labels, idx_labels(5));
+  write_gz(images, idx_images(1u << 22, 1u << 22, 1u << 20));
+  expect_io_error(load, {"train-images-idx3-ubyte.gz", "malformed header"});
+
   // A gzip stream cut in the middle.
   write_gz(labels, idx_labels(5));
   write_gz(images, idx_images(5));

@@ -77,6 +77,25 @@ void accumulate_run(char* d, int64_t ds, const char* s, int64_t ss, int64_t n) {
 
 }  // namespace
 
+}  // namespace mixgrad::backend::cpu
+
+namespace mixgrad::backend {
+
+void throw_mismatch(const char* op, const Tensor& dst, const Tensor& src) {
+  const auto describe = [](const Tensor& t) {
+    return std::string(to_string(t.dtype())) + to_string(t.shape()) + " on " + to_string(t.device());
+  };
+  if (dst.shape() != src.shape())
+    throw ShapeError(std::string("backend::") + op + ": source " + describe(src) + " for destination " +
+                     describe(dst) + "; the shapes must match");
+  throw DeviceError(std::string("backend::") + op + ": source " + describe(src) + " for destination " + describe(dst) +
+                    "; the devices must match");
+}
+
+}  // namespace mixgrad::backend
+
+namespace mixgrad::backend::cpu {
+
 void copy(const Tensor& src, const Tensor& dst) {
   visit_dtype(src.dtype(), [&]<class From>() {
     visit_dtype(dst.dtype(), [&]<class To>() {

@@ -3,7 +3,9 @@
 // freed blocks are kept per device in per-size-class free lists and handed
 // out again; a training loop that allocates the same sizes every step stops
 // calling cudaMalloc after its first step. When cudaMalloc runs out of
-// memory, the device's cached blocks are freed and the call is retried once.
+// memory, the device's cached blocks are freed and the call is retried once;
+// if it fails again, that is an OutOfMemoryError (any other failure a
+// DeviceError).
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -38,6 +40,11 @@ class DeviceCache {
         cudaGetLastError();
         release_cached_locked();
         status = cudaMalloc(&p, bytes);
+      }
+      if (status == cudaErrorMemoryAllocation) {
+        cudaGetLastError();  // not sticky: clear it so the next call does not see it
+        throw OutOfMemoryError("Storage: cannot allocate " + std::to_string(bytes) + " bytes on cuda:" +
+                               std::to_string(device) + ": out of device memory");
       }
       if (status != cudaSuccess) {
         backend::cuda::throw_cuda_error(status, ("cudaMalloc(" + std::to_string(bytes) + " bytes)").c_str(),
