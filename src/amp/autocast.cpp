@@ -14,11 +14,14 @@ namespace {
 // Casts of parameters made inside the outermost enabled scope. An entry is
 // reused only while the parameter's values (version) and the recording
 // state (epoch) are those it was made under: a cast made while nothing
-// recorded is not on any tape and must not stand in for one that is.
+// recorded is not on any tape and must not stand in for one that is. For
+// the same reason a cast made inside a no_grad scope (`recorded` false) is
+// not reused once recording resumes; a recorded cast may serve inside one.
 struct CachedCast {
   std::weak_ptr<TensorImpl> source;
   uint64_t version;
   uint64_t epoch;
+  bool recorded;
   Tensor cast;
 };
 
@@ -39,6 +42,13 @@ AutocastState current_state() {
   const ThreadState& t = thread_state();
   if (t.has_scope) return t.state;
   return {enabled.load(), low_prec_dtype.load(), high_prec_dtype.load()};
+}
+
+bool is_autocast_enabled() { return detail::autocast_active(); }
+
+DType autocast_dtype() {
+  const ThreadState& t = thread_state();
+  return t.has_scope ? t.state.low_prec_dtype : low_prec_dtype.load();
 }
 
 namespace detail {
@@ -68,15 +78,16 @@ Tensor cast_weight(ThreadState& t, const Tensor& x, DType target) {
   if (!cacheable) return F::astype(x, target);
   const uint64_t key = x.id() * 8 + static_cast<uint64_t>(target);
   const uint64_t epoch = autodiff::detail::recording_epoch();
+  const bool recording = autodiff::is_recording();
   auto it = t.cache.find(key);
   if (it != t.cache.end() && it->second.version == x.version() && it->second.epoch == epoch &&
-      !it->second.source.expired()) {
+      (it->second.recorded || !recording) && !it->second.source.expired()) {
     ++t.stats.hits;
     return it->second.cast;
   }
   ++t.stats.misses;
   Tensor c = F::astype(x, target);
-  t.cache[key] = CachedCast{x.impl_ptr(), x.version(), epoch, c};
+  t.cache[key] = CachedCast{x.impl_ptr(), x.version(), epoch, recording, c};
   return c;
 }
 
@@ -126,7 +137,10 @@ void check_high(const char* what, DType t) {
     throw DTypeError(std::string(what) + " must be float32 or float64, got " + std::string(to_string(t)));
 }
 
+// A disabled scope casts nothing, so its dtypes are never used: they are
+// ignored rather than checked, for `autocast(use_amp, use_amp ? bf16 : fp32)`.
 AutocastState checked_config(bool on, std::optional<DType> low, std::optional<DType> high) {
+  if (!on) return {false, low_prec_dtype.load(), high_prec_dtype.load()};
   AutocastState c{on, low.value_or(low_prec_dtype.load()), high.value_or(high_prec_dtype.load())};
   check_low("autocast: low_prec_dtype", c.low_prec_dtype);
   check_high("autocast: high_prec_dtype", c.high_prec_dtype);

@@ -25,6 +25,7 @@ constexpr const char* kGrowthInterval = "growth_interval";
 constexpr const char* kGrowthTracker = "_growth_tracker";
 constexpr const char* kMinScale = "min_scale";
 constexpr const char* kMaxScale = "max_scale";
+constexpr const char* kEnabled = "enabled";
 
 std::string num(double v) {
   std::ostringstream os;
@@ -118,6 +119,10 @@ void GradScaler::backward(autodiff::GradManager& gm, const Tensor& y, const Tens
 
 void GradScaler::backward(autodiff::GradManager& gm, const std::vector<Tensor>& ys, const std::vector<Tensor>& dys,
                           bool unscale_grad, UpdateScale update_scale) {
+  if (!options_.enabled) {
+    gm.backward(ys, dys);
+    return;
+  }
   if (!dys.empty() && dys.size() != ys.size())
     throw ShapeError("GradScaler::backward: " + std::to_string(ys.size()) + " outputs but " +
                      std::to_string(dys.size()) + " output gradients");
@@ -131,6 +136,7 @@ void GradScaler::backward(autodiff::GradManager& gm, const std::vector<Tensor>& 
 }
 
 GradScaler& GradScaler::unscale(const std::vector<Tensor>& tensors) {
+  if (!options_.enabled) return *this;
   const detail::GradList list = detail::collect_grads("GradScaler::unscale", tensors);
   check_not_unscaled("GradScaler::unscale", list.owners);
 
@@ -156,6 +162,7 @@ GradScaler& GradScaler::unscale(const std::vector<Tensor>& tensors) {
 }
 
 void GradScaler::update(std::optional<double> new_scale) {
+  if (!options_.enabled) return;
   if (new_scale) {
     validate_scale_in_bounds("GradScaler::update", "new_scale", *new_scale, options_);
     scale_ = *new_scale;
@@ -185,6 +192,7 @@ std::map<std::string, double> GradScaler::state_dict() const {
   };
   if (options_.min_scale) state[kMinScale] = *options_.min_scale;
   if (options_.max_scale) state[kMaxScale] = *options_.max_scale;
+  if (!options_.enabled) state[kEnabled] = 0.0;
   return state;
 }
 
@@ -193,8 +201,13 @@ void GradScaler::load_state_dict(const std::map<std::string, double>& state) {
   static const std::set<std::string> required{kScaleFactor, kGrowthFactor, kBackoffFactor, kGrowthInterval,
                                               kGrowthTracker};
   for (const auto& [key, value] : state)
-    require(required.contains(key) || key == kMinScale || key == kMaxScale, op, "unknown key \"" + key + "\"");
+    require(required.contains(key) || key == kMinScale || key == kMaxScale || key == kEnabled, op,
+            "unknown key \"" + key + "\"");
   for (const std::string& key : required) require(state.contains(key), op, "missing key \"" + key + "\"");
+  if (state.contains(kEnabled)) {
+    const double e = state.at(kEnabled);
+    require(e == 0.0 || e == 1.0, op, std::string(kEnabled) + " must be 0 or 1, got " + num(e));
+  }
 
   GradScalerOptions o = options_;
   o.growth_factor = state.at(kGrowthFactor);

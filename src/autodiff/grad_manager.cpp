@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autodiff/inspect.hpp"
 #include "autodiff/tape.hpp"
 #include "backend/copy.hpp"
 #include "core/grad_check.hpp"
@@ -302,5 +303,7 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
 }
 
 GradManager::State& TapeAccess::state(GradManager* gm) { return *gm->state_; }
+
+size_t detail::tape_size(const GradManager& gm) { return TapeAccess::state(const_cast<GradManager*>(&gm)).tape.size(); }
 
 }  // namespace mixgrad::autodiff

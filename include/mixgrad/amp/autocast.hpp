@@ -11,8 +11,19 @@
 //
 // Scopes nest and restore exactly the state they found, also when an
 // exception leaves them; `autocast(false)` inside an enabled region turns
-// autocast off there. Scope state is per thread; the global switch is the
-// default for a thread with no scope open.
+// autocast off there, and ignores any dtype it is given, so one line serves
+// both precisions: `mg::amp::autocast scope(use_amp, use_amp ? bf16 : fp32);`.
+//
+// Two levels of state. `amp::enabled` (with `low_prec_dtype` and
+// `high_prec_dtype`) is the process-wide *default*: what a thread with no
+// scope open gets. A scope (or a wrapped call) overrides it on its own thread
+// while it is open. To ask what applies here and now, whichever set it:
+//
+//   mg::amp::is_autocast_enabled();   // this thread's effective on/off
+//   mg::amp::autocast_dtype();        // ...and the low-precision dtype
+//
+// Reading `amp::enabled` inside a scope tells only the default, not whether
+// the ops of this thread are being cast.
 #pragma once
 
 #include <atomic>
@@ -73,8 +84,18 @@ struct AutocastState {
   DType high_prec_dtype = DType::float32;
 };
 
-/// The state in force on this thread now.
+/// The state in force on this thread now: the innermost open scope's, or
+/// the global defaults when none is open.
 AutocastState current_state();
+
+/// True when ops on this thread are autocast now (PyTorch's name): the
+/// innermost open scope decides, the global `enabled` only when no scope is
+/// open. Not the same as reading `amp::enabled`, which is the default only.
+bool is_autocast_enabled();
+
+/// The low-precision dtype in force on this thread now (the scope's, else
+/// the global `low_prec_dtype`); meaningful when is_autocast_enabled().
+DType autocast_dtype();
 
 namespace detail {
 /// Counters of the weight-cast cache on this thread (for tests and tuning).
@@ -97,7 +118,11 @@ void leave(const SavedState& saved);
 class [[nodiscard]] autocast {
  public:
   /// Enters autocast (or, with enabled = false, leaves it) for the scope's
-  /// lifetime; the dtypes default to the global settings.
+  /// lifetime; the dtypes default to the global settings. An enabled scope
+  /// throws DTypeError for a low_prec_dtype other than float16 / bfloat16 or
+  /// a high_prec_dtype other than float32 / float64, before changing any
+  /// state. A disabled scope ignores both dtypes (its config() holds the
+  /// global settings), so `autocast(false, DType::float32)` is fine.
   explicit autocast(bool enabled = true, std::optional<DType> low_prec_dtype = std::nullopt,
                     std::optional<DType> high_prec_dtype = std::nullopt);
   ~autocast() { detail::leave(saved_); }

@@ -21,6 +21,18 @@
 //   scaler.update();
 //   scaler.step(opt);                            // opt.step() unless inf / NaN was found
 //
+// A disabled scaler, `GradScaler({.enabled = false})`, passes everything
+// through (PyTorch's `enabled=False`), so one training loop serves float32
+// and mixed precision alike:
+//
+//   mg::amp::GradScaler scaler({.enabled = use_amp});
+//   { mg::amp::autocast ac(use_amp); ...; scaler.backward(gm, loss); }
+//   scaler.step(opt);
+//
+// It has scale_factor() 1; backward() is gm.backward(); unscale() and
+// update() do nothing (no inf / NaN check, no gradient cleared, no check of
+// their arguments); found_non_finite() is false, so step() always steps.
+//
 // The scale's range. The scale multiplies the loss's upstream gradient
 // (float32 under autocast, or the loss's own dtype) and its reciprocal
 // multiplies the gradients in float arithmetic (double for float64 grads),
@@ -97,6 +109,9 @@ struct GradScalerOptions {
   std::optional<double> min_scale = kDefaultMinScale;
   /// Growth never goes above (>= min_scale); std::nullopt: kMaxScaleLimit.
   std::optional<double> max_scale = std::nullopt;
+  /// false: every method passes through (see the overview); the other
+  /// settings are still validated and kept for state_dict().
+  bool enabled = true;
 };
 
 /// When GradScaler::backward calls update(): MegEngine's `update_scale`.
@@ -133,8 +148,12 @@ class GradScaler {
   void backward(autodiff::GradManager& gm, const std::vector<Tensor>& ys, const std::vector<Tensor>& dys = {},
                 bool unscale_grad = true, UpdateScale update_scale = UpdateScale::if_unscale_grad);
 
-  /// The current scale: what the loss's upstream gradient is multiplied by.
-  double scale_factor() const { return scale_; }
+  /// The current scale: what the loss's upstream gradient is multiplied by
+  /// (1 for a disabled scaler).
+  double scale_factor() const { return options_.enabled ? scale_ : 1.0; }
+
+  /// False for a scaler constructed with `enabled = false`.
+  bool is_enabled() const { return options_.enabled; }
 
   /// Divides the gradients of `tensors` by scale_factor() in one fused pass
   /// over all of them (1 / scale computed in double, applied in float, or in
@@ -168,24 +187,31 @@ class GradScaler {
   void update(std::optional<double> new_scale = std::nullopt);
 
   /// Calls `opt.step()` unless found_non_finite(); returns whether it did.
-  /// Works after unscale() and after update() alike.
+  /// Works after unscale() and after update() alike; a disabled scaler
+  /// always steps.
   template <class Optimizer>
   bool step(Optimizer& opt) {
-    if (found_non_finite_) return false;
+    if (options_.enabled && found_non_finite_) return false;
     opt.step();
     return true;
   }
 
   /// MegEngine's keys: "scale_factor", "growth_factor", "backoff_factor",
   /// "growth_interval", "_growth_tracker"; plus "min_scale" / "max_scale"
-  /// when they are set (min_scale is, by default).
+  /// when they are set (min_scale is, by default), and "enabled" = 0 for a
+  /// disabled scaler (whose "scale_factor" is the unused internal scale, the
+  /// one it would start from if enabled, not scale_factor()'s 1).
   std::map<std::string, double> state_dict() const;
   /// Restores a state_dict(). Unknown or missing keys and invalid values
   /// (the constructor's rules, scale_factor taking init_scale's; integral,
-  /// in-range growth_interval and _growth_tracker) throw ValueError and load
-  /// nothing. A dict without "min_scale" (MegEngine's) loads as having none:
-  /// only kMinScaleLimit bounds the backoff. A load starts a fresh step: the
-  /// overflow flag and the unscaled set are cleared.
+  /// in-range growth_interval and _growth_tracker; "enabled" 0 or 1) throw
+  /// ValueError and load nothing. A dict without "min_scale" (MegEngine's)
+  /// loads as having none: only kMinScaleLimit bounds the backoff. A load
+  /// starts a fresh step: the overflow flag and the unscaled set are cleared.
+  /// `enabled` is a construction setting, like init_scale: a load never
+  /// switches the scaler on or off. An enabled scaler loading a disabled
+  /// one's dict resumes from the scale that one was kept at (its init_scale);
+  /// a disabled scaler keeps the loaded values but stays a pass-through.
   void load_state_dict(const std::map<std::string, double>& state);
 
   const GradScalerOptions& options() const { return options_; }
