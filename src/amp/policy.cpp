@@ -15,6 +15,9 @@ constexpr std::array kPolicy = {
     P::promote, P::promote, P::promote, P::high, P::high, P::promote, P::promote, P::promote, P::promote,
     // neg, exp, log, sqrt, rsqrt, abs, clamp, relu, leaky_relu, gelu, sigmoid, tanh, silu
     P::keep, P::high, P::high, P::high, P::high, P::keep, P::keep, P::keep, P::keep, P::keep, P::keep, P::keep, P::keep,
+    // sin, cos, tan, log1p, expm1, erf, softplus, hardswish, mish: as PyTorch's
+    // float32 list (tan, log1p, expm1, softplus); the rest keep the input dtype
+    P::keep, P::keep, P::high, P::high, P::high, P::keep, P::high, P::keep, P::keep,
     // sum, mean, max, min, argmax, var, norm
     P::high, P::high, P::keep, P::keep, P::keep, P::high, P::high,
     // matmul, batched_matmul, linear

@@ -20,7 +20,11 @@ namespace mixgrad::backend {
 
 using kernels::UnaryParams;
 
-enum class UnaryOp : uint8_t { neg, exp, log, sqrt, rsqrt, abs, clamp, relu, leaky_relu, gelu, sigmoid, tanh, silu, kCount };
+enum class UnaryOp : uint8_t {
+  neg, exp, log, sqrt, rsqrt, abs, clamp, relu, leaky_relu, gelu, sigmoid, tanh, silu,
+  sin, cos, tan, log1p, expm1, erf, softplus, hardswish, mish,
+  kCount
+};
 enum class BinaryOp : uint8_t { add, sub, mul, div, pow, maximum, minimum, kCount };
 enum class CompareOp : uint8_t { eq, ne, lt, le, gt, ge, kCount };
 /// Gradient kernels of binary ops, each over (g, x, y) as named:

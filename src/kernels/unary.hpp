@@ -26,7 +26,8 @@
 namespace mixgrad::kernels {
 
 /// Parameters of the parameterised unary ops (leaky_relu's slope in `alpha`,
-/// clamp's bounds in `alpha` and `beta`).
+/// clamp's bounds in `alpha` and `beta`, softplus's beta in `alpha` and its
+/// threshold in `beta`).
 struct UnaryParams {
   double alpha = 0.0;
   double beta = 0.0;
@@ -176,6 +177,120 @@ struct Silu {
   MIXGRAD_HOST_DEVICE C grad(C g, C x) const {
     const C s = C(1) / (C(1) + std::exp(-x));
     return g * s * (C(1) + x * (C(1) - s));
+  }
+};
+
+// saved: x
+template <class C>
+struct Sin {
+  static constexpr bool kIntegers = false;
+  MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::sin(x); }
+  MIXGRAD_HOST_DEVICE C grad(C g, C x) const { return g * std::cos(x); }
+};
+
+// saved: x
+template <class C>
+struct Cos {
+  static constexpr bool kIntegers = false;
+  MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::cos(x); }
+  MIXGRAD_HOST_DEVICE C grad(C g, C x) const { return -g * std::sin(x); }
+};
+
+// saved: y; d tan = 1 + tan^2, so the output is all the backward needs
+template <class C>
+struct Tan {
+  static constexpr bool kIntegers = false;
+  MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::tan(x); }
+  MIXGRAD_HOST_DEVICE C grad(C g, C y) const { return g * (C(1) + y * y); }
+};
+
+// saved: x
+template <class C>
+struct Log1p {
+  static constexpr bool kIntegers = false;
+  MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::log1p(x); }
+  MIXGRAD_HOST_DEVICE C grad(C g, C x) const { return g / (C(1) + x); }
+};
+
+// saved: y; d(e^x - 1) = e^x = y + 1
+template <class C>
+struct Expm1 {
+  static constexpr bool kIntegers = false;
+  MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::expm1(x); }
+  MIXGRAD_HOST_DEVICE C grad(C g, C y) const { return g * (y + C(1)); }
+};
+
+// saved: x; d erf = 2 / sqrt(pi) e^(-x^2)
+template <class C>
+struct Erf {
+  static constexpr bool kIntegers = false;
+  static constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
+  MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::erf(x); }
+  MIXGRAD_HOST_DEVICE C grad(C g, C x) const { return g * C(kTwoOverSqrtPi) * std::exp(-x * x); }
+};
+
+// saved: x; PyTorch's softplus: log(1 + e^(beta x)) / beta, and x itself
+// where beta x > threshold (the gradient there is 1). Written as
+// max(bx, 0) + log1p(e^-|bx|) and g / (1 + e^-bx), which do not overflow, so
+// a large threshold gives the soft value rather than inf or NaN.
+template <class C>
+struct Softplus {
+  static constexpr bool kIntegers = false;
+  C beta, threshold;
+  MIXGRAD_HOST_DEVICE explicit Softplus(const UnaryParams& p)
+      : beta(static_cast<C>(p.alpha)), threshold(static_cast<C>(p.beta)) {}
+  MIXGRAD_HOST_DEVICE C operator()(C x) const {
+    const C bx = x * beta;
+    const C abs_bx = bx < C(0) ? -bx : bx;
+    const C pos = bx > C(0) ? bx : C(0);
+    const C soft = (pos + std::log1p(std::exp(-abs_bx))) / beta;
+    return bx > threshold ? x : soft;
+  }
+  MIXGRAD_HOST_DEVICE C grad(C g, C x) const {
+    const C bx = x * beta;
+    const C soft = g / (C(1) + std::exp(-bx));
+    return bx > threshold ? g : soft;
+  }
+};
+
+// saved: x; x * relu6(x + 3) / 6, derivative x / 3 + 1/2 on [-3, 3] (one-sided
+// at the kinks as PyTorch: 0 below -3, the middle formula at +-3, 1 above 3)
+template <class C>
+struct Hardswish {
+  static constexpr bool kIntegers = false;
+  MIXGRAD_HOST_DEVICE C operator()(C x) const {
+    const C r = x + C(3);
+    const C relu6 = r < C(0) ? C(0) : (r > C(6) ? C(6) : r);
+    return x * relu6 / C(6);
+  }
+  MIXGRAD_HOST_DEVICE C grad(C g, C x) const {
+    const C mid = g * (x / C(3) + C(0.5));
+    return x < C(-3) ? C(0) : (x <= C(3) ? mid : g);
+  }
+};
+
+// saved: x; x * tanh(softplus(x)). With e = e^x and n = e (e + 2),
+// tanh(log(1 + e)) = n / (n + 2) and 1 - tanh^2 = 4 (n + 1) / (n + 2)^2: one
+// exp, no cancellation. Past x = 20 tanh(softplus(x)) is 1 to double
+// precision, so the output is x and the gradient g (n would overflow float).
+template <class C>
+struct Mish {
+  static constexpr bool kIntegers = false;
+  static constexpr double kLinear = 20.0;
+  MIXGRAD_HOST_DEVICE C operator()(C x) const {
+    const C e = std::exp(x);
+    const C n = e * (e + C(2));
+    const C soft = x * n / (n + C(2));
+    return x > C(kLinear) ? x : soft;
+  }
+  MIXGRAD_HOST_DEVICE C grad(C g, C x) const {
+    const C e = std::exp(x);
+    const C n = e * (e + C(2));
+    const C d = n + C(2);
+    const C t = n / d;
+    const C s = e / (C(1) + e);
+    const C soft = g * (t + x * s * C(4) * (n + C(1)) / (d * d));
+    return x > C(kLinear) ? g : soft;
   }
 };
 

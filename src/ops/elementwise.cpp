@@ -246,6 +246,15 @@ constexpr UnarySpec kGelu{"gelu", OpKind::gelu, UnaryOp::gelu, Saved::input, Acc
 constexpr UnarySpec kSigmoid{"sigmoid", OpKind::sigmoid, UnaryOp::sigmoid, Saved::output, Accepts::floating};
 constexpr UnarySpec kTanh{"tanh", OpKind::tanh, UnaryOp::tanh, Saved::output, Accepts::floating};
 constexpr UnarySpec kSilu{"silu", OpKind::silu, UnaryOp::silu, Saved::input, Accepts::floating};
+constexpr UnarySpec kSin{"sin", OpKind::sin, UnaryOp::sin, Saved::input, Accepts::floating};
+constexpr UnarySpec kCos{"cos", OpKind::cos, UnaryOp::cos, Saved::input, Accepts::floating};
+constexpr UnarySpec kTan{"tan", OpKind::tan, UnaryOp::tan, Saved::output, Accepts::floating};
+constexpr UnarySpec kLog1p{"log1p", OpKind::log1p, UnaryOp::log1p, Saved::input, Accepts::floating};
+constexpr UnarySpec kExpm1{"expm1", OpKind::expm1, UnaryOp::expm1, Saved::output, Accepts::floating};
+constexpr UnarySpec kErf{"erf", OpKind::erf, UnaryOp::erf, Saved::input, Accepts::floating};
+constexpr UnarySpec kSoftplus{"softplus", OpKind::softplus, UnaryOp::softplus, Saved::input, Accepts::floating};
+constexpr UnarySpec kHardswish{"hardswish", OpKind::hardswish, UnaryOp::hardswish, Saved::input, Accepts::floating};
+constexpr UnarySpec kMish{"mish", OpKind::mish, UnaryOp::mish, Saved::input, Accepts::floating};
 
 }  // namespace
 
@@ -453,6 +462,23 @@ Tensor gelu(const Tensor& x) { return unary(kGelu, x); }
 Tensor sigmoid(const Tensor& x) { return unary(kSigmoid, x); }
 Tensor tanh(const Tensor& x) { return unary(kTanh, x); }
 Tensor silu(const Tensor& x) { return unary(kSilu, x); }
+Tensor sin(const Tensor& x) { return unary(kSin, x); }
+Tensor cos(const Tensor& x) { return unary(kCos, x); }
+Tensor tan(const Tensor& x) { return unary(kTan, x); }
+Tensor log1p(const Tensor& x) { return unary(kLog1p, x); }
+Tensor expm1(const Tensor& x) { return unary(kExpm1, x); }
+Tensor erf(const Tensor& x) { return unary(kErf, x); }
+
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  if (!std::isfinite(beta) || beta == 0.0 || std::isnan(threshold))
+    throw ValueError("softplus: beta must be finite and nonzero and threshold not NaN, got beta=" +
+                     std::to_string(beta) + " threshold=" + std::to_string(threshold) + " (for " +
+                     (x.defined() ? ops::describe(x) : std::string("undefined")) + ")");
+  return unary(kSoftplus, x, {.alpha = beta, .beta = threshold});
+}
+
+Tensor hardswish(const Tensor& x) { return unary(kHardswish, x); }
+Tensor mish(const Tensor& x) { return unary(kMish, x); }
 
 }  // namespace mixgrad::F
 

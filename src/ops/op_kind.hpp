@@ -12,6 +12,7 @@ enum class OpKind : uint16_t {
   add, sub, mul, div, pow, maximum, minimum, where, compare,
   // elementwise unary
   neg, exp, log, sqrt, rsqrt, abs, clamp, relu, leaky_relu, gelu, sigmoid, tanh, silu,
+  sin, cos, tan, log1p, expm1, erf, softplus, hardswish, mish,
   // reductions
   sum, mean, max, min, argmax, var, norm,
   // linear algebra

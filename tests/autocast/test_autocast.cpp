@@ -144,6 +144,10 @@ BOOST_AUTO_TEST_CASE(policy_sets_output_dtypes) {
   BOOST_TEST(mg::F::sum(low).dtype() == DType::float32);
   BOOST_TEST(mg::F::cross_entropy(low, mg::tensor<int64_t>({0, 3}, {2})).dtype() == DType::float32);
   BOOST_TEST(mg::F::relu(low).dtype() == DType::bfloat16);             // pass-through
+  for (auto high : {&mg::F::tan, &mg::F::log1p, &mg::F::expm1}) BOOST_TEST(high(low).dtype() == DType::float32);
+  BOOST_TEST(mg::F::softplus(low).dtype() == DType::float32);
+  for (auto keep : {&mg::F::sin, &mg::F::cos, &mg::F::erf, &mg::F::hardswish, &mg::F::mish})
+    BOOST_TEST(keep(low).dtype() == DType::bfloat16);
   {  // batch_norm: 16-bit in and out, float32 statistics and running stats
     auto feat = mg::F::conv2d(param({2, 2, 4, 4}), param({3, 2, 3, 3}));
     auto rm = mg::zeros({3}), rv = mg::ones({3});

@@ -227,8 +227,14 @@ BOOST_AUTO_TEST_CASE(activations_match_their_formulas) {
   const auto silu = nn::SiLU()(x).to_vector<double>();
   const auto sig = nn::Sigmoid()(x).to_vector<double>();
   const auto th = nn::Tanh()(x).to_vector<double>();
+  const auto softplus = nn::Softplus(2.0, 1.0)(x).to_vector<double>();
+  const auto hswish = nn::Hardswish()(x).to_vector<double>();
+  const auto mish = nn::Mish()(x).to_vector<double>();
   for (size_t i = 0; i < xs.size(); ++i) {
     const double v = xs[i], s = 1 / (1 + std::exp(-v));
+    BOOST_TEST(softplus[i] == (2 * v > 1 ? v : std::log1p(std::exp(2 * v)) / 2), boost::test_tools::tolerance(1e-5));
+    BOOST_TEST(hswish[i] == v * std::min(std::max(v + 3, 0.0), 6.0) / 6, boost::test_tools::tolerance(1e-5));
+    BOOST_TEST(mish[i] == v * std::tanh(std::log1p(std::exp(v))), boost::test_tools::tolerance(1e-5));
     BOOST_TEST(relu[i] == std::max(v, 0.0));
     BOOST_TEST(leaky[i] == (v >= 0 ? v : 0.2 * v), boost::test_tools::tolerance(1e-6));
     BOOST_TEST(gelu[i] == 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))), boost::test_tools::tolerance(1e-5));
@@ -237,6 +243,9 @@ BOOST_AUTO_TEST_CASE(activations_match_their_formulas) {
     BOOST_TEST(th[i] == std::tanh(v), boost::test_tools::tolerance(1e-5));
   }
   BOOST_TEST(nn::Identity()(x).impl() == x.impl());
+  BOOST_TEST(nn::Softplus(2.0, 1.0).describe() == "Softplus(beta=2, threshold=1)");
+  BOOST_TEST(nn::Mish().describe() == "Mish()");
+  BOOST_TEST(nn::Hardswish().describe() == "Hardswish()");
 }
 
 BOOST_AUTO_TEST_CASE(pooling_layers) {

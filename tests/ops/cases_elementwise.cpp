@@ -1,8 +1,9 @@
 // Registry cases of the elementwise ops: binary (with broadcasting and
 // scalars), comparisons, where and the unary ops. Inputs stay tiny: the
 // gradient check runs the op twice per input element. Ranges keep log, sqrt,
-// rsqrt, div and pow away from their singularities; random inputs make
-// ties at the kinks (relu, abs, maximum, clamp) vanishingly unlikely.
+// rsqrt, log1p, div, pow and tan away from their singularities (tan's within
+// +-1.2 of 0, clear of pi/2); random inputs make ties at the kinks (relu,
+// abs, maximum, clamp, hardswish at +-3) vanishingly unlikely.
 #include "op_registry.hpp"
 
 namespace optest {
@@ -126,6 +127,26 @@ std::vector<OpCase> elementwise_cases() {
        .run = [](const Inputs& x) { return F::sigmoid(x[0]); }},
       {.name = "tanh", .inputs = {InputSpec({3, 4}, -2.0, 2.0)}, .run = [](const Inputs& x) { return F::tanh(x[0]); }},
       {.name = "silu", .inputs = {InputSpec({3, 4}, -4.0, 4.0)}, .run = [](const Inputs& x) { return F::silu(x[0]); }},
+      {.name = "sin", .inputs = {InputSpec({3, 4}, -4.0, 4.0)}, .run = [](const Inputs& x) { return F::sin(x[0]); }},
+      {.name = "cos", .inputs = {InputSpec({3, 4}, -4.0, 4.0)}, .run = [](const Inputs& x) { return F::cos(x[0]); }},
+      {.name = "tan", .inputs = {InputSpec({3, 4}, -1.2, 1.2)}, .run = [](const Inputs& x) { return F::tan(x[0]); }},
+      {.name = "log1p",
+       .inputs = {InputSpec({3, 4}, -0.5, 2.0)},
+       .run = [](const Inputs& x) { return F::log1p(x[0]); }},
+      {.name = "expm1", .inputs = {InputSpec({3, 4}, -2.0, 2.0)}, .run = [](const Inputs& x) { return F::expm1(x[0]); }},
+      {.name = "erf", .inputs = {InputSpec({3, 4}, -2.5, 2.5)}, .run = [](const Inputs& x) { return F::erf(x[0]); }},
+      {.name = "softplus", .inputs = {InputSpec({3, 4}, -4.0, 4.0)}, .run = [](const Inputs& x) { return F::softplus(x[0]); }},
+      // beta 2, threshold 3: inputs above 1.5 take the linear branch
+      {.name = "softplus_beta_threshold",
+       .inputs = {InputSpec({3, 4}, -3.0, 3.0)},
+       .run = [](const Inputs& x) { return F::softplus(x[0], 2.0, 3.0); }},
+      {.name = "hardswish",
+       .inputs = {InputSpec({4, 5}, -5.0, 5.0)},
+       .run = [](const Inputs& x) { return F::hardswish(x[0]); }},
+      {.name = "mish", .inputs = {InputSpec({3, 4}, -4.0, 4.0)}, .run = [](const Inputs& x) { return F::mish(x[0]); }},
+      {.name = "mish_transposed",
+       .inputs = {{4, 3}},
+       .run = [](const Inputs& x) { return F::mish(F::transpose(x[0], 0, 1)); }},
       {.name = "tanh_of_product",
        .inputs = {{2, 3}, {3}},
        .run = [](const Inputs& x) { return F::tanh(x[0] * x[1]); }},

@@ -3,6 +3,7 @@
 //
 //   mg::nn::Sequential(mg::nn::Linear(784, 128), mg::nn::ReLU(), mg::nn::Linear(128, 10));
 //   mg::nn::LeakyReLU(0.2);  mg::nn::GELU();  mg::nn::SiLU();  mg::nn::Tanh();  mg::nn::Sigmoid();
+//   mg::nn::Softplus(/*beta=*/2.0);  mg::nn::Hardswish();  mg::nn::Mish();
 #pragma once
 
 #include "mixgrad/nn/module.hpp"
@@ -39,6 +40,32 @@ class SiLU : public Module {
  public:
   Tensor forward(const Tensor& x) override;
   std::string describe() const override { return "SiLU()"; }
+};
+
+/// log(1 + e^(beta x)) / beta, linear where beta x > threshold (F::softplus).
+class Softplus : public Module {
+ public:
+  explicit Softplus(double beta = 1.0, double threshold = 20.0) : beta_(beta), threshold_(threshold) {}
+  Tensor forward(const Tensor& x) override;
+  std::string describe() const override;
+
+ private:
+  double beta_;
+  double threshold_;
+};
+
+/// x * relu6(x + 3) / 6.
+class Hardswish : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  std::string describe() const override { return "Hardswish()"; }
+};
+
+/// x * tanh(softplus(x)).
+class Mish : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  std::string describe() const override { return "Mish()"; }
 };
 
 class Sigmoid : public Module {

@@ -93,6 +93,28 @@ Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
 /// x * sigmoid(x) (a.k.a. swish).
 Tensor silu(const Tensor& x);
+/// log(1 + e^(beta x)) / beta, and x where beta x > threshold (PyTorch's
+/// softplus; the gradient there is 1). Runs in float32 under autocast. A
+/// zero or non-finite beta or a NaN threshold throws ValueError.
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
+/// x * relu6(x + 3) / 6. The gradient is 0 below -3, x / 3 + 1/2 on
+/// [-3, 3] and 1 above 3 (PyTorch's one-sided choice at the kinks).
+Tensor hardswish(const Tensor& x);
+/// x * tanh(softplus(x)).
+Tensor mish(const Tensor& x);
+
+/// Sine (radians).
+Tensor sin(const Tensor& x);
+/// Cosine (radians).
+Tensor cos(const Tensor& x);
+/// Tangent (radians; runs in float32 under autocast).
+Tensor tan(const Tensor& x);
+/// log(1 + x), accurate for small x (runs in float32 under autocast).
+Tensor log1p(const Tensor& x);
+/// e^x - 1, accurate for small x (runs in float32 under autocast).
+Tensor expm1(const Tensor& x);
+/// The error function, 2 / sqrt(pi) times the integral of e^(-t^2) from 0 to x.
+Tensor erf(const Tensor& x);
 
 }  // namespace mixgrad::F
 

@@ -87,15 +87,31 @@ constexpr std::array<UnaryFn, static_cast<size_t>(UnaryOp::kCount)> kUnary = {
     UnaryEntry<kernels::Sqrt>::forward,    UnaryEntry<kernels::Rsqrt>::forward, UnaryEntry<kernels::Abs>::forward,
     UnaryEntry<kernels::Clamp>::forward,   UnaryEntry<kernels::Relu>::forward,  UnaryEntry<kernels::LeakyRelu>::forward,
     UnaryEntry<kernels::Gelu>::forward,    UnaryEntry<kernels::Sigmoid>::forward, UnaryEntry<kernels::Tanh>::forward,
-    UnaryEntry<kernels::Silu>::forward,
+    UnaryEntry<kernels::Silu>::forward,      UnaryEntry<kernels::Sin>::forward,   UnaryEntry<kernels::Cos>::forward,
+    UnaryEntry<kernels::Tan>::forward,       UnaryEntry<kernels::Log1p>::forward, UnaryEntry<kernels::Expm1>::forward,
+    UnaryEntry<kernels::Erf>::forward,       UnaryEntry<kernels::Softplus>::forward, UnaryEntry<kernels::Hardswish>::forward,
+    UnaryEntry<kernels::Mish>::forward,
 };
 constexpr std::array<UnaryGradFn, static_cast<size_t>(UnaryOp::kCount)> kUnaryGrad = {
     UnaryEntry<kernels::Neg>::backward,     UnaryEntry<kernels::Exp>::backward,   UnaryEntry<kernels::Log>::backward,
     UnaryEntry<kernels::Sqrt>::backward,    UnaryEntry<kernels::Rsqrt>::backward, UnaryEntry<kernels::Abs>::backward,
     UnaryEntry<kernels::Clamp>::backward,   UnaryEntry<kernels::Relu>::backward,  UnaryEntry<kernels::LeakyRelu>::backward,
     UnaryEntry<kernels::Gelu>::backward,    UnaryEntry<kernels::Sigmoid>::backward, UnaryEntry<kernels::Tanh>::backward,
-    UnaryEntry<kernels::Silu>::backward,
+    UnaryEntry<kernels::Silu>::backward,      UnaryEntry<kernels::Sin>::backward,   UnaryEntry<kernels::Cos>::backward,
+    UnaryEntry<kernels::Tan>::backward,       UnaryEntry<kernels::Log1p>::backward, UnaryEntry<kernels::Expm1>::backward,
+    UnaryEntry<kernels::Erf>::backward,       UnaryEntry<kernels::Softplus>::backward, UnaryEntry<kernels::Hardswish>::backward,
+    UnaryEntry<kernels::Mish>::backward,
 };
+
+// std::array zero-fills missing initialisers: a UnaryOp added without its
+// table entries would otherwise be a null call at run time.
+template <class Table>
+constexpr bool all_set(const Table& table) {
+  for (auto fn : table)
+    if (fn == nullptr) return false;
+  return true;
+}
+static_assert(all_set(kUnary) && all_set(kUnaryGrad), "every UnaryOp needs a forward and a backward entry");
 
 // ---- binary ----------------------------------------------------------------
 
