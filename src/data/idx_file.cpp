@@ -112,13 +112,14 @@ void check_magic(const std::string& path, uint32_t magic, int ndim) {
   } else {
     why = "it has " + std::to_string(dims) + " dims, not " + std::to_string(ndim);
   }
-  throw IOError(path + ": bad magic number " + hex32(magic) + " (expected " + hex32(want) + ", an unsigned-byte IDX file of " +
-                std::to_string(ndim) + " dims): " + why);
+  throw IOError(path + ": bad magic number " + hex32(magic) + " (expected " + hex32(want) +
+                ", an unsigned-byte IDX file of " + std::to_string(ndim) + " dims): " + why);
 }
 
 std::string dims_text(const std::vector<int64_t>& dims) {
   std::string s;
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? " x " : "") + (dims[i] < 0 ? std::string("any") : std::to_string(dims[i]));
+  for (size_t i = 0; i < dims.size(); ++i)
+    s += (i ? " x " : "") + (dims[i] < 0 ? std::string("any") : std::to_string(dims[i]));
   return s;
 }
 
@@ -136,7 +137,8 @@ UByteArray read_ubyte(const std::string& path, int ndim, const ReadOptions& opti
   std::vector<uint8_t> head(header);
   auto truncated_header = [&](uint64_t got) {
     in.check();
-    return IOError(path + ": truncated header (" + std::to_string(got) + " bytes, need " + std::to_string(header) + ")");
+    return IOError(path + ": truncated header (" + std::to_string(got) + " bytes, need " + std::to_string(header) +
+                   ")");
   };
   const uint64_t got = in.read(head.data(), 4);
   if (got < 4) throw truncated_header(got);

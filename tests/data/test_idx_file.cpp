@@ -46,7 +46,8 @@ void write_gz(const fs::path& p, const Bytes& b, uint64_t zeros = 0) {
 }
 
 void write_plain(const fs::path& p, const Bytes& b) {
-  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  std::ofstream(p, std::ios::binary)
+      .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
 
 struct TempDir {
