@@ -23,6 +23,10 @@ debian_packages=(
   python3-pip
   dataset-fashion-mnist
 )
+# The sanitizer and fuzzing stage of scripts/test.sh: clang with its
+# sanitizer and libFuzzer runtimes, LLVM's OpenMP (clang's -fopenmp), and
+# llvm-symbolizer for readable reports.
+sanitizer_packages=(clang-14 libclang-rt-14-dev libomp-14-dev llvm-14)
 
 install_packages() {
   if [ "${MIXGRAD_SKIP_APT:-0}" = 1 ]; then

@@ -36,10 +36,7 @@ void bf16_to_f32_portable(const bfloat16* src, float* dst, int64_t n) {
 
 #if defined(__x86_64__) || defined(__i386__)
 
-bool has_f16c() {
-  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
-  return yes;
-}
+bool has_f16c() { return simd::has_avx2_f16c(); }
 
 __attribute__((target("avx2,f16c"))) void f32_to_f16_f16c(const float* src, half* dst, int64_t n) {
   int64_t i = 0;

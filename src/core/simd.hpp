@@ -27,6 +27,9 @@ enum class Level : uint8_t {
 /// What this CPU supports (detected once).
 Level detected();
 
+/// Whether the CPU (x86) has AVX2 and F16C, whatever level() says.
+bool has_avx2_f16c();
+
 /// The level kernels use now: detected(), or lower while a LevelScope caps it.
 Level level();
 

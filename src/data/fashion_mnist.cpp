@@ -24,8 +24,8 @@ TensorDataset load(const std::string& root, Split split, const FashionMNISTOptio
 
   idx::UByteArray images, labels;
   try {
-    images = idx::read_ubyte(images_path, 3, hint);
-    labels = idx::read_ubyte(labels_path, 1, hint);
+    images = idx::read_ubyte(images_path, 3, {.expected_dims = {-1, 28, 28}, .hint = hint});
+    labels = idx::read_ubyte(labels_path, 1, {.hint = hint});
   } catch (const IOError& e) {
     throw IOError(std::string("FashionMNIST: ") + e.what());
   }
@@ -33,9 +33,6 @@ TensorDataset load(const std::string& root, Split split, const FashionMNISTOptio
   if (labels.dims[0] != n)
     throw IOError("FashionMNIST: " + images_path + " holds " + std::to_string(n) + " images but " + labels_path +
                   " holds " + std::to_string(labels.dims[0]) + " labels");
-  if (images.dims[1] != 28 || images.dims[2] != 28)
-    throw IOError("FashionMNIST: " + images_path + " holds images of " + std::to_string(images.dims[1]) + "x" +
-                  std::to_string(images.dims[2]) + " pixels, expected 28x28");
 
   Tensor x = empty({n, 1, 28, 28}, DType::float32);
   const double scale = o.normalize ? 1.0 / (255.0 * o.std) : 1.0 / 255.0;

@@ -26,5 +26,7 @@ if grep -rq mixgrad_config "$includedir/mixgrad"; then
 fi
 
 read -r -a flags <<<"$(pkg-config "${define[@]}" --cflags --libs mixgrad)"
-"${CXX:-c++}" -std=c++20 "$consumer_dir/main.cpp" "${flags[@]}" -Wl,-rpath,"$libdir" -o "$tmp/consumer"
+# A sanitized library needs its sanitizer runtime in the program (tests/meson.build sets these).
+read -r -a extra <<<"${MIXGRAD_CONSUMER_FLAGS:-}"
+"${CXX:-c++}" -std=c++20 "$consumer_dir/main.cpp" "${flags[@]}" "${extra[@]}" -Wl,-rpath,"$libdir" -o "$tmp/consumer"
 "$tmp/consumer"

@@ -95,7 +95,7 @@ void cross_entropy_forward_typed(const ClassLossArgs& a, const Tensor& out, cons
   const T* x = a.input.data<T>();
   const L* y = a.labels.data<L>();
   Acc* st = writable<Acc>(stats);
-  const auto [outer, C, inner] = a.layout;
+  const int64_t outer = a.layout.outer, C = a.layout.classes, inner = a.layout.inner;
   const int64_t samples = a.layout.samples();
   const kernels::CrossEntropySample<Acc> sample{static_cast<Acc>(a.label_smoothing), Acc(1) / static_cast<Acc>(C)};
   std::vector<Acc> loss(static_cast<size_t>(samples));
@@ -167,7 +167,7 @@ void cross_entropy_backward_typed(const ClassLossArgs& a, const Tensor& stats, c
   const L* y = a.labels.data<L>();
   const Acc* st = writable<Acc>(stats);
   T* gx = writable<T>(grad_input);
-  const auto [outer, C, inner] = a.layout;
+  const int64_t outer = a.layout.outer, C = a.layout.classes, inner = a.layout.inner;
   const int64_t samples = a.layout.samples();
   const GradScale<T, Acc> scale(grad_out, a.reduction, samples);
   const kernels::SmoothedTarget<Acc> q(static_cast<Acc>(a.label_smoothing), C);
@@ -219,7 +219,7 @@ void nll_loss_forward_typed(const ClassLossArgs& a, const Tensor& out) {
   using Acc = kernels::compute_t<T>;
   const T* x = a.input.data<T>();
   const L* y = a.labels.data<L>();
-  const auto [outer, C, inner] = a.layout;
+  const int64_t C = a.layout.classes, inner = a.layout.inner;
   const int64_t samples = a.layout.samples();
   std::vector<Acc> loss(static_cast<size_t>(samples));
   kernels::parallel_for(samples, kernels::kParallelGrain, [&](int64_t b, int64_t e) {
@@ -236,7 +236,7 @@ void nll_loss_backward_typed(const ClassLossArgs& a, const Tensor& grad_out, con
   using Acc = kernels::compute_t<T>;
   const L* y = a.labels.data<L>();
   T* gx = writable<T>(grad_input);
-  const auto [outer, C, inner] = a.layout;
+  const int64_t outer = a.layout.outer, C = a.layout.classes, inner = a.layout.inner;
   const GradScale<T, Acc> scale(grad_out, a.reduction, a.layout.samples());
   const T zero = cast<T>(0.0f);
   kernels::parallel_for(outer, row_grain(C * inner), [&](int64_t b, int64_t e) {

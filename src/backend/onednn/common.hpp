@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <source_location>
 #include <unordered_map>
 #include <vector>
 
@@ -24,6 +23,24 @@
 #include "mixgrad/tensor.hpp"
 
 namespace mixgrad::backend::onednn {
+
+/// The file and line of a call, filled in at the call site when used as a
+/// default argument (`CallSite where = CallSite::current()`). What
+/// std::source_location does, which clang before 15 cannot build from
+/// libstdc++; __builtin_FILE / __builtin_LINE work in GCC and clang alike.
+class CallSite {
+ public:
+  static constexpr CallSite current(const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) noexcept {
+    return CallSite(file, line);
+  }
+  constexpr const char* file_name() const noexcept { return file_; }
+  constexpr unsigned line() const noexcept { return line_; }
+
+ private:
+  constexpr CallSite(const char* file, unsigned line) noexcept : file_(file), line_(line) {}
+  const char* file_;
+  unsigned line_;
+};
 
 /// The CPU engine (one per process).
 dnnl::engine& engine();
@@ -140,7 +157,7 @@ dnnl::memory memory(const dnnl::memory::desc& md, void* data);
 /// Runs a primitive on this thread's stream and waits for it; a failure names
 /// the primitive kind and the caller's file and line.
 void execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args,
-             std::source_location where = std::source_location::current());
+             CallSite where = CallSite::current());
 
 /// One argument of a primitive created with format_tag::any: the plain layout
 /// mixgrad tensors have, the layout the primitive chose, and the reorder
@@ -169,14 +186,14 @@ class Execution {
   void output(int arg, const LayoutArg& layout, const Tensor& t);
   /// An argument in its own layout (bias, statistics).
   void plain(int arg, const dnnl::memory::desc& md, const Tensor& t) { args_.emplace(arg, memory(md, t)); }
-  void run(const dnnl::primitive& p, std::source_location where = std::source_location::current());
+  void run(const dnnl::primitive& p, CallSite where = CallSite::current());
 
  private:
   struct Pending {
     const LayoutArg* layout;
     dnnl::memory from, to;
   };
-  static void reorder(const Pending& r, Direction d, std::source_location where);
+  static void reorder(const Pending& r, Direction d, CallSite where);
   dnnl::memory scratch(const dnnl::memory::desc& md);
   std::unordered_map<int, dnnl::memory> args_;
   std::vector<Pending> before_, after_;

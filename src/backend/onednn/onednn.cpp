@@ -119,7 +119,7 @@ dnnl::memory memory(const dnnl::memory::desc& md, void* data) {
   return MIXGRAD_ONEDNN_CHECK(dnnl::memory(md, engine(), data));
 }
 
-void execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args, std::source_location where) {
+void execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args, CallSite where) {
   try {
     p.execute(stream(), args);
     stream().wait();
@@ -175,7 +175,7 @@ void Execution::output(int arg, const LayoutArg& layout, const Tensor& t) {
   args_.emplace(arg, m);
 }
 
-void Execution::reorder(const Pending& r, Direction d, std::source_location where) {
+void Execution::reorder(const Pending& r, Direction d, CallSite where) {
   const LayoutArg& l = *r.layout;
   if (l.channel_blocks && cpu::channel_blocks::available(l.c)) {
     const auto* from = static_cast<const uint16_t*>(r.from.get_data_handle());
@@ -187,7 +187,7 @@ void Execution::reorder(const Pending& r, Direction d, std::source_location wher
   execute(l.reorder, {{DNNL_ARG_FROM, r.from}, {DNNL_ARG_TO, r.to}}, where);
 }
 
-void Execution::run(const dnnl::primitive& p, std::source_location where) {
+void Execution::run(const dnnl::primitive& p, CallSite where) {
   for (const Pending& r : before_) reorder(r, Direction::input, where);
   execute(p, args_, where);
   for (const Pending& r : after_) reorder(r, Direction::output, where);
