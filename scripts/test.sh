@@ -69,8 +69,10 @@ if [ "$sanitize" != 0 ]; then
   }
   timed sanitizer-build asan_build
 
-  # Leaks are errors, as are UB reports (also compiled in: no recovery).
-  export ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1
+  # Leaks are errors, as are UB reports (also compiled in: no recovery). An
+  # allocation too big for ASan returns null, as malloc does, so the tests of
+  # OutOfMemoryError see the failure the library handles.
+  export ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:allocator_may_return_null=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   if [ -x /usr/lib/llvm-14/bin/llvm-symbolizer ]; then
     export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
