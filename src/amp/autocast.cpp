@@ -1,10 +1,11 @@
 #include "mixgrad/amp/autocast.hpp"
 
+#include <array>
+#include <optional>
 #include <unordered_map>
 
 #include "amp/autocast_state.hpp"
 #include "autodiff/tape.hpp"
-#include "amp/policy.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 
 namespace mixgrad::amp {
@@ -31,6 +32,7 @@ struct ThreadState {
   int enabled_depth = 0;  // enabled scopes open on this thread
   std::unordered_map<uint64_t, CachedCast> cache;  // key: id * 8 + dtype
   detail::WeightCacheStats stats;
+  std::array<std::optional<CastPolicy>, kOpCount> policy_override{};  // detail::PolicyOverride
 };
 ThreadState& thread_state() {
   thread_local ThreadState s;
@@ -38,18 +40,24 @@ ThreadState& thread_state() {
 }
 }  // namespace
 
+namespace {
+// The global settings as a state (the dtypes of a scope that names none).
+AutocastState global_state(bool on) {
+  return {on, low_prec_dtype.load(), high_prec_dtype.load(), !low_prec_dtype.is_set()};
+}
+}  // namespace
+
 AutocastState current_state() {
   const ThreadState& t = thread_state();
   if (t.has_scope) return t.state;
-  return {enabled.load(), low_prec_dtype.load(), high_prec_dtype.load()};
+  return global_state(enabled.load());
 }
 
 bool is_autocast_enabled() { return detail::autocast_active(); }
 
-DType autocast_dtype() {
-  const ThreadState& t = thread_state();
-  return t.has_scope ? t.state.low_prec_dtype : low_prec_dtype.load();
-}
+DType autocast_dtype() { return autocast_dtype(DeviceType::cpu); }
+
+DType autocast_dtype(DeviceType d) { return current_state().low_prec_dtype_for(d); }
 
 namespace detail {
 
@@ -98,14 +106,23 @@ bool autocast_active() {
   return t.has_scope ? t.state.enabled : enabled.load();
 }
 
-void cast_inputs(OpKind op, std::initializer_list<Tensor*> inputs) {
-  const CastPolicy p = policy(op);
+void cast_inputs(OpKind op, std::span<Tensor* const> inputs) {
+  // The inputs' device type picks the policy column and the default low
+  // dtype; inputs on different devices are the op's error to report.
+  DeviceType device = DeviceType::cpu;
+  for (const Tensor* t : inputs)
+    if (t->defined()) {
+      device = t->device().type();
+      break;
+    }
+  ThreadState& ts = thread_state();
+  const CastPolicy p = ts.policy_override[static_cast<std::size_t>(op)].value_or(cast_policy(op, device));
   if (p == CastPolicy::keep) return;
   const AutocastState s = current_state();
   auto castable = [](const Tensor* t) {
     return t->defined() && is_floating_point(t->dtype()) && t->dtype() != DType::float64;
   };
-  DType target = s.low_prec_dtype;
+  DType target = s.low_prec_dtype_for(device);
   if (p == CastPolicy::high) target = s.high_prec_dtype;
   if (p == CastPolicy::promote) {
     bool any = false;
@@ -116,10 +133,16 @@ void cast_inputs(OpKind op, std::initializer_list<Tensor*> inputs) {
     }
     if (!any) return;
   }
-  ThreadState& ts = thread_state();
   for (Tensor* t : inputs)
     if (castable(t) && t->dtype() != target) *t = cast_weight(ts, *t, target);
 }
+
+PolicyOverride::PolicyOverride(OpKind op, CastPolicy p)
+    : op_(op), saved_(thread_state().policy_override[static_cast<std::size_t>(op)]) {
+  thread_state().policy_override[static_cast<std::size_t>(op)] = p;
+}
+
+PolicyOverride::~PolicyOverride() { thread_state().policy_override[static_cast<std::size_t>(op_)] = saved_; }
 
 }  // namespace detail
 
@@ -140,8 +163,13 @@ void check_high(const char* what, DType t) {
 // A disabled scope casts nothing, so its dtypes are never used: they are
 // ignored rather than checked, for `autocast(use_amp, use_amp ? bf16 : fp32)`.
 AutocastState checked_config(bool on, std::optional<DType> low, std::optional<DType> high) {
-  if (!on) return {false, low_prec_dtype.load(), high_prec_dtype.load()};
-  AutocastState c{on, low.value_or(low_prec_dtype.load()), high.value_or(high_prec_dtype.load())};
+  if (!on) return global_state(false);
+  AutocastState c = global_state(true);
+  if (low) {
+    c.low_prec_dtype = *low;
+    c.low_prec_dtype_by_device = false;
+  }
+  if (high) c.high_prec_dtype = *high;
   check_low("autocast: low_prec_dtype", c.low_prec_dtype);
   check_high("autocast: high_prec_dtype", c.high_prec_dtype);
   return c;
@@ -155,6 +183,7 @@ DTypeSetting& DTypeSetting::operator=(DType v) {
   else
     check_high("amp::high_prec_dtype", v);
   value_.store(v, std::memory_order_relaxed);
+  is_set_.store(true, std::memory_order_relaxed);
   return *this;
 }
 

@@ -9,7 +9,7 @@
 #include "amp/autocast_state.hpp"
 #include "autodiff/tape.hpp"
 #include "mixgrad/tensor.hpp"
-#include "ops/op_kind.hpp"
+#include "core/op_table.hpp"
 
 namespace mixgrad::ops {
 

@@ -135,12 +135,12 @@ Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length) {
   return out;
 }
 
-Tensor concat(const std::vector<Tensor>& xs_in, int axis) {
-  if (xs_in.empty()) throw ShapeError("concat: no tensors");
-  std::vector<Tensor> xs = xs_in;
-  for (size_t i = 0; i < xs.size(); ++i)
-    if (!xs[i].defined()) throw StateError("concat: input " + std::to_string(i) + " is undefined");
-  // Promote to the widest dtype (also the autocast policy for concat).
+namespace {
+
+// concat after autocast. Mixed dtypes join in the widest of them, autocast
+// or not (as torch.cat), so autocast's table entry for concat and stack is
+// what decides only where it asks for more than promotion.
+Tensor join(std::vector<Tensor> xs, int axis) {
   DType dtype = xs[0].dtype();
   for (const Tensor& t : xs) dtype = promote_types(dtype, t.dtype());
   for (Tensor& t : xs) if (t.dtype() != dtype) t = astype(t, dtype);
@@ -181,17 +181,31 @@ Tensor concat(const std::vector<Tensor>& xs_in, int axis) {
   return out;
 }
 
-Tensor stack(const std::vector<Tensor>& xs, int axis) {
-  if (xs.empty()) throw ShapeError("stack: no tensors");
+void check_inputs(const char* op, const std::vector<Tensor>& xs) {
+  if (xs.empty()) throw ShapeError(std::string(op) + ": no tensors");
   for (size_t i = 0; i < xs.size(); ++i)
-    if (!xs[i].defined()) throw StateError("stack: input " + std::to_string(i) + " is undefined");
-  const int a = normalize_axis(axis, xs[0].ndim() + 1, "stack");
-  for (const Tensor& t : xs)
-    if (t.shape() != xs[0].shape())
-      throw ShapeError("stack: shapes differ: " + ops::describe(xs[0]) + " and " + ops::describe(t));
-  std::vector<Tensor> parts;
-  for (const Tensor& t : xs) parts.push_back(unsqueeze(t, a));
-  return concat(parts, a);
+    if (!xs[i].defined()) throw StateError(std::string(op) + ": input " + std::to_string(i) + " is undefined");
+}
+
+}  // namespace
+
+Tensor concat(const std::vector<Tensor>& xs_in, int axis) {
+  check_inputs("concat", xs_in);
+  std::vector<Tensor> xs = xs_in;
+  amp::autocast_inputs(OpKind::concat, xs);
+  return join(std::move(xs), axis);
+}
+
+Tensor stack(const std::vector<Tensor>& xs_in, int axis) {
+  check_inputs("stack", xs_in);
+  const int a = normalize_axis(axis, xs_in[0].ndim() + 1, "stack");
+  for (const Tensor& t : xs_in)
+    if (t.shape() != xs_in[0].shape())
+      throw ShapeError("stack: shapes differ: " + ops::describe(xs_in[0]) + " and " + ops::describe(t));
+  std::vector<Tensor> xs = xs_in;
+  amp::autocast_inputs(OpKind::stack, xs);
+  for (Tensor& t : xs) t = unsqueeze(t, a);
+  return join(std::move(xs), a);
 }
 
 Tensor squeeze(const Tensor& x) {

@@ -21,6 +21,11 @@
 //
 //   mg::amp::is_autocast_enabled();   // this thread's effective on/off
 //   mg::amp::autocast_dtype();        // ...and the low-precision dtype
+//   mg::amp::autocast_dtype(mg::DeviceType::cuda);  // ...for CUDA inputs
+//
+// The low-precision dtype follows the inputs' device until one is chosen
+// (by assigning `low_prec_dtype` or naming one in a scope): bfloat16 for CPU
+// inputs, float16 for CUDA inputs, as in PyTorch.
 //
 // Reading `amp::enabled` inside a scope tells only the default, not whether
 // the ops of this thread are being cast.
@@ -31,6 +36,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "mixgrad/device.hpp"
 #include "mixgrad/dtype.hpp"
 
 namespace mixgrad::amp {
@@ -53,24 +59,44 @@ class GlobalSetting {
 
 /// A process-wide dtype setting whose assignment is checked: a dtype outside
 /// the setting's allowed pair throws DTypeError naming the setting and leaves
-/// the value as it was, so autocast never runs with a bad dtype.
+/// the value as it was, so autocast never runs with a bad dtype. It also
+/// knows whether it was ever assigned: an unassigned low-precision setting
+/// lets the inputs' device pick the dtype (see default_low_prec_dtype).
 class DTypeSetting {
  public:
   enum class Role { low_precision, high_precision };
-  constexpr DTypeSetting(Role role, DType v) : role_(role), value_(v) {}
+  constexpr DTypeSetting(Role role, DType v) : role_(role), default_(v), value_(v), is_set_(false) {}
   DTypeSetting& operator=(DType v);  // throws DTypeError for a dtype the role does not allow
   operator DType() const { return value_.load(std::memory_order_relaxed); }  // NOLINT(google-explicit-constructor)
+  /// The value: the one assigned, else the default (the CPU's, for low).
   DType load() const { return value_.load(std::memory_order_relaxed); }
+  /// True once a dtype was assigned (and until reset()).
+  bool is_set() const { return is_set_.load(std::memory_order_relaxed); }
+  /// Back to the default, as if never assigned.
+  void reset() {
+    value_.store(default_, std::memory_order_relaxed);
+    is_set_.store(false, std::memory_order_relaxed);
+  }
 
  private:
   Role role_;
+  DType default_;
   std::atomic<DType> value_;
+  std::atomic<bool> is_set_;
 };
+
+/// The low-precision dtype autocast uses for inputs on a device of type `d`
+/// when none was chosen: bfloat16 on the CPU (its native 16-bit type, with
+/// AVX-512 BF16 and AMX kernels), float16 on CUDA (tensor cores), as PyTorch.
+constexpr DType default_low_prec_dtype(DeviceType d) {
+  return d == DeviceType::cuda ? DType::float16 : DType::bfloat16;
+}
 
 /// The global switch: autocast on for threads that have no scope open.
 inline GlobalSetting<bool> enabled{false};
-/// Low-precision dtype for scopes that name none (bfloat16 by default: the
-/// CPU's native 16-bit type; float16 is the usual choice on CUDA). Only
+/// Low-precision dtype for scopes that name none. Until assigned (or after
+/// reset()), autocast picks default_low_prec_dtype() of the inputs' device
+/// (bfloat16 on the CPU, float16 on CUDA) and load() reads bfloat16. Only
 /// float16 and bfloat16 may be assigned.
 inline DTypeSetting low_prec_dtype{DTypeSetting::Role::low_precision, DType::bfloat16};
 /// The high-precision dtype (float32 by default); only float32 and float64
@@ -82,6 +108,14 @@ struct AutocastState {
   bool enabled = false;
   DType low_prec_dtype = DType::bfloat16;
   DType high_prec_dtype = DType::float32;
+  /// True when no low-precision dtype was chosen: the inputs' device picks
+  /// it (default_low_prec_dtype) and `low_prec_dtype` holds the CPU's.
+  bool low_prec_dtype_by_device = false;
+
+  /// The low-precision dtype for inputs on a device of type `d`.
+  constexpr DType low_prec_dtype_for(DeviceType d) const {
+    return low_prec_dtype_by_device ? default_low_prec_dtype(d) : low_prec_dtype;
+  }
 };
 
 /// The state in force on this thread now: the innermost open scope's, or
@@ -93,9 +127,14 @@ AutocastState current_state();
 /// open. Not the same as reading `amp::enabled`, which is the default only.
 bool is_autocast_enabled();
 
-/// The low-precision dtype in force on this thread now (the scope's, else
-/// the global `low_prec_dtype`); meaningful when is_autocast_enabled().
+/// The low-precision dtype in force on this thread now for CPU inputs (the
+/// scope's, else the global `low_prec_dtype`, else bfloat16); meaningful
+/// when is_autocast_enabled().
 DType autocast_dtype();
+
+/// The same for inputs on a device of type `d` (PyTorch's
+/// get_autocast_dtype(device_type)): float16 for CUDA unless one was chosen.
+DType autocast_dtype(DeviceType d);
 
 namespace detail {
 /// Counters of the weight-cast cache on this thread (for tests and tuning).
@@ -118,7 +157,8 @@ void leave(const SavedState& saved);
 class [[nodiscard]] autocast {
  public:
   /// Enters autocast (or, with enabled = false, leaves it) for the scope's
-  /// lifetime; the dtypes default to the global settings. An enabled scope
+  /// lifetime; the dtypes default to the global settings (an unassigned
+  /// low_prec_dtype lets the inputs' device choose). An enabled scope
   /// throws DTypeError for a low_prec_dtype other than float16 / bfloat16 or
   /// a high_prec_dtype other than float32 / float64, before changing any
   /// state. A disabled scope ignores both dtypes (its config() holds the
