@@ -5,12 +5,31 @@
 
 namespace optest {
 
-std::vector<OpCase> linalg_cases() {
+template <>
+Cases cases_of<mg::OpKind::matmul>() {
   using mg::F::linear;
   using mg::F::matmul;
   using mg::F::transpose;
   return {
       {.name = "matmul_2d", .inputs = {{3, 4}, {4, 5}}, .run = [](const Inputs& x) { return matmul(x[0], x[1]); }},
+      {.name = "matmul_vec_vec", .inputs = {{5}, {5}}, .run = [](const Inputs& x) { return matmul(x[0], x[1]); }},
+      {.name = "matmul_transposed_views",
+       .inputs = {{4, 3}, {5, 4}},
+       .run = [](const Inputs& x) { return matmul(transpose(x[0], 0, 1), transpose(x[1], 0, 1)); }},
+      // k = 64: a longer reduction in low precision than the others.
+      {.name = "matmul_long_k",
+       .inputs = {{3, 64}, {64, 2}},
+       .run = [](const Inputs& x) { return matmul(x[0], x[1]); },
+       .lowp_tolerance = 2.0},
+  };
+}
+
+template <>
+Cases cases_of<mg::OpKind::batched_matmul>() {
+  using mg::F::linear;
+  using mg::F::matmul;
+  using mg::F::transpose;
+  return {
       {.name = "matmul_batched",
        .inputs = {{2, 3, 4}, {2, 4, 2}},
        .run = [](const Inputs& x) { return matmul(x[0], x[1]); }},
@@ -23,12 +42,8 @@ std::vector<OpCase> linalg_cases() {
       {.name = "matmul_2d_times_batched",
        .inputs = {{3, 4}, {2, 4, 5}},
        .run = [](const Inputs& x) { return matmul(x[0], x[1]); }},
-      {.name = "matmul_vec_vec", .inputs = {{5}, {5}}, .run = [](const Inputs& x) { return matmul(x[0], x[1]); }},
       {.name = "matmul_vec_mat", .inputs = {{4}, {2, 4, 3}}, .run = [](const Inputs& x) { return matmul(x[0], x[1]); }},
       {.name = "matmul_mat_vec", .inputs = {{2, 3, 4}, {4}}, .run = [](const Inputs& x) { return matmul(x[0], x[1]); }},
-      {.name = "matmul_transposed_views",
-       .inputs = {{4, 3}, {5, 4}},
-       .run = [](const Inputs& x) { return matmul(transpose(x[0], 0, 1), transpose(x[1], 0, 1)); }},
       {.name = "matmul_broadcast_view_operand",
        .inputs = {{1, 3, 4}, {2, 4, 2}},
        .run =
@@ -41,11 +56,15 @@ std::vector<OpCase> linalg_cases() {
            [](const Inputs& x) {
              return matmul(mg::F::permute(x[0], {1, 0, 2}), x[1]);
            }},
-      // k = 64: a longer reduction in low precision than the others.
-      {.name = "matmul_long_k",
-       .inputs = {{3, 64}, {64, 2}},
-       .run = [](const Inputs& x) { return matmul(x[0], x[1]); },
-       .lowp_tolerance = 2.0},
+  };
+}
+
+template <>
+Cases cases_of<mg::OpKind::linear>() {
+  using mg::F::linear;
+  using mg::F::matmul;
+  using mg::F::transpose;
+  return {
       {.name = "linear",
        .inputs = {{3, 4}, {5, 4}, {5}},
        .run = [](const Inputs& x) { return linear(x[0], x[1], x[2]); }},
@@ -61,5 +80,7 @@ std::vector<OpCase> linalg_cases() {
        .run = [](const Inputs& x) { return linear(transpose(x[0], 0, 1), x[1], x[2]); }},
   };
 }
+
+std::vector<OpCase> linalg_cases() { return family_cases<mg::OpFamily::linalg>(); }
 
 }  // namespace optest

@@ -1,6 +1,5 @@
-// Registry cases of the losses, layer_norm and dropout. Labels are int64
-// inputs built by `make` and not differentiated; dropout reseeds inside
-// `run`, so every evaluation of a case draws the same mask.
+// Registry cases of the losses. Labels are int64 inputs built by `make` and
+// not differentiated.
 #include "op_registry.hpp"
 
 namespace optest {
@@ -13,7 +12,8 @@ InputSpec labels(mg::Shape shape, std::vector<int64_t> values) {
 
 }  // namespace
 
-std::vector<OpCase> loss_cases() {
+template <>
+Cases cases_of<mg::OpKind::cross_entropy>() {
   using mg::Reduction;
   namespace F = mg::F;
   return {
@@ -33,40 +33,62 @@ std::vector<OpCase> loss_cases() {
        .run = [](const Inputs& x) {
          return F::cross_entropy(x[0], x[1], {.label_smoothing = 0.1, .axis = -1});
        }},
+  };
+}
+
+template <>
+Cases cases_of<mg::OpKind::nll_loss>() {
+  using mg::Reduction;
+  namespace F = mg::F;
+  return {
       {.name = "nll_loss_mean",
        .inputs = {InputSpec({3, 4}, -3.0, -0.1), labels({3}, {1, 3, 0})},
        .run = [](const Inputs& x) { return F::nll_loss(x[0], x[1]); }},
       {.name = "nll_loss_spatial_none",
        .inputs = {InputSpec({2, 3, 2}, -3.0, -0.1), labels({2, 2}, {2, 0, 1, 1})},
        .run = [](const Inputs& x) { return F::nll_loss(x[0], x[1], Reduction::none); }},
+  };
+}
+
+template <>
+Cases cases_of<mg::OpKind::mse_loss>() {
+  using mg::Reduction;
+  namespace F = mg::F;
+  return {
       {.name = "mse_loss_mean",
        .inputs = {{3, 4}, {3, 4}},
        .run = [](const Inputs& x) { return F::mse_loss(x[0], x[1]); }},
       {.name = "mse_loss_none",
        .inputs = {{2, 3}, {2, 3}},
        .run = [](const Inputs& x) { return F::mse_loss(x[0], x[1], Reduction::none); }},
+  };
+}
+
+template <>
+Cases cases_of<mg::OpKind::l1_loss>() {
+  using mg::Reduction;
+  namespace F = mg::F;
+  return {
       {.name = "l1_loss_sum",
        .inputs = {{3, 4}, {3, 4}},
        .run = [](const Inputs& x) { return F::l1_loss(x[0], x[1], Reduction::sum); }},
+  };
+}
+
+template <>
+Cases cases_of<mg::OpKind::binary_cross_entropy_with_logits>() {
+  using mg::Reduction;
+  namespace F = mg::F;
+  return {
       {.name = "binary_cross_entropy_with_logits_mean",
        .inputs = {InputSpec({3, 4}, -4.0, 4.0), InputSpec({3, 4}, 0.0, 1.0)},
        .run = [](const Inputs& x) { return F::binary_cross_entropy_with_logits(x[0], x[1]); }},
       {.name = "binary_cross_entropy_with_logits_none",
        .inputs = {InputSpec({5}, -4.0, 4.0), InputSpec({5}, 0.0, 1.0)},
        .run = [](const Inputs& x) { return F::binary_cross_entropy_with_logits(x[0], x[1], Reduction::none); }},
-      {.name = "layer_norm_affine",
-       .inputs = {InputSpec({3, 5}, -2.0, 2.0), InputSpec({5}, 0.5, 1.5), {5}},
-       .run = [](const Inputs& x) { return F::layer_norm(x[0], {5}, x[1], x[2]); }},
-      {.name = "layer_norm_two_trailing_dims",
-       .inputs = {InputSpec({2, 2, 3}, -2.0, 2.0)},
-       .run = [](const Inputs& x) { return F::layer_norm(x[0], {2, 3}); }},
-      {.name = "dropout",
-       .inputs = {{4, 6}},
-       .run = [](const Inputs& x) {
-         mg::manual_seed(3);
-         return F::dropout(x[0], 0.3);
-       }},
   };
 }
+
+std::vector<OpCase> loss_cases() { return family_cases<mg::OpFamily::loss>(); }
 
 }  // namespace optest

@@ -1,5 +1,5 @@
 // Registered cases of the neural-network ops: conv2d, pooling, batch_norm,
-// softmax / log_softmax. Shapes are tiny: the float64 gradient check runs two
+// layer_norm, dropout, softmax / log_softmax. Shapes are tiny: the float64 gradient check runs two
 // forwards per input element.
 #include "op_registry.hpp"
 
@@ -71,7 +71,9 @@ std::vector<OpCase> batch_norm_cases() {
       {.name = "batch_norm_training",
        .inputs = {{3, 2, 2, 2}, {2}, {2}},
        .run = [](const Inputs& x) {
-         return batch_norm(x[0], mg::zeros({2}), mg::ones({2}), x[1], x[2], {.training = true});
+         const mg::Device d = x[0].device();
+         return batch_norm(x[0], mg::zeros({2}, mg::DType::float32, d), mg::ones({2}, mg::DType::float32, d), x[1], x[2],
+                           {.training = true});
        }},
       {.name = "batch_norm_training_2d_no_affine",
        .inputs = {{4, 3}},
@@ -90,7 +92,9 @@ std::vector<OpCase> batch_norm_cases() {
        .inputs = {{2, 3, 2, 2}, {3}, {3}},
        .run = [](const Inputs& x) {
          const auto params = x[0].dtype() == mg::DType::float64 ? mg::DType::float64 : mg::DType::float32;
-         return batch_norm(x[0], mg::zeros({3}), mg::ones({3}), x[1].to(params), x[2].to(params), {.training = true});
+         const mg::Device d = x[0].device();
+         return batch_norm(x[0], mg::zeros({3}, mg::DType::float32, d), mg::ones({3}, mg::DType::float32, d),
+                           x[1].to(params), x[2].to(params), {.training = true});
        }},
   };
 }
@@ -118,15 +122,60 @@ std::vector<OpCase> softmax_cases() {
   };
 }
 
+// The cases of `all` whose name starts with `prefix`.
+Cases named(const Cases& all, const std::string& prefix) {
+  Cases out;
+  for (const OpCase& c : all)
+    if (c.name.rfind(prefix, 0) == 0) out.push_back(c);
+  return out;
+}
+
 }  // namespace
 
-std::vector<OpCase> nn_cases() {
-  std::vector<OpCase> all;
-  for (auto family : {conv_cases, pooling_cases, batch_norm_cases, softmax_cases}) {
-    auto cases = family();
-    all.insert(all.end(), cases.begin(), cases.end());
-  }
-  return all;
+template <>
+Cases cases_of<mg::OpKind::conv2d>() { return conv_cases(); }
+template <>
+Cases cases_of<mg::OpKind::max_pool2d>() { return named(pooling_cases(), "max_pool2d"); }
+template <>
+Cases cases_of<mg::OpKind::avg_pool2d>() { return named(pooling_cases(), "avg_pool2d"); }
+template <>
+Cases cases_of<mg::OpKind::adaptive_avg_pool2d>() { return named(pooling_cases(), "adaptive_avg_pool2d"); }
+template <>
+Cases cases_of<mg::OpKind::batch_norm>() { return batch_norm_cases(); }
+template <>
+Cases cases_of<mg::OpKind::softmax>() { return named(softmax_cases(), "softmax"); }
+template <>
+Cases cases_of<mg::OpKind::log_softmax>() { return named(softmax_cases(), "log_softmax"); }
+
+template <>
+Cases cases_of<mg::OpKind::layer_norm>() {
+  namespace F = mg::F;
+  return {
+      {.name = "layer_norm_affine",
+       .inputs = {InputSpec({3, 5}, -2.0, 2.0), InputSpec({5}, 0.5, 1.5), {5}},
+       .run = [](const Inputs& x) { return F::layer_norm(x[0], {5}, x[1], x[2]); }},
+      {.name = "layer_norm_two_trailing_dims",
+       .inputs = {InputSpec({2, 2, 3}, -2.0, 2.0)},
+       .run = [](const Inputs& x) { return F::layer_norm(x[0], {2, 3}); }},
+  };
 }
+
+// dropout reseeds inside `run`, so every evaluation draws the same mask.
+template <>
+Cases cases_of<mg::OpKind::dropout>() {
+  namespace F = mg::F;
+  return {
+      {.name = "dropout",
+       .inputs = {{4, 6}},
+       .run =
+           [](const Inputs& x) {
+             mg::manual_seed(3);
+             return F::dropout(x[0], 0.3);
+           },
+       .same_on_every_device = false},
+  };
+}
+
+std::vector<OpCase> nn_cases() { return family_cases<mg::OpFamily::nn>(); }
 
 }  // namespace optest

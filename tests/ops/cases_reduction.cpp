@@ -7,7 +7,8 @@
 
 namespace optest {
 
-std::vector<OpCase> reduction_cases() {
+template <>
+Cases cases_of<mg::OpKind::sum>() {
   namespace F = mg::F;
   return {
       {.name = "sum_all", .inputs = {{3, 4}}, .run = [](const Inputs& x) { return F::sum(x[0]); }},
@@ -25,16 +26,57 @@ std::vector<OpCase> reduction_cases() {
       {.name = "sum_of_broadcast",
        .inputs = {{3}},
        .run = [](const Inputs& x) { return F::sum(F::broadcast_to(x[0], {2, 3}) * x[0], 0); }},
+      // sum_to, the reduction of broadcast gradients, with sum's cases.
+      {.name = "sum_to_row",
+       .inputs = {{4, 3}},
+       .run = [](const Inputs& x) { return F::sum_to(x[0], {3}); },
+       .reads_autocast_entry = false},
+      {.name = "sum_to",
+       .inputs = {{2, 3, 4}},
+       .run = [](const Inputs& x) { return F::sum_to(x[0], {3, 1}); },
+       .reads_autocast_entry = false},
+      {.name = "sum_to_scalar_like",
+       .inputs = {{2, 3}},
+       .run = [](const Inputs& x) { return F::sum_to(x[0], {1, 1}); },
+       .reads_autocast_entry = false},
+  };
+}
+
+template <>
+Cases cases_of<mg::OpKind::mean>() {
+  namespace F = mg::F;
+  return {
       {.name = "mean_all", .inputs = {{3, 4}}, .run = [](const Inputs& x) { return F::mean(x[0]); }},
       {.name = "mean_axes_keepdim",
        .inputs = {{2, 3, 4}},
        .run = [](const Inputs& x) { return F::mean(x[0], {0, 2}, true); }},
+  };
+}
+
+template <>
+Cases cases_of<mg::OpKind::max>() {
+  namespace F = mg::F;
+  return {
       {.name = "max_all", .inputs = {{3, 4}}, .run = [](const Inputs& x) { return F::max(x[0]); }},
       {.name = "max_last", .inputs = {{3, 4}}, .run = [](const Inputs& x) { return F::max(x[0], 1); }},
       {.name = "max_axes_keepdim",
        .inputs = {{2, 3, 4}},
        .run = [](const Inputs& x) { return F::max(x[0], {0, 2}, true); }},
+  };
+}
+
+template <>
+Cases cases_of<mg::OpKind::min>() {
+  namespace F = mg::F;
+  return {
       {.name = "min_leading", .inputs = {{4, 3}}, .run = [](const Inputs& x) { return F::min(x[0], 0); }},
+  };
+}
+
+template <>
+Cases cases_of<mg::OpKind::argmax>() {
+  namespace F = mg::F;
+  return {
       {.name = "argmax_last",
        .inputs = {{3, 5}},
        .run = [](const Inputs& x) { return F::argmax(x[0], 1); },
@@ -45,6 +87,13 @@ std::vector<OpCase> reduction_cases() {
        .run = [](const Inputs& x) { return F::argmax(x[0], 0, true); },
        .check_low_precision = false,
        .check_gradient = false},
+  };
+}
+
+template <>
+Cases cases_of<mg::OpKind::var>() {
+  namespace F = mg::F;
+  return {
       {.name = "var_all", .inputs = {{3, 4}}, .run = [](const Inputs& x) { return F::var(x[0]); }},
       {.name = "var_last_unbiased",
        .inputs = {{3, 5}},
@@ -52,6 +101,13 @@ std::vector<OpCase> reduction_cases() {
       {.name = "var_nchw_keepdim",
        .inputs = {{2, 3, 2, 2}},
        .run = [](const Inputs& x) { return F::var(x[0], {0, 2, 3}, true); }},
+  };
+}
+
+template <>
+Cases cases_of<mg::OpKind::norm>() {
+  namespace F = mg::F;
+  return {
       {.name = "norm_all", .inputs = {{3, 4}}, .run = [](const Inputs& x) { return F::norm(x[0]); }},
       {.name = "norm_l1_last", .inputs = {{3, 4}}, .run = [](const Inputs& x) { return F::norm(x[0], 1.0, 1); }},
       {.name = "norm_p3_leading_keepdim",
@@ -60,11 +116,9 @@ std::vector<OpCase> reduction_cases() {
       {.name = "norm_inf_last",
        .inputs = {{3, 4}},
        .run = [](const Inputs& x) { return F::norm(x[0], std::numeric_limits<double>::infinity(), 1); }},
-      {.name = "sum_to_row", .inputs = {{4, 3}}, .run = [](const Inputs& x) { return F::sum_to(x[0], {3}); }},
-      {.name = "sum_to_scalar_like",
-       .inputs = {{2, 3}},
-       .run = [](const Inputs& x) { return F::sum_to(x[0], {1, 1}); }},
   };
 }
+
+std::vector<OpCase> reduction_cases() { return family_cases<mg::OpFamily::reduction>(); }
 
 }  // namespace optest

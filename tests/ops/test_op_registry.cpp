@@ -1,10 +1,15 @@
-// Drives every registered op case through the two checks.
-#define BOOST_TEST_MODULE mixgrad ops
+// Drives every registered op case through the checks: the gradient against
+// finite differences, the result on one device and dtype against another
+// (ggml's test-backend-ops eval(backend1, backend2)), and that the op reads
+// its autocast entry. `test_ops --op NAME` limits them to one op (main.cpp).
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
+#include "amp/autocast_state.hpp"
+#include "backend/dispatch.hpp"
 #include "op_registry.hpp"
 
 namespace {
@@ -82,43 +87,119 @@ void check_gradient(const OpCase& c) {
   }
 }
 
-void check_low_precision(const OpCase& c, mg::DType low) {
-  BOOST_TEST_CONTEXT("op case " << c.name << " in " << low) {
-    // The same values in both runs: round the float32 inputs to `low` first,
-    // so the comparison measures the op, not the rounding of its inputs.
-    Inputs lowp = make_inputs(c, low, seed_of(c.name));
-    Inputs ref;
-    for (const auto& x : lowp) ref.push_back(mg::is_floating_point(x.dtype()) ? x.to(mg::DType::float32) : x);
-    const mg::Tensor y = c.run(lowp);
-    const mg::Tensor y_ref = c.run(ref);
+// Where and in what dtype one side of a comparison runs.
+struct Target {
+  mg::Device device;
+  mg::DType dtype;
+};
+
+std::ostream& operator<<(std::ostream& os, const Target& t) { return os << t.dtype << " on " << t.device; }
+
+// Relative tolerance of a result computed in `dtype` against a reference.
+double tolerance(mg::DType dtype) {
+  switch (dtype) {
+    case mg::DType::bfloat16: return 2e-2;
+    case mg::DType::float16: return 3e-3;
+    default: return 1e-4;  // float32: summation order differs between devices
+  }
+}
+
+// Runs `c` on `test` and on `ref` with the same input values (made in
+// test.dtype, so rounding the inputs is not what is measured), copies both
+// results to the host and compares them within test.dtype's tolerance.
+void eval(const OpCase& c, Target test, Target ref) {
+  BOOST_TEST_CONTEXT("op case " << c.name << " (" << mg::op_name(c.op) << "): " << test << " vs " << ref) {
+    const Inputs made = make_inputs(c, test.dtype, seed_of(c.name));
+    Inputs on_test, on_ref;
+    for (const auto& x : made) {
+      const bool fp = mg::is_floating_point(x.dtype());
+      on_test.push_back((fp ? x.to(test.dtype) : x).to(test.device));
+      on_ref.push_back((fp ? x.to(ref.dtype) : x).to(ref.device));
+    }
+    const mg::Tensor y = c.run(on_test).to(mg::Device::cpu());
+    const mg::Tensor y_ref = c.run(on_ref).to(mg::Device::cpu());
     BOOST_TEST_REQUIRE(y.shape() == y_ref.shape());
-    if (mg::is_floating_point(y_ref.dtype())) BOOST_TEST(y.dtype() == low, "output dtype " << y.dtype());
-    const double tol = (low == mg::DType::bfloat16 ? 2e-2 : 3e-3) * c.lowp_tolerance;
+    if (mg::is_floating_point(y_ref.dtype())) BOOST_TEST(y.dtype() == test.dtype, "output dtype " << y.dtype());
+    const double tol = tolerance(test.dtype) * c.lowp_tolerance;
     const auto a = y.to_vector<double>();
     const auto b = y_ref.to_vector<double>();
     double scale = 0;
     for (double v : b) scale = std::max(scale, std::abs(v));
     for (size_t k = 0; k < a.size(); ++k)
       BOOST_TEST(std::abs(a[k] - b[k]) <= tol * (std::abs(b[k]) + 0.1 * scale + 1e-3),
-                 "element " << k << ": " << a[k] << " vs float32 " << b[k]);
+                 "element " << k << ": " << a[k] << " vs reference " << b[k]);
+  }
+}
+
+bool has_cuda() { return mg::backend::cuda_device_count() > 0; }
+
+// The case's op reads its table entry: with the entry replaced by `high`, a
+// 16-bit input gives a float32 result. (Integer and bool outputs, argmax and
+// comparisons, show nothing; views and astype have fixed entries.)
+void check_reads_policy(const OpCase& c) {
+  BOOST_TEST_CONTEXT("op case " << c.name << " (" << mg::op_name(c.op) << ")") {
+    Inputs xs = make_inputs(c, mg::DType::bfloat16, seed_of(c.name));
+    mg::Tensor y;
+    {
+      mg::amp::autocast scope(true, mg::DType::bfloat16);
+      mg::amp::detail::PolicyOverride high(c.op, mg::amp::CastPolicy::high);
+      y = c.run(xs);
+    }
+    if (mg::is_floating_point(y.dtype()))
+      BOOST_TEST(y.dtype() == mg::DType::float32, "output dtype " << y.dtype() << " with its entry set to high");
   }
 }
 
 }  // namespace
 
+BOOST_AUTO_TEST_SUITE(op_registry)
+
 BOOST_AUTO_TEST_CASE(registry_is_not_empty) { BOOST_TEST(all_op_cases().size() > 0u); }
+
+// The cases_of<> specializations guarantee this at compile time; here the
+// same holds for the cases actually collected (and names the op if not).
+BOOST_AUTO_TEST_CASE(every_op_of_the_table_has_a_case) {
+  const auto cases = all_op_cases();
+  for (size_t i = 0; i < mg::kOpCount; ++i) {
+    const auto op = static_cast<mg::OpKind>(i);
+    if (op_filter() && op != *op_filter()) continue;
+    const bool found = std::any_of(cases.begin(), cases.end(), [&](const OpCase& c) { return c.op == op; });
+    BOOST_TEST(found, "no registry case for op " << mg::op_name(op));
+  }
+}
 
 BOOST_AUTO_TEST_CASE(every_op_gradient_matches_finite_differences_in_float64) {
   for (const auto& c : all_op_cases())
     if (c.check_gradient) check_gradient(c);
 }
 
+// CPU against the CPU reference: 16-bit results against float32.
 BOOST_AUTO_TEST_CASE(every_op_in_bfloat16_matches_float32) {
   for (const auto& c : all_op_cases())
-    if (c.check_low_precision) check_low_precision(c, mg::DType::bfloat16);
+    if (c.check_low_precision) eval(c, {mg::Device::cpu(), mg::DType::bfloat16}, {mg::Device::cpu(), mg::DType::float32});
 }
 
 BOOST_AUTO_TEST_CASE(every_op_in_float16_matches_float32) {
   for (const auto& c : all_op_cases())
-    if (c.check_low_precision) check_low_precision(c, mg::DType::float16);
+    if (c.check_low_precision) eval(c, {mg::Device::cpu(), mg::DType::float16}, {mg::Device::cpu(), mg::DType::float32});
 }
+
+// CUDA against the CPU, dtype for dtype; skipped without a CUDA device.
+BOOST_AUTO_TEST_CASE(every_op_on_cuda_matches_the_cpu,
+                     *boost::unit_test::precondition([](boost::unit_test::test_unit_id) { return has_cuda(); })) {
+  for (mg::DType dtype : {mg::DType::float32, mg::DType::bfloat16, mg::DType::float16})
+    for (const auto& c : all_op_cases()) {
+      if (!c.same_on_every_device) continue;
+      if (dtype != mg::DType::float32 && !c.check_low_precision) continue;
+      eval(c, {mg::Device::cuda(), dtype}, {mg::Device::cpu(), dtype});
+    }
+}
+
+BOOST_AUTO_TEST_CASE(every_op_reads_its_autocast_entry) {
+  for (const auto& c : all_op_cases()) {
+    if (mg::amp::policy_is_fixed(c.op) || !c.check_low_precision || !c.reads_autocast_entry) continue;
+    check_reads_policy(c);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
