@@ -3,7 +3,7 @@
 // that need a gradient (the bias gradient alone is a per-channel sum).
 #include "backend/conv.hpp"
 
-#include "backend/linalg.hpp"
+#include "backend/reduction.hpp"
 #include "core/sizes.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "mixgrad/ops/shape_ops.hpp"

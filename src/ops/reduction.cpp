@@ -14,6 +14,7 @@
 #include "backend/copy.hpp"
 #include "backend/elementwise.hpp"
 #include "backend/reduction.hpp"
+#include "core/view.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/dense.hpp"
 #include "ops/op_support.hpp"
@@ -72,10 +73,6 @@ bool reduces_empty_dim(const Tensor& x, uint32_t mask) {
   return false;
 }
 
-Tensor view(const Tensor& t, const Shape& shape, const Shape& strides) {
-  return Tensor(std::make_shared<TensorImpl>(t.impl()->storage, t.impl()->offset, shape, strides, t.dtype()));
-}
-
 /// g (the result of a reduction of x over `mask`, keepdim or not) read in
 /// x's rank: extent 1 (or x's extent when `expand`) and stride 0 along the
 /// reduced dimensions, so it broadcasts against x without a copy.
@@ -92,7 +89,7 @@ Tensor reduced_view(const Tensor& g, const Shape& xshape, uint32_t mask, bool ke
       strides.push_back(g.strides()[k++]);
     }
   }
-  return view(g, shape, strides);
+  return view::make(g, shape, strides);
 }
 
 Tensor reduce(ReduceOp op, const Tensor& x, const AxisPlan& plan, DType dtype, const backend::ReduceParams& params = {}) {
@@ -125,19 +122,19 @@ Tensor extreme_grad(ArgReduceOp op, const Tensor& g, const Tensor& x, uint32_t m
       (pass == 0 ? rows : width) *= xs[d];
     }
   }
-  const Tensor xp = ops::dense(view(x, perm_shape, perm_strides));
-  const Tensor x2 = view(xp, Shape{rows, width}, Shape{width, 1});
+  const Tensor xp = ops::dense(view::make(x, perm_shape, perm_strides));
+  const Tensor x2 = view::make(xp, Shape{rows, width}, Shape{width, 1});
   Tensor index = empty(Shape{rows}, DType::int64, x.device());
   backend::arg_reduce(op, x2, 1, index);
   const Tensor gk = ops::dense(g);
   Tensor dx = empty(Shape{rows, width}, g.dtype(), g.device());
   backend::fill(dx, 0.0);
-  backend::put_along_last_axis(view(gk, Shape{rows}, Shape{1}), index, dx);
+  backend::put_along_last_axis(view::make(gk, Shape{rows}, Shape{1}), index, dx);
   // Read dx (laid out in the permuted order) back in x's order.
   const Shape cs = contiguous_strides(perm_shape);
   Shape strides = xs;
   for (int d = 0; d < xs.ndim(); ++d) strides[d] = cs[pos[d]];
-  return view(dx, xs, strides);
+  return view::make(dx, xs, strides);
 }
 
 Tensor max_min(const char* name, OpKind kind, ReduceOp op, ArgReduceOp arg, const Tensor& x_in, const Axes& axes,
@@ -212,7 +209,7 @@ Tensor argmax(const Tensor& x_in, int axis, bool keepdim) {
   ops::check_defined("argmax", {&x_in});
   check_dtype("argmax", x_in, true);
   Tensor x = x_in;
-  if (x.ndim() == 0) x = view(x_in, Shape{1}, Shape{1});  // a 0-d tensor: its one element
+  if (x.ndim() == 0) x = view::make(x_in, Shape{1}, Shape{1});  // a 0-d tensor: its one element
   const int a = axis < 0 ? axis + x.ndim() : axis;
   if (a < 0 || a >= x.ndim())
     throw ShapeError("argmax: axis " + std::to_string(axis) + " out of range for " + ops::describe(x_in));
