@@ -9,14 +9,13 @@
 #include "mixgrad/ops/reduction.hpp"
 
 #include <cmath>
-#include <span>
 
 #include "backend/copy.hpp"
 #include "backend/elementwise.hpp"
 #include "backend/reduction.hpp"
 #include "core/view.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
-#include "ops/dense.hpp"
+#include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {
@@ -26,13 +25,6 @@ namespace {
 using autodiff::InputGrads;
 using backend::ArgReduceOp;
 using backend::ReduceOp;
-
-template <class Make>
-void record_lazy(std::initializer_list<const Tensor*> inputs, const Tensor& out, Make&& make) {
-  if (!autodiff::is_recording()) return;
-  autodiff::record_with(std::span<const Tensor* const>(inputs.begin(), inputs.size()), out,
-                        [&] { return autodiff::BackwardFn(make()); });
-}
 
 /// Which dimensions a reduction folds, and the shape it produces.
 struct AxisPlan {
@@ -147,19 +139,11 @@ Tensor max_min(const char* name, OpKind kind, ReduceOp op, ArgReduceOp arg, cons
   Tensor x = x_in;
   amp::autocast_inputs(kind, {&x});
   Tensor out = reduce(op, x, plan, x.dtype());
-  record_lazy({&x}, out, [&] {
+  ops::record_lazy({&x}, out, [&] {
     return [x, arg, mask = plan.mask](const Tensor& g, InputGrads& gi) {
       gi.set(0, extreme_grad(arg, g, x, mask));
     };
   });
-  return out;
-}
-
-/// g as x's dtype (gradients arrive in the output's dtype; this only guards).
-Tensor in_dtype(const Tensor& g, DType dtype) {
-  if (g.dtype() == dtype) return g;
-  Tensor out = empty(g.shape(), dtype, g.device());
-  backend::copy(g, out);
   return out;
 }
 
@@ -172,7 +156,7 @@ Tensor sum(const Tensor& x_in, const Axes& axes, bool keepdim) {
   amp::autocast_inputs(OpKind::sum, {&x});
   const DType dtype = is_floating_point(x.dtype()) ? x.dtype() : DType::int64;
   Tensor out = reduce(ReduceOp::sum, x, plan, dtype);
-  record_lazy({&x}, out, [&] {
+  ops::record_lazy({&x}, out, [&] {
     return [xshape = x.shape(), mask = plan.mask, keepdim](const Tensor& g, InputGrads& gi) {
       gi.set(0, reduced_view(g, xshape, mask, keepdim, true));
     };
@@ -187,7 +171,7 @@ Tensor mean(const Tensor& x_in, const Axes& axes, bool keepdim) {
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::mean, {&x});
   Tensor out = reduce(ReduceOp::mean, x, plan, x.dtype());
-  record_lazy({&x}, out, [&] {
+  ops::record_lazy({&x}, out, [&] {
     return [xshape = x.shape(), mask = plan.mask, keepdim, count = plan.count](const Tensor& g, InputGrads& gi) {
       Tensor scaled = empty(g.shape(), g.dtype(), g.device());
       backend::binary(backend::BinaryOp::mul, g, 1.0 / static_cast<double>(count), scaled);
@@ -234,9 +218,9 @@ Tensor var(const Tensor& x_in, const Axes& axes, bool keepdim, int correction) {
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::var, {&x});
   Tensor out = reduce(ReduceOp::var, x, plan, x.dtype(), {.correction = correction});
-  record_lazy({&x}, out, [&] {
+  ops::record_lazy({&x}, out, [&] {
     return [x, mask = plan.mask, keepdim, count = plan.count, correction](const Tensor& g_in, InputGrads& gi) {
-      const Tensor g = in_dtype(g_in, x.dtype());
+      const Tensor g = ops::in_dtype(g_in, x.dtype());
       Tensor m = empty(reduced_view(g, x.shape(), mask, keepdim, false).shape(), x.dtype(), x.device());
       backend::reduce(ReduceOp::mean, x, mask, m);
       const double divisor = static_cast<double>(std::max<int64_t>(0, count - correction));
@@ -256,9 +240,9 @@ Tensor norm(const Tensor& x_in, double p, const Axes& axes, bool keepdim) {
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::norm, {&x});
   Tensor out = reduce(ReduceOp::norm, x, plan, x.dtype(), {.p = p});
-  record_lazy({&x}, out, [&] {
+  ops::record_lazy({&x}, out, [&] {
     return [x, out, p, mask = plan.mask, keepdim](const Tensor& g_in, InputGrads& gi) {
-      const Tensor g = in_dtype(g_in, x.dtype());
+      const Tensor g = ops::in_dtype(g_in, x.dtype());
       Tensor dx = empty(x.shape(), x.dtype(), x.device());
       backend::norm_grad(reduced_view(g, x.shape(), mask, keepdim, false), x,
                          reduced_view(out, x.shape(), mask, keepdim, false), p, dx);
@@ -283,7 +267,7 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (!ok) throw ShapeError("sum_to: cannot sum " + ops::describe(x) + " to " + to_string(shape));
   Tensor out = empty(shape, x.dtype(), x.device());
   backend::reduce(ReduceOp::sum, x, mask, out);
-  record_lazy({&x}, out, [&] {
+  ops::record_lazy({&x}, out, [&] {
     return [xshape = x.shape()](const Tensor& g, InputGrads& gi) { gi.set(0, broadcast_to(g, xshape)); };
   });
   return out;
