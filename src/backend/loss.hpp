@@ -13,9 +13,12 @@
 #include <optional>
 
 #include "backend/dispatch.hpp"
-#include "mixgrad/ops/options.hpp"
 
 namespace mixgrad::backend {
+
+/// How a loss kernel combines its per-sample values: the backend's own copy
+/// of the public `Reduction`, which the ops translate.
+enum class LossReduction : uint8_t { mean, sum, none };
 
 /// A class-axis tensor viewed as [outer, classes, inner].
 struct ClassLayout {
@@ -30,7 +33,7 @@ struct ClassLossArgs {
   Tensor input;   // logits or log-probabilities, floating, contiguous
   Tensor labels;  // int32 / int64, contiguous, [outer * inner] elements, in range
   ClassLayout layout;
-  Reduction reduction = Reduction::mean;
+  LossReduction reduction = LossReduction::mean;
   double label_smoothing = 0.0;  // cross-entropy only
 };
 
@@ -41,7 +44,7 @@ struct PointwiseLossArgs {
   PointwiseLoss kind = PointwiseLoss::mse;
   Tensor pred;    // floating, contiguous
   Tensor target;  // same shape and dtype as pred, contiguous
-  Reduction reduction = Reduction::mean;
+  LossReduction reduction = LossReduction::mean;
 };
 
 /// Gradient outputs; an undefined tensor is not computed.

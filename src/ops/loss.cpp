@@ -15,6 +15,15 @@ namespace mixgrad::F {
 
 namespace {
 
+backend::LossReduction to_backend(Reduction r) {
+  switch (r) {
+    case Reduction::mean: return backend::LossReduction::mean;
+    case Reduction::sum: return backend::LossReduction::sum;
+    case Reduction::none: break;
+  }
+  return backend::LossReduction::none;
+}
+
 DType accumulation_dtype(DType t) { return t == DType::float64 ? DType::float64 : DType::float32; }
 
 /// A validated class-loss problem: the layout and the labels, contiguous.
@@ -74,7 +83,7 @@ Tensor pointwise_loss(const char* op, OpKind kind, backend::PointwiseLoss loss, 
     target = astype(target, common);
   }
   const backend::PointwiseLossArgs args{
-      .kind = loss, .pred = ops::dense(pred), .target = ops::dense(target), .reduction = reduction};
+      .kind = loss, .pred = ops::dense(pred), .target = ops::dense(target), .reduction = to_backend(reduction)};
   Tensor out = empty(loss_shape(reduction, pred.shape()), pred.dtype(), pred.device());
   backend::pointwise_loss_forward(args, out);
   autodiff::record({&pred, &target}, out, [args](const Tensor& g, autodiff::InputGrads& gi) {
@@ -102,7 +111,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& labels, const CrossE
   const backend::ClassLossArgs args{.input = ops::dense(logits),
                                     .labels = p.labels,
                                     .layout = p.layout,
-                                    .reduction = options.reduction,
+                                    .reduction = to_backend(options.reduction),
                                     .label_smoothing = options.label_smoothing};
   Tensor out = empty(loss_shape(options.reduction, p.sample_shape), logits.dtype(), logits.device());
   Tensor stats = empty(Shape{p.layout.samples(), 2}, accumulation_dtype(logits.dtype()), logits.device());
@@ -122,7 +131,7 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& labels, Reduction redu
   Tensor log_probs = log_probs_in;
   amp::autocast_inputs(OpKind::nll_loss, {&log_probs});
   const backend::ClassLossArgs args{
-      .input = ops::dense(log_probs), .labels = p.labels, .layout = p.layout, .reduction = reduction};
+      .input = ops::dense(log_probs), .labels = p.labels, .layout = p.layout, .reduction = to_backend(reduction)};
   Tensor out = empty(loss_shape(reduction, p.sample_shape), log_probs.dtype(), log_probs.device());
   backend::nll_loss_forward(args, out);
   // The gradient does not depend on the input's values: keep only its shape.

@@ -50,10 +50,10 @@ double blocked_sum(int64_t n, const Value& value) {
 
 /// Writes per-sample losses (reduction none) or their mean / sum into out.
 template <class T, class Acc>
-void write_reduced(const std::vector<Acc>& loss, Reduction reduction, const Tensor& out) {
+void write_reduced(const std::vector<Acc>& loss, LossReduction reduction, const Tensor& out) {
   const int64_t n = static_cast<int64_t>(loss.size());
   T* o = writable<T>(out);
-  if (reduction == Reduction::none) {
+  if (reduction == LossReduction::none) {
     kernels::parallel_for(n, kernels::kParallelGrain, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) o[i] = cast<T>(loss[i]);
     });
@@ -61,7 +61,7 @@ void write_reduced(const std::vector<Acc>& loss, Reduction reduction, const Tens
   }
   const double total = blocked_sum<Acc>(n, [&](int64_t i) { return loss[i]; });
   // mean of no samples is 0 / 0 = nan, as a mean of nothing should be
-  o[0] = cast<T>(reduction == Reduction::mean ? total / static_cast<double>(n) : total);
+  o[0] = cast<T>(reduction == LossReduction::mean ? total / static_cast<double>(n) : total);
 }
 
 /// The upstream gradient's factor for sample i: g[i] for none, g / n for
@@ -69,13 +69,13 @@ void write_reduced(const std::vector<Acc>& loss, Reduction reduction, const Tens
 template <class T, class Acc>
 struct GradScale {
   const T* g;
-  Reduction reduction;
+  LossReduction reduction;
   Acc uniform;
-  GradScale(const Tensor& grad_out, Reduction r, int64_t n) : g(grad_out.data<T>()), reduction(r) {
-    uniform = r == Reduction::none ? Acc(0) : cast<Acc>(g[0]);
-    if (r == Reduction::mean) uniform /= static_cast<Acc>(n);
+  GradScale(const Tensor& grad_out, LossReduction r, int64_t n) : g(grad_out.data<T>()), reduction(r) {
+    uniform = r == LossReduction::none ? Acc(0) : cast<Acc>(g[0]);
+    if (r == LossReduction::mean) uniform /= static_cast<Acc>(n);
   }
-  Acc operator()(int64_t i) const { return reduction == Reduction::none ? cast<Acc>(g[i]) : uniform; }
+  Acc operator()(int64_t i) const { return reduction == LossReduction::none ? cast<Acc>(g[i]) : uniform; }
 };
 
 template <class F>
@@ -261,14 +261,14 @@ void pointwise_forward_typed(const PointwiseLossArgs& a, const Tensor& out) {
   const T* t = a.target.data<T>();
   const int64_t n = a.pred.numel();
   T* o = writable<T>(out);
-  if (a.reduction == Reduction::none) {
+  if (a.reduction == LossReduction::none) {
     kernels::parallel_for(n, kernels::kParallelGrain, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) o[i] = cast<T>(f.value(cast<Acc>(p[i]), cast<Acc>(t[i])));
     });
     return;
   }
   const double total = blocked_sum<Acc>(n, [&](int64_t i) { return f.value(cast<Acc>(p[i]), cast<Acc>(t[i])); });
-  o[0] = cast<T>(a.reduction == Reduction::mean ? total / static_cast<double>(n) : total);
+  o[0] = cast<T>(a.reduction == LossReduction::mean ? total / static_cast<double>(n) : total);
 }
 
 template <template <class> class Loss, class T>
@@ -290,7 +290,7 @@ void pointwise_backward_typed(const PointwiseLossArgs& a, const Tensor& grad_out
     });
   };
   const T* g = grad_out.data<T>();
-  if (a.reduction == Reduction::none) {
+  if (a.reduction == LossReduction::none) {
     run([g](int64_t i) { return cast<Acc>(g[i]); });
   } else {
     const GradScale<T, Acc> scale(grad_out, a.reduction, n);

@@ -261,7 +261,7 @@ void fallback_avg_backward(const Tensor& gy, const Tensor& gx, Windows wh, Windo
 bool even_tiling(const Tensor& x, const Tensor& y, Pool2dParams& p) {
   const int64_t h = x.shape()[2], w = x.shape()[3], oh = y.shape()[2], ow = y.shape()[3];
   if (oh == 0 || ow == 0 || h % oh != 0 || w % ow != 0) return false;
-  p = {{h / oh, w / ow}, {h / oh, w / ow}, 0};
+  p = {{h / oh, w / ow}, {h / oh, w / ow}, {0, 0}};
   return true;
 }
 
