@@ -6,7 +6,7 @@
 //
 //   const Tensor xd = ops::dense(x);                    // x itself when contiguous
 //   const Tensor gd = ops::dense(g, DType::float32);    // also converted
-//   const Tensor g2 = ops::in_dtype(g, x.dtype());      // converted only; a view stays a view when no conversion is needed
+//   const Tensor g2 = ops::in_dtype(g, x.dtype());      // converted only (g itself, any layout, if already x's dtype)
 #pragma once
 
 #include "backend/copy.hpp"
