@@ -63,8 +63,16 @@ ClassProblem check_class_loss(const char* op, const Tensor& input, const Tensor&
   return p;
 }
 
-/// A label status for a class-loss forward, on the loss's device.
-Tensor label_status(const Tensor& input) { return empty(Shape{2}, DType::int64, input.device()); }
+/// A label status for a class-loss forward, on the loss's device. The CPU
+/// reads it as soon as the kernel returns, so one per thread serves every
+/// forward and no allocation is made per call.
+Tensor label_status(const Tensor& input) {
+  if (input.device().is_cpu()) {
+    thread_local const Tensor cpu_status = empty(Shape{2}, DType::int64, Device::cpu());
+    return cpu_status;
+  }
+  return empty(Shape{2}, DType::int64, input.device());
+}
 
 /// Throws the ValueError for the first bad label the forward reported. On
 /// the CPU the status is host memory the kernel has just written.
