@@ -9,15 +9,15 @@
 #pragma once
 
 #include "backend/dispatch.hpp"
-#include "mixgrad/ops/options.hpp"
+#include "backend/extent2.hpp"
 
 namespace mixgrad::backend {
 
 /// Geometry of a 2-d convolution (dilation 1 = dense kernel).
 struct Conv2dParams {
-  Size2 stride = 1;
-  Size2 padding = 0;
-  Size2 dilation = 1;
+  Extent2 stride{1, 1};
+  Extent2 padding{0, 0};
+  Extent2 dilation{1, 1};
   int64_t groups = 1;
 };
 

@@ -7,7 +7,7 @@
 #pragma once
 
 #include "backend/dispatch.hpp"
-#include "kernels/loss.hpp"
+#include "kernels/dropout.hpp"
 
 namespace mixgrad::backend {
 

@@ -6,16 +6,31 @@
 // labels as [outer * inner]. Reductions over samples are deterministic: the
 // result does not depend on the number of threads.
 //
-//   backend::cross_entropy_forward({.logits = x, .labels = y, .layout = lay, ...}, out, stats);
+// The class losses check their labels where they read them, in the forward
+// kernel, and report a label outside [0, classes) through a small status
+// tensor on the loss's device instead of returning a host value:
+//  - on the CPU the status is written when the kernel returns; the op reads
+//    it and throws at once;
+//  - a CUDA kernel writes it in stream order. Reading it in every forward
+//    would stall the stream once per step, so its op is to hand the status
+//    to the device's pending checks, read at the next synchronisation (an
+//    item(), a copy to the host) and thrown from there, with a switch that
+//    reads it right after the kernel for debugging (eager label checks).
+//
+//   Tensor status = empty({2}, DType::int64, device);
+//   backend::cross_entropy_forward({.input = x, .labels = y, .layout = lay}, out, stats, status);
+//   // status = {-1, 0}, or {index, label} of the first bad label
 #pragma once
 
 #include <cstdint>
-#include <optional>
 
 #include "backend/dispatch.hpp"
-#include "mixgrad/ops/options.hpp"
 
 namespace mixgrad::backend {
+
+/// How a loss kernel combines its per-sample values: the backend's own copy
+/// of the public `Reduction`, which the ops translate.
+enum class LossReduction : uint8_t { mean, sum, none };
 
 /// A class-axis tensor viewed as [outer, classes, inner].
 struct ClassLayout {
@@ -28,9 +43,9 @@ struct ClassLayout {
 /// Inputs of a class loss (cross-entropy or NLL).
 struct ClassLossArgs {
   Tensor input;   // logits or log-probabilities, floating, contiguous
-  Tensor labels;  // int32 / int64, contiguous, [outer * inner] elements, in range
+  Tensor labels;  // int32 / int64, contiguous, [outer * inner] elements; the forward checks their range
   ClassLayout layout;
-  Reduction reduction = Reduction::mean;
+  LossReduction reduction = LossReduction::mean;
   double label_smoothing = 0.0;  // cross-entropy only
 };
 
@@ -41,7 +56,7 @@ struct PointwiseLossArgs {
   PointwiseLoss kind = PointwiseLoss::mse;
   Tensor pred;    // floating, contiguous
   Tensor target;  // same shape and dtype as pred, contiguous
-  Reduction reduction = Reduction::mean;
+  LossReduction reduction = LossReduction::mean;
 };
 
 /// Gradient outputs; an undefined tensor is not computed.
@@ -51,34 +66,31 @@ struct LossGrads {
 };
 
 namespace cpu {
-std::optional<int64_t> find_label_out_of_range(const Tensor& labels, int64_t classes);
-void cross_entropy_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& stats);
+void cross_entropy_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& stats, const Tensor& label_status);
 void cross_entropy_backward(const ClassLossArgs& a, const Tensor& stats, const Tensor& grad_out, const Tensor& grad_input);
-void nll_loss_forward(const ClassLossArgs& a, const Tensor& out);
+void nll_loss_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& label_status);
 void nll_loss_backward(const ClassLossArgs& a, const Tensor& grad_out, const Tensor& grad_input);
 void pointwise_loss_forward(const PointwiseLossArgs& a, const Tensor& out);
 void pointwise_loss_backward(const PointwiseLossArgs& a, const Tensor& grad_out, const LossGrads& grads);
 }  // namespace cpu
 namespace cuda {
-std::optional<int64_t> find_label_out_of_range(const Tensor& labels, int64_t classes);
-void cross_entropy_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& stats);
+void cross_entropy_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& stats, const Tensor& label_status);
 void cross_entropy_backward(const ClassLossArgs& a, const Tensor& stats, const Tensor& grad_out, const Tensor& grad_input);
-void nll_loss_forward(const ClassLossArgs& a, const Tensor& out);
+void nll_loss_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& label_status);
 void nll_loss_backward(const ClassLossArgs& a, const Tensor& grad_out, const Tensor& grad_input);
 void pointwise_loss_forward(const PointwiseLossArgs& a, const Tensor& out);
 void pointwise_loss_backward(const PointwiseLossArgs& a, const Tensor& grad_out, const LossGrads& grads);
 }  // namespace cuda
 
-/// The first label outside [0, classes), if any (labels: int32 / int64).
-inline std::optional<int64_t> find_label_out_of_range(const Tensor& labels, int64_t classes) {
-  MIXGRAD_DISPATCH(labels.device(), find_label_out_of_range, (labels, classes));
-}
-
 /// out: the loss in the input's dtype, 0-d for mean / sum, [samples] for none.
 /// stats: [samples, 2] in the accumulation dtype (float32, float64 for float64
 /// input) receives each sample's (max, log sum exp(x - max)) for the backward.
-inline void cross_entropy_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& stats) {
-  MIXGRAD_DISPATCH(out.device(), cross_entropy_forward, (a, out, stats));
+/// label_status: int64 [2] on out's device, always written: {-1, 0} when every
+/// label is in [0, classes), else {index, label} of the first label (in
+/// sample order) that is not, and then out and stats are unspecified.
+inline void cross_entropy_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& stats,
+                                  const Tensor& label_status) {
+  MIXGRAD_DISPATCH(out.device(), cross_entropy_forward, (a, out, stats, label_status));
 }
 
 /// grad_input = scale * (softmax - smoothed one-hot), scale from grad_out
@@ -88,9 +100,9 @@ inline void cross_entropy_backward(const ClassLossArgs& a, const Tensor& stats, 
   MIXGRAD_DISPATCH(grad_input.device(), cross_entropy_backward, (a, stats, grad_out, grad_input));
 }
 
-/// out = -input[label], reduced.
-inline void nll_loss_forward(const ClassLossArgs& a, const Tensor& out) {
-  MIXGRAD_DISPATCH(out.device(), nll_loss_forward, (a, out));
+/// out = -input[label], reduced; label_status as for cross_entropy_forward.
+inline void nll_loss_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& label_status) {
+  MIXGRAD_DISPATCH(out.device(), nll_loss_forward, (a, out, label_status));
 }
 
 /// grad_input = -scale at each label, 0 elsewhere (a.input is not read).

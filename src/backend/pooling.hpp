@@ -10,15 +10,15 @@
 #pragma once
 
 #include "backend/dispatch.hpp"
-#include "mixgrad/ops/options.hpp"
+#include "backend/extent2.hpp"
 
 namespace mixgrad::backend {
 
 /// Window geometry; stride is explicit here (the op resolves "0 = kernel").
 struct Pool2dParams {
-  Size2 kernel = 2;
-  Size2 stride = 2;
-  Size2 padding = 0;
+  Extent2 kernel{2, 2};
+  Extent2 stride{2, 2};
+  Extent2 padding{0, 0};
 };
 
 /// Where each max-pooling output came from, in the form of the path that ran

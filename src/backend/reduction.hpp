@@ -1,4 +1,5 @@
-// Backend seam of the reduction family.
+// Backend seam of the reduction family, and the per-channel sums that bias
+// gradients need (sum_channels).
 //
 // `reduce` folds the dimensions of x named by a bit mask (bit d set: reduce
 // dimension d) and writes one value per kept position into `out`, a
@@ -31,6 +32,7 @@ void arg_reduce(ArgReduceOp op, const Tensor& x, int axis, const Tensor& out);
 void put_along_last_axis(const Tensor& values, const Tensor& index, const Tensor& dst);
 void var_grad(const Tensor& grad, const Tensor& x, const Tensor& mean, double scale, const Tensor& dx);
 void norm_grad(const Tensor& grad, const Tensor& x, const Tensor& norm, double p, const Tensor& dx);
+void sum_channels(const Tensor& x, int64_t outer, int64_t channels, int64_t inner, const Tensor& out);
 }  // namespace cpu
 namespace cuda {
 void reduce(ReduceOp op, const Tensor& x, uint32_t axes, const Tensor& out, const ReduceParams& params);
@@ -38,6 +40,7 @@ void arg_reduce(ArgReduceOp op, const Tensor& x, int axis, const Tensor& out);
 void put_along_last_axis(const Tensor& values, const Tensor& index, const Tensor& dst);
 void var_grad(const Tensor& grad, const Tensor& x, const Tensor& mean, double scale, const Tensor& dx);
 void norm_grad(const Tensor& grad, const Tensor& x, const Tensor& norm, double p, const Tensor& dx);
+void sum_channels(const Tensor& x, int64_t outer, int64_t channels, int64_t inner, const Tensor& out);
 }  // namespace cuda
 
 /// out = op over the masked axes of x (see the file comment). An empty
@@ -64,6 +67,13 @@ inline void var_grad(const Tensor& grad, const Tensor& x, const Tensor& mean, do
 /// dx = d||x||_p/dx * grad; grad and norm broadcast to x's shape.
 inline void norm_grad(const Tensor& grad, const Tensor& x, const Tensor& norm, double p, const Tensor& dx) {
   MIXGRAD_DISPATCH(dx.device(), norm_grad, (grad, x, norm, p, dx));
+}
+
+/// out[c] = sum over o < outer, i < inner of x[o, c, i], x contiguous and
+/// viewed as [outer, channels, inner]; out [channels], any floating dtype.
+/// Sums in float32 (float64 for float64): the bias gradient of linear / conv.
+inline void sum_channels(const Tensor& x, int64_t outer, int64_t channels, int64_t inner, const Tensor& out) {
+  MIXGRAD_DISPATCH(out.device(), sum_channels, (x, outer, channels, inner, out));
 }
 
 }  // namespace mixgrad::backend

@@ -1,6 +1,5 @@
-// Element math of the losses, layer norm and dropout, as small functors the
-// CPU loops (backend/cpu/loss.cpp, layer_norm.cpp, dropout.cpp) and a future
-// CUDA backend share. Every functor works in the accumulation type `Acc`
+// Element math of the losses, as small functors the CPU loops
+// (backend/cpu/loss.cpp) and a future CUDA backend share. Every functor works in the accumulation type `Acc`
 // (float, or double for float64 tensors); the loops convert at the edges.
 //
 //   kernels::MseLoss<float> f;
@@ -12,7 +11,6 @@
 #include <cstdint>
 
 #include "kernels/cast.hpp"
-#include "kernels/philox.hpp"
 
 namespace mixgrad::kernels {
 
@@ -84,44 +82,6 @@ struct BceWithLogitsLoss {
     return s - t;
   }
   MIXGRAD_HOST_DEVICE Acc grad_target(Acc x, Acc) const { return -x; }
-};
-
-// ---- layer norm ------------------------------------------------------------
-
-/// y = (x - mean) * rstd * w + b for one element.
-template <class Acc>
-MIXGRAD_HOST_DEVICE inline Acc layer_norm_value(Acc x, Acc mean, Acc rstd, Acc w, Acc b) {
-  return (x - mean) * rstd * w + b;
-}
-
-/// dx_j = rstd * (dy_j - mean(dy) - xhat_j * mean(dy * xhat)) with dy = g * w:
-/// the gradient through the row's mean and variance, in one expression.
-template <class Acc>
-MIXGRAD_HOST_DEVICE inline Acc layer_norm_grad_x(Acc dy, Acc xhat, Acc rstd, Acc mean_dy, Acc mean_dy_xhat) {
-  return rstd * (dy - mean_dy - xhat * mean_dy_xhat);
-}
-
-// ---- dropout ---------------------------------------------------------------
-
-/// The keep mask of one dropout call. Element i is decided by word i % 4 of
-/// the Philox block at counter first + i / 4, so the mask depends only on
-/// (seed, first, i): the same on any thread count, and regenerated exactly
-/// by the backward instead of being stored.
-struct DropoutMask {
-  uint64_t seed = 0;
-  uint64_t first = 0;
-  /// An element is kept when its 32-bit word is >= threshold = round(p 2^32),
-  /// which happens with probability 1 - p (to within 2^-32).
-  uint64_t threshold = 0;
-
-  /// Counters one call over n elements uses.
-  MIXGRAD_HOST_DEVICE static uint64_t counters(int64_t n) { return (static_cast<uint64_t>(n) + 3) / 4; }
-
-  /// Keep flags of elements 4 * block .. 4 * block + 3.
-  MIXGRAD_HOST_DEVICE void keep4(uint64_t block, bool keep[4]) const {
-    const auto r = philox(seed, first + block);
-    for (int k = 0; k < 4; ++k) keep[k] = r[k] >= threshold;
-  }
 };
 
 }  // namespace mixgrad::kernels

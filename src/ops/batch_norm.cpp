@@ -12,7 +12,7 @@
 #include "backend/copy.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
-#include "ops/dense.hpp"
+#include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {

@@ -3,11 +3,11 @@
 // that need a gradient (the bias gradient alone is a per-channel sum).
 #include "backend/conv.hpp"
 
-#include "backend/linalg.hpp"
+#include "backend/reduction.hpp"
 #include "core/sizes.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
-#include "ops/dense.hpp"
+#include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {
@@ -76,7 +76,8 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
   check_conv_dtypes(x, w, b);
   sizes::nbytes(y_shape, x.dtype(), "conv2d");
 
-  const backend::Conv2dParams p{o.stride, o.padding, o.dilation, o.groups};
+  const backend::Conv2dParams p{
+      {o.stride.h, o.stride.w}, {o.padding.h, o.padding.w}, {o.dilation.h, o.dilation.w}, o.groups};
   const Tensor xc = ops::dense(x), wc = ops::dense(w), bc = b.defined() ? ops::dense(b) : Tensor();
   Tensor y = empty(y_shape, x.dtype(), x.device());
   backend::conv2d_forward(xc, wc, bc, y, p);

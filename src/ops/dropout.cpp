@@ -8,7 +8,7 @@
 
 #include "backend/dropout.hpp"
 #include "mixgrad/ops/nn.hpp"
-#include "ops/dense.hpp"
+#include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
 #include "ops/random_state.hpp"
 

@@ -3,7 +3,7 @@
 // Every op takes the one path: validate (errors name the op, the shapes and
 // the dtypes) -> autocast -> promote mixed dtypes with a recorded astype, so
 // gradients flow back to each input in its own dtype -> backend kernel ->
-// record. Recording goes through record_lazy: the backward closure (and the
+// record. Recording goes through ops::record_lazy: the backward closure (and the
 // reference counts of what it captures) is only built when a GradManager
 // tracks an input, so inference pays nothing for autodiff.
 //
@@ -13,14 +13,13 @@
 #include "mixgrad/ops/elementwise.hpp"
 
 #include <cmath>
-#include <span>
 
-#include "backend/copy.hpp"
 #include "backend/elementwise.hpp"
 #include "core/sizes.hpp"
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/op_support.hpp"
+#include "ops/untracked_copy.hpp"
 
 namespace mixgrad::F {
 
@@ -52,15 +51,6 @@ bool accepted(DType t, Accepts accepts) {
 [[noreturn]] void throw_not_accepted(const char* op, Accepts accepts, const std::string& operands) {
   const char* wanted = accepts == Accepts::numeric ? "numeric (floating or integer)" : "floating";
   throw DTypeError(std::string(op) + ": expected " + wanted + " tensors, got " + operands);
-}
-
-/// Writes `out = op(inputs)` on the tape, building the closure with make()
-/// only when some recording GradManager tracks an input.
-template <class Make>
-void record_lazy(std::initializer_list<const Tensor*> inputs, const Tensor& out, Make&& make) {
-  if (!autodiff::is_recording()) return;
-  autodiff::record_with(std::span<const Tensor* const>(inputs.begin(), inputs.size()), out,
-                        [&] { return autodiff::BackwardFn(make()); });
 }
 
 Shape broadcast_or_throw(const char* op, const Tensor& a, const Tensor& b) {
@@ -102,14 +92,6 @@ Tensor grad_kernel(BinaryGradOp op, const Tensor& g, const Operand& x, const Ope
 Tensor negated(const Tensor& g) {
   Tensor out = empty(g.shape(), g.dtype(), g.device());
   backend::unary(UnaryOp::neg, g, out);
-  return out;
-}
-
-/// g in `dtype` (gradients arrive in the output's dtype; this only guards).
-Tensor in_dtype(const Tensor& g, DType dtype) {
-  if (g.dtype() == dtype) return g;
-  Tensor out = empty(g.shape(), dtype, g.device());
-  backend::copy(g, out);
   return out;
 }
 
@@ -166,9 +148,9 @@ Tensor forward(BinaryOp op, const BinaryInputs& in) {
 Tensor max_min(const BinarySpec& s, BinaryOp op, BinaryGradOp grad_op, const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(s, a, b);
   Tensor out = forward(op, in);
-  record_lazy({&in.a, &in.b}, out, [&] {
+  ops::record_lazy({&in.a, &in.b}, out, [&] {
     return [a = in.a, b = in.b, grad_op](const Tensor& g_in, InputGrads& gi) {
-      const Tensor g = in_dtype(g_in, a.dtype());
+      const Tensor g = ops::in_dtype(g_in, a.dtype());
       if (gi.needs(0)) gi.set(0, sum_to(grad_kernel(grad_op, g, a, b), a.shape()));
       if (gi.needs(1)) gi.set(1, sum_to(grad_kernel(grad_op, g, b, a), b.shape()));
     };
@@ -179,9 +161,9 @@ Tensor max_min(const BinarySpec& s, BinaryOp op, BinaryGradOp grad_op, const Ten
 Tensor max_min(const BinarySpec& s, BinaryOp op, BinaryGradOp grad_op, const Tensor& a, double b) {
   const Tensor x = prepare(s, a);
   Tensor out = run_binary(op, x, b, x.shape(), x.dtype(), x.device());
-  record_lazy({&x}, out, [&] {
+  ops::record_lazy({&x}, out, [&] {
     return [x, b, grad_op](const Tensor& g, InputGrads& gi) {
-      gi.set(0, grad_kernel(grad_op, in_dtype(g, x.dtype()), x, b));
+      gi.set(0, grad_kernel(grad_op, ops::in_dtype(g, x.dtype()), x, b));
     };
   });
   return out;
@@ -220,11 +202,11 @@ Tensor unary(const UnarySpec& s, const Tensor& x_in, const UnaryParams& params =
   amp::autocast_inputs(s.kind, {&x});
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   backend::unary(s.op, x, out, params);
-  record_lazy({&x}, out, [&] {
+  ops::record_lazy({&x}, out, [&] {
     // Keep only the tensor the derivative reads; `nothing` (neg) reads g.
     Tensor saved = s.saved == Saved::output ? out : (s.saved == Saved::input ? x : Tensor());
     return [op = s.op, saved = std::move(saved), params](const Tensor& g_in, InputGrads& gi) {
-      const Tensor g = saved.defined() ? in_dtype(g_in, saved.dtype()) : g_in;
+      const Tensor g = saved.defined() ? ops::in_dtype(g_in, saved.dtype()) : g_in;
       Tensor dx = empty(g.shape(), g.dtype(), g.device());
       backend::unary_grad(op, g, saved.defined() ? saved : g, dx, params);
       gi.set(0, dx);
@@ -263,7 +245,7 @@ constexpr UnarySpec kMish{"mish", OpKind::mish, UnaryOp::mish, Saved::input, Acc
 Tensor add(const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(kAdd, a, b);
   Tensor out = forward(BinaryOp::add, in);
-  record_lazy({&in.a, &in.b}, out, [&] {
+  ops::record_lazy({&in.a, &in.b}, out, [&] {
     return [sa = in.a.shape(), sb = in.b.shape()](const Tensor& g, InputGrads& gi) {
       if (gi.needs(0)) gi.set(0, sum_to(g, sa));
       if (gi.needs(1)) gi.set(1, sum_to(g, sb));
@@ -275,7 +257,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 Tensor sub(const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(kSub, a, b);
   Tensor out = forward(BinaryOp::sub, in);
-  record_lazy({&in.a, &in.b}, out, [&] {
+  ops::record_lazy({&in.a, &in.b}, out, [&] {
     return [sa = in.a.shape(), sb = in.b.shape()](const Tensor& g, InputGrads& gi) {
       if (gi.needs(0)) gi.set(0, sum_to(g, sa));
       if (gi.needs(1)) gi.set(1, negated(sum_to(g, sb)));
@@ -287,9 +269,9 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(kMul, a, b);
   Tensor out = forward(BinaryOp::mul, in);
-  record_lazy({&in.a, &in.b}, out, [&] {
+  ops::record_lazy({&in.a, &in.b}, out, [&] {
     return [a = in.a, b = in.b](const Tensor& g_in, InputGrads& gi) {
-      const Tensor g = in_dtype(g_in, a.dtype());
+      const Tensor g = ops::in_dtype(g_in, a.dtype());
       if (gi.needs(0)) gi.set(0, sum_to(grad_binary(BinaryOp::mul, g, b), a.shape()));
       if (gi.needs(1)) gi.set(1, sum_to(grad_binary(BinaryOp::mul, g, a), b.shape()));
     };
@@ -300,9 +282,9 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(kDiv, a, b);
   Tensor out = forward(BinaryOp::div, in);
-  record_lazy({&in.a, &in.b}, out, [&] {
+  ops::record_lazy({&in.a, &in.b}, out, [&] {
     return [sa = in.a.shape(), b = in.b, out](const Tensor& g_in, InputGrads& gi) {
-      const Tensor g = in_dtype(g_in, b.dtype());
+      const Tensor g = ops::in_dtype(g_in, b.dtype());
       if (gi.needs(0)) gi.set(0, sum_to(grad_binary(BinaryOp::div, g, b), sa));
       if (gi.needs(1)) gi.set(1, sum_to(grad_kernel(BinaryGradOp::div_divisor, g, b, out), b.shape()));
     };
@@ -313,9 +295,9 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor pow(const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(kPow, a, b);
   Tensor out = forward(BinaryOp::pow, in);
-  record_lazy({&in.a, &in.b}, out, [&] {
+  ops::record_lazy({&in.a, &in.b}, out, [&] {
     return [a = in.a, b = in.b, out](const Tensor& g_in, InputGrads& gi) {
-      const Tensor g = in_dtype(g_in, a.dtype());
+      const Tensor g = ops::in_dtype(g_in, a.dtype());
       if (gi.needs(0)) gi.set(0, sum_to(grad_kernel(BinaryGradOp::pow_base, g, a, b), a.shape()));
       if (gi.needs(1)) gi.set(1, sum_to(grad_kernel(BinaryGradOp::pow_exponent, g, a, out), b.shape()));
     };
@@ -345,7 +327,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (tb.dtype() != dtype) tb = astype(tb, dtype);
   Tensor out = empty(shape, dtype, ta.device());
   backend::where(cond, ta, tb, out);
-  record_lazy({&ta, &tb}, out, [&] {
+  ops::record_lazy({&ta, &tb}, out, [&] {
     return [cond, sa = ta.shape(), sb = tb.shape()](const Tensor& g, InputGrads& gi) {
       for (size_t i = 0; i < 2; ++i) {
         if (!gi.needs(i)) continue;
@@ -364,28 +346,28 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 Tensor add(const Tensor& a, double b) {
   const Tensor x = prepare(kAdd, a);
   Tensor out = run_binary(BinaryOp::add, x, b, x.shape(), x.dtype(), x.device());
-  record_lazy({&x}, out, [&] { return [](const Tensor& g, InputGrads& gi) { gi.set(0, g); }; });
+  ops::record_lazy({&x}, out, [&] { return [](const Tensor& g, InputGrads& gi) { gi.set(0, g); }; });
   return out;
 }
 
 Tensor sub(const Tensor& a, double b) {
   const Tensor x = prepare(kSub, a);
   Tensor out = run_binary(BinaryOp::sub, x, b, x.shape(), x.dtype(), x.device());
-  record_lazy({&x}, out, [&] { return [](const Tensor& g, InputGrads& gi) { gi.set(0, g); }; });
+  ops::record_lazy({&x}, out, [&] { return [](const Tensor& g, InputGrads& gi) { gi.set(0, g); }; });
   return out;
 }
 
 Tensor sub(double a, const Tensor& b) {
   const Tensor x = prepare(kSub, b);
   Tensor out = run_binary(BinaryOp::sub, a, x, x.shape(), x.dtype(), x.device());
-  record_lazy({&x}, out, [&] { return [](const Tensor& g, InputGrads& gi) { gi.set(0, negated(g)); }; });
+  ops::record_lazy({&x}, out, [&] { return [](const Tensor& g, InputGrads& gi) { gi.set(0, negated(g)); }; });
   return out;
 }
 
 Tensor mul(const Tensor& a, double b) {
   const Tensor x = prepare(kMul, a);
   Tensor out = run_binary(BinaryOp::mul, x, b, x.shape(), x.dtype(), x.device());
-  record_lazy({&x}, out, [&] {
+  ops::record_lazy({&x}, out, [&] {
     return [b](const Tensor& g, InputGrads& gi) { gi.set(0, grad_binary(BinaryOp::mul, g, b)); };
   });
   return out;
@@ -394,7 +376,7 @@ Tensor mul(const Tensor& a, double b) {
 Tensor div(const Tensor& a, double b) {
   const Tensor x = prepare(kDiv, a);
   Tensor out = run_binary(BinaryOp::div, x, b, x.shape(), x.dtype(), x.device());
-  record_lazy({&x}, out, [&] {
+  ops::record_lazy({&x}, out, [&] {
     return [b](const Tensor& g, InputGrads& gi) { gi.set(0, grad_binary(BinaryOp::div, g, b)); };
   });
   return out;
@@ -403,9 +385,9 @@ Tensor div(const Tensor& a, double b) {
 Tensor div(double a, const Tensor& b) {
   const Tensor x = prepare(kDiv, b);
   Tensor out = run_binary(BinaryOp::div, a, x, x.shape(), x.dtype(), x.device());
-  record_lazy({&x}, out, [&] {
+  ops::record_lazy({&x}, out, [&] {
     return [x, out](const Tensor& g, InputGrads& gi) {
-      gi.set(0, grad_kernel(BinaryGradOp::div_divisor, in_dtype(g, x.dtype()), x, out));
+      gi.set(0, grad_kernel(BinaryGradOp::div_divisor, ops::in_dtype(g, x.dtype()), x, out));
     };
   });
   return out;
@@ -414,9 +396,9 @@ Tensor div(double a, const Tensor& b) {
 Tensor pow(const Tensor& a, double exponent) {
   const Tensor x = prepare(kPow, a);
   Tensor out = run_binary(BinaryOp::pow, x, exponent, x.shape(), x.dtype(), x.device());
-  record_lazy({&x}, out, [&] {
+  ops::record_lazy({&x}, out, [&] {
     return [x, exponent](const Tensor& g, InputGrads& gi) {
-      gi.set(0, grad_kernel(BinaryGradOp::pow_base, in_dtype(g, x.dtype()), x, exponent));
+      gi.set(0, grad_kernel(BinaryGradOp::pow_base, ops::in_dtype(g, x.dtype()), x, exponent));
     };
   });
   return out;

@@ -9,7 +9,7 @@
 #include "backend/copy.hpp"
 #include "backend/normalization.hpp"
 #include "mixgrad/ops/nn.hpp"
-#include "ops/dense.hpp"
+#include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {

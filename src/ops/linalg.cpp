@@ -7,20 +7,18 @@
 #include "mixgrad/ops/linalg.hpp"
 
 #include "backend/copy.hpp"
-#include "backend/linalg.hpp"
+#include "backend/matmul.hpp"
+#include "backend/reduction.hpp"
 #include "core/sizes.hpp"
+#include "core/view.hpp"
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
-#include "ops/dense.hpp"
+#include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {
 
 namespace {
-
-Tensor view(const Tensor& t, const Shape& shape, const Shape& strides) {
-  return Tensor(std::make_shared<TensorImpl>(t.impl()->storage, t.impl()->offset, shape, strides, t.dtype()));
-}
 
 // t viewed with `lead` extent-1 dims in front (strides chosen as if contiguous there).
 Tensor pad_front(const Tensor& t, int lead) {
@@ -31,7 +29,7 @@ Tensor pad_front(const Tensor& t, int lead) {
     shape.insert(0, 1);
     strides.insert(0, next);
   }
-  return view(t, shape, strides);
+  return view::make(t, shape, strides);
 }
 
 // t viewed with an extent-1 dim inserted at `pos`.
@@ -40,7 +38,7 @@ Tensor insert_unit(const Tensor& t, int pos) {
   const int64_t st = pos < shape.ndim() ? std::max<int64_t>(1, strides[pos] * shape[pos]) : 1;
   shape.insert(pos, 1);
   strides.insert(pos, st);
-  return view(t, shape, strides);
+  return view::make(t, shape, strides);
 }
 
 // The last two dims swapped (a view).
@@ -49,7 +47,7 @@ Tensor swap_last(const Tensor& t) {
   const int r = t.ndim();
   std::swap(shape[r - 1], shape[r - 2]);
   std::swap(strides[r - 1], strides[r - 2]);
-  return view(t, shape, strides);
+  return view::make(t, shape, strides);
 }
 
 int64_t batch_numel(const Shape& s) {
@@ -69,7 +67,7 @@ bool fold_rows(const Tensor& t, Tensor& out) {
     if (t.shape()[d] != 1 && t.strides()[d] != expect) return false;
     expect = t.shape()[d] == 1 ? expect : t.strides()[d] * t.shape()[d];
   }
-  out = view(t, Shape{rows, t.shape()[r - 1]}, Shape{t.strides()[r - 2], t.strides()[r - 1]});
+  out = view::make(t, Shape{rows, t.shape()[r - 1]}, Shape{t.strides()[r - 2], t.strides()[r - 1]});
   return true;
 }
 
@@ -84,10 +82,10 @@ Tensor product(const Tensor& a, const Tensor& b, const Tensor& bias = Tensor()) 
   Tensor out = empty(shape, a.dtype(), a.device());
   Tensor a2;
   if (r > 2 && batch_numel(b.shape()) == 1 && fold_rows(a, a2)) {
-    const Tensor b2 = view(b, Shape{b.shape()[r - 2], b.shape()[r - 1]}, Shape{b.strides()[r - 2], b.strides()[r - 1]});
-    backend::matmul(
-        a2, b2, bias,
-        view(out, Shape{a2.shape()[0], shape[r - 1]}, contiguous_strides(Shape{a2.shape()[0], shape[r - 1]})));
+    const Tensor b2 =
+        view::make(b, Shape{b.shape()[r - 2], b.shape()[r - 1]}, Shape{b.strides()[r - 2], b.strides()[r - 1]});
+    const Shape out2{a2.shape()[0], shape[r - 1]};
+    backend::matmul(a2, b2, bias, view::make(out, out2, contiguous_strides(out2)));
   } else {
     backend::matmul(a, b, bias, out);
   }
@@ -158,7 +156,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   const Tensor a_full = pad_front(a_vec ? insert_unit(a, 0) : a, rank - std::max(a.ndim(), 2));
   const Tensor b_full = pad_front(b_vec ? insert_unit(b, 1) : b, rank - std::max(b.ndim(), 2));
   const Tensor out_full = product(a_full, b_full);
-  const Tensor out = view(out_full, out_shape, contiguous_strides(out_shape));
+  const Tensor out = view::make(out_full, out_shape, contiguous_strides(out_shape));
 
   autodiff::record({&a, &b}, out, [a_full, b_full, full_shape = out_full.shape(), a_shape = a.shape(),
                                    b_shape = b.shape()](const Tensor& g_in, autodiff::InputGrads& gi) {
@@ -206,16 +204,16 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   const int64_t rows = x2.shape()[0];
   Tensor out = empty(out_shape, x.dtype(), x.device());
   const Tensor w_t = swap_last(w);  // [in, out]: a transposed view, no copy
-  backend::matmul(x2, w_t, b, view(out, Shape{rows, out_features}, Shape{out_features, 1}));
+  backend::matmul(x2, w_t, b, view::make(out, Shape{rows, out_features}, Shape{out_features, 1}));
 
   const DType b_dtype = b.defined() ? b.dtype() : x.dtype();
   autodiff::record({&x, &w, &b}, out, [x2, w, in, out_features, rows, b_dtype, x_shape = x.shape()](
                                           const Tensor& g_in, autodiff::InputGrads& gi) {
     const Tensor g = ops::dense(g_in, x2.dtype());
-    const Tensor g2 = view(g, Shape{rows, out_features}, Shape{out_features, 1});
+    const Tensor g2 = view::make(g, Shape{rows, out_features}, Shape{out_features, 1});
     if (gi.needs(0)) {
       Tensor gx = empty(x_shape, x2.dtype(), x2.device());
-      backend::matmul(g2, w, Tensor(), view(gx, Shape{rows, in}, Shape{in, 1}));
+      backend::matmul(g2, w, Tensor(), view::make(gx, Shape{rows, in}, Shape{in, 1}));
       gi.set(0, gx);
     }
     if (gi.needs(1)) {

@@ -2,18 +2,32 @@
 // kernel forward and one backward. The backward closures keep what the
 // kernels need (for cross-entropy the per-sample max and log-sum-exp, so the
 // softmax is not stored) and never the output.
+//
+// The class losses' labels are range-checked by the forward kernel, which
+// reads them anyway, rather than by a separate pass here; so autocast's cast
+// of their input is recorded only after the kernel has accepted the labels,
+// and a bad label leaves the tape as it was.
 #include "mixgrad/ops/loss.hpp"
 
 #include <string>
 
 #include "backend/loss.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
-#include "ops/dense.hpp"
+#include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {
 
 namespace {
+
+backend::LossReduction to_backend(Reduction r) {
+  switch (r) {
+    case Reduction::mean: return backend::LossReduction::mean;
+    case Reduction::sum: return backend::LossReduction::sum;
+    case Reduction::none: break;
+  }
+  return backend::LossReduction::none;
+}
 
 DType accumulation_dtype(DType t) { return t == DType::float64 ? DType::float64 : DType::float32; }
 
@@ -24,8 +38,8 @@ struct ClassProblem {
   Shape sample_shape;  // the input's shape without the class axis
 };
 
-// Checks input and labels of cross_entropy / nll_loss, including every
-// label's range, before anything is cast, computed or recorded.
+// Checks input and labels of cross_entropy / nll_loss before anything is
+// cast, computed or recorded; the labels' range is the kernel's to check.
 ClassProblem check_class_loss(const char* op, const Tensor& input, const Tensor& labels, int axis_option) {
   ops::check_defined(op, {&input, &labels});
   ops::check_same_device(op, {&input, &labels});
@@ -46,12 +60,48 @@ ClassProblem check_class_loss(const char* op, const Tensor& input, const Tensor&
   p.layout.classes = input.shape()[axis];
   for (int d = axis + 1; d < input.ndim(); ++d) p.layout.inner *= input.shape()[d];
   p.labels = ops::dense(labels);
-  if (const auto bad = backend::find_label_out_of_range(p.labels, p.layout.classes))
-    throw ValueError(std::string(op) + ": label " + std::to_string(*bad) + " in labels " + ops::describe(labels) +
-                     " is out of range for input " + ops::describe(input) + " with " +
-                     std::to_string(p.layout.classes) + " classes (expected 0 <= label < " +
-                     std::to_string(p.layout.classes) + ")");
   return p;
+}
+
+/// A label status for a class-loss forward, on the loss's device. The CPU
+/// reads it as soon as the kernel returns, so one per thread serves every
+/// forward and no allocation is made per call.
+Tensor label_status(const Tensor& input) {
+  if (input.device().is_cpu()) {
+    thread_local const Tensor cpu_status = empty(Shape{2}, DType::int64, Device::cpu());
+    return cpu_status;
+  }
+  return empty(Shape{2}, DType::int64, input.device());
+}
+
+/// Throws the ValueError for the first bad label the forward reported. On
+/// the CPU the status is host memory the kernel has just written.
+void check_label_status(const char* op, const Tensor& status, const Tensor& input, const Tensor& labels,
+                        int64_t classes) {
+  const int64_t* st = status.data<int64_t>();
+  if (st[0] < 0) return;
+  throw ValueError(std::string(op) + ": label " + std::to_string(st[1]) + " at index " + std::to_string(st[0]) +
+                   " of labels " + ops::describe(labels) + " is out of range for input " + ops::describe(input) +
+                   " with " + std::to_string(classes) + " classes (expected 0 <= label < " + std::to_string(classes) +
+                   ")");
+}
+
+/// Applies autocast to a class loss's input without recording the cast; see
+/// record_cast.
+Tensor autocast_unrecorded(OpKind kind, const Tensor& input) {
+  Tensor x = input;
+  autodiff::NoRecordScope unrecorded;
+  amp::autocast_inputs(kind, {&x});
+  return x;
+}
+
+/// Records the cast autocast_unrecorded made (if any), as F::astype would
+/// have: its gradient is the incoming one cast back.
+void record_cast(const Tensor& input, const Tensor& cast) {
+  if (cast.impl() == input.impl()) return;
+  autodiff::record({&input}, cast, [in = input.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+    gi.set(0, astype(g, in));
+  });
 }
 
 Shape loss_shape(Reduction r, const Shape& per_element) { return r == Reduction::none ? per_element : Shape{}; }
@@ -74,7 +124,7 @@ Tensor pointwise_loss(const char* op, OpKind kind, backend::PointwiseLoss loss, 
     target = astype(target, common);
   }
   const backend::PointwiseLossArgs args{
-      .kind = loss, .pred = ops::dense(pred), .target = ops::dense(target), .reduction = reduction};
+      .kind = loss, .pred = ops::dense(pred), .target = ops::dense(target), .reduction = to_backend(reduction)};
   Tensor out = empty(loss_shape(reduction, pred.shape()), pred.dtype(), pred.device());
   backend::pointwise_loss_forward(args, out);
   autodiff::record({&pred, &target}, out, [args](const Tensor& g, autodiff::InputGrads& gi) {
@@ -97,16 +147,18 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& labels, const CrossE
   if (!(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0))
     throw ValueError(std::string(kOp) + ": label_smoothing must be in [0, 1], got " +
                      std::to_string(options.label_smoothing) + " for input " + ops::describe(logits_in));
-  Tensor logits = logits_in;
-  amp::autocast_inputs(OpKind::cross_entropy, {&logits});
+  const Tensor logits = autocast_unrecorded(OpKind::cross_entropy, logits_in);
   const backend::ClassLossArgs args{.input = ops::dense(logits),
                                     .labels = p.labels,
                                     .layout = p.layout,
-                                    .reduction = options.reduction,
+                                    .reduction = to_backend(options.reduction),
                                     .label_smoothing = options.label_smoothing};
   Tensor out = empty(loss_shape(options.reduction, p.sample_shape), logits.dtype(), logits.device());
   Tensor stats = empty(Shape{p.layout.samples(), 2}, accumulation_dtype(logits.dtype()), logits.device());
-  backend::cross_entropy_forward(args, out, stats);
+  const Tensor status = label_status(logits);
+  backend::cross_entropy_forward(args, out, stats, status);
+  check_label_status(kOp, status, logits_in, labels, p.layout.classes);
+  record_cast(logits_in, logits);
   autodiff::record({&logits}, out, [args, stats](const Tensor& g, autodiff::InputGrads& gi) {
     const Tensor& x = args.input;
     Tensor grad = empty(x.shape(), x.dtype(), x.device());
@@ -116,15 +168,19 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& labels, const CrossE
   return out;
 }
 
-Tensor nll_loss(const Tensor& log_probs_in, const Tensor& labels, Reduction reduction) {
+Tensor nll_loss(const Tensor& log_probs_in, const Tensor& labels, const LossOptions& options) {
   const char* kOp = "nll_loss";
   ClassProblem p = check_class_loss(kOp, log_probs_in, labels, 1);
-  Tensor log_probs = log_probs_in;
-  amp::autocast_inputs(OpKind::nll_loss, {&log_probs});
-  const backend::ClassLossArgs args{
-      .input = ops::dense(log_probs), .labels = p.labels, .layout = p.layout, .reduction = reduction};
-  Tensor out = empty(loss_shape(reduction, p.sample_shape), log_probs.dtype(), log_probs.device());
-  backend::nll_loss_forward(args, out);
+  const Tensor log_probs = autocast_unrecorded(OpKind::nll_loss, log_probs_in);
+  const backend::ClassLossArgs args{.input = ops::dense(log_probs),
+                                    .labels = p.labels,
+                                    .layout = p.layout,
+                                    .reduction = to_backend(options.reduction)};
+  Tensor out = empty(loss_shape(options.reduction, p.sample_shape), log_probs.dtype(), log_probs.device());
+  const Tensor status = label_status(log_probs);
+  backend::nll_loss_forward(args, out, status);
+  check_label_status(kOp, status, log_probs_in, labels, p.layout.classes);
+  record_cast(log_probs_in, log_probs);
   // The gradient does not depend on the input's values: keep only its shape.
   backend::ClassLossArgs grad_args = args;
   grad_args.input = Tensor();
@@ -138,17 +194,17 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& labels, Reduction redu
   return out;
 }
 
-Tensor mse_loss(const Tensor& pred, const Tensor& target, Reduction reduction) {
-  return pointwise_loss("mse_loss", OpKind::mse_loss, backend::PointwiseLoss::mse, pred, target, reduction);
+Tensor mse_loss(const Tensor& pred, const Tensor& target, const LossOptions& options) {
+  return pointwise_loss("mse_loss", OpKind::mse_loss, backend::PointwiseLoss::mse, pred, target, options.reduction);
 }
 
-Tensor l1_loss(const Tensor& pred, const Tensor& target, Reduction reduction) {
-  return pointwise_loss("l1_loss", OpKind::l1_loss, backend::PointwiseLoss::l1, pred, target, reduction);
+Tensor l1_loss(const Tensor& pred, const Tensor& target, const LossOptions& options) {
+  return pointwise_loss("l1_loss", OpKind::l1_loss, backend::PointwiseLoss::l1, pred, target, options.reduction);
 }
 
-Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction) {
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, const LossOptions& options) {
   return pointwise_loss("binary_cross_entropy_with_logits", OpKind::binary_cross_entropy_with_logits,
-                        backend::PointwiseLoss::bce_with_logits, logits, target, reduction);
+                        backend::PointwiseLoss::bce_with_logits, logits, target, options.reduction);
 }
 
 }  // namespace mixgrad::F

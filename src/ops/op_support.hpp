@@ -4,6 +4,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <span>
 #include <string>
 
 #include "amp/autocast_state.hpp"
@@ -22,5 +23,16 @@ void check_defined(const char* op, std::initializer_list<const Tensor*> inputs);
 void check_same_device(const char* op, std::initializer_list<const Tensor*> inputs);
 /// Throws DTypeError unless t is floating.
 void check_floating(const char* op, const Tensor& t);
+
+/// Writes `out = op(inputs)` on the tape, as autodiff::record, but builds the
+/// closure with make() only when some recording GradManager tracks an
+/// input: an op whose closure captures tensors pays nothing for them in
+/// inference.
+template <class Make>
+void record_lazy(std::initializer_list<const Tensor*> inputs, const Tensor& out, Make&& make) {
+  if (!autodiff::is_recording()) return;
+  autodiff::record_with(std::span<const Tensor* const>(inputs.begin(), inputs.size()), out,
+                        [&] { return autodiff::BackwardFn(make()); });
+}
 
 }  // namespace mixgrad::ops

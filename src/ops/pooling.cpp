@@ -6,7 +6,7 @@
 #include "core/sizes.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
-#include "ops/dense.hpp"
+#include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {
@@ -23,29 +23,28 @@ void check_4d(const char* op, const Tensor& x) {
 
 // Validated window geometry and the output shape.
 backend::Pool2dParams pool_params(const char* op, const Tensor& x, const Pool2dOptions& o, Shape& out_shape) {
-  const backend::Pool2dParams p{o.kernel_size, {o.stride.h == 0 ? o.kernel_size.h : o.stride.h,
-                                                o.stride.w == 0 ? o.kernel_size.w : o.stride.w},
-                                o.padding};
-  if (p.kernel.h < 1 || p.kernel.w < 1 || p.stride.h < 1 || p.stride.w < 1 || p.padding.h < 0 || p.padding.w < 0 ||
-      p.padding.h > p.kernel.h / 2 || p.padding.w > p.kernel.w / 2)
-    throw ShapeError(std::string(op) + ": invalid kernel_size " + size2(p.kernel) + ", stride " + size2(p.stride) +
-                     " or padding " + size2(p.padding) + " (padding at most half the kernel) for input " +
+  const Size2 kernel = o.kernel_size, padding = o.padding;
+  const Size2 stride{o.stride.h == 0 ? kernel.h : o.stride.h, o.stride.w == 0 ? kernel.w : o.stride.w};
+  if (kernel.h < 1 || kernel.w < 1 || stride.h < 1 || stride.w < 1 || padding.h < 0 || padding.w < 0 ||
+      padding.h > kernel.h / 2 || padding.w > kernel.w / 2)
+    throw ShapeError(std::string(op) + ": invalid kernel_size " + size2(kernel) + ", stride " + size2(stride) +
+                     " or padding " + size2(padding) + " (padding at most half the kernel) for input " +
                      ops::describe(x));
   auto context = [&] {
-    return "kernel_size " + size2(p.kernel) + " with padding " + size2(p.padding) + " on input " + ops::describe(x);
+    return "kernel_size " + size2(kernel) + " with padding " + size2(padding) + " on input " + ops::describe(x);
   };
   // padding <= kernel / 2, so 2 * padding fits; the sum with the input extent is checked.
-  const int64_t padded_h = sizes::add(x.shape()[2], 2 * p.padding.h, op, context);
-  const int64_t padded_w = sizes::add(x.shape()[3], 2 * p.padding.w, op, context);
-  if (padded_h < p.kernel.h || padded_w < p.kernel.w)
-    throw ShapeError(std::string(op) + ": kernel_size " + size2(p.kernel) + " larger than padded input " +
+  const int64_t padded_h = sizes::add(x.shape()[2], 2 * padding.h, op, context);
+  const int64_t padded_w = sizes::add(x.shape()[3], 2 * padding.w, op, context);
+  if (padded_h < kernel.h || padded_w < kernel.w)
+    throw ShapeError(std::string(op) + ": kernel_size " + size2(kernel) + " larger than padded input " +
                      ops::describe(x));
-  out_shape = Shape{x.shape()[0], x.shape()[1], (padded_h - p.kernel.h) / p.stride.h + 1,
-                    (padded_w - p.kernel.w) / p.stride.w + 1};
+  out_shape = Shape{x.shape()[0], x.shape()[1], (padded_h - kernel.h) / stride.h + 1,
+                    (padded_w - kernel.w) / stride.w + 1};
   // The kernels divide by the window area and estimate the work as output
   // elements times the area; neither may wrap.
-  sizes::mul(sizes::numel(out_shape, op), sizes::mul(p.kernel.h, p.kernel.w, op, context), op, context);
-  return p;
+  sizes::mul(sizes::numel(out_shape, op), sizes::mul(kernel.h, kernel.w, op, context), op, context);
+  return {{kernel.h, kernel.w}, {stride.h, stride.w}, {padding.h, padding.w}};
 }
 
 }  // namespace

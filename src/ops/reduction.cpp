@@ -9,13 +9,13 @@
 #include "mixgrad/ops/reduction.hpp"
 
 #include <cmath>
-#include <span>
 
 #include "backend/copy.hpp"
 #include "backend/elementwise.hpp"
 #include "backend/reduction.hpp"
+#include "core/view.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
-#include "ops/dense.hpp"
+#include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {
@@ -25,13 +25,6 @@ namespace {
 using autodiff::InputGrads;
 using backend::ArgReduceOp;
 using backend::ReduceOp;
-
-template <class Make>
-void record_lazy(std::initializer_list<const Tensor*> inputs, const Tensor& out, Make&& make) {
-  if (!autodiff::is_recording()) return;
-  autodiff::record_with(std::span<const Tensor* const>(inputs.begin(), inputs.size()), out,
-                        [&] { return autodiff::BackwardFn(make()); });
-}
 
 /// Which dimensions a reduction folds, and the shape it produces.
 struct AxisPlan {
@@ -72,10 +65,6 @@ bool reduces_empty_dim(const Tensor& x, uint32_t mask) {
   return false;
 }
 
-Tensor view(const Tensor& t, const Shape& shape, const Shape& strides) {
-  return Tensor(std::make_shared<TensorImpl>(t.impl()->storage, t.impl()->offset, shape, strides, t.dtype()));
-}
-
 /// g (the result of a reduction of x over `mask`, keepdim or not) read in
 /// x's rank: extent 1 (or x's extent when `expand`) and stride 0 along the
 /// reduced dimensions, so it broadcasts against x without a copy.
@@ -92,7 +81,7 @@ Tensor reduced_view(const Tensor& g, const Shape& xshape, uint32_t mask, bool ke
       strides.push_back(g.strides()[k++]);
     }
   }
-  return view(g, shape, strides);
+  return view::make(g, shape, strides);
 }
 
 Tensor reduce(ReduceOp op, const Tensor& x, const AxisPlan& plan, DType dtype, const backend::ReduceParams& params = {}) {
@@ -125,19 +114,19 @@ Tensor extreme_grad(ArgReduceOp op, const Tensor& g, const Tensor& x, uint32_t m
       (pass == 0 ? rows : width) *= xs[d];
     }
   }
-  const Tensor xp = ops::dense(view(x, perm_shape, perm_strides));
-  const Tensor x2 = view(xp, Shape{rows, width}, Shape{width, 1});
+  const Tensor xp = ops::dense(view::make(x, perm_shape, perm_strides));
+  const Tensor x2 = view::make(xp, Shape{rows, width}, Shape{width, 1});
   Tensor index = empty(Shape{rows}, DType::int64, x.device());
   backend::arg_reduce(op, x2, 1, index);
   const Tensor gk = ops::dense(g);
   Tensor dx = empty(Shape{rows, width}, g.dtype(), g.device());
   backend::fill(dx, 0.0);
-  backend::put_along_last_axis(view(gk, Shape{rows}, Shape{1}), index, dx);
+  backend::put_along_last_axis(view::make(gk, Shape{rows}, Shape{1}), index, dx);
   // Read dx (laid out in the permuted order) back in x's order.
   const Shape cs = contiguous_strides(perm_shape);
   Shape strides = xs;
   for (int d = 0; d < xs.ndim(); ++d) strides[d] = cs[pos[d]];
-  return view(dx, xs, strides);
+  return view::make(dx, xs, strides);
 }
 
 Tensor max_min(const char* name, OpKind kind, ReduceOp op, ArgReduceOp arg, const Tensor& x_in, const Axes& axes,
@@ -150,19 +139,11 @@ Tensor max_min(const char* name, OpKind kind, ReduceOp op, ArgReduceOp arg, cons
   Tensor x = x_in;
   amp::autocast_inputs(kind, {&x});
   Tensor out = reduce(op, x, plan, x.dtype());
-  record_lazy({&x}, out, [&] {
+  ops::record_lazy({&x}, out, [&] {
     return [x, arg, mask = plan.mask](const Tensor& g, InputGrads& gi) {
       gi.set(0, extreme_grad(arg, g, x, mask));
     };
   });
-  return out;
-}
-
-/// g as x's dtype (gradients arrive in the output's dtype; this only guards).
-Tensor in_dtype(const Tensor& g, DType dtype) {
-  if (g.dtype() == dtype) return g;
-  Tensor out = empty(g.shape(), dtype, g.device());
-  backend::copy(g, out);
   return out;
 }
 
@@ -175,7 +156,7 @@ Tensor sum(const Tensor& x_in, const Axes& axes, bool keepdim) {
   amp::autocast_inputs(OpKind::sum, {&x});
   const DType dtype = is_floating_point(x.dtype()) ? x.dtype() : DType::int64;
   Tensor out = reduce(ReduceOp::sum, x, plan, dtype);
-  record_lazy({&x}, out, [&] {
+  ops::record_lazy({&x}, out, [&] {
     return [xshape = x.shape(), mask = plan.mask, keepdim](const Tensor& g, InputGrads& gi) {
       gi.set(0, reduced_view(g, xshape, mask, keepdim, true));
     };
@@ -190,7 +171,7 @@ Tensor mean(const Tensor& x_in, const Axes& axes, bool keepdim) {
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::mean, {&x});
   Tensor out = reduce(ReduceOp::mean, x, plan, x.dtype());
-  record_lazy({&x}, out, [&] {
+  ops::record_lazy({&x}, out, [&] {
     return [xshape = x.shape(), mask = plan.mask, keepdim, count = plan.count](const Tensor& g, InputGrads& gi) {
       Tensor scaled = empty(g.shape(), g.dtype(), g.device());
       backend::binary(backend::BinaryOp::mul, g, 1.0 / static_cast<double>(count), scaled);
@@ -212,7 +193,7 @@ Tensor argmax(const Tensor& x_in, int axis, bool keepdim) {
   ops::check_defined("argmax", {&x_in});
   check_dtype("argmax", x_in, true);
   Tensor x = x_in;
-  if (x.ndim() == 0) x = view(x_in, Shape{1}, Shape{1});  // a 0-d tensor: its one element
+  if (x.ndim() == 0) x = view::make(x_in, Shape{1}, Shape{1});  // a 0-d tensor: its one element
   const int a = axis < 0 ? axis + x.ndim() : axis;
   if (a < 0 || a >= x.ndim())
     throw ShapeError("argmax: axis " + std::to_string(axis) + " out of range for " + ops::describe(x_in));
@@ -237,9 +218,9 @@ Tensor var(const Tensor& x_in, const Axes& axes, bool keepdim, int correction) {
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::var, {&x});
   Tensor out = reduce(ReduceOp::var, x, plan, x.dtype(), {.correction = correction});
-  record_lazy({&x}, out, [&] {
+  ops::record_lazy({&x}, out, [&] {
     return [x, mask = plan.mask, keepdim, count = plan.count, correction](const Tensor& g_in, InputGrads& gi) {
-      const Tensor g = in_dtype(g_in, x.dtype());
+      const Tensor g = ops::in_dtype(g_in, x.dtype());
       Tensor m = empty(reduced_view(g, x.shape(), mask, keepdim, false).shape(), x.dtype(), x.device());
       backend::reduce(ReduceOp::mean, x, mask, m);
       const double divisor = static_cast<double>(std::max<int64_t>(0, count - correction));
@@ -259,9 +240,9 @@ Tensor norm(const Tensor& x_in, double p, const Axes& axes, bool keepdim) {
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::norm, {&x});
   Tensor out = reduce(ReduceOp::norm, x, plan, x.dtype(), {.p = p});
-  record_lazy({&x}, out, [&] {
+  ops::record_lazy({&x}, out, [&] {
     return [x, out, p, mask = plan.mask, keepdim](const Tensor& g_in, InputGrads& gi) {
-      const Tensor g = in_dtype(g_in, x.dtype());
+      const Tensor g = ops::in_dtype(g_in, x.dtype());
       Tensor dx = empty(x.shape(), x.dtype(), x.device());
       backend::norm_grad(reduced_view(g, x.shape(), mask, keepdim, false), x,
                          reduced_view(out, x.shape(), mask, keepdim, false), p, dx);
@@ -286,7 +267,7 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (!ok) throw ShapeError("sum_to: cannot sum " + ops::describe(x) + " to " + to_string(shape));
   Tensor out = empty(shape, x.dtype(), x.device());
   backend::reduce(ReduceOp::sum, x, mask, out);
-  record_lazy({&x}, out, [&] {
+  ops::record_lazy({&x}, out, [&] {
     return [xshape = x.shape()](const Tensor& g, InputGrads& gi) { gi.set(0, broadcast_to(g, xshape)); };
   });
   return out;

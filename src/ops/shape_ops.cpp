@@ -8,16 +8,13 @@
 
 #include "backend/copy.hpp"
 #include "core/sizes.hpp"
+#include "core/view.hpp"
 #include "mixgrad/ops/reduction.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {
 
 namespace {
-
-Tensor make_view(const Tensor& x, const Shape& shape, const Shape& strides, int64_t offset) {
-  return Tensor(std::make_shared<TensorImpl>(x.impl()->storage, offset, shape, strides, x.dtype()));
-}
 
 Shape infer_shape(const Shape& requested, int64_t numel, const Tensor& x) {
   Shape s = requested;
@@ -56,11 +53,11 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   if (target == x.shape()) return x;
   Tensor out;
   if (x.is_contiguous()) {  // a view
-    out = make_view(x, target, contiguous_strides(target), x.impl()->offset);
+    out = view::make(x, target, contiguous_strides(target), x.impl()->offset);
   } else {  // a copy, not a recorded clone: this op's own node covers it
     Tensor c = empty(x.shape(), x.dtype(), x.device());
     backend::copy(x, c);
-    out = make_view(c, target, contiguous_strides(target), 0);
+    out = view::make(c, target, contiguous_strides(target), 0);
   }
   autodiff::record({&x}, out, [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
     gi.set(0, reshape(g, in_shape));
@@ -97,7 +94,7 @@ Tensor permute(const Tensor& x, const std::vector<int>& dims) {
     shape.push_back(x.shape()[perm[i]]);
     strides.push_back(x.strides()[perm[i]]);
   }
-  Tensor out = make_view(x, shape, strides, x.impl()->offset);
+  Tensor out = view::make(x, shape, strides, x.impl()->offset);
   autodiff::record({&x}, out, [perm](const Tensor& g, autodiff::InputGrads& gi) {
     std::vector<int> inverse(perm.size());
     for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int>(i);
@@ -125,11 +122,11 @@ Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length) {
                      " out of range for dim " + std::to_string(dim) + " of " + ops::describe(x));
   Shape shape = x.shape();
   shape[d] = length;
-  Tensor out = make_view(x, shape, x.strides(), x.impl()->offset + start * x.strides()[d]);
+  Tensor out = view::make(x, shape, x.strides(), x.impl()->offset + start * x.strides()[d]);
   autodiff::record({&x}, out, [in_shape = x.shape(), d, start](const Tensor& g, autodiff::InputGrads& gi) {
     Tensor full = empty(in_shape, g.dtype(), g.device());
     backend::fill(full, 0.0);
-    backend::copy(g, make_view(full, g.shape(), full.strides(), start * full.strides()[d]));
+    backend::copy(g, view::make(full, g.shape(), full.strides(), start * full.strides()[d]));
     gi.set(0, full);
   });
   return out;
@@ -165,7 +162,7 @@ Tensor join(std::vector<Tensor> xs, int axis) {
     starts.push_back(at);
     Shape part = shape;
     part[a] = t.shape()[a];
-    backend::copy(t, make_view(out, part, out.strides(), at * out.strides()[a]));
+    backend::copy(t, view::make(out, part, out.strides(), at * out.strides()[a]));
     at += t.shape()[a];
   }
   std::vector<const Tensor*> inputs;
@@ -236,7 +233,7 @@ Tensor unsqueeze(const Tensor& x, int dim) {
   strides.insert(d, d < x.ndim() ? sizes::mul(x.strides()[d], x.shape()[d], "unsqueeze",
                                               [&] { return "the strides of " + ops::describe(x); })
                                  : 1);
-  Tensor out = make_view(x, shape, strides, x.impl()->offset);
+  Tensor out = view::make(x, shape, strides, x.impl()->offset);
   autodiff::record({&x}, out, [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
     gi.set(0, reshape(g, in_shape));
   });
@@ -254,7 +251,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
     const int j = i - lead;
     strides.push_back(j < 0 || x.shape()[j] == 1 ? 0 : x.strides()[j]);
   }
-  Tensor out = make_view(x, shape, strides, x.impl()->offset);
+  Tensor out = view::make(x, shape, strides, x.impl()->offset);
   autodiff::record({&x}, out, [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
     gi.set(0, sum_to(g, in_shape));
   });
@@ -276,7 +273,7 @@ Tensor astype(const Tensor& x, DType dtype) {
 
 Tensor detach(const Tensor& x) {
   ops::check_defined("detach", {&x});
-  return make_view(x, x.shape(), x.strides(), x.impl()->offset);
+  return view::make(x, x.shape(), x.strides(), x.impl()->offset);
 }
 
 }  // namespace mixgrad::F

@@ -4,7 +4,7 @@
 #include "backend/softmax.hpp"
 
 #include "mixgrad/ops/nn.hpp"
-#include "ops/dense.hpp"
+#include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {

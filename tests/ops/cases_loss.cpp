@@ -46,7 +46,7 @@ Cases cases_of<mg::OpKind::nll_loss>() {
        .run = [](const Inputs& x) { return F::nll_loss(x[0], x[1]); }},
       {.name = "nll_loss_spatial_none",
        .inputs = {InputSpec({2, 3, 2}, -3.0, -0.1), labels({2, 2}, {2, 0, 1, 1})},
-       .run = [](const Inputs& x) { return F::nll_loss(x[0], x[1], Reduction::none); }},
+       .run = [](const Inputs& x) { return F::nll_loss(x[0], x[1], {.reduction = Reduction::none}); }},
   };
 }
 
@@ -60,7 +60,7 @@ Cases cases_of<mg::OpKind::mse_loss>() {
        .run = [](const Inputs& x) { return F::mse_loss(x[0], x[1]); }},
       {.name = "mse_loss_none",
        .inputs = {{2, 3}, {2, 3}},
-       .run = [](const Inputs& x) { return F::mse_loss(x[0], x[1], Reduction::none); }},
+       .run = [](const Inputs& x) { return F::mse_loss(x[0], x[1], {.reduction = Reduction::none}); }},
   };
 }
 
@@ -71,7 +71,7 @@ Cases cases_of<mg::OpKind::l1_loss>() {
   return {
       {.name = "l1_loss_sum",
        .inputs = {{3, 4}, {3, 4}},
-       .run = [](const Inputs& x) { return F::l1_loss(x[0], x[1], Reduction::sum); }},
+       .run = [](const Inputs& x) { return F::l1_loss(x[0], x[1], {.reduction = Reduction::sum}); }},
   };
 }
 
@@ -85,7 +85,7 @@ Cases cases_of<mg::OpKind::binary_cross_entropy_with_logits>() {
        .run = [](const Inputs& x) { return F::binary_cross_entropy_with_logits(x[0], x[1]); }},
       {.name = "binary_cross_entropy_with_logits_none",
        .inputs = {InputSpec({5}, -4.0, 4.0), InputSpec({5}, 0.0, 1.0)},
-       .run = [](const Inputs& x) { return F::binary_cross_entropy_with_logits(x[0], x[1], Reduction::none); }},
+       .run = [](const Inputs& x) { return F::binary_cross_entropy_with_logits(x[0], x[1], {.reduction = Reduction::none}); }},
   };
 }
 

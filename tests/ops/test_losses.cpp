@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "autodiff/inspect.hpp"
 #include "mixgrad/mixgrad.hpp"
 
 namespace {
@@ -229,14 +230,81 @@ BOOST_AUTO_TEST_CASE(cross_entropy_errors_name_the_op_and_change_nothing) {
   BOOST_TEST(logits.grad().at<double>({1, 4}) == 0.2, boost::test_tools::tolerance(1e-6));
 }
 
+// The forward kernel checks the labels as it reads them: the first bad one
+// in sample order is named with its index, on both of its loops (rows, and
+// tiles of a class axis that is not last), whatever the thread count.
+BOOST_AUTO_TEST_CASE(bad_label_in_the_middle_of_a_batch_is_named_with_its_index) {
+  const auto rows = mg::zeros({6, 3});
+  try {
+    F::cross_entropy(rows, mg::tensor<int64_t>({0, 2, 1, 7, -4, 9}, {6}));
+    BOOST_FAIL("expected an error");
+  } catch (const mg::ValueError& e) {
+    BOOST_TEST(message_has(e, {"cross_entropy: label 7 at index 3", "labels int64[6]", "input float32[6, 3]",
+                               "3 classes", "0 <= label < 3"}),
+               e.what());
+  }
+  // [N, C, L] with the bad label at sample (1, 2) of a [2, 4] label grid: index 6.
+  const auto spatial = mg::zeros({2, 3, 4});
+  try {
+    F::cross_entropy(spatial, mg::tensor<int32_t>({0, 1, 2, 0, 1, 2, 3, 0}, {2, 4}));
+    BOOST_FAIL("expected an error");
+  } catch (const mg::ValueError& e) {
+    BOOST_TEST(message_has(e, {"label 3 at index 6", "labels int32[2, 4]", "3 classes"}), e.what());
+  }
+  try {
+    F::nll_loss(spatial, mg::tensor<int64_t>({0, 1, 2, 0, -1, 2, 1, 0}, {2, 4}), {.reduction = Reduction::none});
+    BOOST_FAIL("expected an error");
+  } catch (const mg::ValueError& e) {
+    BOOST_TEST(message_has(e, {"nll_loss: label -1 at index 4", "3 classes"}), e.what());
+  }
+}
+
+// A bad label leaves everything as it was: no tape entry, not even for the
+// autocast cast of a bfloat16 input (made before the kernel sees the
+// labels), no gradient, and the next good step is exact.
+BOOST_AUTO_TEST_CASE(bad_label_changes_no_state_under_autocast_and_recording) {
+  mg::Tensor w = mg::ones({3, 3});
+  mg::autodiff::GradManager gm;
+  gm.attach(w);
+  const auto x = mg::tensor<float>({1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1}, {4, 3});
+  const auto good = mg::tensor<int64_t>({0, 1, 2, 0}, {4});
+  const auto bad = mg::tensor<int64_t>({0, 1, 3, 0}, {4});
+  auto rec = gm.record();
+  mg::amp::autocast scope(true, mg::DType::bfloat16);
+  const auto logits = F::matmul(x.to(mg::DType::bfloat16), w.to(mg::DType::bfloat16));  // recorded, bfloat16
+  const size_t before = mg::autodiff::detail::tape_size(gm);
+  BOOST_CHECK_THROW(F::cross_entropy(logits, bad), mg::ValueError);
+  BOOST_CHECK_THROW(F::nll_loss(logits, bad), mg::ValueError);
+  BOOST_TEST(mg::autodiff::detail::tape_size(gm) == before);
+  BOOST_TEST(!w.grad().defined());
+  BOOST_TEST(bad.to_vector<int64_t>() == std::vector<int64_t>({0, 1, 3, 0}));
+  // The loss of the good labels: the cast (1 node) and the loss (1 node) are recorded.
+  const auto loss = F::cross_entropy(logits, good, {.reduction = Reduction::sum});
+  BOOST_TEST(loss.dtype() == mg::DType::float32);
+  BOOST_TEST(mg::autodiff::detail::tape_size(gm) == before + 2);
+  gm.backward(loss);
+  // All logits rows are (1, 0, 0)-like sums of w's rows = 1: softmax is uniform,
+  // so d loss / d logits = 1/3 - onehot, and d/dw = x^T (1/3 - onehot).
+  const auto gw = values(w.grad().to(mg::DType::float64));
+  const std::vector<int64_t> lab{0, 1, 2, 0};
+  const std::vector<double> xs{1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1};
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      double want = 0;
+      for (int r = 0; r < 4; ++r) want += xs[r * 3 + i] * (1.0 / 3.0 - (lab[r] == j ? 1.0 : 0.0));
+      BOOST_TEST(gw[i * 3 + j] == want, boost::test_tools::tolerance(1e-2));
+    }
+}
+
 // ---- nll -------------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(nll_loss_picks_minus_the_label_entry) {
   mg::Tensor lp = mg::tensor<double>({-0.5, -1.0, -2.0, -0.1, -3.0, -0.7}, {2, 3});
   const auto labels = mg::tensor<int64_t>({2, 0}, {2});
   BOOST_TEST(F::nll_loss(lp, labels).item<double>() == (2.0 + 0.1) / 2, boost::test_tools::tolerance(1e-12));
-  BOOST_TEST(F::nll_loss(lp, labels, Reduction::sum).item<double>() == 2.1, boost::test_tools::tolerance(1e-12));
-  const auto none = values(F::nll_loss(lp, labels, Reduction::none));
+  BOOST_TEST(F::nll_loss(lp, labels, {.reduction = Reduction::sum}).item<double>() == 2.1,
+             boost::test_tools::tolerance(1e-12));
+  const auto none = values(F::nll_loss(lp, labels, {.reduction = Reduction::none}));
   BOOST_TEST(none == std::vector<double>({2.0, 0.1}), boost::test_tools::per_element());
   mg::autodiff::GradManager gm;
   gm.attach(lp);
@@ -253,11 +321,13 @@ BOOST_AUTO_TEST_CASE(mse_and_l1_known_values_and_gradients) {
   mg::Tensor p = mg::tensor<double>({1.0, 2.0, 3.0}, {3});
   mg::Tensor t = mg::tensor<double>({1.5, 2.0, 1.0}, {3});
   BOOST_TEST(F::mse_loss(p, t).item<double>() == (0.25 + 0 + 4) / 3, boost::test_tools::tolerance(1e-12));
-  BOOST_TEST(F::mse_loss(p, t, Reduction::sum).item<double>() == 4.25, boost::test_tools::tolerance(1e-12));
-  BOOST_TEST(F::l1_loss(p, t, Reduction::sum).item<double>() == 2.5, boost::test_tools::tolerance(1e-12));
-  BOOST_TEST(values(F::l1_loss(p, t, Reduction::none)) == std::vector<double>({0.5, 0, 2}),
+  BOOST_TEST(F::mse_loss(p, t, {.reduction = Reduction::sum}).item<double>() == 4.25,
+             boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(F::l1_loss(p, t, {.reduction = Reduction::sum}).item<double>() == 2.5,
+             boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(values(F::l1_loss(p, t, {.reduction = Reduction::none})) == std::vector<double>({0.5, 0, 2}),
              boost::test_tools::per_element());
-  BOOST_TEST(F::mse_loss(p, t, Reduction::none).shape() == mg::Shape({3}));
+  BOOST_TEST(F::mse_loss(p, t, {.reduction = Reduction::none}).shape() == mg::Shape({3}));
   BOOST_TEST(F::mse_loss(p, t).ndim() == 0);
 
   mg::autodiff::GradManager gm;
@@ -284,7 +354,7 @@ BOOST_AUTO_TEST_CASE(bce_with_logits_matches_definition_and_is_stable) {
   const std::vector<double> ts = {0.0, 1.0, 0.5, 0.2, 1.0};
   mg::Tensor x = mg::tensor<double>(xs, {5});
   const auto t = mg::tensor<double>(ts, {5});
-  const auto got = values(F::binary_cross_entropy_with_logits(x, t, Reduction::none));
+  const auto got = values(F::binary_cross_entropy_with_logits(x, t, {.reduction = Reduction::none}));
   for (size_t i = 0; i < xs.size(); ++i) {
     const double s = 1 / (1 + std::exp(-xs[i]));
     BOOST_TEST(got[i] == -(ts[i] * std::log(s) + (1 - ts[i]) * std::log(1 - s)), boost::test_tools::tolerance(1e-12));
@@ -293,7 +363,7 @@ BOOST_AUTO_TEST_CASE(bce_with_logits_matches_definition_and_is_stable) {
   gm.attach(x);
   {
     auto rec = gm.record();
-    gm.backward(F::binary_cross_entropy_with_logits(x, t, Reduction::sum));
+    gm.backward(F::binary_cross_entropy_with_logits(x, t, {.reduction = Reduction::sum}));
   }
   const auto g = values(x.grad());
   for (size_t i = 0; i < xs.size(); ++i)
@@ -302,7 +372,7 @@ BOOST_AUTO_TEST_CASE(bce_with_logits_matches_definition_and_is_stable) {
   // Far in the tails, in float32: no inf, no nan, the right asymptotes.
   const auto big = mg::tensor<float>({100.f, -100.f, 100.f}, {3});
   const auto tb = mg::tensor<float>({1.f, 1.f, 0.f}, {3});
-  const auto tail = values(F::binary_cross_entropy_with_logits(big, tb, Reduction::none));
+  const auto tail = values(F::binary_cross_entropy_with_logits(big, tb, {.reduction = Reduction::none}));
   BOOST_TEST(tail[0] >= 0.0);
   BOOST_TEST(tail[0] < 1e-30);
   BOOST_TEST(tail[1] == 100.0, boost::test_tools::tolerance(1e-6));

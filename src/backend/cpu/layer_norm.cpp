@@ -9,8 +9,8 @@
 #include "backend/copy.hpp"
 #include "backend/normalization.hpp"
 #include "kernels/cast.hpp"
+#include "kernels/layer_norm.hpp"
 #include "kernels/loops.hpp"
-#include "kernels/loss.hpp"
 
 namespace mixgrad::backend::cpu {
 

@@ -4,6 +4,11 @@
 //
 // Sums over samples are formed in fixed blocks whose partial sums are added
 // in order, so a loss is bit-identical on any thread count.
+//
+// The class losses' forwards check each label as they read it: a bad one is
+// skipped and reported (the first in sample order) in the label status, and
+// the reduction is not written.
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -50,10 +55,10 @@ double blocked_sum(int64_t n, const Value& value) {
 
 /// Writes per-sample losses (reduction none) or their mean / sum into out.
 template <class T, class Acc>
-void write_reduced(const std::vector<Acc>& loss, Reduction reduction, const Tensor& out) {
+void write_reduced(const std::vector<Acc>& loss, LossReduction reduction, const Tensor& out) {
   const int64_t n = static_cast<int64_t>(loss.size());
   T* o = writable<T>(out);
-  if (reduction == Reduction::none) {
+  if (reduction == LossReduction::none) {
     kernels::parallel_for(n, kernels::kParallelGrain, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) o[i] = cast<T>(loss[i]);
     });
@@ -61,7 +66,7 @@ void write_reduced(const std::vector<Acc>& loss, Reduction reduction, const Tens
   }
   const double total = blocked_sum<Acc>(n, [&](int64_t i) { return loss[i]; });
   // mean of no samples is 0 / 0 = nan, as a mean of nothing should be
-  o[0] = cast<T>(reduction == Reduction::mean ? total / static_cast<double>(n) : total);
+  o[0] = cast<T>(reduction == LossReduction::mean ? total / static_cast<double>(n) : total);
 }
 
 /// The upstream gradient's factor for sample i: g[i] for none, g / n for
@@ -69,13 +74,13 @@ void write_reduced(const std::vector<Acc>& loss, Reduction reduction, const Tens
 template <class T, class Acc>
 struct GradScale {
   const T* g;
-  Reduction reduction;
+  LossReduction reduction;
   Acc uniform;
-  GradScale(const Tensor& grad_out, Reduction r, int64_t n) : g(grad_out.data<T>()), reduction(r) {
-    uniform = r == Reduction::none ? Acc(0) : cast<Acc>(g[0]);
-    if (r == Reduction::mean) uniform /= static_cast<Acc>(n);
+  GradScale(const Tensor& grad_out, LossReduction r, int64_t n) : g(grad_out.data<T>()), reduction(r) {
+    uniform = r == LossReduction::none ? Acc(0) : cast<Acc>(g[0]);
+    if (r == LossReduction::mean) uniform /= static_cast<Acc>(n);
   }
-  Acc operator()(int64_t i) const { return reduction == Reduction::none ? cast<Acc>(g[i]) : uniform; }
+  Acc operator()(int64_t i) const { return reduction == LossReduction::none ? cast<Acc>(g[i]) : uniform; }
 };
 
 template <class F>
@@ -84,13 +89,47 @@ decltype(auto) visit_labels(DType t, F&& f) {
   return f.template operator()<int64_t>();
 }
 
+/// True when label is in [0, classes): one unsigned comparison.
+template <class L>
+bool label_in_range(L label, int64_t classes) {
+  return static_cast<uint64_t>(static_cast<int64_t>(label)) < static_cast<uint64_t>(classes);
+}
+
+/// The first sample (in sample order) with a bad label, as the threads of one
+/// forward find them. report() runs only for bad labels, so the atomic costs
+/// nothing on the normal path.
+class FirstBadLabel {
+ public:
+  explicit FirstBadLabel(int64_t samples) : samples_(samples), first_(samples) {}
+  void report(int64_t sample) {
+    int64_t seen = first_.load(std::memory_order_relaxed);
+    while (sample < seen && !first_.compare_exchange_weak(seen, sample, std::memory_order_relaxed)) {
+    }
+  }
+  /// Writes the label status ({-1, 0}, or {index, label}); true when a label was bad.
+  template <class L>
+  bool write(const L* labels, const Tensor& status) const {
+    const int64_t first = first_.load(std::memory_order_relaxed);
+    int64_t* st = writable<int64_t>(status);
+    const bool bad = first < samples_;
+    st[0] = bad ? first : -1;
+    st[1] = bad ? static_cast<int64_t>(labels[first]) : 0;
+    return bad;
+  }
+
+ private:
+  int64_t samples_;
+  std::atomic<int64_t> first_;
+};
+
 /// Rows of C classes per parallel chunk: enough work to pay for a thread.
 int64_t row_grain(int64_t classes) { return std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, classes)); }
 
 // ---- cross-entropy ---------------------------------------------------------
 
 template <class T, class L>
-void cross_entropy_forward_typed(const ClassLossArgs& a, const Tensor& out, const Tensor& stats) {
+void cross_entropy_forward_typed(const ClassLossArgs& a, const Tensor& out, const Tensor& stats,
+                                 const Tensor& label_status) {
   using Acc = kernels::compute_t<T>;
   const T* x = a.input.data<T>();
   const L* y = a.labels.data<L>();
@@ -99,10 +138,15 @@ void cross_entropy_forward_typed(const ClassLossArgs& a, const Tensor& out, cons
   const int64_t samples = a.layout.samples();
   const kernels::CrossEntropySample<Acc> sample{static_cast<Acc>(a.label_smoothing), Acc(1) / static_cast<Acc>(C)};
   std::vector<Acc> loss(static_cast<size_t>(samples));
+  FirstBadLabel bad(samples);
 
   if (inner == 1) {  // [N, C]: each row is contiguous
     kernels::parallel_for(samples, row_grain(C), [&](int64_t b, int64_t e) {
       for (int64_t s = b; s < e; ++s) {
+        if (!label_in_range(y[s], C)) {
+          bad.report(s);
+          continue;
+        }
         const T* row = x + s * C;
         Acc m = cast<Acc>(row[0]);
         for (int64_t j = 1; j < C; ++j) {
@@ -148,6 +192,10 @@ void cross_entropy_forward_typed(const ClassLossArgs& a, const Tensor& out, cons
         }
         for (int64_t i = 0; i < n; ++i) {
           const int64_t s = o * inner + i0 + i;
+          if (!label_in_range(y[s], C)) {
+            bad.report(s);
+            continue;
+          }
           const Acc log_sum = std::log(sum[i]);
           loss[s] = sample(log_sum, cast<Acc>(base[y[s] * inner + i]) - m[i], z_sum[i]);
           st[2 * s] = m[i];
@@ -156,6 +204,7 @@ void cross_entropy_forward_typed(const ClassLossArgs& a, const Tensor& out, cons
       }
     });
   }
+  if (bad.write(y, label_status)) return;
   write_reduced<T>(loss, a.reduction, out);
 }
 
@@ -215,19 +264,25 @@ void cross_entropy_backward_typed(const ClassLossArgs& a, const Tensor& stats, c
 // ---- NLL -------------------------------------------------------------------
 
 template <class T, class L>
-void nll_loss_forward_typed(const ClassLossArgs& a, const Tensor& out) {
+void nll_loss_forward_typed(const ClassLossArgs& a, const Tensor& out, const Tensor& label_status) {
   using Acc = kernels::compute_t<T>;
   const T* x = a.input.data<T>();
   const L* y = a.labels.data<L>();
   const int64_t C = a.layout.classes, inner = a.layout.inner;
   const int64_t samples = a.layout.samples();
   std::vector<Acc> loss(static_cast<size_t>(samples));
+  FirstBadLabel bad(samples);
   kernels::parallel_for(samples, kernels::kParallelGrain, [&](int64_t b, int64_t e) {
     for (int64_t s = b; s < e; ++s) {
+      if (!label_in_range(y[s], C)) {
+        bad.report(s);
+        continue;
+      }
       const int64_t o = s / inner, i = s % inner;
       loss[s] = -cast<Acc>(x[(o * C + y[s]) * inner + i]);
     }
   });
+  if (bad.write(y, label_status)) return;
   write_reduced<T>(loss, a.reduction, out);
 }
 
@@ -261,14 +316,14 @@ void pointwise_forward_typed(const PointwiseLossArgs& a, const Tensor& out) {
   const T* t = a.target.data<T>();
   const int64_t n = a.pred.numel();
   T* o = writable<T>(out);
-  if (a.reduction == Reduction::none) {
+  if (a.reduction == LossReduction::none) {
     kernels::parallel_for(n, kernels::kParallelGrain, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) o[i] = cast<T>(f.value(cast<Acc>(p[i]), cast<Acc>(t[i])));
     });
     return;
   }
   const double total = blocked_sum<Acc>(n, [&](int64_t i) { return f.value(cast<Acc>(p[i]), cast<Acc>(t[i])); });
-  o[0] = cast<T>(a.reduction == Reduction::mean ? total / static_cast<double>(n) : total);
+  o[0] = cast<T>(a.reduction == LossReduction::mean ? total / static_cast<double>(n) : total);
 }
 
 template <template <class> class Loss, class T>
@@ -290,7 +345,7 @@ void pointwise_backward_typed(const PointwiseLossArgs& a, const Tensor& grad_out
     });
   };
   const T* g = grad_out.data<T>();
-  if (a.reduction == Reduction::none) {
+  if (a.reduction == LossReduction::none) {
     run([g](int64_t i) { return cast<Acc>(g[i]); });
   } else {
     const GradScale<T, Acc> scale(grad_out, a.reduction, n);
@@ -310,18 +365,11 @@ void visit_pointwise(PointwiseLoss kind, F&& f) {
 
 }  // namespace
 
-std::optional<int64_t> find_label_out_of_range(const Tensor& labels, int64_t classes) {
-  return visit_labels(labels.dtype(), [&]<class L>() -> std::optional<int64_t> {
-    const L* y = labels.data<L>();
-    for (int64_t i = 0; i < labels.numel(); ++i)
-      if (y[i] < 0 || static_cast<int64_t>(y[i]) >= classes) return static_cast<int64_t>(y[i]);
-    return std::nullopt;
-  });
-}
-
-void cross_entropy_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& stats) {
+void cross_entropy_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& stats,
+                           const Tensor& label_status) {
   visit_floating(a.input.dtype(), "cross_entropy", [&]<class T>() {
-    visit_labels(a.labels.dtype(), [&]<class L>() { cross_entropy_forward_typed<T, L>(a, out, stats); });
+    visit_labels(a.labels.dtype(),
+                 [&]<class L>() { cross_entropy_forward_typed<T, L>(a, out, stats, label_status); });
   });
 }
 
@@ -333,9 +381,9 @@ void cross_entropy_backward(const ClassLossArgs& a, const Tensor& stats, const T
   });
 }
 
-void nll_loss_forward(const ClassLossArgs& a, const Tensor& out) {
+void nll_loss_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& label_status) {
   visit_floating(a.input.dtype(), "nll_loss", [&]<class T>() {
-    visit_labels(a.labels.dtype(), [&]<class L>() { nll_loss_forward_typed<T, L>(a, out); });
+    visit_labels(a.labels.dtype(), [&]<class L>() { nll_loss_forward_typed<T, L>(a, out, label_status); });
   });
 }
 

@@ -2,13 +2,13 @@
 // way of float32, as oneDNN 2.6 has no float16 kernels for this CPU), the
 // built-in gemm for float64, for configurations oneDNN lacks and for builds
 // without oneDNN.
-#include <cstring>
 #include <vector>
 
 #include "backend/copy.hpp"
 #include "backend/cpu/gemm.hpp"
-#include "backend/linalg.hpp"
+#include "backend/matmul.hpp"
 #include "backend/onednn/onednn.hpp"
+#include "core/view.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/loops.hpp"
 
@@ -42,7 +42,7 @@ Tensor broadcast_as_unit(const Tensor& t) {
       changed = true;
     }
   if (!changed) return t;
-  return Tensor(std::make_shared<TensorImpl>(t.impl()->storage, t.impl()->offset, shape, strides, t.dtype()));
+  return view::make(t, shape, strides);
 }
 
 struct MatmulEntry {
@@ -158,33 +158,6 @@ void fallback_matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const
   });
 }
 
-template <class T>
-void sum_channels_typed(const Tensor& x, int64_t outer, int64_t channels, int64_t inner, const Tensor& out) {
-  using Acc = kernels::compute_t<T>;
-  const T* p = static_cast<const T*>(x.raw_data());
-  std::vector<Acc> acc(static_cast<size_t>(channels), Acc(0));
-  const int64_t work = outer * inner;
-  kernels::parallel_for(channels, std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, work)),
-                        [&](int64_t c0, int64_t c1) {
-                          for (int64_t o = 0; o < outer; ++o) {
-                            const T* row = p + o * channels * inner;
-                            if (inner == 1) {
-                              for (int64_t c = c0; c < c1; ++c) acc[c] += kernels::cast<Acc>(row[c]);
-                            } else {
-                              for (int64_t c = c0; c < c1; ++c) {
-                                const T* q = row + c * inner;
-                                Acc s = 0;
-                                for (int64_t i = 0; i < inner; ++i) s += kernels::cast<Acc>(q[i]);
-                                acc[c] += s;
-                              }
-                            }
-                          }
-                        });
-  const Tensor acc_t = empty(Shape{channels}, dtype_of<Acc>(), out.device());
-  std::memcpy(acc_t.raw_data(), acc.data(), acc.size() * sizeof(Acc));
-  copy(acc_t, out);
-}
-
 }  // namespace
 
 void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
@@ -198,11 +171,6 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& 
     const Tensor bc = plain_matrix(b) ? b : b.contiguous();
     fallback_matmul<T>(ac, bc, bias, out);
   });
-}
-
-void sum_channels(const Tensor& x_in, int64_t outer, int64_t channels, int64_t inner, const Tensor& out) {
-  const Tensor x = x_in.contiguous();
-  visit_floating(x.dtype(), "sum_channels", [&]<class T>() { sum_channels_typed<T>(x, outer, channels, inner, out); });
 }
 
 }  // namespace mixgrad::backend::cpu

@@ -1,9 +1,10 @@
-// CPU 2-d pooling. Max pooling over 2 x 2 windows with stride 2 runs
-// max_pool_2x2.cpp. oneDNN pooling (max, avg excluding padding) on plain NCHW
-// for float32 and bfloat16, float16 by way of float32; direct loops over each
-// (image, channel) plane otherwise, accumulating in float / double. Adaptive
-// average pooling whose windows tile the input evenly is an avg pool and takes
-// the oneDNN path; uneven windows take the loops.
+// CPU 2-d pooling: the choice of path, and the built-in loops. Max pooling
+// over 2 x 2 windows with stride 2 runs max_pool_2x2.cpp. oneDNN pooling
+// (backend/onednn/pooling.cpp: max, avg excluding padding) runs float32 and
+// bfloat16, float16 by way of float32; direct loops over each (image,
+// channel) plane here run the rest, accumulating in float / double. Adaptive
+// average pooling whose windows tile the input evenly is an avg pool and
+// takes the oneDNN path; uneven windows take the loops.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -11,126 +12,15 @@
 #include "backend/copy.hpp"
 #include "backend/cpu/max_pool_2x2.hpp"
 #include "backend/onednn/onednn.hpp"
+#include "backend/onednn/pooling.hpp"
 #include "backend/pooling.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/loops.hpp"
-
-#if MIXGRAD_WITH_ONEDNN
-#include "backend/onednn/common.hpp"
-#endif
 
 namespace mixgrad::backend::cpu {
 
 namespace {
 
-#if MIXGRAD_WITH_ONEDNN
-
-using dnnl::memory;
-
-struct PoolForwardEntry {
-  dnnl::pooling_forward prim;
-  memory::desc x, y, ws;
-};
-
-struct PoolBackwardEntry {
-  dnnl::pooling_backward prim;
-  memory::desc gy, gx, ws;
-};
-
-struct PoolGeometry {
-  memory::dims strides, kernel, pad_l, pad_r;
-};
-
-PoolGeometry geometry(const Pool2dParams& p) {
-  return {{p.stride.h, p.stride.w}, {p.kernel.h, p.kernel.w}, {p.padding.h, p.padding.w}, {p.padding.h, p.padding.w}};
-}
-
-onednn::Key pool_key(onednn::Family f, dnnl::algorithm algo, const Shape& x, const Shape& y, DType dt,
-                     const Pool2dParams& p) {
-  onednn::Key k(f);
-  k.add(static_cast<int64_t>(algo)).add(x).add(y).add(static_cast<int64_t>(dt));
-  k.add(p.kernel.h).add(p.kernel.w).add(p.stride.h).add(p.stride.w).add(p.padding.h).add(p.padding.w);
-  return k;
-}
-
-dnnl::pooling_forward::primitive_desc forward_pd(dnnl::algorithm algo, const memory::desc& x, const memory::desc& y,
-                                                 const Pool2dParams& p) {
-  const PoolGeometry g = geometry(p);
-  const auto desc = MIXGRAD_ONEDNN_CHECK(dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training, algo, x, y,
-                                                                     g.strides, g.kernel, g.pad_l, g.pad_r));
-  onednn::count_primitive();
-  return MIXGRAD_ONEDNN_CHECK(dnnl::pooling_forward::primitive_desc(desc, onednn::engine(), true));
-}
-
-// Runs the forward; for max pooling fills `*workspace` with oneDNN's workspace.
-bool onednn_pool_forward(dnnl::algorithm algo, const Tensor& x, const Tensor& y, const Pool2dParams& p,
-                         Tensor* workspace) {
-  if (y.dtype() == DType::float16) {
-    Tensor y32 = empty(y.shape(), DType::float32, y.device());
-    if (!onednn_pool_forward(algo, onednn::to_float32(x), y32, p, workspace)) return false;
-    copy(y32, y);
-    return true;
-  }
-  if (!onednn::native(y.dtype())) return false;
-  const auto e = onednn::cache<PoolForwardEntry>().find_or_make(
-      pool_key(onednn::Family::pool_forward, algo, x.shape(), y.shape(), y.dtype(), p),
-      [&]() -> std::shared_ptr<PoolForwardEntry> {
-        auto e = std::make_shared<PoolForwardEntry>();
-        e->x = onednn::plain_md(x.shape(), x.dtype());
-        e->y = onednn::plain_md(y.shape(), y.dtype());
-        const auto pd = forward_pd(algo, e->x, e->y, p);
-        if (!pd) return nullptr;
-        e->ws = pd.workspace_desc();
-        e->prim = MIXGRAD_ONEDNN_CHECK(dnnl::pooling_forward(pd));
-        return e;
-      });
-  if (!e) return false;
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, onednn::memory(e->x, x)},
-                                       {DNNL_ARG_DST, onednn::memory(e->y, y)}};
-  if (workspace && e->ws) {
-    *workspace = empty(Shape{static_cast<int64_t>(e->ws.get_size())}, DType::bool_, y.device());
-    args.emplace(DNNL_ARG_WORKSPACE, onednn::memory(e->ws, *workspace));
-  }
-  onednn::execute(e->prim, args);
-  return true;
-}
-
-bool onednn_pool_backward(dnnl::algorithm algo, const Tensor& gy, const Tensor& gx, const Pool2dParams& p,
-                          const Tensor* workspace) {
-  if (gx.dtype() == DType::float16) {
-    Tensor gx32 = empty(gx.shape(), DType::float32, gx.device());
-    if (!onednn_pool_backward(algo, onednn::to_float32(gy), gx32, p, workspace)) return false;
-    copy(gx32, gx);
-    return true;
-  }
-  if (!onednn::native(gx.dtype())) return false;
-  const auto e = onednn::cache<PoolBackwardEntry>().find_or_make(
-      pool_key(onednn::Family::pool_backward, algo, gx.shape(), gy.shape(), gx.dtype(), p),
-      [&]() -> std::shared_ptr<PoolBackwardEntry> {
-        auto e = std::make_shared<PoolBackwardEntry>();
-        e->gx = onednn::plain_md(gx.shape(), gx.dtype());
-        e->gy = onednn::plain_md(gy.shape(), gy.dtype());
-        const auto hint = forward_pd(algo, e->gx, e->gy, p);
-        if (!hint) return nullptr;
-        const PoolGeometry g = geometry(p);
-        const auto desc = MIXGRAD_ONEDNN_CHECK(
-            dnnl::pooling_backward::desc(algo, e->gx, e->gy, g.strides, g.kernel, g.pad_l, g.pad_r));
-        const auto pd =
-            MIXGRAD_ONEDNN_CHECK(dnnl::pooling_backward::primitive_desc(desc, onednn::engine(), hint, true));
-        if (!pd) return nullptr;
-        e->ws = hint.workspace_desc();
-        e->prim = MIXGRAD_ONEDNN_CHECK(dnnl::pooling_backward(pd));
-        return e;
-      });
-  if (!e) return false;
-  std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, onednn::memory(e->gy, gy)},
-                                       {DNNL_ARG_DIFF_SRC, onednn::memory(e->gx, gx)}};
-  if (workspace) args.emplace(DNNL_ARG_WORKSPACE, onednn::memory(e->ws, *workspace));
-  onednn::execute(e->prim, args);
-  return true;
-}
-
-#endif  // MIXGRAD_WITH_ONEDNN
 
 // ---- built-in path ------------------------------------------------------------
 
@@ -261,7 +151,7 @@ void fallback_avg_backward(const Tensor& gy, const Tensor& gx, Windows wh, Windo
 bool even_tiling(const Tensor& x, const Tensor& y, Pool2dParams& p) {
   const int64_t h = x.shape()[2], w = x.shape()[3], oh = y.shape()[2], ow = y.shape()[3];
   if (oh == 0 || ow == 0 || h % oh != 0 || w % ow != 0) return false;
-  p = {{h / oh, w / ow}, {h / oh, w / ow}, 0};
+  p = {{h / oh, w / ow}, {h / oh, w / ow}, {0, 0}};
   return true;
 }
 
@@ -281,7 +171,7 @@ MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool
   }
 #if MIXGRAD_WITH_ONEDNN
   if (onednn::use_for(y.numel() * p.kernel.h * p.kernel.w) &&
-      onednn_pool_forward(dnnl::algorithm::pooling_max, x, y, p, &ws.data)) {
+      onednn::pool2d_forward(onednn::PoolKind::max, x, y, p, &ws.data)) {
     ws.kind = MaxPoolWorkspace::Kind::onednn;
     ws.compute_dtype = y.dtype() == DType::float16 ? DType::float32 : y.dtype();
     return ws;
@@ -306,7 +196,7 @@ void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Ten
   }
   if (ws.kind == MaxPoolWorkspace::Kind::onednn) {
 #if MIXGRAD_WITH_ONEDNN
-    if (onednn_pool_backward(dnnl::algorithm::pooling_max, gy, gx, p, &ws.data)) return;
+    if (onednn::pool2d_backward(onednn::PoolKind::max, gy, gx, p, &ws.data)) return;
 #endif
     throw Error("max_pool2d: oneDNN ran the forward but has no backward for gradient " +
                 std::string(to_string(gx.dtype())) + to_string(gx.shape()));
@@ -319,7 +209,7 @@ void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p)
   if (y.numel() == 0) return;
 #if MIXGRAD_WITH_ONEDNN
   if (onednn::use_for(y.numel() * p.kernel.h * p.kernel.w) &&
-      onednn_pool_forward(dnnl::algorithm::pooling_avg_exclude_padding, x, y, p, nullptr))
+      onednn::pool2d_forward(onednn::PoolKind::avg, x, y, p, nullptr))
     return;
 #endif
   const FixedWindows wh{p.kernel.h, p.stride.h, p.padding.h, x.shape()[2]};
@@ -332,7 +222,7 @@ void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dParams&
   if (gx.numel() == 0) return;
 #if MIXGRAD_WITH_ONEDNN
   if (gy.numel() > 0 && onednn::use_for(gy.numel() * p.kernel.h * p.kernel.w) &&
-      onednn_pool_backward(dnnl::algorithm::pooling_avg_exclude_padding, gy, gx, p, nullptr))
+      onednn::pool2d_backward(onednn::PoolKind::avg, gy, gx, p, nullptr))
     return;
 #endif
   const FixedWindows wh{p.kernel.h, p.stride.h, p.padding.h, gx.shape()[2]};

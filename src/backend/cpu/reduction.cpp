@@ -18,6 +18,9 @@
 // Sums are folded in blocks (kRunBlock elements / kRowFlush rows) whose
 // partial results are then combined, so float accumulators keep their
 // precision on long reductions.
+//
+// sum_channels, the bias gradient of linear and conv2d, is the per-channel
+// sum of an [outer, channels, inner] tensor in one pass.
 // Kernels here never rely on floating-point exceptions: without trapping
 // math GCC may compute both arms of a select (leaky_relu, the gradients of
 // maximum / clamp, NaN-propagating max) and vectorise the loop, instead of
@@ -33,6 +36,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -373,6 +377,35 @@ Tensor contiguous_copy(const Tensor& x) {
   return c;
 }
 
+// out[c] = sum of x[o, c, i] over o and i, accumulated per channel: one
+// pass over x, channels split across threads.
+template <class T>
+void sum_channels_typed(const Tensor& x, int64_t outer, int64_t channels, int64_t inner, const Tensor& out) {
+  using Acc = kernels::compute_t<T>;
+  const T* p = static_cast<const T*>(x.raw_data());
+  std::vector<Acc> acc(static_cast<size_t>(channels), Acc(0));
+  const int64_t work = outer * inner;
+  kernels::parallel_for(channels, std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, work)),
+                        [&](int64_t c0, int64_t c1) {
+                          for (int64_t o = 0; o < outer; ++o) {
+                            const T* row = p + o * channels * inner;
+                            if (inner == 1) {
+                              for (int64_t c = c0; c < c1; ++c) acc[c] += kernels::cast<Acc>(row[c]);
+                            } else {
+                              for (int64_t c = c0; c < c1; ++c) {
+                                const T* q = row + c * inner;
+                                Acc s = 0;
+                                for (int64_t i = 0; i < inner; ++i) s += kernels::cast<Acc>(q[i]);
+                                acc[c] += s;
+                              }
+                            }
+                          }
+                        });
+  const Tensor acc_t = empty(Shape{channels}, dtype_of<Acc>(), out.device());
+  std::memcpy(acc_t.raw_data(), acc.data(), acc.size() * sizeof(Acc));
+  copy(acc_t, out);
+}
+
 }  // namespace
 
 void reduce(ReduceOp op, const Tensor& x_in, uint32_t axes, const Tensor& out, const ReduceParams& params) {
@@ -511,6 +544,11 @@ void norm_grad(const Tensor& grad, const Tensor& x, const Tensor& norm, double p
     using C = kernels::compute_t<T>;
     detail::map<T, T, 3>(dx, {Operand(grad), Operand(x), Operand(norm)}, kernels::NormGrad<C>{static_cast<C>(p)});
   });
+}
+
+void sum_channels(const Tensor& x_in, int64_t outer, int64_t channels, int64_t inner, const Tensor& out) {
+  const Tensor x = x_in.contiguous();
+  visit_floating(x.dtype(), "sum_channels", [&]<class T>() { sum_channels_typed<T>(x, outer, channels, inner, out); });
 }
 
 }  // namespace mixgrad::backend::cpu
