@@ -1,5 +1,5 @@
-// The shared element functors (kernels/amp.hpp) and the CPU multi-tensor
-// pass (backend/amp.hpp) on their own: bit-level non-finite tests, and a
+// The shared element functors (kernels/grad_scaling.hpp) and the CPU multi-tensor
+// pass (backend/multi_tensor.hpp) on their own: bit-level non-finite tests, and a
 // long list whose elements are split across threads in the middle of
 // tensors, with one bad value moved to the places a split could miss.
 #include <boost/test/unit_test.hpp>
@@ -9,9 +9,9 @@
 #include <limits>
 #include <random>
 
-#include "backend/amp.hpp"
+#include "backend/multi_tensor.hpp"
 #include "backend/copy.hpp"
-#include "kernels/amp.hpp"
+#include "kernels/grad_scaling.hpp"
 #include "kernels/loops.hpp"
 #include "mixgrad/mixgrad.hpp"
 
