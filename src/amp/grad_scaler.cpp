@@ -205,7 +205,7 @@ void GradScaler::backward(autodiff::GradManager& gm, const std::vector<Tensor>& 
     unscale(gm.attached_tensors());
   } else {
     for (const Tensor& t : gm.attached_tensors())
-      if (t.grad().defined()) detail::mark_scaled(t.grad());
+      if (t.grad().defined()) detail::mark_scaled(t.grad(), this);
   }
   if (update_scale == UpdateScale::always || (update_scale == UpdateScale::if_unscale_grad && unscale_grad)) update();
 }
@@ -265,8 +265,10 @@ void GradScaler::update(std::optional<double> new_scale) {
 void GradScaler::step(optim::Optimizer& opt) {
   if (options_.enabled) {
     std::vector<Tensor> pending;
-    for (const Tensor& p : opt.parameters())
-      if (detail::grad_mark(p.grad()).scaled) pending.push_back(p);
+    for (const Tensor& p : opt.parameters()) {
+      const detail::GradMark mark = detail::grad_mark(p.grad());
+      if (mark.scaled && mark.scaler == this) pending.push_back(p);  // another scaler's: opt.step() refuses it
+    }
     if (!pending.empty()) unscale(pending);
   }
   opt.step();

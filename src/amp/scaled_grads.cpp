@@ -42,10 +42,12 @@ void set(const Tensor& grad, GradMark mark) {
 
 }  // namespace
 
-void mark_scaled(const Tensor& grad) { set(grad, GradMark{.scaled = true, .found_inf = Tensor()}); }
+void mark_scaled(const Tensor& grad, const void* scaler) {
+  set(grad, GradMark{.scaled = true, .scaler = scaler, .found_inf = Tensor()});
+}
 
 void mark_unscaled(const Tensor& grad, const Tensor& found_inf) {
-  set(grad, GradMark{.scaled = false, .found_inf = found_inf});
+  set(grad, GradMark{.scaled = false, .scaler = nullptr, .found_inf = found_inf});
 }
 
 GradMark grad_mark(const Tensor& grad) {

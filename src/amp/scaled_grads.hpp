@@ -21,12 +21,14 @@
 namespace mixgrad::amp::detail {
 
 struct GradMark {
-  bool scaled = false;  // scaled by a GradScaler and not unscaled since
-  Tensor found_inf;     // the flag of the step that unscaled it; undefined if none
+  bool scaled = false;          // scaled by a GradScaler and not unscaled since
+  const void* scaler = nullptr;  // the GradScaler that scaled it
+  Tensor found_inf;             // the flag of the step that unscaled it; undefined if none
 };
 
-/// Marks `grad` as scaled and not yet unscaled (drops any flag it carried).
-void mark_scaled(const Tensor& grad);
+/// Marks `grad` as scaled by `scaler` and not yet unscaled (drops any flag
+/// it carried).
+void mark_scaled(const Tensor& grad, const void* scaler);
 /// Marks `grad` as unscaled in the step whose found-inf flag is `found_inf`.
 void mark_unscaled(const Tensor& grad, const Tensor& found_inf);
 /// The mark of `grad`: none for an undefined or never-marked gradient.

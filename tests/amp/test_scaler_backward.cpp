@@ -155,6 +155,17 @@ BOOST_AUTO_TEST_CASE(scaled_gradients_are_unscaled_by_step_and_refused_by_opt_st
   BOOST_TEST(w.to_vector<float>() == w1, boost::test_tools::per_element());
   BOOST_TEST(opt.step_count(0) == 2);
   BOOST_TEST(scaler.scale_factor() == 8.0);
+  opt.clear_grad();
+
+  // Another scaler does not unscale this one's gradients: the step refuses them.
+  {
+    auto rec = gm.record();
+    scaler.backward(gm, forward(w), mg::Tensor(), false, mg::amp::UpdateScale::never);
+  }
+  mg::amp::GradScaler other;
+  BOOST_CHECK_THROW(other.step(opt), mg::StateError);
+  BOOST_TEST(w.grad().to_vector<float>() == std::vector<float>(6, 32.f), boost::test_tools::per_element());
+  BOOST_TEST(w.to_vector<float>() == w1, boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(several_outputs) {

@@ -238,9 +238,11 @@ class GradScaler {
   /// unscaled yet (so the update never sees scaled gradients), then calls
   /// `opt.step()`, whose kernels skip the update when the step's flag is set
   /// (parameters, state and step counts unchanged). No synchronisation;
-  /// works after unscale() and after update() alike. To learn whether the
-  /// step was taken, ask found_non_finite() (a synchronisation). A disabled
-  /// scaler just steps.
+  /// works after unscale() and after update() alike. Gradients another
+  /// scaler scaled (or this one before it was moved) are left to opt.step(),
+  /// which refuses them with StateError. To learn whether the step was
+  /// taken, ask found_non_finite() (a synchronisation). A disabled scaler
+  /// just steps.
   void step(optim::Optimizer& opt);
   /// For any other optimizer type (one with a `step()` that cannot read the
   /// flag): calls `opt.step()` unless found_non_finite(), which reads the
