@@ -35,13 +35,13 @@ int main(int argc, char** argv) {
       const auto yb = labels.narrow(0, i * micro, micro);
       // Dividing by k makes the accumulated gradient the big batch's mean.
       auto loss = mg::F::div(mg::F::cross_entropy(net(xb), yb), static_cast<double>(k));
-      gm.backward(loss, mg::full_like(loss, scaler.scale_factor()));  // grads accumulate
+      scaler.backward(gm, loss, mg::Tensor(), false, mg::amp::UpdateScale::never);  // scaled grads accumulate
       total += loss.item<double>();
     }
     scaler.unscale(gm.attached_tensors());  // one fused pass: x 1/scale, detect inf / NaN
     const bool overflow = scaler.found_non_finite();
     scaler.update();
-    opt.step().clear_grad();                // params whose grad was cleared are skipped
+    opt.step().clear_grad();                // skipped on the device after an overflow
     if (step % 25 == 0 || step == 1)
       std::printf("step %4d  loss %.4f  scale %g%s\n", step, total, scaler.scale_factor(),
                   overflow ? "  (overflow: step skipped)" : "");

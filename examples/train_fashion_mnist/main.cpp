@@ -10,7 +10,7 @@
 //   });
 //
 // With --accumulate k the manual gear runs instead: k micro-batches each
-// call gm.backward(loss, full_like(loss, scale)), their gradients add up,
+// call scaler.backward(gm, loss, {}, false, never), their gradients add up scaled,
 // then one scaler.unscale / scaler.update / opt.step.
 //
 //   train_fashion_mnist                  # CNN, fp32, SGD + cosine lr, 3 epochs
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
         else
           gm.backward(loss);
       }
-      opt.step().clear_grad();  // parameters whose gradient the scaler cleared are skipped
+      opt.step().clear_grad();  // an overflowed step (the scaler's flag) is skipped on the device
       return loss;
     });
 
@@ -117,8 +117,8 @@ int main(int argc, char** argv) {
       mg::amp::autocast scope(p.autocast, p.low);
       auto recording = gm.record();
       auto loss = mg::F::cross_entropy(net(x), y) * share;
-      if (p.grad_scaler)
-        gm.backward(loss, mg::full_like(loss, scaler.scale_factor()));
+      if (p.grad_scaler)  // dy = scale, no unscale yet: the gradients accumulate scaled
+        scaler.backward(gm, loss, mg::Tensor(), false, mg::amp::UpdateScale::never);
       else
         gm.backward(loss);
       return loss;

@@ -1,5 +1,5 @@
 // GradScaler: the scale bookkeeping lives here, the fused unscale pass in
-// backend/amp.hpp. Every public call validates everything first and only
+// backend/multi_tensor.hpp. Every public call validates everything first and only
 // then touches gradients or members, so a throw leaves both as they were.
 #include "mixgrad/amp/grad_scaler.hpp"
 
@@ -9,7 +9,12 @@
 #include <sstream>
 
 #include "amp/grad_list.hpp"
-#include "backend/amp.hpp"
+#include "amp/scaled_grads.hpp"
+#include "autodiff/tape.hpp"
+#include "backend/copy.hpp"
+#include "backend/loss_scale.hpp"
+#include "backend/multi_tensor.hpp"
+#include "kernels/grad_scaling.hpp"
 #include "mixgrad/autodiff/grad_manager.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "ops/op_support.hpp"
@@ -76,23 +81,32 @@ int64_t integral(const char* op, const char* key, double v) {
   return static_cast<int64_t>(v);
 }
 
-// The upstream gradient of one output, multiplied by the scale. Outputs the
-// GradManager will reject are passed through for it to say why.
-Tensor scaled_dy(const Tensor& y, const Tensor& dy, double scale) {
+// The upstream gradient of one output, multiplied by the scale tensor (on
+// y's device). Outputs the GradManager will reject are passed through for it
+// to say why.
+Tensor scaled_dy(const Tensor& y, const Tensor& dy, const Tensor& scale) {
   if (!y.defined() || !is_floating_point(y.dtype())) return dy;
-  if (!dy.defined()) return full_like(y, scale);
+  if (dy.defined() && dy.device() != scale.device()) return dy;
   // Formed in y's dtype: the GradManager casts dy to it anyway, and scaling
   // a narrower dy first could overflow where y's dtype would not.
-  Tensor out = empty(dy.shape(), y.dtype(), dy.device());
+  Tensor out = empty(dy.defined() ? dy.shape() : y.shape(), y.dtype(), scale.device());
   backend::scale_copy(dy, out, scale);
   return out;
+}
+
+// A one-element value of a state dict, read on the host.
+double value_of(const char* op, const StateDict& state, const char* key) {
+  const Tensor& t = state.at(key);
+  if (t.numel() != 1)
+    throw ShapeError(std::string(op) + ": \"" + key + "\" must hold one value, got " + ops::describe(t));
+  return t.item<double>();
 }
 
 }  // namespace
 
 GradScaler::GradScaler() : GradScaler(GradScalerOptions{}) {}
 
-GradScaler::GradScaler(const GradScalerOptions& options) : options_(options), scale_(options.init_scale) {
+GradScaler::GradScaler(const GradScalerOptions& options) : options_(options), host_scale_(options.init_scale) {
   validate("GradScaler", options_);
 }
 
@@ -101,6 +115,58 @@ GradScaler::GradScaler(double init_scale, double growth_factor, double backoff_f
                                    .growth_factor = growth_factor,
                                    .backoff_factor = backoff_factor,
                                    .growth_interval = growth_interval}) {}
+
+GradScaler::GradScaler(const GradScaler& other) { *this = other; }
+
+GradScaler& GradScaler::operator=(const GradScaler& other) {
+  if (this == &other) return *this;
+  autodiff::NoRecordScope no_record;
+  const auto copy = [](const Tensor& t) { return t.defined() ? t.clone() : Tensor(); };
+  options_ = other.options_;
+  host_scale_ = other.host_scale_;
+  host_tracker_ = other.host_tracker_;
+  scale_ = copy(other.scale_);
+  inv_scale_ = copy(other.inv_scale_);
+  tracker_ = copy(other.tracker_);
+  found_inf_ = copy(other.found_inf_);
+  step_open_ = other.step_open_;
+  unscaled_ = other.unscaled_;
+  return *this;
+}
+
+GradScaler::~GradScaler() = default;
+
+void GradScaler::place_state(Device device) {
+  if (scale_.defined()) {
+    if (scale_.device() == device) return;
+    scale_ = scale_.to(device);
+    inv_scale_ = inv_scale_.to(device);
+    tracker_ = tracker_.to(device);
+    if (found_inf_.defined()) found_inf_ = found_inf_.to(device);
+    return;
+  }
+  scale_ = scalar(host_scale_, DType::float64, device);
+  inv_scale_ = scalar(1.0 / host_scale_, DType::float64, device);
+  tracker_ = scalar(static_cast<double>(host_tracker_), DType::int64, device);
+}
+
+void GradScaler::set_scale(double scale) {
+  host_scale_ = scale;
+  if (!scale_.defined()) return;
+  backend::fill(scale_, scale);
+  backend::fill(inv_scale_, 1.0 / scale);
+}
+
+double GradScaler::scale_factor() const {
+  if (!options_.enabled) return 1.0;
+  return scale_.defined() ? scale_.item<double>() : host_scale_;
+}
+
+int64_t GradScaler::growth_tracker() const { return tracker_.defined() ? tracker_.item<int64_t>() : host_tracker_; }
+
+bool GradScaler::found_non_finite() const {
+  return options_.enabled && found_inf_.defined() && found_inf_.item<float>() != 0.0f;
+}
 
 void GradScaler::check_not_unscaled(const char* op, const std::vector<Tensor>& tensors) const {
   if (unscaled_.empty()) return;
@@ -128,10 +194,19 @@ void GradScaler::backward(autodiff::GradManager& gm, const std::vector<Tensor>& 
                      std::to_string(dys.size()) + " output gradients");
   const std::vector<Tensor> attached = gm.attached_tensors();
   check_not_unscaled("GradScaler::backward", attached);
+  const auto first = std::find_if(ys.begin(), ys.end(), [](const Tensor& y) { return y.defined(); });
+  if (first != ys.end()) place_state(first->device());
   std::vector<Tensor> scaled(ys.size());
-  for (size_t i = 0; i < ys.size(); ++i) scaled[i] = scaled_dy(ys[i], dys.empty() ? Tensor() : dys[i], scale_);
+  for (size_t i = 0; i < ys.size(); ++i)
+    scaled[i] = scale_.defined() ? scaled_dy(ys[i], dys.empty() ? Tensor() : dys[i], scale_)
+                                 : (dys.empty() ? Tensor() : dys[i]);
   gm.backward(ys, scaled);
-  if (unscale_grad) unscale(gm.attached_tensors());
+  if (unscale_grad) {
+    unscale(gm.attached_tensors());
+  } else {
+    for (const Tensor& t : gm.attached_tensors())
+      if (t.grad().defined()) detail::mark_scaled(t.grad(), this);
+  }
   if (update_scale == UpdateScale::always || (update_scale == UpdateScale::if_unscale_grad && unscale_grad)) update();
 }
 
@@ -140,24 +215,24 @@ GradScaler& GradScaler::unscale(const std::vector<Tensor>& tensors) {
   const detail::GradList list = detail::collect_grads("GradScaler::unscale", tensors);
   check_not_unscaled("GradScaler::unscale", list.owners);
 
-  // A new step starts with the first unscale after update().
-  bool found = step_open_ && found_non_finite_;
-  if (!found) {
-    // In range, the reciprocal is a finite, normal number in float and in
-    // double: zero gradients stay zero (never 0 * inf = NaN).
-    found = backend::scale_and_check(list.grads, 1.0 / scale_);
-    for (const Tensor& g : list.grads) g.bump_version();  // written in place
-  }
+  autodiff::NoRecordScope no_record;
+  place_state(!list.grads.empty() ? list.grads.front().device()
+                                  : scale_.defined() ? scale_.device() : Device::cpu());
+  // A new step starts with the first unscale after update(), with a new
+  // flag: gradients of earlier steps keep theirs.
+  Tensor found_inf = step_open_ ? found_inf_ : zeros(Shape{}, DType::float32, scale_.device());
+  // In range, the reciprocal is a finite, normal number in float and in
+  // double: zero gradients stay zero (never 0 * inf = NaN).
+  backend::non_finite_check_and_unscale(list.grads, found_inf, inv_scale_);
+  for (const Tensor& g : list.grads) g.bump_version();  // written in place
 
   if (!step_open_) unscaled_.clear();
   step_open_ = true;
-  found_non_finite_ = found;
-  if (found) {
-    for (const auto& [id, weak] : unscaled_)
-      if (auto impl = weak.lock()) impl->grad = Tensor();
-    for (const Tensor& t : list.owners) t.set_grad(Tensor());
+  found_inf_ = std::move(found_inf);
+  for (const Tensor& t : list.owners) {
+    detail::mark_unscaled(t.grad(), found_inf_);
+    unscaled_.emplace(t.id(), t.impl_ptr());
   }
-  for (const Tensor& t : list.owners) unscaled_.emplace(t.id(), t.impl_ptr());
   return *this;
 }
 
@@ -165,38 +240,63 @@ void GradScaler::update(std::optional<double> new_scale) {
   if (!options_.enabled) return;
   if (new_scale) {
     validate_scale_in_bounds("GradScaler::update", "new_scale", *new_scale, options_);
-    scale_ = *new_scale;
+    set_scale(*new_scale);
   } else if (options_.growth_interval > 0) {
     // The clamps keep the scale in [kMinScaleLimit, kMaxScaleLimit]: the
     // bounds are validated to lie inside it, and a product that leaves it
     // (or double's range) lands on the bound.
-    if (step_open_ && found_non_finite_) {
-      scale_ = std::max(scale_ * options_.backoff_factor, options_.min_scale.value_or(kMinScaleLimit));
-      growth_tracker_ = 0;
-    } else if (++growth_tracker_ >= options_.growth_interval) {
-      scale_ = std::min(scale_ * options_.growth_factor, options_.max_scale.value_or(kMaxScaleLimit));
-      growth_tracker_ = 0;
+    const backend::ScaleUpdateOptions o{.growth_factor = options_.growth_factor,
+                                        .backoff_factor = options_.backoff_factor,
+                                        .min_scale = options_.min_scale.value_or(kMinScaleLimit),
+                                        .max_scale = options_.max_scale.value_or(kMaxScaleLimit),
+                                        .growth_interval = options_.growth_interval};
+    if (scale_.defined()) {
+      backend::update_scale(scale_, inv_scale_, tracker_, step_open_ ? found_inf_ : Tensor(), o);
+    } else {  // no device seen yet, so no unscale either: a clean step
+      double inv = 0.0;
+      kernels::ScaleUpdate{o.growth_factor, o.backoff_factor, o.min_scale, o.max_scale, o.growth_interval}(
+          host_scale_, inv, host_tracker_, false);
     }
   }
   step_open_ = false;
   unscaled_.clear();
 }
 
-std::map<std::string, double> GradScaler::state_dict() const {
-  std::map<std::string, double> state{
-      {kScaleFactor, scale_},
-      {kGrowthFactor, options_.growth_factor},
-      {kBackoffFactor, options_.backoff_factor},
-      {kGrowthInterval, static_cast<double>(options_.growth_interval)},
-      {kGrowthTracker, static_cast<double>(growth_tracker_)},
-  };
-  if (options_.min_scale) state[kMinScale] = *options_.min_scale;
-  if (options_.max_scale) state[kMaxScale] = *options_.max_scale;
-  if (!options_.enabled) state[kEnabled] = 0.0;
+void GradScaler::step(optim::Optimizer& opt) {
+  if (options_.enabled) {
+    std::vector<Tensor> pending;
+    for (const Tensor& p : opt.parameters()) {
+      const detail::GradMark mark = detail::grad_mark(p.grad());
+      if (mark.scaled && mark.scaler == this) pending.push_back(p);  // another scaler's: opt.step() refuses it
+    }
+    if (!pending.empty()) unscale(pending);
+  }
+  opt.step();
+}
+
+StateDict GradScaler::state_dict() const {
+  autodiff::NoRecordScope no_record;
+  StateDict state;
+  state.insert(kScaleFactor, scale_.defined() ? scale_.clone() : scalar(host_scale_, DType::float64));
+  state.insert(kGrowthFactor, scalar(options_.growth_factor, DType::float64));
+  state.insert(kBackoffFactor, scalar(options_.backoff_factor, DType::float64));
+  state.insert(kGrowthInterval, scalar(static_cast<double>(options_.growth_interval), DType::int64));
+  state.insert(kGrowthTracker,
+               tracker_.defined() ? tracker_.clone() : scalar(static_cast<double>(host_tracker_), DType::int64));
+  if (options_.min_scale) state.insert(kMinScale, scalar(*options_.min_scale, DType::float64));
+  if (options_.max_scale) state.insert(kMaxScale, scalar(*options_.max_scale, DType::float64));
+  if (!options_.enabled) state.insert(kEnabled, scalar(0.0, DType::bool_));
   return state;
 }
 
-void GradScaler::load_state_dict(const std::map<std::string, double>& state) {
+// What load_state_dict commits once every check has passed.
+struct GradScaler::Loaded {
+  GradScalerOptions options;
+  double scale;
+  int64_t tracker;
+};
+
+GradScaler::Loaded GradScaler::check_load(const StateDict& state) const {
   constexpr const char* op = "GradScaler::load_state_dict";
   static const std::set<std::string> required{kScaleFactor, kGrowthFactor, kBackoffFactor, kGrowthInterval,
                                               kGrowthTracker};
@@ -204,30 +304,40 @@ void GradScaler::load_state_dict(const std::map<std::string, double>& state) {
     require(required.contains(key) || key == kMinScale || key == kMaxScale || key == kEnabled, op,
             "unknown key \"" + key + "\"");
   for (const std::string& key : required) require(state.contains(key), op, "missing key \"" + key + "\"");
+  const auto get = [&](const char* key) { return value_of(op, state, key); };
   if (state.contains(kEnabled)) {
-    const double e = state.at(kEnabled);
+    const double e = get(kEnabled);
     require(e == 0.0 || e == 1.0, op, std::string(kEnabled) + " must be 0 or 1, got " + num(e));
   }
 
   GradScalerOptions o = options_;
-  o.growth_factor = state.at(kGrowthFactor);
-  o.backoff_factor = state.at(kBackoffFactor);
-  o.growth_interval = integral(op, kGrowthInterval, state.at(kGrowthInterval));
-  o.min_scale = state.contains(kMinScale) ? std::optional<double>(state.at(kMinScale)) : std::nullopt;
-  o.max_scale = state.contains(kMaxScale) ? std::optional<double>(state.at(kMaxScale)) : std::nullopt;
-  o.init_scale = state.at(kScaleFactor);  // validated as the scale to resume from
+  o.growth_factor = get(kGrowthFactor);
+  o.backoff_factor = get(kBackoffFactor);
+  o.growth_interval = integral(op, kGrowthInterval, get(kGrowthInterval));
+  o.min_scale = state.contains(kMinScale) ? std::optional<double>(get(kMinScale)) : std::nullopt;
+  o.max_scale = state.contains(kMaxScale) ? std::optional<double>(get(kMaxScale)) : std::nullopt;
+  const double scale = get(kScaleFactor);
+  o.init_scale = scale;  // validated as the scale to resume from
   validate_scale_in_bounds(op, kScaleFactor, o.init_scale, o);  // so that the message names the key
   validate(op, o);
-  const int64_t tracker = integral(op, kGrowthTracker, state.at(kGrowthTracker));
+  const int64_t tracker = integral(op, kGrowthTracker, get(kGrowthTracker));
   require(o.growth_interval == 0 ? tracker == 0 : tracker < o.growth_interval, op,
           "_growth_tracker " + std::to_string(tracker) + " does not fit growth_interval " +
               std::to_string(o.growth_interval));
-
   o.init_scale = options_.init_scale;  // the construction setting, not part of the state
-  options_ = o;
-  scale_ = state.at(kScaleFactor);
-  growth_tracker_ = tracker;
-  found_non_finite_ = false;
+  return {o, scale, tracker};
+}
+
+void GradScaler::check_state_dict(const StateDict& state) const { check_load(state); }
+
+void GradScaler::load_state_dict(const StateDict& state) {
+  const Loaded loaded = check_load(state);
+  autodiff::NoRecordScope no_record;
+  options_ = loaded.options;
+  set_scale(loaded.scale);
+  host_tracker_ = loaded.tracker;
+  if (tracker_.defined()) backend::fill(tracker_, static_cast<double>(loaded.tracker));
+  found_inf_ = Tensor();
   step_open_ = false;
   unscaled_.clear();
 }

@@ -1,6 +1,12 @@
 // Backend primitives of the optimizers: one fused, in-place update of a
-// parameter and its state buffers from its gradient. The element math is in
-// kernels/optim.hpp.
+// parameter, its state buffers and its step count from its gradient. The
+// element math is in kernels/optim.hpp.
+//
+// Each update takes the parameter's step count (a 0-d int64 tensor on its
+// device: the updates so far) and a found-inf flag (a one-element float32
+// tensor there, or undefined): when the flag is nonzero the kernel changes
+// nothing, else it updates and advances the count. Both are read where they
+// live, so a GradScaler-skipped step costs no host round trip.
 #pragma once
 
 #include <cstdint>
@@ -12,37 +18,41 @@ namespace mixgrad::backend {
 struct SgdStep {
   double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
   bool nesterov = false;
-  bool first_step = false;  // the momentum buffer is initialised from the gradient
 };
 
 struct AdamStep {
   double lr = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0;
-  int64_t step = 1;  // 1-based count of this parameter's updates, for bias correction
   bool decoupled = false;
 };
 
 namespace cpu {
-void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s);
+void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
+                const Tensor& found_inf, const SgdStep& s);
 void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                 const Tensor& max_exp_avg_sq, const AdamStep& s);
+                 const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf, const AdamStep& s);
 }  // namespace cpu
 namespace cuda {
-void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s);
+void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
+                const Tensor& found_inf, const SgdStep& s);
 void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                 const Tensor& max_exp_avg_sq, const AdamStep& s);
+                 const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf, const AdamStep& s);
 }  // namespace cuda
 
-/// param <- SGD(param, grad); momentum_buffer is undefined when momentum == 0.
-/// grad may have any floating dtype and strides; buffers are in float32
-/// (float64 for float64 parameters) with the parameter's shape.
-inline void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
-  MIXGRAD_DISPATCH(param.device(), sgd_update, (param, grad, momentum_buffer, s));
+/// param <- SGD(param, grad), unless found_inf is set; momentum_buffer is
+/// undefined when momentum == 0, and initialised from the gradient when
+/// step is 0. grad may have any floating dtype and strides; buffers are in
+/// float32 (float64 for float64 parameters) with the parameter's shape.
+inline void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
+                       const Tensor& found_inf, const SgdStep& s) {
+  MIXGRAD_DISPATCH(param.device(), sgd_update, (param, grad, momentum_buffer, step, found_inf, s));
 }
 
-/// param <- Adam(param, grad); max_exp_avg_sq is undefined unless AMSGrad.
+/// param <- Adam(param, grad), unless found_inf is set, with the bias
+/// corrections of update step + 1; max_exp_avg_sq is undefined unless AMSGrad.
 inline void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                        const Tensor& max_exp_avg_sq, const AdamStep& s) {
-  MIXGRAD_DISPATCH(param.device(), adam_update, (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, s));
+                        const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf,
+                        const AdamStep& s) {
+  MIXGRAD_DISPATCH(param.device(), adam_update, (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, found_inf, s));
 }
 
 }  // namespace mixgrad::backend

@@ -139,7 +139,7 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& dir_or_file, 
     meta[kOptimizerName] = parts.optimizer->name();
   }
   if (parts.scaler)
-    for (const auto& [k, v] : parts.scaler->state_dict()) all.insert(std::string(kScaler) + k, scalar(v, DType::float64));
+    for (const auto& [k, t] : parts.scaler->state_dict()) all.insert(std::string(kScaler) + k, t);
   if (parts.loader) {
     meta[kLoaderSeed] = std::to_string(parts.loader->seed());
     meta[kLoaderEpoch] = std::to_string(parts.loader->epoch());
@@ -196,8 +196,7 @@ CheckpointInfo load_checkpoint(const std::filesystem::path& dir_or_file, const C
       r.fail(std::string(part) + " state does not fit: " + e.what());
     }
   };
-  StateDict model_sd, optimizer_sd;
-  std::map<std::string, double> scaler_state;
+  StateDict model_sd, optimizer_sd, scaler_state;
   if (parts.model) {
     model_sd = take_prefix(all, kModel);
     check("model", [&] { parts.model->check_state_dict(model_sd); });
@@ -210,17 +209,15 @@ CheckpointInfo load_checkpoint(const std::filesystem::path& dir_or_file, const C
     check("optimizer", [&] { parts.optimizer->check_state_dict(optimizer_sd); });
   }
   if (parts.scaler) {
-    for (const auto& [k, t] : take_prefix(all, kScaler)) {
-      if (t.dtype() != DType::float64 || t.ndim() != 0)
+    // Files written before the scaler's state became a StateDict hold every
+    // entry as a 0-d float64; load_state_dict takes those as well.
+    scaler_state = take_prefix(all, kScaler);
+    for (const auto& [k, t] : scaler_state)
+      if (t.ndim() != 0)
         r.fail("'" + std::string(kScaler) + k + "' is " + std::string(to_string(t.dtype())) + to_string(t.shape()) +
-               ", expected a 0-d float64");
-      scaler_state.emplace(k, t.item<double>());
-    }
+               ", expected a 0-d tensor");
     if (scaler_state.empty()) r.fail("holds no GradScaler state (no 'scaler.*' tensors)");
-    check("GradScaler", [&] {
-      amp::GradScaler probe = *parts.scaler;  // a copy: validation only
-      probe.load_state_dict(scaler_state);
-    });
+    check("GradScaler", [&] { parts.scaler->check_state_dict(scaler_state); });
   }
   random_state::State rng{};
   if (parts.rng) rng = {r.integer<uint64_t>(kRngSeed), r.integer<uint64_t>(kRngCounter)};

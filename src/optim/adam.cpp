@@ -50,16 +50,15 @@ std::vector<std::string> Adam::buffer_names(const Hyperparameters& h) const {
   return {"exp_avg", "exp_avg_sq"};
 }
 
-void Adam::update(const Tensor& param, const Tensor& grad, ParamState& state) {
+void Adam::update(const Tensor& param, const Tensor& grad, ParamState& state, const Tensor& found_inf) {
   const backend::AdamStep s{.lr = options_.lr,
                             .beta1 = options_.betas.first,
                             .beta2 = options_.betas.second,
                             .eps = options_.eps,
                             .weight_decay = options_.weight_decay,
-                            .step = state.step,
                             .decoupled = decoupled_};
   backend::adam_update(param, grad, state.buffers[0], state.buffers[1],
-                       state.buffers.size() > 2 ? state.buffers[2] : Tensor(), s);
+                       state.buffers.size() > 2 ? state.buffers[2] : Tensor(), state.step, found_inf, s);
 }
 
 }  // namespace mixgrad::optim

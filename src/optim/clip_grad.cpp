@@ -1,12 +1,13 @@
 // clip_grad_norm: two fused multi-tensor passes at most (the norm, then the
-// in-place rescale), whatever the number of tensors.
+// in-place rescale), whatever the number of tensors. The norm stays on the
+// device and the clip factor is formed there, so clipping needs no host read.
 #include "mixgrad/optim/clip_grad.hpp"
 
 #include <cmath>
 #include <sstream>
 
 #include "amp/grad_list.hpp"
-#include "backend/amp.hpp"
+#include "backend/multi_tensor.hpp"
 
 namespace mixgrad::optim {
 
@@ -19,19 +20,17 @@ std::string num(double v) {
 }
 }  // namespace
 
-double clip_grad_norm(const std::vector<Tensor>& tensors, double max_norm, double norm_type) {
+Tensor clip_grad_norm(const std::vector<Tensor>& tensors, double max_norm, double norm_type) {
   if (!std::isfinite(max_norm) || max_norm < 0.0)
     throw ValueError("clip_grad_norm: max_norm must be finite and >= 0, got " + num(max_norm));
   if (std::isnan(norm_type) || norm_type <= 0.0)
     throw ValueError("clip_grad_norm: norm_type must be > 0 (or INFINITY), got " + num(norm_type));
   const amp::detail::GradList list = amp::detail::collect_grads("clip_grad_norm", tensors);
-  const double norm = backend::grad_norm(list.grads, norm_type);
-  // Leave non-finite grads alone: scaling by max_norm / inf would zero the
-  // finite ones and hide the overflow from whoever checks next.
-  if (std::isfinite(norm) && norm > max_norm) {
-    backend::scale_and_check(list.grads, max_norm / norm);
-    for (const Tensor& g : list.grads) g.bump_version();  // written in place
-  }
+  Tensor norm = backend::grad_norm(list.grads, norm_type);
+  backend::clip_by_norm(list.grads, norm, max_norm);  // a no-op unless finite and above max_norm
+  // Possibly written in place: bumped either way, as whether it was is
+  // known only on the device.
+  for (const Tensor& g : list.grads) g.bump_version();
   return norm;
 }
 

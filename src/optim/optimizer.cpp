@@ -4,6 +4,7 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "amp/scaled_grads.hpp"
 #include "autodiff/tape.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "ops/op_support.hpp"
@@ -56,6 +57,7 @@ void Optimizer::require(bool ok, const std::string& what) const {
 
 Optimizer& Optimizer::step() {
   // Check every gradient before touching anything.
+  std::vector<Tensor> flags(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
     const Tensor g = p.grad();
@@ -64,6 +66,13 @@ Optimizer& Optimizer::step() {
     if (g.shape() != p.shape()) throw ShapeError(which + " has a gradient of shape " + to_string(g.shape()));
     if (!is_floating_point(g.dtype())) throw DTypeError(which + " has a " + ops::describe(g) + " gradient");
     if (g.device() != p.device()) throw DeviceError(which + " has a gradient on " + to_string(g.device()));
+    amp::detail::GradMark mark = amp::detail::grad_mark(g);
+    if (mark.scaled)
+      throw StateError(which + " has a gradient that GradScaler::backward scaled and no unscale has unscaled; "
+                               "call scaler.unscale(...) or scaler.step(opt) instead of opt.step()");
+    if (mark.found_inf.defined() && mark.found_inf.device() != p.device())
+      throw DeviceError(which + " has a found-inf flag on " + to_string(mark.found_inf.device()));
+    flags[i] = std::move(mark.found_inf);
   }
   autodiff::NoRecordScope no_record;
   const std::vector<std::string> names = buffer_names(hyperparameters());
@@ -72,12 +81,12 @@ Optimizer& Optimizer::step() {
     const Tensor g = p.grad();
     if (!g.defined()) continue;  // skipped: state untouched
     ParamState& s = state_[i];
+    if (!s.step.defined()) s.step = zeros(Shape{}, DType::int64, p.device());
     if (s.buffers.size() != names.size()) {
       s.buffers.clear();
       for (size_t b = 0; b < names.size(); ++b) s.buffers.push_back(zeros(p.shape(), state_dtype(p), p.device()));
     }
-    ++s.step;
-    update(p, g, s);
+    update(p, g, s, flags[i]);  // a no-op on the device when the flag is set
     p.bump_version();  // invalidates autocast's cached low-precision copy
   }
   return *this;
@@ -101,7 +110,7 @@ void Optimizer::set_lr(double lr) {
 int64_t Optimizer::step_count(size_t i) const {
   if (i >= state_.size())
     throw ShapeError(name_ + "::step_count: parameter " + std::to_string(i) + " of " + std::to_string(state_.size()));
-  return state_[i].step;
+  return state_[i].step.defined() ? state_[i].step.item<int64_t>() : 0;
 }
 
 StateDict Optimizer::state_dict() const {
@@ -112,8 +121,8 @@ StateDict Optimizer::state_dict() const {
   const std::vector<std::string> names = buffer_names(h);
   for (size_t i = 0; i < state_.size(); ++i) {
     const ParamState& s = state_[i];
-    if (s.step == 0) continue;
-    out.insert(state_key(i, "step"), scalar(static_cast<double>(s.step), DType::int64));
+    if (!s.step.defined() || s.step.item<int64_t>() == 0) continue;
+    out.insert(state_key(i, "step"), s.step.clone());
     for (size_t b = 0; b < names.size() && b < s.buffers.size(); ++b)
       out.insert(state_key(i, names[b]), s.buffers[b].clone());
   }
@@ -124,7 +133,7 @@ StateDict Optimizer::state_dict() const {
 struct Optimizer::CheckedLoad {
   Hyperparameters hyperparameters;
   std::vector<std::string> names;
-  std::vector<ParamState> state;  // steps only; buffers are copied at commit
+  std::vector<int64_t> steps;  // 0: no state; buffers are copied at commit
 };
 
 Optimizer::CheckedLoad Optimizer::check_load(const StateDict& dict) const {
@@ -152,15 +161,15 @@ Optimizer::CheckedLoad Optimizer::check_load(const StateDict& dict) const {
 
   // 3. Per-parameter state: a step count >= 1 and every buffer with the
   // parameter's shape and the state dtype.
-  std::vector<ParamState> next(params_.size());
+  std::vector<int64_t> next(params_.size(), 0);
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor* step = dict.find(state_key(i, "step"));
     if (!step) continue;
     if (step->numel() != 1 || is_floating_point(step->dtype()) || step->dtype() == DType::bool_)
       throw DTypeError(where + "'" + state_key(i, "step") + "' must be one integer, got " + ops::describe(*step));
-    next[i].step = step->item<int64_t>();
-    if (next[i].step < 1)
-      throw ValueError(where + "'" + state_key(i, "step") + "' must be >= 1, got " + std::to_string(next[i].step));
+    next[i] = step->item<int64_t>();
+    if (next[i] < 1)
+      throw ValueError(where + "'" + state_key(i, "step") + "' must be >= 1, got " + std::to_string(next[i]));
     const Tensor& p = params_[i];
     for (const std::string& b : names) {
       const Tensor* t = dict.find(state_key(i, b));
@@ -181,11 +190,13 @@ Optimizer::CheckedLoad Optimizer::check_load(const StateDict& dict) const {
 void Optimizer::check_state_dict(const StateDict& dict) const { check_load(dict); }
 
 void Optimizer::load_state_dict(const StateDict& dict) {
-  auto [h, names, next] = check_load(dict);
+  auto [h, names, steps] = check_load(dict);
   // 4. Commit: own copies, so the dict and the optimizer do not alias.
   autodiff::NoRecordScope no_record;
+  std::vector<ParamState> next(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (next[i].step == 0) continue;
+    if (steps[i] == 0) continue;
+    next[i].step = scalar(static_cast<double>(steps[i]), DType::int64, params_[i].device());
     for (const std::string& b : names) {
       const Tensor& t = dict.at(state_key(i, b));
       next[i].buffers.push_back((t.device() == params_[i].device() ? t : t.to(params_[i].device())).clone());

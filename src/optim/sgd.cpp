@@ -46,14 +46,13 @@ std::vector<std::string> SGD::buffer_names(const Hyperparameters& h) const {
   return {"momentum_buffer"};
 }
 
-void SGD::update(const Tensor& param, const Tensor& grad, ParamState& state) {
+void SGD::update(const Tensor& param, const Tensor& grad, ParamState& state, const Tensor& found_inf) {
   const backend::SgdStep s{.lr = options_.lr,
                            .momentum = options_.momentum,
                            .dampening = options_.dampening,
                            .weight_decay = options_.weight_decay,
-                           .nesterov = options_.nesterov,
-                           .first_step = state.step == 1};
-  backend::sgd_update(param, grad, state.buffers.empty() ? Tensor() : state.buffers[0], s);
+                           .nesterov = options_.nesterov};
+  backend::sgd_update(param, grad, state.buffers.empty() ? Tensor() : state.buffers[0], state.step, found_inf, s);
 }
 
 }  // namespace mixgrad::optim

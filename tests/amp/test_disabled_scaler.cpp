@@ -14,7 +14,9 @@
 
 namespace mg = mixgrad;
 using amptest::CountingOptimizer;
+using amptest::from_map;
 using amptest::param_with_grad;
+using amptest::to_map;
 using amptest::same_state;
 using mg::DType;
 
@@ -126,18 +128,23 @@ BOOST_AUTO_TEST_CASE(disabled_step_always_steps) {
   CountingOptimizer opt;
   auto p = param_with_grad({nan}, DType::float32);
   s.unscale({p});
-  BOOST_TEST(s.step(opt));
+  s.step(opt);
   s.update();
-  BOOST_TEST(s.step(opt));
+  s.step(opt);
   BOOST_TEST(opt.steps == 2);
+  mg::optim::SGD sgd({p}, {.lr = 1.0});
+  s.step(sgd);  // a NaN gradient, but no flag: stepped
+  BOOST_TEST(sgd.step_count(0) == 1);
+  BOOST_TEST(std::isnan(p.to_vector<float>()[0]));
 }
 
 BOOST_AUTO_TEST_CASE(disabled_state_dict_records_enabled_false_and_loads) {
   mg::amp::GradScaler off({.init_scale = 256.0, .growth_interval = 10, .enabled = false});
   const auto state = off.state_dict();
   BOOST_TEST_REQUIRE(state.contains("enabled"));
-  BOOST_TEST(state.at("enabled") == 0.0);
-  BOOST_TEST(state.at("scale_factor") == 256.0);  // the internal scale, not scale_factor()
+  BOOST_TEST(state.at("enabled").dtype() == DType::bool_);
+  BOOST_TEST(state.at("enabled").item<double>() == 0.0);
+  BOOST_TEST(state.at("scale_factor").item<double>() == 256.0);  // the internal scale, not scale_factor()
   BOOST_TEST(!mg::amp::GradScaler().state_dict().contains("enabled"));  // MegEngine's keys unchanged
 
   // Into a disabled scaler: the round trip is exact, and it stays a pass-through.
@@ -160,17 +167,17 @@ BOOST_AUTO_TEST_CASE(disabled_state_dict_records_enabled_false_and_loads) {
   off2.load_state_dict(mg::amp::GradScaler(64.0).state_dict());
   BOOST_TEST(!off2.is_enabled());
   BOOST_TEST(off2.scale_factor() == 1.0);
-  BOOST_TEST(off2.state_dict().at("scale_factor") == 64.0);
+  BOOST_TEST(off2.state_dict().at("scale_factor").item<double>() == 64.0);
 }
 
 BOOST_AUTO_TEST_CASE(bad_enabled_entry_throws_and_loads_nothing) {
   mg::amp::GradScaler s;
   const auto before = s.state_dict();
-  auto bad = disabled().state_dict();
+  auto bad = to_map(disabled().state_dict());
   bad["enabled"] = 0.5;
   bad["scale_factor"] = 1024.0;
   try {
-    s.load_state_dict(bad);
+    s.load_state_dict(from_map(bad));
     BOOST_FAIL("expected ValueError");
   } catch (const mg::ValueError& e) {
     BOOST_TEST(std::string(e.what()).find("enabled") != std::string::npos);

@@ -11,15 +11,18 @@
 
 namespace mg = mixgrad;
 using amptest::CountingOptimizer;
+using amptest::from_map;
 using amptest::param_with_grad;
 using amptest::same_state;
+using amptest::to_map;
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// inf or NaN in a float32, float16 or bfloat16 gradient: all given grads are
-// cleared, the optimizer step is skipped, the scale halves and the growth
+// inf or NaN in a float32, float16 or bfloat16 gradient: the grads are kept
+// (unscaled), the optimizer step is skipped (a mixgrad optimizer by the flag
+// on the device, any other from the host), the scale halves and the growth
 // count restarts.
 void check_non_finite_step(mg::DType dt, double bad) {
   mg::amp::GradScaler s({.init_scale = 64.0, .growth_interval = 10});
@@ -30,21 +33,37 @@ void check_non_finite_step(mg::DType dt, double bad) {
   mg::Tensor also_clean = param_with_grad({6.0}, dt);
   s.unscale({clean, dirty, also_clean});
   BOOST_TEST(s.found_non_finite());
-  BOOST_TEST(!clean.grad().defined());
-  BOOST_TEST(!dirty.grad().defined());
-  BOOST_TEST(!also_clean.grad().defined());
+  BOOST_TEST(clean.grad().to_vector<float>() == std::vector<float>({1.f / 64, 2.f / 64}), boost::test_tools::per_element());
+  BOOST_TEST(also_clean.grad().to_vector<double>()[0] == 6.0 / 64);
+  mg::optim::SGD sgd({clean, dirty, also_clean}, {.lr = 1.0, .momentum = 0.9});
+  const auto params_before = std::vector{clean.to_vector<double>(), dirty.to_vector<double>(), also_clean.to_vector<double>()};
+  sgd.step();  // MegEngine's opt.step(): skipped on the device
+  s.step(sgd);
+  BOOST_TEST((std::vector{clean.to_vector<double>(), dirty.to_vector<double>(), also_clean.to_vector<double>()} ==
+              params_before));
+  for (size_t i = 0; i < 3; ++i) BOOST_TEST(sgd.step_count(i) == 0);
+  BOOST_TEST(sgd.state_dict().size() == 5u);  // options only: no parameter state
   CountingOptimizer opt;
-  BOOST_TEST(!s.step(opt));
+  s.step(opt);
   BOOST_TEST(opt.steps == 0);
   s.update();
   BOOST_TEST(s.scale_factor() == 32.0);
   BOOST_TEST(s.growth_tracker() == 0);
-  BOOST_TEST(!s.step(opt));  // still the overflowed step until the next unscale
+  s.step(opt);  // still the overflowed step until the next unscale
+  BOOST_TEST(opt.steps == 0);
+  sgd.step();  // the grads still carry their step's flag
+  BOOST_TEST(sgd.step_count(0) == 0);
   mg::Tensor next = param_with_grad({2.0}, mg::DType::float32);
   s.unscale({next});
   BOOST_TEST(!s.found_non_finite());
-  BOOST_TEST(s.step(opt));
+  s.step(opt);
   BOOST_TEST(opt.steps == 1);
+  // A clean step of the same parameters is taken.
+  clean.set_grad(mg::tensor({32.f, 64.f}, {2}));
+  s.unscale({clean});
+  s.step(sgd);
+  BOOST_TEST(sgd.step_count(0) == 1);
+  BOOST_TEST(clean.to_vector<float>() == std::vector<float>({-1.f, -2.f}), boost::test_tools::per_element());
 }
 
 }  // namespace
@@ -161,7 +180,7 @@ BOOST_AUTO_TEST_CASE(unscale_strided_shared_and_repeated_grads_once) {
   BOOST_TEST(q.grad().to_vector<float>() == std::vector<float>({2.f, 4.f}), boost::test_tools::per_element());
 }
 
-BOOST_AUTO_TEST_CASE(non_finite_grads_clear_skip_and_back_off) {
+BOOST_AUTO_TEST_CASE(non_finite_grads_skip_and_back_off) {
   for (mg::DType dt : {mg::DType::float32, mg::DType::float16, mg::DType::bfloat16}) {
     for (double bad : {kInf, -kInf, kNaN}) {
       BOOST_TEST_CONTEXT(dt << " grad holding " << bad) { check_non_finite_step(dt, bad); }
@@ -175,21 +194,27 @@ BOOST_AUTO_TEST_CASE(overflow_caused_by_unscaling_is_found) {
   mg::Tensor p = param_with_grad({60000.0, 1.0}, mg::DType::float16);
   s.unscale({p});
   BOOST_TEST(s.found_non_finite());
-  BOOST_TEST(!p.grad().defined());
+  BOOST_TEST(std::isinf(p.grad().to_vector<float>()[0]));
 }
 
-BOOST_AUTO_TEST_CASE(overflow_in_a_later_range_clears_the_whole_step) {
+BOOST_AUTO_TEST_CASE(overflow_in_a_later_range_skips_the_whole_step) {
   mg::amp::GradScaler s(2.0);
   mg::Tensor a = param_with_grad({2.0}, mg::DType::float32);
   mg::Tensor b = param_with_grad({kInf}, mg::DType::float32);
   mg::Tensor c = param_with_grad({4.0}, mg::DType::float32);
+  mg::optim::SGD opt({a, b, c}, {.lr = 1.0});
   s.unscale({a});
   BOOST_TEST(a.grad().item<float>() == 1.f);
+  BOOST_TEST(!s.found_non_finite());
   s.unscale({b});
-  BOOST_TEST(!a.grad().defined());  // unscaled earlier in the same step
-  BOOST_TEST(!b.grad().defined());
+  BOOST_TEST(s.found_non_finite());
   s.unscale({c});  // the step has overflowed already
-  BOOST_TEST(!c.grad().defined());
+  BOOST_TEST(c.grad().item<float>() == 2.f);
+  BOOST_TEST(s.found_non_finite());
+  opt.step();  // a, unscaled before the overflow was found, is skipped too
+  BOOST_TEST(a.item<float>() == 0.f);
+  BOOST_TEST(c.item<float>() == 0.f);
+  BOOST_TEST(opt.step_count(0) == 0);
   s.update();
   BOOST_TEST(s.scale_factor() == 1.0);
 }
@@ -247,9 +272,13 @@ BOOST_AUTO_TEST_CASE(static_scale_never_changes_but_still_skips_overflow) {
   mg::Tensor p = param_with_grad({kNaN}, mg::DType::float32);
   s.unscale({p});
   BOOST_TEST(s.found_non_finite());
-  BOOST_TEST(!p.grad().defined());
   CountingOptimizer opt;
-  BOOST_TEST(!s.step(opt));
+  s.step(opt);
+  BOOST_TEST(opt.steps == 0);
+  mg::optim::Adam adam({p});
+  s.step(adam);
+  BOOST_TEST(p.item<float>() == 0.f);
+  BOOST_TEST(adam.step_count(0) == 0);
   s.update();
   BOOST_TEST(s.scale_factor() == 128.0);
   BOOST_TEST(s.growth_tracker() == 0);
@@ -363,12 +392,13 @@ BOOST_AUTO_TEST_CASE(backoff_stops_at_the_floor) {
 BOOST_AUTO_TEST_CASE(step_calls_the_optimizer_only_without_overflow) {
   mg::amp::GradScaler s;
   CountingOptimizer opt;
-  BOOST_TEST(s.step(opt));  // nothing found yet
+  s.step(opt);  // nothing found yet
+  BOOST_TEST(opt.steps == 1);
   mg::Tensor p = param_with_grad({1.0}, mg::DType::float32);
   s.unscale({p});
-  BOOST_TEST(s.step(opt));
+  s.step(opt);
   s.update();
-  BOOST_TEST(s.step(opt));
+  s.step(opt);
   BOOST_TEST(opt.steps == 3);
 }
 
@@ -376,7 +406,14 @@ BOOST_AUTO_TEST_CASE(state_dict_round_trip) {
   // The default scaler's dict has the floor.
   const auto defaults = mg::amp::GradScaler().state_dict();
   BOOST_TEST(defaults.size() == 6u);
-  BOOST_TEST(defaults.at("min_scale") == 0x1p-14);
+  BOOST_TEST(defaults.at("min_scale").item<double>() == 0x1p-14);
+  // MegEngine's keys in its order; counts as int64, the rest float64.
+  BOOST_TEST(defaults.keys() == std::vector<std::string>({"scale_factor", "growth_factor", "backoff_factor",
+                                                          "growth_interval", "_growth_tracker", "min_scale"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(defaults.at("scale_factor").dtype() == mg::DType::float64);
+  BOOST_TEST(defaults.at("growth_interval").dtype() == mg::DType::int64);
+  BOOST_TEST(defaults.at("_growth_tracker").dtype() == mg::DType::int64);
   BOOST_TEST(!defaults.contains("max_scale"));
 
   mg::amp::GradScaler s({.init_scale = 64.0,
@@ -408,8 +445,8 @@ BOOST_AUTO_TEST_CASE(state_dict_round_trip) {
 
   mg::amp::GradScaler bounded({.init_scale = 8.0, .min_scale = 0.5, .max_scale = 1024.0});
   const auto bounded_state = bounded.state_dict();
-  BOOST_TEST(bounded_state.at("min_scale") == 0.5);
-  BOOST_TEST(bounded_state.at("max_scale") == 1024.0);
+  BOOST_TEST(bounded_state.at("min_scale").item<double>() == 0.5);
+  BOOST_TEST(bounded_state.at("max_scale").item<double>() == 1024.0);
   mg::amp::GradScaler u;
   u.load_state_dict(bounded_state);
   BOOST_TEST(same_state(u.state_dict(), bounded_state));
@@ -418,7 +455,7 @@ BOOST_AUTO_TEST_CASE(state_dict_round_trip) {
 
 BOOST_AUTO_TEST_CASE(bad_state_dicts_throw_and_load_nothing) {
   const mg::amp::GradScaler good({.init_scale = 32.0, .growth_interval = 4});
-  const auto base = good.state_dict();
+  const auto base = to_map(good.state_dict());
   auto with = [&](const std::string& key, double v) {
     auto d = base;
     d[key] = v;
@@ -463,20 +500,55 @@ BOOST_AUTO_TEST_CASE(bad_state_dicts_throw_and_load_nothing) {
   s.update();
   const auto before = s.state_dict();
   for (const auto& d : bad) {
-    BOOST_CHECK_THROW(s.load_state_dict(d), mg::ValueError);
+    BOOST_CHECK_THROW(s.load_state_dict(from_map(d)), mg::ValueError);
     BOOST_TEST(same_state(s.state_dict(), before));
   }
   // MegEngine's dicts have no min_scale; the limits apply to them all the same.
   for (double scale : {1e-40, 4.9e-324, 1e39}) {
     auto megengine = without("min_scale");
     megengine["scale_factor"] = scale;
-    BOOST_CHECK_THROW(s.load_state_dict(megengine), mg::ValueError);
+    BOOST_CHECK_THROW(s.load_state_dict(from_map(megengine)), mg::ValueError);
     BOOST_TEST(same_state(s.state_dict(), before));
   }
   auto static_dict = with("growth_interval", 0.0);
   static_dict["_growth_tracker"] = 1.0;  // a static scale counts nothing
-  BOOST_CHECK_THROW(s.load_state_dict(static_dict), mg::ValueError);
+  BOOST_CHECK_THROW(s.load_state_dict(from_map(static_dict)), mg::ValueError);
   BOOST_TEST(s.options().max_scale.value() == 100.0);
+  // A value of more than one element is refused the same way.
+  mg::StateDict wide = s.state_dict();
+  wide.insert_or_assign("growth_factor", mg::tensor({2.0, 2.0}, {2}, mg::DType::float64));
+  BOOST_CHECK_THROW(s.load_state_dict(wide), mg::ShapeError);
+  BOOST_TEST(same_state(s.state_dict(), before));
+}
+
+BOOST_AUTO_TEST_CASE(old_all_float64_dicts_load) {
+  // The form older mixgrad versions saved: every value a 0-d float64.
+  mg::amp::GradScaler s;
+  s.load_state_dict(from_map({{"scale_factor", 256.0},
+                              {"growth_factor", 2.0},
+                              {"backoff_factor", 0.5},
+                              {"growth_interval", 10.0},
+                              {"_growth_tracker", 3.0},
+                              {"min_scale", 1.0}}));
+  BOOST_TEST(s.scale_factor() == 256.0);
+  BOOST_TEST(s.growth_tracker() == 3);
+  BOOST_TEST(s.options().growth_interval == 10);
+  BOOST_TEST(s.state_dict().at("growth_interval").dtype() == mg::DType::int64);
+}
+
+BOOST_AUTO_TEST_CASE(state_lives_on_the_device_and_copies_are_independent) {
+  mg::amp::GradScaler s({.init_scale = 8.0, .growth_interval = 1});
+  mg::Tensor p = param_with_grad({16.0}, mg::DType::float32);
+  s.unscale({p});
+  const mg::amp::GradScaler copy = s;  // owns its own state tensors
+  s.update();
+  BOOST_TEST(s.scale_factor() == 16.0);
+  BOOST_TEST(copy.scale_factor() == 8.0);
+  // state_dict() snapshots: later updates do not change a saved dict.
+  const mg::StateDict saved = s.state_dict();
+  s.update();
+  BOOST_TEST(saved.at("scale_factor").item<double>() == 16.0);
+  BOOST_TEST(s.scale_factor() == 32.0);
 }
 
 BOOST_AUTO_TEST_CASE(throwing_unscale_changes_nothing) {

@@ -1,5 +1,5 @@
-// The shared element functors (kernels/amp.hpp) and the CPU multi-tensor
-// pass (backend/amp.hpp) on their own: bit-level non-finite tests, and a
+// The shared element functors (kernels/grad_scaling.hpp) and the CPU multi-tensor
+// pass (backend/multi_tensor.hpp) on their own: bit-level non-finite tests, and a
 // long list whose elements are split across threads in the middle of
 // tensors, with one bad value moved to the places a split could miss.
 #include <boost/test/unit_test.hpp>
@@ -9,9 +9,10 @@
 #include <limits>
 #include <random>
 
-#include "backend/amp.hpp"
 #include "backend/copy.hpp"
-#include "kernels/amp.hpp"
+#include "backend/loss_scale.hpp"
+#include "backend/multi_tensor.hpp"
+#include "kernels/grad_scaling.hpp"
 #include "kernels/loops.hpp"
 #include "mixgrad/mixgrad.hpp"
 
@@ -21,6 +22,14 @@ namespace k = mixgrad::kernels;
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// The fused pass with a fresh flag and `factor` as a float64 inv_scale;
+// returns the flag as the kernel left it.
+bool unscale(const std::vector<mg::Tensor>& ts, double factor) {
+  const mg::Tensor found = mg::zeros({1});
+  mg::backend::non_finite_check_and_unscale(ts, found, mg::scalar(factor, mg::DType::float64));
+  return found.item<float>() != 0.f;
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(multi_tensor_kernels)
@@ -83,7 +92,7 @@ BOOST_AUTO_TEST_CASE(one_pass_over_many_tensors_split_between_threads) {
   }
   BOOST_TEST_REQUIRE(total > 4 * mixgrad::kernels::kParallelGrain);
   const double factor = 1.0 / 12.0;
-  BOOST_TEST(!mg::backend::scale_and_check(ts, factor));
+  BOOST_TEST(!unscale(ts, factor));
   for (size_t i = 0; i < ts.size(); ++i) {
     const auto got = ts[i].to_vector<double>();
     for (size_t j = 0; j < got.size(); ++j) {
@@ -114,24 +123,76 @@ BOOST_AUTO_TEST_CASE(one_pass_over_many_tensors_split_between_threads) {
       mg::Tensor one = ts[i].narrow(0, at, 1);
       const double before = one.item<double>();
       mg::backend::fill(one, bad);
-      BOOST_TEST(mg::backend::scale_and_check(ts, 1.0), "bad value at " << pos << " not found");
+      BOOST_TEST(unscale(ts, 1.0), "bad value at " << pos << " not found");
       mg::backend::fill(one, before);
     }
   }
-  BOOST_TEST(!mg::backend::scale_and_check(ts, 1.0));
+  BOOST_TEST(!unscale(ts, 1.0));
 }
 
 BOOST_AUTO_TEST_CASE(strided_tensors_and_scaled_copies) {
   mg::Tensor base = mg::tensor({1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f}, {2, 4});
   mg::Tensor cols = mg::F::transpose(base, 0, 1).narrow(0, 1, 2);  // elements 2, 6, 3, 7
-  BOOST_TEST(!mg::backend::scale_and_check(std::vector<mg::Tensor>{cols}, 2.0));
+  BOOST_TEST(!unscale({cols}, 2.0));
   BOOST_TEST(base.to_vector<float>() == std::vector<float>({1.f, 4.f, 6.f, 4.f, 5.f, 12.f, 14.f, 8.f}),
              boost::test_tools::per_element());
-  BOOST_TEST(mg::backend::grad_norm(std::vector<mg::Tensor>{cols}, kInf) == 14.0);
+  const mg::Tensor norm = mg::backend::grad_norm(std::vector<mg::Tensor>{cols}, kInf);
+  BOOST_TEST(norm.item<double>() == 14.0);
+  mg::backend::clip_by_norm(std::vector<mg::Tensor>{cols}, norm, 7.0);  // factor 7 / 14, read from the tensor
+  BOOST_TEST(base.to_vector<float>() == std::vector<float>({1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f}),
+             boost::test_tools::per_element());
+  mg::backend::clip_by_norm(std::vector<mg::Tensor>{cols}, mg::scalar(kInf, mg::DType::float64), 1.0);
+  BOOST_TEST(base.to_vector<float>()[1] == 2.f);  // a non-finite norm leaves them alone
 
   mg::Tensor dst = mg::empty({2, 2}, mg::DType::bfloat16);
-  mg::backend::scale_copy(mg::F::transpose(mg::tensor({1.0, 2.0, 3.0, 4.0}, {2, 2}), 0, 1), dst, 8.0);
+  const mg::Tensor eight = mg::scalar(8.0, mg::DType::float64);
+  mg::backend::scale_copy(mg::F::transpose(mg::tensor({1.0, 2.0, 3.0, 4.0}, {2, 2}), 0, 1), dst, eight);
   BOOST_TEST(dst.to_vector<float>() == std::vector<float>({8.f, 24.f, 16.f, 32.f}), boost::test_tools::per_element());
+  mg::backend::scale_copy(mg::Tensor(), dst, eight);  // no source: the scale everywhere
+  BOOST_TEST(dst.to_vector<float>() == std::vector<float>(4, 8.f), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(found_inf_is_only_ever_set_and_arguments_are_checked) {
+  mg::Tensor g = mg::tensor({1.f, 2.f}, {2});
+  const mg::Tensor found = mg::full({1}, 1.0);
+  const mg::Tensor one = mg::scalar(1.0, mg::DType::float64);
+  mg::backend::non_finite_check_and_unscale(std::vector<mg::Tensor>{g}, found, one);
+  BOOST_TEST(found.item<float>() == 1.f);  // a clean pass does not reset it
+  BOOST_CHECK_THROW(mg::backend::non_finite_check_and_unscale(std::vector<mg::Tensor>{g}, mg::zeros({2}), one),
+                    mg::ShapeError);
+  BOOST_CHECK_THROW(
+      mg::backend::non_finite_check_and_unscale(std::vector<mg::Tensor>{g}, mg::zeros({1}, mg::DType::float64), one),
+      mg::DTypeError);
+  BOOST_CHECK_THROW(mg::backend::non_finite_check_and_unscale(std::vector<mg::Tensor>{g}, mg::zeros({1}),
+                                                              mg::scalar(1.0, mg::DType::float16)),
+                    mg::DTypeError);
+  BOOST_TEST(g.to_vector<float>() == std::vector<float>({1.f, 2.f}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(scale_update_on_the_device) {
+  const mg::backend::ScaleUpdateOptions o{
+      .growth_factor = 2.0, .backoff_factor = 0.25, .min_scale = 1.0, .max_scale = 64.0, .growth_interval = 2};
+  const mg::Tensor scale = mg::scalar(16.0, mg::DType::float64);
+  const mg::Tensor inv = mg::scalar(1.0 / 16, mg::DType::float64);
+  const mg::Tensor tracker = mg::scalar(0, mg::DType::int64);
+  const mg::Tensor clean = mg::zeros({}), overflow = mg::full({}, 1.0);
+  mg::backend::update_scale(scale, inv, tracker, clean, o);
+  BOOST_TEST(scale.item<double>() == 16.0);
+  BOOST_TEST(tracker.item<int64_t>() == 1);
+  mg::backend::update_scale(scale, inv, tracker, mg::Tensor(), o);  // no flag: a clean step
+  BOOST_TEST(scale.item<double>() == 32.0);
+  BOOST_TEST(inv.item<double>() == 1.0 / 32);
+  BOOST_TEST(tracker.item<int64_t>() == 0);
+  for (int i = 0; i < 4; ++i) mg::backend::update_scale(scale, inv, tracker, clean, o);
+  BOOST_TEST(scale.item<double>() == 64.0);  // clamped to max_scale
+  mg::backend::update_scale(scale, inv, tracker, clean, o);
+  mg::backend::update_scale(scale, inv, tracker, overflow, o);
+  BOOST_TEST(scale.item<double>() == 16.0);
+  BOOST_TEST(tracker.item<int64_t>() == 0);
+  mg::backend::update_scale(scale, inv, tracker, overflow, o);
+  mg::backend::update_scale(scale, inv, tracker, overflow, o);
+  BOOST_TEST(scale.item<double>() == 1.0);  // clamped to min_scale
+  BOOST_TEST(inv.item<double>() == 1.0);
 }
 
 BOOST_AUTO_TEST_CASE(a_factor_that_is_not_finite_where_applied_is_refused) {
@@ -140,16 +201,16 @@ BOOST_AUTO_TEST_CASE(a_factor_that_is_not_finite_where_applied_is_refused) {
   mg::Tensor f16 = mg::tensor({0.0, 1.0}, {2}, mg::DType::float16);
   mg::Tensor f64 = mg::tensor({0.0, 1.0}, {2}, mg::DType::float64);
   for (const mg::Tensor& t : {f32, f16}) {
-    BOOST_CHECK_THROW(mg::backend::scale_and_check(std::vector<mg::Tensor>{t}, 1e39), mg::ValueError);
+    BOOST_CHECK_THROW(unscale({t}, 1e39), mg::ValueError);
     BOOST_TEST(t.to_vector<double>() == std::vector<double>({0.0, 1.0}), boost::test_tools::per_element());
   }
   // A list with any non-float64 tensor applies the factor in float.
-  BOOST_CHECK_THROW(mg::backend::scale_and_check(std::vector<mg::Tensor>{f64, f32}, 1e39), mg::ValueError);
+  BOOST_CHECK_THROW(unscale({f64, f32}, 1e39), mg::ValueError);
   BOOST_TEST(f64.to_vector<double>() == std::vector<double>({0.0, 1.0}), boost::test_tools::per_element());
   for (double bad : {kInf, -kInf, kNaN})
-    BOOST_CHECK_THROW(mg::backend::scale_and_check(std::vector<mg::Tensor>{f64}, bad), mg::ValueError);
+    BOOST_CHECK_THROW(unscale({f64}, bad), mg::ValueError);
   // float64 alone is scaled in double, where 1e39 is finite.
-  BOOST_TEST(!mg::backend::scale_and_check(std::vector<mg::Tensor>{f64}, 1e39));
+  BOOST_TEST(!unscale({f64}, 1e39));
   BOOST_TEST(f64.to_vector<double>() == std::vector<double>({0.0, 1e39}), boost::test_tools::per_element());
 }
 

@@ -72,7 +72,7 @@ std::vector<std::byte> fingerprint(Run& r) {
   auto add = [&](const std::vector<std::byte>& b) { out.insert(out.end(), b.begin(), b.end()); };
   for (const auto& [k, t] : r.net.state_dict()) add(bytes_of(t));
   for (const auto& [k, t] : r.opt->state_dict()) add(bytes_of(t));
-  for (const auto& [k, v] : r.scaler.state_dict()) add(bytes_of(mg::scalar(v, mg::DType::float64)));
+  for (const auto& [k, t] : r.scaler.state_dict()) add(bytes_of(t));
   add(bytes_of(mg::tensor<int64_t>({r.loader.epoch(), static_cast<int64_t>(r.loader.seed())}, {2})));
   const auto rng = mg::random_state::get();
   add(bytes_of(mg::tensor<int64_t>({static_cast<int64_t>(rng.seed), static_cast<int64_t>(rng.counter)}, {2})));
@@ -224,11 +224,11 @@ BOOST_AUTO_TEST_CASE(bad_checkpoints_change_nothing) {
          sd.insert_or_assign("scaler.scale_factor", mg::scalar(-1.0, mg::DType::float64));
        }),
        {"bad.safetensors", "GradScaler"}},
-      {"scaler dtype",
+      {"scaler shape",
        edit([](mg::StateDict& sd, mg::io::Metadata&) {
-         sd.insert_or_assign("scaler.growth_interval", mg::scalar(2.0, mg::DType::float32));
+         sd.insert_or_assign("scaler.growth_interval", mg::tensor({2.0, 2.0}, {2}, mg::DType::float64));
        }),
-       {"bad.safetensors", "'scaler.growth_interval'", "expected a 0-d float64"}},
+       {"bad.safetensors", "'scaler.growth_interval'", "expected a 0-d tensor"}},
       {"bad step", edit([](mg::StateDict&, mg::io::Metadata& m) { m["mixgrad.step"] = "4x"; }),
        {"bad.safetensors", "mixgrad.step", "'4x'"}},
       {"missing rng", edit([](mg::StateDict&, mg::io::Metadata& m) { m.erase("mixgrad.rng.counter"); }),
@@ -252,6 +252,31 @@ BOOST_AUTO_TEST_CASE(bad_checkpoints_change_nothing) {
     }
   // The good file still loads into the same objects.
   BOOST_CHECK_NO_THROW(mg::io::load_checkpoint(good, target.parts()));
+}
+
+// The scaler's entries as typed 0-d tensors (counts int64), and a file of the
+// earlier form (every scaler entry a 0-d float64) still loads.
+BOOST_AUTO_TEST_CASE(scaler_state_is_a_state_dict_and_old_files_load) {
+  io_test::TempDir dir;
+  const auto path = dir.path / "scaler.safetensors";
+  mg::amp::GradScaler saved({.init_scale = 4096.0, .growth_interval = 7});
+  for (int i = 0; i < 3; ++i) saved.update();
+  mg::io::save_checkpoint(path, {.scaler = &saved, .rng = false, .autocast = false});
+  const mg::StateDict all = mg::io::load_file(path);
+  BOOST_TEST(all.at("scaler.scale_factor").dtype() == mg::DType::float64);
+  BOOST_TEST(all.at("scaler._growth_tracker").dtype() == mg::DType::int64);
+  BOOST_TEST(all.at("scaler._growth_tracker").item<int64_t>() == 3);
+
+  rewrite(path, [](mg::StateDict& sd, mg::io::Metadata&) {
+    for (const std::string key : {"scaler.growth_interval", "scaler._growth_tracker"})
+      sd.insert_or_assign(key, mg::scalar(sd.at(key).item<double>(), mg::DType::float64));
+  });
+  BOOST_TEST(mg::io::load_file(path).at("scaler.growth_interval").dtype() == mg::DType::float64);
+  mg::amp::GradScaler loaded;
+  mg::io::load_checkpoint(path, {.scaler = &loaded, .rng = false, .autocast = false});
+  BOOST_TEST(loaded.scale_factor() == 4096.0);
+  BOOST_TEST(loaded.growth_tracker() == 3);
+  BOOST_TEST(loaded.options().growth_interval == 7);
 }
 
 BOOST_AUTO_TEST_CASE(parts_left_out_are_neither_saved_nor_required) {

@@ -101,12 +101,7 @@ inline Snapshot snapshot(Fixture& f) {
   scale << f.scaler.scale_factor() << " tracker " << f.scaler.growth_tracker() << " found "
         << f.scaler.found_non_finite();
   s["scaler"] = scale.str();
-  for (const auto& [key, v] : f.scaler.state_dict()) {
-    std::ostringstream o;
-    o.precision(17);
-    o << v;
-    s["scaler." + key] = o.str();
-  }
+  for (const auto& [key, t] : f.scaler.state_dict()) s["scaler." + key] = bytes_of(t);
   s["gm.recording"] = f.gm.is_recording() ? "1" : "0";
   std::string attached;
   for (const auto& t : f.gm.attached_tensors()) attached += std::to_string(t.id()) + " ";

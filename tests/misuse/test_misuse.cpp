@@ -329,13 +329,26 @@ std::vector<Row> autodiff_and_amp_rows() {
                       [](Fixture& f) { f.scaler.unscale(f.net.parameters()); },
                       {"GradScaler::unscale", "already unscaled", "float32[3, 4]"},
                       [](Fixture& f) { f.scaler.unscale(f.net.parameters()); }),
+      row<StateError>("optimizer step on gradients GradScaler::backward scaled and nothing unscaled",
+                      [](Fixture& f) { f.opt->step(); },
+                      {"Adam::step", "parameter 0", "float32[3, 4]", "scaled", "scaler.step(opt)"},
+                      [](Fixture& f) {
+                        f.opt->clear_grad();
+                        auto rec = f.gm.record();
+                        f.scaler.backward(f.gm, mg::F::cross_entropy(f.net(f.x), f.labels), mg::Tensor(), false,
+                                          mg::amp::UpdateScale::never);
+                      }),
       row<ValueError>("GradScaler::load_state_dict: missing key",
-                      [](Fixture& f) { f.scaler.load_state_dict({{"scale_factor", 8.0}}); },
+                      [](Fixture& f) {
+                        mg::StateDict sd;
+                        sd.insert("scale_factor", mg::scalar(8.0, mg::DType::float64));
+                        f.scaler.load_state_dict(sd);
+                      },
                       {"GradScaler::load_state_dict", "missing key"}),
       row<ValueError>("GradScaler::load_state_dict: negative scale",
                       [](Fixture& f) {
                         auto sd = f.scaler.state_dict();
-                        sd["scale_factor"] = -4.0;
+                        sd.insert_or_assign("scale_factor", mg::scalar(-4.0, mg::DType::float64));
                         f.scaler.load_state_dict(sd);
                       },
                       {"GradScaler::load_state_dict", "scale_factor", "-4"}),

@@ -1,6 +1,10 @@
-// What every optimizer shares: state dicts for checkpoints, clear_grad.
+// What every optimizer shares: state dicts for checkpoints, clear_grad, and
+// the found-inf flag a GradScaler leaves on the gradients it unscaled.
 #include <boost/test/unit_test.hpp>
 
+#include <functional>
+#include <limits>
+#include <memory>
 #include <vector>
 
 #include "mixgrad/mixgrad.hpp"
@@ -141,6 +145,66 @@ BOOST_AUTO_TEST_CASE(clear_grad_undefines_every_gradient) {
   opt.step();
   BOOST_TEST(ps[0].to_vector<double>() == Vec({1.0, 2.0, 3.0}), boost::test_tools::per_element());
   BOOST_TEST(opt.name() == "SGD");
+}
+
+// Every update rule skips a step whose flag is set: parameters, buffers and
+// step counts stay as they were, so the clean step after it is the same as
+// an optimizer's first step on those gradients (bias corrections included).
+BOOST_AUTO_TEST_CASE(a_set_found_inf_flag_skips_every_update_rule) {
+  using Make = std::function<std::unique_ptr<mg::optim::Optimizer>(std::vector<mg::Tensor>)>;
+  const std::vector<std::pair<std::string, Make>> kinds = {
+      {"SGD", [](auto ps) { return std::make_unique<mg::optim::SGD>(ps, mg::optim::SGDOptions{.lr = 0.1}); }},
+      {"SGD momentum",
+       [](auto ps) {
+         return std::make_unique<mg::optim::SGD>(ps, mg::optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+       }},
+      {"Adam", [](auto ps) { return std::make_unique<mg::optim::Adam>(ps, mg::optim::AdamOptions{.lr = 0.1}); }},
+      {"AMSGrad",
+       [](auto ps) {
+         return std::make_unique<mg::optim::Adam>(ps, mg::optim::AdamOptions{.lr = 0.1, .amsgrad = true});
+       }},
+      {"AdamW",
+       [](auto ps) {
+         return std::make_unique<mg::optim::AdamW>(ps, mg::optim::AdamWOptions{.lr = 0.1, .weight_decay = 0.1});
+       }},
+  };
+  for (const auto& [name, make_opt] : kinds) {
+    BOOST_TEST_CONTEXT(name) {
+      auto ps = fresh_params();
+      auto ref = clones(ps);
+      auto opt = make_opt(ps);
+      auto ref_opt = make_opt(ref);
+      mg::amp::GradScaler scaler({.init_scale = 1.0, .growth_interval = 0});  // unscaling leaves grads as they are
+      set_grads(ps, 1);
+      ps[1].set_grad(mg::full({2, 2}, std::numeric_limits<double>::infinity()));
+      scaler.unscale(ps);
+      scaler.update();
+      opt->step();
+      opt->step();  // the gradients keep their step's flag
+      BOOST_TEST(ps[0].to_vector<double>() == Vec({1.0, 2.0, 3.0}), boost::test_tools::per_element());
+      BOOST_TEST(ps[1].to_vector<double>() == Vec(4, 0.5), boost::test_tools::per_element());
+      BOOST_TEST(opt->step_count(0) == 0);
+      BOOST_TEST(opt->step_count(1) == 0);
+      BOOST_TEST(opt->state_dict().size() == ref_opt->state_dict().size());  // options only
+      // A clean step: as the first step of an optimizer that never saw the skipped one.
+      for (int k = 1; k <= 2; ++k) {
+        set_grads(ps, k);
+        set_grads(ref, k);
+        scaler.unscale(ps);
+        scaler.update();
+        opt->step();
+        ref_opt->step();
+      }
+      for (size_t i = 0; i < ps.size(); ++i) {
+        BOOST_TEST(ps[i].to_vector<double>() == ref[i].to_vector<double>(), boost::test_tools::per_element());
+        BOOST_TEST(opt->step_count(i) == 2);
+      }
+      // A gradient set afresh carries no flag: it is stepped.
+      ps[0].set_grad(make({std::numeric_limits<double>::infinity(), 0.0, 0.0}));
+      opt->step();
+      BOOST_TEST(opt->step_count(0) == 3);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -198,8 +198,10 @@ PhaseResult run_phase(const PhaseSpec& spec, int64_t steps, uint64_t seed) {
       }
       scaler.backward(gm, loss);
     }
-    const bool stepped = scaler.step(opt);
+    const int64_t updates = opt.step_count(0);
+    scaler.step(opt);  // skipped on the device when the step overflowed
     opt.clear_grad();
+    const bool stepped = opt.step_count(0) == updates + 1;
 
     const bool injected = inj != Injection::none;
     r.injected += injected;

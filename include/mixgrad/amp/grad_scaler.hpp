@@ -10,16 +10,42 @@
 //   mg::amp::GradScaler scaler;                  // 2^4, x2 growth, x0.5 backoff, every 2000, floor 2^-14
 //   // automatic: scale dy, backward, unscale, update
 //   { auto rec = gm.record(); auto loss = ...; scaler.backward(gm, loss); }
-//   opt.step().clear_grad();                      // params whose grad was cleared are skipped
+//   opt.step().clear_grad();                      // an overflowed step changes nothing
 //
 //   // manual: accumulate k micro-batches, then unscale and update once
 //   for (int i = 0; i < k; ++i) {
 //     auto rec = gm.record();
-//     gm.backward(loss_i, mg::full_like(loss_i, scaler.scale_factor()));
+//     scaler.backward(gm, loss_i, {}, /*unscale_grad=*/false, mg::amp::UpdateScale::never);
 //   }
 //   scaler.unscale(gm.attached_tensors());       // one fused pass over all grads
 //   scaler.update();
-//   scaler.step(opt);                            // opt.step() unless inf / NaN was found
+//   scaler.step(opt);                            // the optimizer step, skipped on inf / NaN
+//
+// PyTorch's loop works too: `scaler.backward(gm, loss, {}, false,
+// UpdateScale::never); scaler.step(opt); scaler.update();` — step() unscales
+// the optimizer's gradients that this scaler scaled and has not unscaled.
+//
+// Device-resident state. The scale (and its reciprocal), the growth count
+// and the step's found-inf flag live in one-element tensors on the device of
+// the first loss or gradients the scaler sees (the CPU is a device too), and
+// every per-step call works on them there: backward() forms the scaled dy
+// from the scale tensor, unscale() is one fused check-and-unscale pass that
+// sets the flag (PyTorch's `_amp_foreach_non_finite_check_and_unscale_`),
+// update() is a one-element kernel (`_amp_update_scale_`), and the
+// optimizers read the flag in their fused update kernels and change
+// nothing when it is set. So a training step never waits for the device.
+// scale_factor(), growth_tracker() and found_non_finite() answer on the host
+// and therefore synchronise, only when called; state_dict() copies on the
+// device.
+//
+// How an optimizer learns of the flag: unscale() marks each gradient it
+// unscaled with its step's flag. Optimizer::step() passes a gradient's flag
+// to the update kernel, so MegEngine's `scaler.backward(gm, loss);
+// opt.step()` skips an overflowed step with no host read. Gradients that
+// scaler.backward scaled without unscaling are marked too: Optimizer::step()
+// refuses them (StateError), and step(opt) unscales them first. A dy the
+// user scaled by hand (`full_like(loss, scaler.scale_factor())`) leaves no
+// mark: unscale before stepping, as always.
 //
 // A disabled scaler, `GradScaler({.enabled = false})`, passes everything
 // through (PyTorch's `enabled=False`), so one training loop serves float32
@@ -30,8 +56,9 @@
 //   scaler.step(opt);
 //
 // It has scale_factor() 1; backward() is gm.backward(); unscale() and
-// update() do nothing (no inf / NaN check, no gradient cleared, no check of
-// their arguments); found_non_finite() is false, so step() always steps.
+// update() do nothing (no inf / NaN check, no gradient marked, no check of
+// their arguments, no tensor created); found_non_finite() is false, so
+// step() always steps.
 //
 // The scale's range. The scale multiplies the loss's upstream gradient
 // (float32 under autocast, or the loss's own dtype) and its reciprocal
@@ -42,6 +69,9 @@
 // overflows every step; PyTorch likewise refuses such growth) or poisonous
 // (1 / scale rounds to inf in float, 0 * inf = NaN turns every clean step
 // into an "overflow" and the scale backs off for ever: the scaler is stuck).
+// The scale tensor is float64 (PyTorch's is float32), so the scale and its
+// reciprocal are exactly the doubles this header speaks of and a state dict
+// round-trips bit for bit.
 //
 // Where mixgrad differs from MegEngine and PyTorch, deliberately:
 // - `update(new_scale)` applies new_scale also when growth_interval == 0
@@ -57,18 +87,26 @@
 //   Different ranges in one step are fine.
 // - The non-finite check runs also for a static scale (growth_interval == 0):
 //   an overflowing step is still skipped, only the scale stays as it is.
-// - An overflow found by a later unscale call of a step also clears the
-//   gradients that earlier calls of the same step unscaled.
+// - All unscale calls of a step share one flag: an overflow found by a later
+//   call also skips the parameters that earlier calls of the step unscaled.
+// - On overflow the gradients are left as unscaled (holding the inf / NaN),
+//   not cleared as MegEngine does: clearing needs the flag on the host. The
+//   optimizers skip them all the same (parameters and state unchanged, step
+//   counts not advanced); a gradient keeps its step's flag until it is
+//   cleared (clear_grad) or unscaled again, so do not step on it with
+//   another loop.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "mixgrad/optim/optimizer.hpp"
+#include "mixgrad/state_dict.hpp"
 #include "mixgrad/tensor.hpp"
 
 namespace mixgrad::autodiff {
@@ -133,14 +171,21 @@ class GradScaler {
   /// backoff_factor, growth_interval), with the default min_scale.
   explicit GradScaler(double init_scale, double growth_factor = 2.0, double backoff_factor = 0.5,
                       int64_t growth_interval = 2000);
+  /// A copy owns copies of the state tensors: the two scalers evolve apart.
+  GradScaler(const GradScaler& other);
+  GradScaler& operator=(const GradScaler& other);
+  GradScaler(GradScaler&&) noexcept = default;
+  GradScaler& operator=(GradScaler&&) noexcept = default;
+  ~GradScaler();
 
-  /// The automatic gear: `gm.backward(y, dy * scale_factor())` (dy defaults
-  /// to ones, so the upstream gradient is full_like(y, scale_factor())),
-  /// then `unscale(gm.attached_tensors())` if unscale_grad, then update()
-  /// as update_scale says. Throws StateError, before any backward, if an
-  /// attached tensor's gradient was already unscaled in this step (scaled
-  /// and unscaled values must not be summed); GradManager's own errors pass
-  /// through with the scaler unchanged.
+  /// The automatic gear: `gm.backward(y, dy * scale)` (dy defaults to ones,
+  /// so the upstream gradient is the scale), formed on y's device from the
+  /// scale tensor, then `unscale(gm.attached_tensors())` if unscale_grad
+  /// (else the attached tensors' gradients are marked as scaled, see the
+  /// overview), then update() as update_scale says. Throws StateError, before
+  /// any backward, if an attached tensor's gradient was already unscaled in
+  /// this step (scaled and unscaled values must not be summed);
+  /// GradManager's own errors pass through with the scaler unchanged.
   void backward(autodiff::GradManager& gm, const Tensor& y, const Tensor& dy = Tensor(), bool unscale_grad = true,
                 UpdateScale update_scale = UpdateScale::if_unscale_grad);
   /// As above for several outputs; `dys` is empty or one per output (an
@@ -149,82 +194,115 @@ class GradScaler {
                 bool unscale_grad = true, UpdateScale update_scale = UpdateScale::if_unscale_grad);
 
   /// The current scale: what the loss's upstream gradient is multiplied by
-  /// (1 for a disabled scaler).
-  double scale_factor() const { return options_.enabled ? scale_ : 1.0; }
+  /// (1 for a disabled scaler). Reads the scale tensor: a synchronisation.
+  double scale_factor() const;
 
   /// False for a scaler constructed with `enabled = false`.
   bool is_enabled() const { return options_.enabled; }
 
-  /// Divides the gradients of `tensors` by scale_factor() in one fused pass
-  /// over all of them (1 / scale computed in double, applied in float, or in
-  /// double for float64 gradients; finite and normal in both, as the scale
-  /// is in range) and checks them for inf / NaN. Tensors
-  /// without a gradient are skipped. When any value is (or becomes) inf or
-  /// NaN, the step has overflowed: the gradients of all given tensors, and
-  /// of those unscaled earlier in this step, are cleared (made undefined, so
-  /// optimizers skip them), and later unscale calls of the step clear too.
-  /// Throws StateError for a tensor already unscaled in this step, and
-  /// DTypeError / DeviceError / ShapeError for gradients the pass cannot
-  /// take (not floating, on several devices, broadcast views); a throw
-  /// changes no gradient and no scaler state. Returns *this.
+  /// Divides the gradients of `tensors` by the scale in one fused pass over
+  /// all of them on their device (1 / scale computed in double, applied in
+  /// float, or in double for float64 gradients; finite and normal in both,
+  /// as the scale is in range) and sets this step's found-inf flag when any
+  /// value is (or becomes) inf or NaN. Tensors without a gradient are
+  /// skipped. The first unscale after update() starts a step with a fresh,
+  /// clear flag; every gradient unscaled in the step is marked with it, so
+  /// that optimizers skip the step if it is set (see the overview); the
+  /// gradients themselves are kept. Throws StateError for a tensor already
+  /// unscaled in this step, and DTypeError / DeviceError / ShapeError for
+  /// gradients the pass cannot take (not floating, on several devices,
+  /// broadcast views); a throw changes no gradient and no scaler state.
+  /// Returns *this.
   GradScaler& unscale(const std::vector<Tensor>& tensors);
 
   /// True when an unscale of the current step found inf or NaN. update()
   /// ends the step but keeps this readable (for step()) until the first
-  /// unscale of the next step.
-  bool found_non_finite() const { return found_non_finite_; }
+  /// unscale of the next step. Reads the flag tensor: a synchronisation.
+  bool found_non_finite() const;
 
-  /// Ends the step and adapts the scale. With `new_scale` (within
-  /// [min_scale, max_scale] and [kMinScaleLimit, kMaxScaleLimit], else
-  /// ValueError with nothing changed), the scale becomes exactly new_scale,
-  /// whatever else holds. Otherwise, for a dynamic scale: after an overflow
-  /// the scale is multiplied by backoff_factor (clamped up to min_scale, or
-  /// kMinScaleLimit without one) and the growth count restarts; after a
-  /// clean step the count grows by one and, on reaching growth_interval, the
-  /// scale is multiplied by growth_factor (clamped down to max_scale, or
-  /// kMaxScaleLimit without one) and the count restarts. growth_interval == 0
-  /// keeps the scale static.
+  /// Ends the step and adapts the scale, on the scale's device. With
+  /// `new_scale` (within [min_scale, max_scale] and [kMinScaleLimit,
+  /// kMaxScaleLimit], else ValueError with nothing changed), the scale
+  /// becomes exactly new_scale, whatever else holds. Otherwise, for a
+  /// dynamic scale: after an overflow (the flag of this step, if an unscale
+  /// ran since the last update) the scale is multiplied by backoff_factor
+  /// (clamped up to min_scale, or kMinScaleLimit without one) and the growth
+  /// count restarts; after a clean step the count grows by one and, on
+  /// reaching growth_interval, the scale is multiplied by growth_factor
+  /// (clamped down to max_scale, or kMaxScaleLimit without one) and the count
+  /// restarts. growth_interval == 0 keeps the scale static.
   void update(std::optional<double> new_scale = std::nullopt);
 
-  /// Calls `opt.step()` unless found_non_finite(); returns whether it did.
-  /// Works after unscale() and after update() alike; a disabled scaler
-  /// always steps.
+  /// The optimizer step of a mixed-precision loop: unscales the gradients of
+  /// opt's parameters that this scaler's backward scaled and no unscale has
+  /// unscaled yet (so the update never sees scaled gradients), then calls
+  /// `opt.step()`, whose kernels skip the update when the step's flag is set
+  /// (parameters, state and step counts unchanged). No synchronisation;
+  /// works after unscale() and after update() alike. Gradients another
+  /// scaler scaled (or this one before it was moved) are left to opt.step(),
+  /// which refuses them with StateError. To learn whether the step was
+  /// taken, ask found_non_finite() (a synchronisation). A disabled scaler
+  /// just steps.
+  void step(optim::Optimizer& opt);
+  /// For any other optimizer type (one with a `step()` that cannot read the
+  /// flag): calls `opt.step()` unless found_non_finite(), which reads the
+  /// flag on the host, a synchronisation.
   template <class Optimizer>
-  bool step(Optimizer& opt) {
-    if (options_.enabled && found_non_finite_) return false;
-    opt.step();
-    return true;
+    requires(!std::derived_from<Optimizer, optim::Optimizer>)
+  void step(Optimizer& opt) {
+    if (!found_non_finite()) opt.step();
   }
 
-  /// MegEngine's keys: "scale_factor", "growth_factor", "backoff_factor",
-  /// "growth_interval", "_growth_tracker"; plus "min_scale" / "max_scale"
-  /// when they are set (min_scale is, by default), and "enabled" = 0 for a
+  /// MegEngine's keys, as 0-d tensors: "scale_factor" (float64, a copy of
+  /// the scale tensor, on its device), "growth_factor", "backoff_factor"
+  /// (float64), "growth_interval" (int64), "_growth_tracker" (int64, a copy
+  /// of the count); plus "min_scale" / "max_scale" (float64) when they are
+  /// set (min_scale is, by default), and "enabled" (bool, false) for a
   /// disabled scaler (whose "scale_factor" is the unused internal scale, the
-  /// one it would start from if enabled, not scale_factor()'s 1).
-  std::map<std::string, double> state_dict() const;
-  /// Restores a state_dict(). Unknown or missing keys and invalid values
-  /// (the constructor's rules, scale_factor taking init_scale's; integral,
-  /// in-range growth_interval and _growth_tracker; "enabled" 0 or 1) throw
-  /// ValueError and load nothing. A dict without "min_scale" (MegEngine's)
+  /// one it would start from if enabled, not scale_factor()'s 1). No
+  /// synchronisation.
+  StateDict state_dict() const;
+  /// Restores a state_dict(). Every value must be a one-element tensor of
+  /// any numeric dtype (so dicts saved as all-float64, as older mixgrad
+  /// versions did, load too); it is read on the host. Unknown or missing
+  /// keys and invalid values (the constructor's rules, scale_factor taking
+  /// init_scale's; integral, in-range growth_interval and _growth_tracker;
+  /// "enabled" 0 or 1) throw ValueError, a tensor of more than one element
+  /// ShapeError, and load nothing. A dict without "min_scale" (MegEngine's)
   /// loads as having none: only kMinScaleLimit bounds the backoff. A load
   /// starts a fresh step: the overflow flag and the unscaled set are cleared.
   /// `enabled` is a construction setting, like init_scale: a load never
   /// switches the scaler on or off. An enabled scaler loading a disabled
   /// one's dict resumes from the scale that one was kept at (its init_scale);
   /// a disabled scaler keeps the loaded values but stays a pass-through.
-  void load_state_dict(const std::map<std::string, double>& state);
+  void load_state_dict(const StateDict& state);
+  /// The checks of load_state_dict alone: throws what it would throw and
+  /// changes nothing.
+  void check_state_dict(const StateDict& state) const;
 
   const GradScalerOptions& options() const { return options_; }
-  /// Clean steps counted towards the next growth.
-  int64_t growth_tracker() const { return growth_tracker_; }
+  /// Clean steps counted towards the next growth. Reads the count tensor: a
+  /// synchronisation.
+  int64_t growth_tracker() const;
 
  private:
+  struct Loaded;
+  Loaded check_load(const StateDict& state) const;
   void check_not_unscaled(const char* op, const std::vector<Tensor>& tensors) const;
+  // Creates the state tensors on `device`, or moves them there.
+  void place_state(Device device);
+  // Sets the scale (and its reciprocal) from the host.
+  void set_scale(double scale);
 
   GradScalerOptions options_;
-  double scale_;
-  int64_t growth_tracker_ = 0;
-  bool found_non_finite_ = false;
+  // Until the first device is seen, the state is kept here; after that, in
+  // the tensors below, and these are stale.
+  double host_scale_;
+  int64_t host_tracker_ = 0;
+  Tensor scale_;      // 0-d float64
+  Tensor inv_scale_;  // 0-d float64, 1 / scale_ computed in double
+  Tensor tracker_;    // 0-d int64
+  Tensor found_inf_;  // 0-d float32, this step's flag; undefined before the first unscale
   bool step_open_ = false;  // an unscale ran since the last update()
   std::unordered_map<uint64_t, std::weak_ptr<TensorImpl>> unscaled_;  // this step's, by tensor id
 };

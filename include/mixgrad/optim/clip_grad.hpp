@@ -4,9 +4,14 @@
 // exceed a bound; the direction of the combined gradient is kept.
 //
 //   gm.backward(loss);
-//   double norm = mg::optim::clip_grad_norm(net.parameters(), 1.0);  // L2
-//   mg::optim::clip_grad_norm(params, 0.5, INFINITY);                // max-norm
+//   mg::Tensor norm = mg::optim::clip_grad_norm(net.parameters(), 1.0);  // L2
+//   mg::optim::clip_grad_norm(params, 0.5, INFINITY);                    // max-norm
 //   opt.step();
+//   double n = norm.item<double>();   // only if you need it: a synchronisation
+//
+// The norm and the clip factor are computed on the gradients' device and
+// the norm is returned as a tensor there (as in PyTorch), so clipping never
+// waits for the device; reading the norm on the host is the caller's choice.
 //
 // With a GradScaler, clip after unscale() (the norm of scaled gradients is
 // the scale times too large): unscale, clip, update, step.
@@ -23,12 +28,14 @@ namespace mixgrad::optim {
 /// norm_type > 0, or INFINITY for the largest |g|) and, when it exceeds
 /// `max_norm`, multiplies every gradient in place by max_norm / norm (the
 /// factor computed in double, applied in float, or in double for float64
-/// gradients). Tensors without a gradient are skipped. A non-finite norm
-/// (inf or NaN somewhere) is returned without touching the gradients.
-/// Returns the norm before clipping. Throws ValueError for max_norm < 0 or
+/// gradients; the factor is computed on the device from the norm tensor).
+/// Tensors without a gradient are skipped. A non-finite norm (inf or NaN
+/// somewhere) is returned without touching the gradients. Returns the norm
+/// before clipping as a 0-d float64 tensor on the gradients' device (a CPU
+/// zero when no tensor has a gradient). Throws ValueError for max_norm < 0 or
 /// non-finite, or for norm_type <= 0 or NaN; DTypeError / DeviceError /
 /// ShapeError for gradients that are not floating, on several devices, or
 /// broadcast views.
-double clip_grad_norm(const std::vector<Tensor>& tensors, double max_norm, double norm_type = 2.0);
+Tensor clip_grad_norm(const std::vector<Tensor>& tensors, double max_norm, double norm_type = 2.0);
 
 }  // namespace mixgrad::optim

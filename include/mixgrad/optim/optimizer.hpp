@@ -3,8 +3,16 @@
 // An optimizer holds handles to the parameters it updates and per-parameter
 // state (momentum buffers, moments, a step count). step() updates every
 // parameter whose gradient is defined, in place and unrecorded; a parameter
-// whose gradient is undefined (never computed, cleared, or dropped by
-// GradScaler on overflow) is skipped and its state is left as it was.
+// whose gradient is undefined (never computed, or cleared) is skipped and
+// its state is left as it was.
+//
+// Mixed precision: a gradient that a GradScaler unscaled carries that step's
+// found-inf flag (a one-element tensor on the device), and the fused update
+// kernel reads it: when it is set, the parameter, its buffers and its step
+// count stay as they were, with no host round trip. The step count is
+// therefore a 0-d int64 tensor on the parameter's device, advanced by the
+// kernel; step_count() reads it (a synchronisation). A gradient a
+// GradScaler scaled and has not unscaled is refused (see step()).
 //
 //   mg::optim::SGD opt(net.parameters(), {.lr = 0.05, .momentum = 0.9});
 //   opt.step().clear_grad();                  // MegEngine style
@@ -36,10 +44,13 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  /// One update of every parameter with a defined gradient. Gradients are
-  /// checked first (same shape and device as the parameter, floating dtype):
-  /// a ShapeError / DTypeError / DeviceError leaves every parameter and all
-  /// state untouched. Returns *this, so `opt.step().clear_grad()` chains.
+  /// One update of every parameter with a defined gradient; parameters whose
+  /// gradient carries a set found-inf flag are left as they were (see
+  /// above). Gradients are checked first (same shape and device as the
+  /// parameter, floating dtype, not still scaled by a GradScaler): a
+  /// ShapeError / DTypeError / DeviceError / StateError leaves every
+  /// parameter and all state untouched. Returns *this, so
+  /// `opt.step().clear_grad()` chains.
   Optimizer& step();
   /// Makes every parameter's gradient undefined (MegEngine's clear_grad);
   /// the next backward starts from nothing. Returns *this.
@@ -55,9 +66,12 @@ class Optimizer {
   /// The parameters, in construction order.
   const std::vector<Tensor>& parameters() const { return params_; }
   /// How many updates parameter i has received (skipped steps do not count).
+  /// Reads the device-side count: a synchronisation.
   int64_t step_count(size_t i) const;
 
   /// Snapshot of the hyper-parameters and per-parameter state (see above).
+  /// Reads the step counts (a synchronisation) to leave out parameters that
+  /// were never updated.
   StateDict state_dict() const;
   /// Restores hyper-parameters and state saved by state_dict() of an
   /// optimizer of the same kind over parameters of the same shapes. Checked
@@ -75,10 +89,11 @@ class Optimizer {
  protected:
   using Hyperparameters = std::map<std::string, double>;
 
-  /// Per-parameter state: the number of updates and the buffers named by
-  /// buffer_names(), created (zero-filled) before the first update.
+  /// Per-parameter state: the number of updates (a 0-d int64 tensor on the
+  /// parameter's device, advanced by the update kernel) and the buffers named
+  /// by buffer_names(), created (zero-filled) before the first update.
   struct ParamState {
-    int64_t step = 0;
+    Tensor step;
     std::vector<Tensor> buffers;
   };
 
@@ -94,9 +109,11 @@ class Optimizer {
   virtual void set_hyperparameters(const Hyperparameters& h) = 0;
   /// The per-parameter buffers under the hyper-parameters `h`.
   virtual std::vector<std::string> buffer_names(const Hyperparameters& h) const = 0;
-  /// Updates `param` from `grad`; `state.step` already counts this update and
-  /// `state.buffers` exist.
-  virtual void update(const Tensor& param, const Tensor& grad, ParamState& state) = 0;
+  /// Updates `param` from `grad` unless `found_inf` (a one-element float32
+  /// flag on the device, or undefined) is set; `state.step` counts the
+  /// updates before this one and is advanced by the kernel; `state.buffers`
+  /// exist.
+  virtual void update(const Tensor& param, const Tensor& grad, ParamState& state, const Tensor& found_inf) = 0;
 
   /// Throws ValueError naming the optimizer and the option unless `ok`.
   void require(bool ok, const std::string& what) const;

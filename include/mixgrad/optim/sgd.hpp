@@ -36,7 +36,7 @@ class SGD : public Optimizer {
   void check_hyperparameters(const Hyperparameters& h) const override;
   void set_hyperparameters(const Hyperparameters& h) override;
   std::vector<std::string> buffer_names(const Hyperparameters& h) const override;
-  void update(const Tensor& param, const Tensor& grad, ParamState& state) override;
+  void update(const Tensor& param, const Tensor& grad, ParamState& state, const Tensor& found_inf) override;
 
  private:
   SGDOptions options_;

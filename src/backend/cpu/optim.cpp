@@ -75,6 +75,11 @@ void run_rule(const Tensor& param, const Tensor& grad, const std::array<Tensor, 
       });
 }
 
+// True when the step's found-inf flag is set: the update is skipped.
+bool skipped(const Tensor& found_inf) {
+  return found_inf.defined() && *static_cast<const float*>(found_inf.raw_data()) != 0.0f;
+}
+
 // Calls f.template operator()<P, G>() for the parameter's and the gradient's
 // element types.
 template <class F>
@@ -86,7 +91,11 @@ void visit_param_grad(const Tensor& param, const Tensor& grad, const char* op, F
 
 }  // namespace
 
-void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SgdStep& s) {
+void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
+                const Tensor& found_inf, const SgdStep& s) {
+  if (skipped(found_inf)) return;
+  int64_t& count = *static_cast<int64_t*>(step.raw_data());
+  const bool first_step = count == 0;
   visit_param_grad(param, grad, "sgd_update", [&]<class P, class G>() {
     using C = state_t<P>;
     if (!momentum_buffer.defined()) {
@@ -95,15 +104,18 @@ void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_
       return;
     }
     const kernels::SgdMomentumRule<C> rule{C(s.lr), C(s.weight_decay), C(s.momentum), C(1.0 - s.dampening),
-                                           s.nesterov, s.first_step};
+                                           s.nesterov, first_step};
     run_rule<P, G, C, 1>(param, grad, {momentum_buffer}, rule, std::make_index_sequence<1>());
   });
+  ++count;
 }
 
 void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                 const Tensor& max_exp_avg_sq, const AdamStep& s) {
+                 const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf, const AdamStep& s) {
+  if (skipped(found_inf)) return;
+  int64_t& count = *static_cast<int64_t*>(step.raw_data());
   // Bias corrections in double: 1 - beta^t loses digits in float for large t.
-  const double t = static_cast<double>(s.step);
+  const double t = static_cast<double>(count + 1);
   const double bc1 = 1.0 - std::pow(s.beta1, t);
   const double bc2 = 1.0 - std::pow(s.beta2, t);
   visit_param_grad(param, grad, "adam_update", [&]<class P, class G>() {
@@ -124,6 +136,7 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
       run_rule<P, G, C, 2>(param, grad, {exp_avg, exp_avg_sq}, adam, std::make_index_sequence<2>());
     }
   });
+  ++count;
 }
 
 }  // namespace mixgrad::backend::cpu

@@ -1,4 +1,6 @@
-// CPU multi-tensor kernels for gradient scaling and clipping.
+// CPU multi-tensor kernels for gradient scaling and clipping. The CPU is the
+// device here: reading the one-element flag / factor / norm tensors is a
+// plain load, no synchronisation.
 //
 // A list of gradients is flattened into runs (a contiguous tensor is one run;
 // a strided one is one run per innermost row), and the total element count
@@ -12,7 +14,7 @@
 // grads go through a small float block in L1 with the bulk F16C / bfloat16
 // converters, so the 16-bit <-> float rounding is the same as everywhere
 // else in mixgrad.
-#include "backend/amp.hpp"
+#include "backend/multi_tensor.hpp"
 
 #include <omp.h>
 
@@ -20,11 +22,12 @@
 #include <bit>
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <vector>
 
 #include "backend/copy.hpp"
-#include "kernels/amp.hpp"
+#include "kernels/grad_scaling.hpp"
 #include "kernels/loops.hpp"
 
 namespace mixgrad::backend::cpu {
@@ -241,20 +244,16 @@ NormAcc norm_pass(NormKind kind, const std::vector<Run>& runs, const kernels::No
   return {};
 }
 
-}  // namespace
-
-bool scale_and_check(std::span<const Tensor> tensors, double factor) {
-  const std::vector<Run> runs = build_runs(tensors, "scale_and_check");
+bool scale_pass(const std::vector<Run>& runs, double factor, const char* op) {
   return reduce_runs(
       runs, false,
-      [factor](const Run& r, int64_t b, int64_t e) {
-        return visit_floating(r.dtype, "scale_and_check", [&]<class T>() { return scale_check_run<T>(r, b, e, factor); });
+      [factor, op](const Run& r, int64_t b, int64_t e) {
+        return visit_floating(r.dtype, op, [&]<class T>() { return scale_check_run<T>(r, b, e, factor); });
       },
       [](bool a, bool b) { return a || b; });
 }
 
-double grad_norm(std::span<const Tensor> tensors, double norm_type) {
-  const std::vector<Run> runs = build_runs(tensors, "grad_norm");
+double norm_value(const std::vector<Run>& runs, double norm_type) {
   const NormKind kind = std::isinf(norm_type)  ? NormKind::max
                         : norm_type == 2.0     ? NormKind::two
                         : norm_type == 1.0     ? NormKind::one
@@ -276,19 +275,39 @@ double grad_norm(std::span<const Tensor> tensors, double norm_type) {
   return root(acc.sum);
 }
 
-void scale_copy(const Tensor& src, const Tensor& dst, double factor) {
-  visit_dtype(src.dtype(), [&]<class From>() {
-    visit_floating(dst.dtype(), "scale_copy", [&]<class To>() {
-      const kernels::ScaleCopy<From, To> op{kernels::applied_factor<To>(factor)};
-      kernels::for_each_run<2>(dst.shape(), {byte_strides(dst), byte_strides(src)},
-                               {static_cast<char*>(dst.raw_data()), static_cast<char*>(src.raw_data())},
-                               [op](std::array<char*, 2> p, const std::array<int64_t, 2>& st, int64_t n) {
-                                 for (int64_t i = 0; i < n; ++i)
-                                   *reinterpret_cast<To*>(p[0] + i * st[0]) =
-                                       op(*reinterpret_cast<const From*>(p[1] + i * st[1]));
-                               });
-    });
-  });
+// The value of a one-element float32 / float64 tensor.
+double scalar_value(const Tensor& t) {
+  return t.dtype() == DType::float64 ? *static_cast<const double*>(t.raw_data())
+                                     : static_cast<double>(*static_cast<const float*>(t.raw_data()));
+}
+
+}  // namespace
+
+void non_finite_check_and_unscale(std::span<const Tensor> tensors, const Tensor& found_inf, const Tensor& inv_scale) {
+  constexpr const char* op = "non_finite_check_and_unscale";
+  const double factor = scalar_value(inv_scale);
+  bool in_float = false;
+  for (const Tensor& t : tensors) in_float = in_float || t.dtype() != DType::float64;
+  if (!std::isfinite(factor) || (in_float && !std::isfinite(static_cast<float>(factor)))) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", factor);
+    throw ValueError(std::string(op) + ": inv_scale " + text + " is not finite in " +
+                     (in_float ? "float" : "double") + " arithmetic");
+  }
+  const std::vector<Run> runs = build_runs(tensors, op);
+  if (scale_pass(runs, factor, op)) *static_cast<float*>(found_inf.raw_data()) = 1.0f;
+}
+
+void grad_norm(std::span<const Tensor> tensors, double norm_type, const Tensor& out) {
+  *static_cast<double*>(out.raw_data()) = norm_value(build_runs(tensors, "grad_norm"), norm_type);
+}
+
+void clip_by_norm(std::span<const Tensor> tensors, const Tensor& norm, double max_norm) {
+  const double n = scalar_value(norm);
+  // Non-finite norms leave the grads alone: scaling by max_norm / inf would
+  // zero the finite ones and hide the overflow from whoever checks next.
+  if (!std::isfinite(n) || !(n > max_norm)) return;
+  scale_pass(build_runs(tensors, "clip_by_norm"), max_norm / n, "clip_by_norm");
 }
 
 }  // namespace mixgrad::backend::cpu

@@ -1,6 +1,7 @@
 // Element math of gradient scaling, shared by the CPU loops and (later) the
 // CUDA kernels: the non-finite test, the in-place scale-and-check of one
-// gradient element, and the per-element terms of a gradient norm.
+// gradient element, the per-element terms of a gradient norm, and the one-
+// element update of a dynamic loss scale (GradScaler::update).
 //
 //   kernels::ScaleCheck<float> op{kernels::applied_factor<float>(1.0 / 65536.0)};
 //   bool bad = op(g[i]);                 // g[i] *= 2^-16; true if now inf / NaN
@@ -92,6 +93,31 @@ struct NormTerm {
     if (p == 2.0) return a * a;
     if (p == 1.0) return a;
     return std::pow(a, p);
+  }
+};
+
+/// The dynamic loss scale's update, run where the scale lives (PyTorch's
+/// `_amp_update_scale_`): after an overflow the scale is multiplied by
+/// backoff_factor (clamped up to min_scale) and the growth count restarts;
+/// after a clean step the count grows by one and, on reaching
+/// growth_interval (> 0), the scale is multiplied by growth_factor (clamped
+/// down to max_scale) and the count restarts. inv_scale is rewritten as
+/// 1 / scale in double. The clamps keep the scale in the caller's validated
+/// range even where a product leaves double's.
+struct ScaleUpdate {
+  double growth_factor, backoff_factor, min_scale, max_scale;
+  int64_t growth_interval;
+  MIXGRAD_HOST_DEVICE void operator()(double& scale, double& inv_scale, int64_t& tracker, bool found) const {
+    if (found) {
+      const double s = scale * backoff_factor;
+      scale = s > min_scale ? s : min_scale;
+      tracker = 0;
+    } else if (++tracker >= growth_interval) {
+      const double s = scale * growth_factor;
+      scale = s < max_scale ? s : max_scale;
+      tracker = 0;
+    }
+    inv_scale = 1.0 / scale;
   }
 };
 
