@@ -260,6 +260,7 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
   std::unordered_set<uint64_t> produced;      // attached ids that are also the output of a running node
   {
     std::unordered_set<uint64_t> live;  // ids that will receive a gradient
+    live.reserve(2 * tape.size() + grads.size());
     for (const auto& [id, g] : grads) {
       live.insert(id);
       if (s.attached_index.contains(id)) pending.try_emplace(id, 0);
@@ -310,24 +311,24 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
   for (size_t k = tape.size(); k-- > 0;) {
     std::shared_ptr<Node> node = std::move(tape[k]);  // freed (with its saved tensors) after this step
     if (!runs[k]) continue;
-    auto g = grads.find(node->output_id);
-    if (g != grads.end()) {
+    InputGrads input_grads(node->needs);
+    if (auto g = grads.find(node->output_id); g != grads.end()) {
       Tensor grad_out = std::move(g->second);
       grads.erase(g);  // an intermediate gradient lives only until consumed
-      InputGrads input_grads(node->needs);
       node->backward(grad_out, input_grads);
-      for (size_t i = 0; i < node->input_ids.size(); ++i) {
-        Tensor& gi = input_grads.grads()[i];
-        if (!node->needs[i] || !gi.defined() || !tracked.contains(node->input_ids[i])) continue;
+    }
+    // Every slot the plan counted is counted down, with or without a gradient.
+    for (size_t i = 0; i < node->input_ids.size(); ++i) {
+      if (!node->needs[i] || !tracked.contains(node->input_ids[i])) continue;
+      Tensor& gi = input_grads.grads()[i];
+      if (gi.defined()) {
         if (gi.shape() != node->input_shapes[i])
           throw Error("GradManager::backward: internal error: gradient of shape " + to_string(gi.shape()) +
                       " for an input of shape " + to_string(node->input_shapes[i]));
         accumulate(grads, node->input_ids[i], cast_like(gi, node->input_dtypes[i]));
       }
+      consumed(node->input_ids[i]);
     }
-    // Count the slots even when no gradient came: the plan counted them.
-    for (size_t i = 0; i < node->input_ids.size(); ++i)
-      if (node->needs[i] && tracked.contains(node->input_ids[i])) consumed(node->input_ids[i]);
   }
   for (const auto& [id, left] : pending)  // the plan is exact; this only guards against a lost gradient
     if (left >= 0 && grads.contains(id)) fire(id);
