@@ -21,9 +21,10 @@
 // Gradient-ready callbacks. A tensor's callbacks `(tensor, grad) -> grad`
 // run once per backward, chained in the order they were attached, as soon as
 // its gradient is final: right after the reverse walk has processed the
-// last op (in recording order, the first) that uses the tensor, and before
-// the walk goes on to earlier ops. A tensor that no op of the tape reaches
-// gets no call. After the walk, the after-backward hooks run once, and only
+// earliest recorded op that uses the tensor, and before the walk goes on to
+// earlier ops; so the last layers' parameters are ready first. A tensor no
+// gradient reaches gets no call. An op's output attached while recording
+// gets its gradient (and its calls) like a leaf. After the walk, the after-backward hooks run once, and only
 // then are the callbacks' results added to `.grad()`. That is the shape
 // data-parallel training needs (MegEngine's AllreduceCallback):
 //
