@@ -18,16 +18,16 @@
 // the recording; several managers are independent of one another. The set
 // of recording managers is per thread.
 //
-// Gradient-ready callbacks. A tensor's callbacks `(tensor, grad) -> grad`
-// run once per backward, chained in the order they were attached, as soon as
-// its gradient is final: right after the reverse walk has processed the
-// earliest recorded op that uses the tensor on a path to the outputs, and
-// before the walk goes on to earlier ops; so the last layers' parameters are
-// ready first. A tensor no
-// gradient reaches gets no call. An op's output attached while recording
-// gets its gradient (and its calls) like a leaf. After the walk, the after-backward hooks run once, and only
-// then are the callbacks' results added to `.grad()`. That is the shape
-// data-parallel training needs (MegEngine's AllreduceCallback):
+// Gradient-ready callbacks. A tensor's callbacks `(tensor, grad) -> grad` run
+// once per backward, chained in the order they were attached, as soon as its
+// gradient is final: right after the reverse walk has processed the earliest
+// recorded op that uses the tensor on a path to the outputs, and before the
+// walk goes on to earlier ops; so the last layers' parameters are ready first.
+// A tensor no gradient reaches gets no call. An op's output attached while
+// recording gets its gradient (and its calls) like a leaf. After the walk, the
+// after-backward hooks run once, and only then are the callbacks' results
+// added to `.grad()`. That is the shape data-parallel training needs
+// (MegEngine's AllreduceCallback):
 //
 //   gm.attach(net.parameters(), {[&](const Tensor& p, const Tensor& g) {
 //     return reducer.start(p, g);          // async all-reduce of the bucket;
