@@ -9,6 +9,7 @@
 #include "autodiff/tape.hpp"
 #include "backend/copy.hpp"
 #include "core/grad_check.hpp"
+#include "ops/untracked_copy.hpp"
 
 namespace mixgrad::autodiff {
 
@@ -63,6 +64,7 @@ struct GradManager::State {
   std::vector<GradManager*>* recording_list = nullptr;  // the recording thread's list
   std::unordered_set<uint64_t> tracked;
   std::vector<std::shared_ptr<Node>> tape;
+  std::vector<std::function<void()>> after_backward;
 
   void drop_dead() {
     auto dead = [](const AttachedTensor& a) { return a.tensor.expired(); };
@@ -196,13 +198,6 @@ void accumulate(std::unordered_map<uint64_t, Tensor>& grads, uint64_t id, Tensor
   backend::accumulate(have, g);
 }
 
-Tensor cast_like(const Tensor& g, DType dtype) {
-  if (g.dtype() == dtype) return g;
-  Tensor out = empty(g.shape(), dtype, g.device());
-  backend::copy(g, out);
-  return out;
-}
-
 void check_outputs(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys) {
   if (!dys.empty() && dys.size() != ys.size())
     throw ShapeError("GradManager::backward: " + std::to_string(ys.size()) + " outputs but " +
@@ -245,49 +240,104 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
     if (!tracked.contains(ys[i].id())) continue;
     Tensor dy = (dys.empty() || !dys[i].defined()) ? empty(ys[i].shape(), ys[i].dtype(), ys[i].device()) : dys[i];
     if (dys.empty() || !dys[i].defined()) backend::fill(dy, 1.0);
-    accumulate(grads, ys[i].id(), cast_like(dy, ys[i].dtype()));
+    accumulate(grads, ys[i].id(), ops::in_dtype(dy, ys[i].dtype()));
   }
 
-  for (auto it = tape.rbegin(); it != tape.rend(); ++it) {
-    std::shared_ptr<Node> node = std::move(*it);  // freed (with its saved tensors) after this step
-    auto g = grads.find(node->output_id);
-    if (g == grads.end()) continue;
-    Tensor grad_out = std::move(g->second);
-    grads.erase(g);  // an intermediate gradient lives only until consumed
-    InputGrads input_grads(node->needs);
-    node->backward(grad_out, input_grads);
-    for (size_t i = 0; i < node->input_ids.size(); ++i) {
-      Tensor& gi = input_grads.grads()[i];
-      if (!node->needs[i] || !gi.defined() || !tracked.contains(node->input_ids[i])) continue;
-      if (gi.shape() != node->input_shapes[i])
-        throw Error("GradManager::backward: internal error: gradient of shape " + to_string(gi.shape()) +
-                    " for an input of shape " + to_string(node->input_shapes[i]));
-      accumulate(grads, node->input_ids[i], cast_like(gi, node->input_dtypes[i]));
+  // Plan the walk before running it: a node runs when its output receives a
+  // gradient, and an attached tensor's gradient is final once every input
+  // slot of a running node that feeds it has been processed. `pending`
+  // counts those slots per attached tensor; the walk fires the tensor's
+  // callbacks when its count reaches zero, so a data-parallel callback can
+  // start reducing it while the rest of the backward runs.
+  std::vector<char> runs(tape.size(), 0);
+  std::unordered_map<uint64_t, int> pending;  // attached id -> feeding slots still to process; -1 once fired
+  std::unordered_set<uint64_t> produced;      // attached ids that are also the output of a running node
+  {
+    std::unordered_set<uint64_t> live;  // ids that will receive a gradient
+    live.reserve(2 * tape.size() + grads.size());
+    for (const auto& [id, g] : grads) {
+      live.insert(id);
+      if (s.attached_index.contains(id)) pending.try_emplace(id, 0);
+    }
+    for (size_t k = tape.size(); k-- > 0;) {
+      const Node& node = *tape[k];
+      if (!live.contains(node.output_id)) continue;
+      runs[k] = 1;
+      if (s.attached_index.contains(node.output_id)) produced.insert(node.output_id);
+      for (size_t i = 0; i < node.input_ids.size(); ++i) {
+        if (!node.needs[i] || !tracked.contains(node.input_ids[i])) continue;
+        live.insert(node.input_ids[i]);
+        if (s.attached_index.contains(node.input_ids[i])) ++pending[node.input_ids[i]];
+      }
     }
   }
 
-  // Callbacks first, for every tensor; only then touch any .grad(), so a
-  // throwing callback leaves all gradients as they were.
+  // Ready gradients after their callbacks, waiting for .grad(): nothing in
+  // .grad() changes until every callback and after-backward hook has run.
   std::vector<std::pair<Tensor, Tensor>> updates;
-  for (const auto& a : s.attached) {
-    auto g = grads.find(a.id);
-    if (g == grads.end()) continue;
-    Tensor t(a.tensor.lock());
-    if (!t.defined()) continue;
-    Tensor grad = std::move(g->second);
-    grads.erase(g);
-    for (const auto& cb : a.callbacks) grad = cb(t, grad);
+  auto fire = [&](uint64_t id) {
+    pending[id] = -1;
+    auto g = grads.find(id);
+    if (g == grads.end()) return;  // every contribution was undefined
+    auto at = s.attached_index.find(id);
+    if (at == s.attached_index.end()) return;
+    Tensor t(s.attached[at->second].tensor.lock());
+    if (!t.defined()) return;
+    Tensor grad = g->second;
+    if (!produced.contains(id)) grads.erase(g);  // else its producer still needs it
+    // A copy: a callback may attach (and so grow the list) while it runs.
+    const std::vector<GradCallback> callbacks = s.attached[at->second].callbacks;
+    for (const auto& cb : callbacks) grad = cb(t, grad);
     if (!grad.defined() || grad.shape() != t.shape())
       throw ShapeError("GradManager::backward: a callback returned a gradient of shape " +
                        (grad.defined() ? to_string(grad.shape()) : std::string("(undefined)")) + " for a tensor of shape " +
                        to_string(t.shape()));
-    grad = cast_like(grad, t.dtype());
-    // A gradient set by hand is accumulated into below; check it now, before
-    // any gradient changes (Tensor::set_grad checked it already, this keeps
-    // the accumulation safe whatever path set it).
-    if (t.grad().defined()) mixgrad::detail::check_grad(t, t.grad(), "GradManager::backward");
+    grad = ops::in_dtype(grad, t.dtype());
     updates.emplace_back(std::move(t), std::move(grad));
+  };
+  auto consumed = [&](uint64_t id) {
+    auto p = pending.find(id);
+    if (p != pending.end() && p->second > 0 && --p->second == 0) fire(id);
+  };
+  for (const Tensor& y : ys)  // an attached output no op feeds on is final already
+    if (auto p = pending.find(y.id()); p != pending.end() && p->second == 0) fire(y.id());
+
+  for (size_t k = tape.size(); k-- > 0;) {
+    std::shared_ptr<Node> node = std::move(tape[k]);  // freed (with its saved tensors) after this step
+    if (!runs[k]) continue;
+    InputGrads input_grads(node->needs);
+    if (auto g = grads.find(node->output_id); g != grads.end()) {
+      Tensor grad_out = std::move(g->second);
+      grads.erase(g);  // an intermediate gradient lives only until consumed
+      node->backward(grad_out, input_grads);
+    }
+    // Every slot the plan counted is counted down, with or without a gradient.
+    for (size_t i = 0; i < node->input_ids.size(); ++i) {
+      if (!node->needs[i] || !tracked.contains(node->input_ids[i])) continue;
+      Tensor& gi = input_grads.grads()[i];
+      if (gi.defined()) {
+        if (gi.shape() != node->input_shapes[i])
+          throw Error("GradManager::backward: internal error: gradient of shape " + to_string(gi.shape()) +
+                      " for an input of shape " + to_string(node->input_shapes[i]));
+        accumulate(grads, node->input_ids[i], ops::in_dtype(gi, node->input_dtypes[i]));
+      }
+      consumed(node->input_ids[i]);
+    }
   }
+  for (const auto& [id, left] : pending)  // the plan is exact; this only guards against a lost gradient
+    if (left >= 0 && grads.contains(id)) fire(id);
+
+  // MegEngine's order: the hooks run after every callback and before any
+  // .grad() changes, so a hook that waits for asynchronous reductions
+  // started by the callbacks does so before their results are read.
+  const std::vector<std::function<void()>> hooks = s.after_backward;
+  for (const auto& hook : hooks) hook();
+
+  // A gradient set by hand is accumulated into below; check them all before
+  // any changes (Tensor::set_grad checked it already, this keeps the
+  // accumulation safe whatever path set it).
+  for (const auto& [t, grad] : updates)
+    if (t.grad().defined()) mixgrad::detail::check_grad(t, t.grad(), "GradManager::backward");
   for (auto& [t, grad] : updates) {
     Tensor have = t.grad();
     if (have.defined()) {
@@ -300,6 +350,12 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
       t.set_grad(own);
     }
   }
+}
+
+GradManager& GradManager::register_after_backward_callback(std::function<void()> callback) {
+  if (!callback) throw ValueError("GradManager::register_after_backward_callback: empty callback");
+  state_->after_backward.push_back(std::move(callback));
+  return *this;
 }
 
 GradManager::State& TapeAccess::state(GradManager* gm) { return *gm->state_; }

@@ -1,14 +1,17 @@
 // Backend seam of F::batch_norm over [N, C, ...] (any number of trailing
 // spatial dims). Statistics, weight and bias are in the statistics dtype:
 // float32, or float64 for float64 input. On the CPU: mixgrad's own
-// vectorised kernels (backend/cpu/batch_norm_builtin.hpp); oneDNN's only
-// in onednn::Mode::always. The batch mean and (biased) variance the
-// forward computes are what the backward closure keeps.
+// vectorised kernels (backend/cpu/batch_norm.cpp; see there why not
+// oneDNN's). The batch mean and (biased) variance the forward computes are
+// what the backward closure keeps; in training the running statistics are
+// then updated from them on the device, with no value read on the host.
 //
 //   backend::batch_norm_forward({.x = x, .weight = w, .bias = b, .mean = m, .var = v, .y = y,
 //                                .training = true, .eps = 1e-5});
 //   backend::batch_norm_backward({.grad_y = gy, .x = x, .weight = w, .mean = m, .var = v,
 //                                 .grad_x = gx, .grad_weight = gw, .grad_bias = gb, .training = true});
+//   backend::batch_norm_update_running({.running_mean = rm, .running_var = rv, .mean = m, .var = v,
+//                                       .momentum = 0.1, .var_correction = count / (count - 1.0)});
 #pragma once
 
 #include "backend/dispatch.hpp"
@@ -38,13 +41,24 @@ struct BatchNormBackward {
   double eps = 1e-5;
 };
 
+struct BatchNormRunningUpdate {
+  Tensor running_mean;  // [C] any floating dtype, any stride: updated in place
+  Tensor running_var;   // [C] likewise
+  Tensor mean;          // [C] statistics dtype, contiguous: the batch mean
+  Tensor var;           // [C] statistics dtype, contiguous: the biased batch variance
+  double momentum = 0.1;
+  double var_correction = 1.0;  // count / (count - 1): the variance goes in unbiased
+};
+
 namespace cpu {
 void batch_norm_forward(const BatchNormForward& a);
 void batch_norm_backward(const BatchNormBackward& a);
+void batch_norm_update_running(const BatchNormRunningUpdate& a);
 }  // namespace cpu
 namespace cuda {
 void batch_norm_forward(const BatchNormForward& a);
 void batch_norm_backward(const BatchNormBackward& a);
+void batch_norm_update_running(const BatchNormRunningUpdate& a);
 }  // namespace cuda
 
 /// y = (x - mean) / sqrt(var + eps) * weight + bias per channel; in training
@@ -56,6 +70,14 @@ inline void batch_norm_forward(const BatchNormForward& a) { MIXGRAD_DISPATCH(a.y
 /// statistics on x; otherwise the statistics are constants.
 inline void batch_norm_backward(const BatchNormBackward& a) {
   MIXGRAD_DISPATCH(a.grad_y.device(), batch_norm_backward, (a));
+}
+
+/// running = (1 - momentum) * running + momentum * batch statistic, the
+/// variance times var_correction; computed in double, rounded to the
+/// statistics dtype, stored in the running tensors' dtype. Does not bump
+/// their versions (the op does).
+inline void batch_norm_update_running(const BatchNormRunningUpdate& a) {
+  MIXGRAD_DISPATCH(a.running_mean.device(), batch_norm_update_running, (a));
 }
 
 }  // namespace mixgrad::backend

@@ -4,6 +4,8 @@
 
 #include "autodiff/tape.hpp"
 #include "backend/copy.hpp"
+#include "backend/dispatch.hpp"
+#include "mixgrad/ops/shape_ops.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::nn {
@@ -164,6 +166,86 @@ std::vector<std::pair<Tensor, Tensor>> Module::checked_copies(const StateDict& d
     throw ValueError(msg);
   }
   return copies;
+}
+
+std::vector<Tensor> Module::unique_tensors() const {
+  std::vector<Tensor> out;
+  std::unordered_set<const TensorImpl*> seen;
+  for (const auto& [name, t] : named_parameters())
+    if (seen.insert(t.impl()).second) out.push_back(t);
+  for (const auto& [name, t] : named_buffers())
+    if (seen.insert(t.impl()).second) out.push_back(t);
+  return out;
+}
+
+namespace {
+
+// Converts every tensor (and its gradient) with `convert`, which returns a
+// contiguous copy or the same handle; only when all conversions have
+// succeeded are the new storages put into the existing TensorImpls, so
+// every handle keeps its identity and a throw changes nothing.
+template <class Convert>
+void replace_in_place(const std::vector<Tensor>& tensors, Convert&& convert) {
+  struct Change {
+    Tensor target, value, grad;
+  };
+  std::vector<Change> changes;
+  {
+    autodiff::NoRecordScope no_record;
+    for (const Tensor& t : tensors) {
+      Tensor value = convert(t);
+      Tensor grad = t.grad().defined() ? convert(t.grad()) : Tensor();
+      const bool grad_changed = grad.defined() && grad.impl() != t.grad().impl();
+      if (value.impl() != t.impl() || grad_changed) changes.push_back({t, value, grad_changed ? grad : Tensor()});
+    }
+  }
+  for (auto& [target, value, grad] : changes) {
+    TensorImpl& impl = *target.impl();
+    if (value.impl() != target.impl()) {
+      impl.storage = value.impl()->storage;
+      impl.offset = value.impl()->offset;
+      impl.strides = value.impl()->strides;
+      impl.dtype = value.dtype();
+      target.bump_version();  // caches derived from the values (autocast's casts) are stale
+    }
+    if (grad.defined()) impl.grad = grad;
+  }
+}
+
+// Saved tensors on a tape are the module's handles: changing them under a
+// recording would change what its backward computes with.
+void check_not_recording(const char* op) {
+  if (!autodiff::detail::recording_managers().empty())
+    throw StateError(std::string(op) + ": called while a GradManager records; call it before record() or after backward()");
+}
+
+}  // namespace
+
+Module& Module::to(Device device) {
+  check_not_recording("Module::to");
+  const std::vector<Tensor> tensors = unique_tensors();
+  if (device.is_cuda()) {
+    if (!backend::cuda_built())
+      throw DeviceError("Module::to: cannot move the module's " + std::to_string(tensors.size()) + " tensors to " +
+                        to_string(device) + ": mixgrad was built without CUDA");
+    if (device.index() >= backend::cuda_device_count())
+      throw DeviceError("Module::to: cannot move the module's " + std::to_string(tensors.size()) + " tensors to " +
+                        to_string(device) + ": " + std::to_string(backend::cuda_device_count()) +
+                        " CUDA device(s) available");
+  }
+  replace_in_place(tensors, [&](const Tensor& t) { return t.device() == device ? t : t.to(device); });
+  return *this;
+}
+
+Module& Module::to(DType dtype) {
+  check_not_recording("Module::to");
+  if (!is_floating_point(dtype))
+    throw DTypeError("Module::to: parameters must stay floating, cannot cast them to " +
+                     std::string(to_string(dtype)));
+  replace_in_place(unique_tensors(), [&](const Tensor& t) {
+    return !is_floating_point(t.dtype()) || t.dtype() == dtype ? t : F::astype(t, dtype);
+  });
+  return *this;
 }
 
 void Module::check_state_dict(const StateDict& dict, const LoadStateDictOptions& options) const {

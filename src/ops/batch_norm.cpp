@@ -31,21 +31,6 @@ void check_channel_vector(const char* what, const Tensor& t, const Tensor& x) {
                      ops::describe(x) + " (expected [C])");
 }
 
-// running = (1 - momentum) * running + momentum * batch, in the statistics dtype.
-void update_running(const Tensor& running, const Tensor& batch, double momentum, double unbias) {
-  Tensor r = empty(running.shape(), batch.dtype(), running.device());
-  backend::copy(running, r);
-  visit_floating(batch.dtype(), "batch_norm", [&]<class S>() {
-    S* rp = static_cast<S*>(r.raw_data());
-    const S* bp = static_cast<const S*>(batch.raw_data());
-    for (int64_t c = 0; c < r.numel(); ++c)
-      rp[c] = static_cast<S>((1.0 - momentum) * static_cast<double>(rp[c]) +
-                             momentum * unbias * static_cast<double>(bp[c]));
-  });
-  backend::copy(r, running);
-  running.bump_version();
-}
-
 }  // namespace
 
 Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight_in,
@@ -99,9 +84,11 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   backend::batch_norm_forward(
       {.x = xc, .weight = w, .bias = b, .mean = mean, .var = var, .y = y, .training = o.training, .eps = o.eps});
   if (o.training && running_mean.defined()) {
-    update_running(running_mean, mean, o.momentum, 1.0);
-    update_running(running_var, var, o.momentum,
-                   static_cast<double>(per_channel) / static_cast<double>(per_channel - 1));
+    backend::batch_norm_update_running(
+        {.running_mean = running_mean, .running_var = running_var, .mean = mean, .var = var, .momentum = o.momentum,
+         .var_correction = static_cast<double>(per_channel) / static_cast<double>(per_channel - 1)});
+    running_mean.bump_version();
+    running_var.bump_version();
   }
 
   autodiff::record({&x, &weight, &bias}, y,

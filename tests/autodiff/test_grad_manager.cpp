@@ -184,7 +184,7 @@ BOOST_AUTO_TEST_CASE(tensor_attached_during_recording_is_tracked_from_then_on) {
   BOOST_TEST(values(v.grad()) == std::vector<float>({7, 7}), tt::per_element());
 }
 
-BOOST_AUTO_TEST_CASE(callbacks_run_in_attach_order_once_per_tensor) {
+BOOST_AUTO_TEST_CASE(callbacks_chain_in_attach_order_once_per_tensor) {
   GradManager gm;
   auto a = vec({1}), b = vec({1});
   std::vector<std::string> log;
@@ -198,7 +198,9 @@ BOOST_AUTO_TEST_CASE(callbacks_run_in_attach_order_once_per_tensor) {
   gm.attach(a, {tag("a1", 2)});
   gm.attach(b, {tag("b2", 3)});  // adds a callback, keeps b first
   auto r = gm.record();
-  auto y = mg::F::add(mg::F::mul(a, 1.0), mg::F::mul(mg::F::mul(b, 1.0), 1.0));
+  auto ya = mg::F::mul(a, 1.0);  // recorded first: a's gradient is final last
+  auto yb = mg::F::mul(mg::F::mul(b, 1.0), 1.0);
+  auto y = mg::F::add(ya, yb);
   y = mg::F::add(y, mg::F::mul(b, 1.0));  // b reaches y twice: still one callback call
   gm.backward(y);
   BOOST_TEST(log == std::vector<std::string>({"b1", "b2", "a1"}), tt::per_element());

@@ -374,54 +374,81 @@ void channel_stats(const Tensor& x, std::vector<double>& mean, std::vector<doubl
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(batch_norm_training_updates_running_stats_with_unbiased_variance) {
-  namespace dnn = mg::backend::onednn;
-  for (DType dt : {DType::float32, DType::bfloat16, DType::float16})
-    for (dnn::Mode m : {dnn::Mode::always, dnn::Mode::never}) {
-      BOOST_TEST_CONTEXT("dtype " << dt << " mode " << static_cast<int>(m)) {
-        dnn::ModeScope scope(m);
-        mg::manual_seed(11);
-        const Tensor x = mg::uniform({4, 3, 2, 2}, -2, 3, dt);
-        Tensor rm = mg::full({3}, 0.5), rv = mg::full({3}, 2.0);
-        const uint64_t version = rm.version();
-        const Tensor w = mg::uniform({3}, 0.5, 1.5), b = mg::uniform({3}, -1, 1);
-        const Tensor y = F::batch_norm(x, rm, rv, w, b, {.training = true, .momentum = 0.25});
-        BOOST_TEST(y.dtype() == dt);
-        BOOST_TEST(rm.dtype() == DType::float32);
-        BOOST_TEST(rm.version() > version);
-        std::vector<double> mean, var;
-        channel_stats(x, mean, var);
-        const double m16 = 16.0;
-        for (int64_t c = 0; c < 3; ++c) {
-          BOOST_TEST(std::abs(rm.at<double>({c}) - (0.75 * 0.5 + 0.25 * mean[c])) < 1e-5);
-          BOOST_TEST(std::abs(rv.at<double>({c}) - (0.75 * 2.0 + 0.25 * var[c] * m16 / (m16 - 1))) < 1e-5);
-        }
-        // The output is normalised with the biased batch variance.
-        const auto xv = x.to_vector<double>(), yv = y.to_vector<double>();
-        const double tol = dt == DType::float32 ? 1e-5 : (dt == DType::bfloat16 ? 2e-2 : 3e-3);
-        for (size_t i = 0; i < xv.size(); ++i) {
-          const int64_t c = (static_cast<int64_t>(i) / 4) % 3;
-          const double want = (xv[i] - mean[c]) / std::sqrt(var[c] + 1e-5) * w.at<double>({c}) + b.at<double>({c});
-          BOOST_TEST(std::abs(yv[i] - want) <= tol * (1 + std::abs(want)), "element " << i);
-        }
+  for (DType dt : {DType::float32, DType::bfloat16, DType::float16}) {
+    BOOST_TEST_CONTEXT("dtype " << dt) {
+      mg::manual_seed(11);
+      const Tensor x = mg::uniform({4, 3, 2, 2}, -2, 3, dt);
+      Tensor rm = mg::full({3}, 0.5), rv = mg::full({3}, 2.0);
+      const uint64_t version = rm.version();
+      const Tensor w = mg::uniform({3}, 0.5, 1.5), b = mg::uniform({3}, -1, 1);
+      const Tensor y = F::batch_norm(x, rm, rv, w, b, {.training = true, .momentum = 0.25});
+      BOOST_TEST(y.dtype() == dt);
+      BOOST_TEST(rm.dtype() == DType::float32);
+      BOOST_TEST(rm.version() > version);
+      std::vector<double> mean, var;
+      channel_stats(x, mean, var);
+      const double m16 = 16.0;
+      for (int64_t c = 0; c < 3; ++c) {
+        BOOST_TEST(std::abs(rm.at<double>({c}) - (0.75 * 0.5 + 0.25 * mean[c])) < 1e-5);
+        BOOST_TEST(std::abs(rv.at<double>({c}) - (0.75 * 2.0 + 0.25 * var[c] * m16 / (m16 - 1))) < 1e-5);
+      }
+      // The output is normalised with the biased batch variance.
+      const auto xv = x.to_vector<double>(), yv = y.to_vector<double>();
+      const double tol = dt == DType::float32 ? 1e-5 : (dt == DType::bfloat16 ? 2e-2 : 3e-3);
+      for (size_t i = 0; i < xv.size(); ++i) {
+        const int64_t c = (static_cast<int64_t>(i) / 4) % 3;
+        const double want = (xv[i] - mean[c]) / std::sqrt(var[c] + 1e-5) * w.at<double>({c}) + b.at<double>({c});
+        BOOST_TEST(std::abs(yv[i] - want) <= tol * (1 + std::abs(want)), "element " << i);
       }
     }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(batch_norm_running_stats_of_any_floating_dtype_or_in_a_view_are_updated) {
+  // float32 input, so float32 statistics; running statistics stored in
+  // float64, bfloat16, and as float32 views into larger buffers.
+  mg::manual_seed(14);
+  const Tensor x = mg::uniform({5, 3, 4}, -1, 2);
+  std::vector<double> mean, var;
+  channel_stats(x, mean, var);
+  const double correction = 20.0 / 19.0;  // 20 values per channel
+  auto check = [&](const Tensor& rm, const Tensor& rv, double tol) {
+    for (int64_t c = 0; c < 3; ++c) {
+      BOOST_TEST(std::abs(rm.at<double>({c}) - (0.25 + 0.5 * mean[c])) < tol, "channel " << c);
+      BOOST_TEST(std::abs(rv.at<double>({c}) - (1.0 + 0.5 * var[c] * correction)) < tol, "channel " << c);
+    }
+  };
+  for (DType rd : {DType::float64, DType::bfloat16}) {
+    BOOST_TEST_CONTEXT("running dtype " << rd) {
+      Tensor rm = mg::full({3}, 0.5, rd), rv = mg::full({3}, 2.0, rd);
+      (void)F::batch_norm(x, rm, rv, {}, {}, {.training = true, .momentum = 0.5});
+      BOOST_TEST(rm.dtype() == rd);
+      check(rm, rv, rd == DType::bfloat16 ? 2e-2 : 1e-6);
+    }
+  }
+  // Views into the second row of [2, 3] buffers: the update writes there only.
+  Tensor mean_buf = mg::full({2, 3}, 0.5), var_buf = mg::full({2, 3}, 2.0);
+  Tensor rm = F::squeeze(F::narrow(mean_buf, 0, 1, 1), 0), rv = F::squeeze(F::narrow(var_buf, 0, 1, 1), 0);
+  (void)F::batch_norm(x, rm, rv, {}, {}, {.training = true, .momentum = 0.5});
+  check(rm, rv, 1e-6);
+  check(F::narrow(mean_buf, 0, 1, 1).reshape({3}), F::narrow(var_buf, 0, 1, 1).reshape({3}), 1e-6);
+  for (int64_t c = 0; c < 3; ++c) {
+    BOOST_TEST(mean_buf.at<double>({0, c}) == 0.5);
+    BOOST_TEST(var_buf.at<double>({0, c}) == 2.0);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(batch_norm_eval_uses_running_stats_and_leaves_them) {
-  namespace dnn = mg::backend::onednn;
-  for (dnn::Mode m : {dnn::Mode::always, dnn::Mode::never}) {
-    dnn::ModeScope scope(m);
-    const Tensor x = mg::tensor({1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f}, {2, 2, 2});
-    const Tensor rm = mg::tensor({1.f, -1.f}, {2}), rv = mg::tensor({4.f, 0.25f}, {2});
-    const Tensor w = mg::tensor({2.f, 1.f}, {2}), b = mg::tensor({0.f, 10.f}, {2});
-    const Tensor y = F::batch_norm(x, rm, rv, w, b, {.training = false, .eps = 0.0});
-    // Channel 0: (x - 1) / 2 * 2 + 0; channel 1: (x + 1) / 0.5 * 1 + 10.
-    const std::vector<double> want{0, 1, 18, 20, 4, 5, 26, 28};
-    const auto got = y.to_vector<double>();
-    for (size_t i = 0; i < want.size(); ++i) BOOST_TEST(std::abs(got[i] - want[i]) < 1e-5, "element " << i);
-    BOOST_TEST(rm.to_vector<double>() == (std::vector<double>{1, -1}), boost::test_tools::per_element());
-    BOOST_TEST(rv.to_vector<double>() == (std::vector<double>{4, 0.25}), boost::test_tools::per_element());
-  }
+  const Tensor x = mg::tensor({1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f}, {2, 2, 2});
+  const Tensor rm = mg::tensor({1.f, -1.f}, {2}), rv = mg::tensor({4.f, 0.25f}, {2});
+  const Tensor w = mg::tensor({2.f, 1.f}, {2}), b = mg::tensor({0.f, 10.f}, {2});
+  const Tensor y = F::batch_norm(x, rm, rv, w, b, {.training = false, .eps = 0.0});
+  // Channel 0: (x - 1) / 2 * 2 + 0; channel 1: (x + 1) / 0.5 * 1 + 10.
+  const std::vector<double> want{0, 1, 18, 20, 4, 5, 26, 28};
+  const auto got = y.to_vector<double>();
+  for (size_t i = 0; i < want.size(); ++i) BOOST_TEST(std::abs(got[i] - want[i]) < 1e-5, "element " << i);
+  BOOST_TEST(rm.to_vector<double>() == (std::vector<double>{1, -1}), boost::test_tools::per_element());
+  BOOST_TEST(rv.to_vector<double>() == (std::vector<double>{4, 0.25}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(batch_norm_half_input_with_float32_params) {

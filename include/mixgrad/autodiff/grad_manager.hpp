@@ -14,11 +14,30 @@
 //   }
 //   opt.step().clear_grad();
 //
-// Semantics (MegEngine's): attached tensors are held weakly; callbacks
-// `(tensor, grad) -> grad` run in attach order, once per tensor and backward,
-// before the gradient is added to `.grad()`; backward ends the recording;
-// several managers are independent of one another. The set of recording
-// managers is per thread.
+// Semantics (MegEngine's): attached tensors are held weakly; backward ends
+// the recording; several managers are independent of one another. The set
+// of recording managers is per thread.
+//
+// Gradient-ready callbacks. A tensor's callbacks `(tensor, grad) -> grad` run
+// once per backward, chained in the order they were attached, as soon as its
+// gradient is final: right after the reverse walk has processed the earliest
+// recorded op that uses the tensor on a path to the outputs, and before the
+// walk goes on to earlier ops; so the last layers' parameters are ready first.
+// A tensor no gradient reaches gets no call. An op's output attached while
+// recording gets its gradient (and its calls) like a leaf. After the walk, the
+// after-backward hooks run once, and only then are the callbacks' results
+// added to `.grad()`. That is the shape data-parallel training needs
+// (MegEngine's AllreduceCallback):
+//
+//   gm.attach(net.parameters(), {[&](const Tensor& p, const Tensor& g) {
+//     return reducer.start(p, g);          // async all-reduce of the bucket;
+//   }});                                   // returns the buffer it writes
+//   gm.register_after_backward_callback([&] { reducer.wait(); });
+//
+// Failures: if a callback or hook throws, backward rethrows it with no
+// `.grad()` changed (the tape is spent and the recording ended as always);
+// callbacks of tensors that were ready before it have run, and their side
+// effects (a started reduction) are the caller's to drop.
 #pragma once
 
 #include <functional>
@@ -32,7 +51,8 @@ namespace mixgrad::autodiff {
 class GradManager;
 
 /// `(tensor, grad) -> grad`: sees a tensor's complete gradient of one
-/// backward and returns what is added to its `.grad()`.
+/// backward as soon as it is final and returns what is added to its
+/// `.grad()` (after the after-backward hooks).
 using GradCallback = std::function<Tensor(const Tensor& tensor, const Tensor& grad)>;
 
 /// RAII recording scope returned by GradManager::record(); ends the
@@ -63,6 +83,13 @@ class GradManager {
   GradManager& attach(const std::vector<Tensor>& tensors, const std::vector<GradCallback>& callbacks = {});
   GradManager& attach(const Tensor& tensor, const std::vector<GradCallback>& callbacks = {});
 
+  /// Adds a hook run once at the end of every backward (also through
+  /// amp::GradScaler::backward): after every gradient-ready callback, before
+  /// the gradients are added to `.grad()` (MegEngine's
+  /// `_register_after_backward_callback`). Hooks run in registration order
+  /// and stay registered. An empty function throws ValueError.
+  GradManager& register_after_backward_callback(std::function<void()> callback);
+
   /// The live attached tensors in first-attach order.
   std::vector<Tensor> attached_tensors() const;
 
@@ -74,8 +101,10 @@ class GradManager {
   bool is_recording() const;
 
   /// Backpropagates from `y` with upstream gradient `dy` (ones of y's shape
-  /// when undefined) and accumulates into the attached tensors' `.grad()`.
-  /// Ends the recording. Throws StateError when not recording.
+  /// when undefined), running each attached tensor's callbacks when its
+  /// gradient is final, then the after-backward hooks, then accumulates into
+  /// the attached tensors' `.grad()`. Ends the recording. Throws StateError
+  /// when not recording (no hook runs then).
   void backward(const Tensor& y, const Tensor& dy = Tensor());
   /// Several outputs at once; `dys` is empty (all ones) or one per output.
   void backward(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys = {});

@@ -19,6 +19,7 @@
 //   gm.attach(net.parameters());               // scale, fc1.weight, fc1.bias, fc2.weight, fc2.bias
 //   auto sd = net.state_dict();                // {"scale", "fc1.weight", ...}
 //   net.eval();                                // every child too
+//   net.to(mg::Device::cuda(0));               // before creating the optimizer
 //
 // Modules are moved, not copied (a copy would silently share parameters);
 // containers hold them through std::shared_ptr.
@@ -82,6 +83,23 @@ class Module {
   Module& eval() { return train(false); }
   bool is_training() const { return training_; }
 
+  /// Moves every parameter and buffer (of this module and its descendants),
+  /// and their gradients, to `device`, in place: each keeps its identity
+  /// (the same Tensor handles and ids), so handles held elsewhere — a
+  /// GradManager's attachments, a layer's members — see the moved tensor.
+  /// Optimizer state is not moved: call to() before creating the optimizer
+  /// (as PyTorch advises). Views that shared storage no longer do. Throws
+  /// DeviceError, before anything moves, for a device this build or machine
+  /// does not have; an allocation failure also leaves the module unchanged.
+  /// Returns *this.
+  Module& to(Device device);
+  /// Casts every floating parameter and buffer, and their gradients, to the
+  /// floating `dtype`, in place like to(Device); integer buffers (a step
+  /// counter) keep their dtype. Throws DTypeError, changing nothing, for a
+  /// non-floating `dtype`. Optimizer state is not cast: call before creating
+  /// the optimizer. Returns *this.
+  Module& to(DType dtype);
+
   /// Snapshots (copies) of every parameter and buffer under its dotted name,
   /// parameters before buffers at each level, as PyTorch names them.
   StateDict state_dict() const;
@@ -124,6 +142,7 @@ class Module {
   void check_new_name(const std::string& name, const char* what) const;
   void collect(const std::string& prefix, bool params, std::vector<NamedTensor>& out) const;
   void collect_state(const std::string& prefix, StateDict& out) const;
+  std::vector<Tensor> unique_tensors() const;
   std::vector<std::pair<Tensor, Tensor>> checked_copies(const StateDict& dict,
                                                         const LoadStateDictOptions& options) const;
 

@@ -75,7 +75,7 @@ decltype(auto) checked(Fn&& fn, const char* call, const char* file, int line) {
 /// Which primitive a cache key is for (keys of different families never meet).
 enum class Family : int64_t {
   matmul = 1, conv_forward, conv_backward_data, conv_backward_weights, pool_forward, pool_backward,
-  batch_norm_forward, batch_norm_backward, softmax_forward, softmax_backward
+  softmax_forward, softmax_backward
 };
 
 /// A cache key: a short list of integers (family, shapes, strides, dtypes,

@@ -1,7 +1,8 @@
 // When the CPU backend runs oneDNN, available in every build (with or without
-// oneDNN). The CPU backends of matmul, conv, pooling, batch_norm and softmax
-// run oneDNN for float32 / bfloat16 / float16 work of at least kMinWork, and
-// their built-in kernels otherwise: for float64, for configurations oneDNN
+// oneDNN). The CPU backends of matmul, conv, pooling and softmax run oneDNN
+// (batch_norm never does: backend/cpu/batch_norm.cpp says why) for float32 /
+// bfloat16 / float16 work of at least kMinWork, and their built-in kernels
+// otherwise: for float64, for configurations oneDNN
 // lacks, and for tiny problems, where a oneDNN call (descriptors, memory
 // objects, waking the OpenMP team) costs more than the arithmetic. Tests use
 // the scopes to compare the two paths on the same inputs:
@@ -18,8 +19,7 @@
 
 namespace mixgrad::backend::onednn {
 
-/// Multiply-adds (matmul, conv) or elements (pooling windows, batch_norm,
-/// softmax) below which the built-in kernels run in Mode::automatic.
+/// Multiply-adds (matmul, conv) or elements (pooling windows, softmax) below which the built-in kernels run in Mode::automatic.
 inline constexpr int64_t kMinWork = int64_t{1} << 15;
 
 enum class Mode : uint8_t {

@@ -1,10 +1,8 @@
-// mixgrad's own CPU batch normalization over [N, C, S] (S: the product of
-// the spatial dims), for every floating dtype: float16 / bfloat16 / float32
-// computed in float, float64 in double. backend/cpu/batch_norm.cpp calls it
-// for everything oneDNN does not run (see there for when that is).
+// Internals of the CPU batch normalization kernels (backend/cpu/batch_norm.cpp)
+// that tests pin down: how the work is split over threads. The kernels
+// themselves are the cpu:: functions declared in backend/batch_norm.hpp.
 //
-//   cpu::builtin_batch_norm_forward(args);    // same arguments as cpu::batch_norm_forward
-//   cpu::builtin_batch_norm_backward(args);
+//   const int64_t parts = cpu::batch_norm_parts(n, channels, omp_get_max_threads());
 //
 // Work is split over channels (over blocks of channels when S == 1), and
 // when there are too few of those to keep every thread busy, over (channel,
@@ -17,14 +15,6 @@
 #include "backend/batch_norm.hpp"
 
 namespace mixgrad::backend::cpu {
-
-/// Forward (statistics in training, then the normalisation), in place of
-/// batch_norm_forward's oneDNN path.
-void builtin_batch_norm_forward(const BatchNormForward& a);
-
-/// Backward (parameter gradients and input gradient), in place of
-/// batch_norm_backward's oneDNN path.
-void builtin_batch_norm_backward(const BatchNormBackward& a);
 
 /// Parts the N rows of each of `units` units of work (channels, or blocks of
 /// channels) are split into for `threads` threads: 1 (the work splits over
