@@ -35,6 +35,7 @@ const std::string kLoaderSeed = "mixgrad.loader.seed";
 const std::string kLoaderEpoch = "mixgrad.loader.epoch";
 const std::string kAutocastEnabled = "mixgrad.autocast.enabled";
 const std::string kAutocastLow = "mixgrad.autocast.low_prec_dtype";
+const std::string kByDevice = "by_device";
 const std::string kAutocastHigh = "mixgrad.autocast.high_prec_dtype";
 
 constexpr DType kAllDTypes[] = {DType::float32, DType::float16, DType::bfloat16, DType::float64,
@@ -151,7 +152,10 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& dir_or_file, 
   }
   if (parts.autocast) {
     meta[kAutocastEnabled] = amp::enabled.load() ? "true" : "false";
-    meta[kAutocastLow] = std::string(to_string(amp::low_prec_dtype.load()));
+    // "by_device" when none was chosen, so a restore keeps the per-device
+    // default (bfloat16 on the CPU, float16 on CUDA) instead of pinning one.
+    meta[kAutocastLow] =
+        amp::low_prec_dtype.is_set() ? std::string(to_string(amp::low_prec_dtype.load())) : kByDevice;
     meta[kAutocastHigh] = std::string(to_string(amp::high_prec_dtype.load()));
   }
   for (const auto& [k, v] : parts.metadata) meta[std::string(kUser) + k] = v;
@@ -229,8 +233,13 @@ CheckpointInfo load_checkpoint(const std::filesystem::path& dir_or_file, const C
     if (loader_epoch < 0) r.fail("loader epoch " + std::to_string(loader_epoch) + " is negative");
   }
   amp::AutocastState autocast_state{};
-  if (parts.autocast)
-    autocast_state = {r.boolean(kAutocastEnabled), r.dtype(kAutocastLow), r.dtype(kAutocastHigh)};
+  if (parts.autocast) {
+    const bool by_device = r.metadata().contains(kAutocastLow) && r.metadata().at(kAutocastLow) == kByDevice;
+    autocast_state = {.enabled = r.boolean(kAutocastEnabled),
+                      .low_prec_dtype = by_device ? amp::low_prec_dtype.load() : r.dtype(kAutocastLow),
+                      .high_prec_dtype = r.dtype(kAutocastHigh),
+                      .low_prec_dtype_by_device = by_device};
+  }
 
   // 3. Commit. The optimizer goes first: it copies the most, so the one
   // step that can still fail (out of memory) fails before the rest is set.
@@ -244,7 +253,10 @@ CheckpointInfo load_checkpoint(const std::filesystem::path& dir_or_file, const C
   if (parts.rng) random_state::set(rng);
   if (parts.autocast) {
     amp::enabled = autocast_state.enabled;
-    amp::low_prec_dtype = autocast_state.low_prec_dtype;
+    if (autocast_state.low_prec_dtype_by_device)
+      amp::low_prec_dtype.reset();
+    else
+      amp::low_prec_dtype = autocast_state.low_prec_dtype;
     amp::high_prec_dtype = autocast_state.high_prec_dtype;
   }
   return info;

@@ -127,6 +127,26 @@ BOOST_AUTO_TEST_CASE(resume_is_bit_identical) {
   }
 }
 
+// A low dtype nobody chose is saved as "by_device" and restored unchosen, so
+// CUDA inputs keep float16 after a resume; a chosen one, even the CPU's
+// default, stays chosen.
+BOOST_AUTO_TEST_CASE(autocast_low_dtype_left_to_the_device_stays_so) {
+  io_test::TempDir dir;
+  Run r(Opt::sgd, 3);
+  mg::amp::low_prec_dtype.reset();
+  const auto unset = mg::io::save_checkpoint(dir.path / "unset.safetensors", r.parts());
+  mg::amp::low_prec_dtype = mg::DType::bfloat16;
+  const auto chosen = mg::io::save_checkpoint(dir.path / "chosen.safetensors", r.parts());
+
+  mg::io::load_checkpoint(unset, {});
+  BOOST_TEST(!mg::amp::low_prec_dtype.is_set());
+  BOOST_TEST(mg::amp::autocast_dtype(mg::DeviceType::cuda) == mg::DType::float16);
+  mg::io::load_checkpoint(chosen, {});
+  BOOST_TEST(mg::amp::low_prec_dtype.is_set());
+  BOOST_TEST(mg::amp::autocast_dtype(mg::DeviceType::cuda) == mg::DType::bfloat16);
+  mg::amp::low_prec_dtype.reset();
+}
+
 BOOST_AUTO_TEST_CASE(autocast_settings_and_user_metadata_round_trip) {
   io_test::TempDir dir;
   Run r(Opt::sgd, 3);
@@ -143,7 +163,7 @@ BOOST_AUTO_TEST_CASE(autocast_settings_and_user_metadata_round_trip) {
   BOOST_TEST(mg::amp::low_prec_dtype.load() == mg::DType::float16);
   BOOST_TEST(mg::amp::high_prec_dtype.load() == mg::DType::float32);
   mg::amp::enabled = false;
-  mg::amp::low_prec_dtype = mg::DType::bfloat16;
+  mg::amp::low_prec_dtype.reset();
   BOOST_TEST(!mg::io::latest_checkpoint(dir.path).has_value());  // not named checkpoint-<step>
   BOOST_TEST(throws_io_error([&] { mg::io::load_checkpoint(dir.path, {}); }, {"no checkpoint-<step>.safetensors"}));
 }
