@@ -26,8 +26,6 @@ namespace mixgrad {
 /// safe: tensors are created and freed from any thread.
 class Allocator {
  public:
-  virtual ~Allocator() = default;
-
   /// At least `nbytes` (0 allowed) of uninitialised memory on `device`,
   /// aligned to 64 bytes or more. Throws OutOfMemoryError when the device
   /// has not enough free memory (after giving back what it caches), and
@@ -41,6 +39,12 @@ class Allocator {
 
   /// Gives cached, unused blocks back to the device (or the system).
   virtual void empty_cache() {}
+
+ protected:
+  // Registered allocators are never deleted through this interface, and a
+  // non-virtual destructor lets one be a constant-initialised object with no
+  // exit-time destructor, still usable by tensors freed during exit.
+  ~Allocator() = default;
 };
 
 /// Makes `allocator` serve every new storage on devices of `type` and returns

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -108,7 +109,9 @@ class CpuAllocator final : public Allocator {
 };
 
 // Constant-initialised, so that a backend may register from a static
-// initialiser in any translation unit, before or after this one's.
+// initialiser in any translation unit, before or after this one's; and never
+// destroyed, so that tensors freed during exit still find it.
+static_assert(std::is_trivially_destructible_v<CpuAllocator>);
 constinit CpuAllocator g_cpu_allocator;
 constexpr size_t kDeviceTypes = static_cast<size_t>(DeviceType::cuda) + 1;
 constinit std::array<std::atomic<Allocator*>, kDeviceTypes> g_allocators{&g_cpu_allocator, nullptr};
