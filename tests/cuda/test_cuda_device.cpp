@@ -16,6 +16,7 @@
 #if MIXGRAD_WITH_CUDA
 #include <cuda_runtime_api.h>
 
+#include "backend/cuda/check.hpp"
 #include "backend/cuda/stream.hpp"
 #endif
 
@@ -167,6 +168,7 @@ BOOST_AUTO_TEST_CASE(work_on_a_side_stream_is_seen_by_host_reads) {
   {
     cu::StreamGuard on(side);
     BOOST_TEST(cu::current_stream(0) == side.get());
+    BOOST_TEST(cu::stream() == side.get());  // the current device's (cuda:0 here)
     const mg::Tensor x = mg::full({1 << 22}, 3.0, mg::DType::float32, kGpu);
     const mg::Tensor y = x.to(mg::DType::float16).to(mg::DType::float32);
     seen = y.to(kCpu).to_vector<float>();  // waits for `side`, not for the default stream

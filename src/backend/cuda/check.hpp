@@ -35,6 +35,11 @@ class DeviceGuard {
   bool changed_ = false;
 };
 
+/// The calling thread's current stream on the current device (the one a
+/// DeviceGuard selected); backend/cuda/stream.hpp's current_stream(device)
+/// is the same without asking the runtime for the device.
+cudaStream_t stream();
+
 /// Registers the CUDA caching allocator (memory.cpp) for DeviceType::cuda;
 /// runtime.cpp calls it once at load time.
 void register_cuda_allocator();

@@ -27,6 +27,12 @@ cudaStream_t current_stream(int device) {
   return t_current[static_cast<size_t>(device)];
 }
 
+cudaStream_t stream() {
+  int device = 0;
+  MIXGRAD_CUDA_CHECK(cudaGetDevice(&device));
+  return current_stream(device);
+}
+
 void set_current_stream(int device, cudaStream_t stream) {
   check_index(device, "set_current_stream");
   t_current[static_cast<size_t>(device)] = stream;
