@@ -5,10 +5,12 @@
 //   mg::io::save_checkpoint("ckpt/", {.model = &net, .optimizer = &opt, .step = step});
 #pragma once
 
+#include "mixgrad/allocator.hpp"
 #include "mixgrad/amp/autocast.hpp"
 #include "mixgrad/amp/grad_scaler.hpp"
 #include "mixgrad/autodiff/grad_manager.hpp"
 #include "mixgrad/autodiff/no_grad.hpp"
+#include "mixgrad/cuda.hpp"
 #include "mixgrad/data.hpp"
 #include "mixgrad/device.hpp"
 #include "mixgrad/dtype.hpp"
@@ -19,6 +21,7 @@
 #include "mixgrad/io/safetensors.hpp"
 #include "mixgrad/nn.hpp"
 #include "mixgrad/optim.hpp"
+#include "mixgrad/runtime.hpp"
 #include "mixgrad/shape.hpp"
 #include "mixgrad/state_dict.hpp"
 #include "mixgrad/tensor.hpp"

@@ -1,11 +1,10 @@
 // Built when the CUDA backend is not: every CUDA request is a clear error.
+// No allocator is registered for DeviceType::cuda, so a CUDA storage is a
+// DeviceError from Storage itself.
 #include "backend/dispatch.hpp"
+#include "mixgrad/cuda.hpp"
 
 namespace mixgrad {
-namespace cuda_memory {
-void* allocate(int64_t, int) { throw DeviceError("mixgrad was built without CUDA: cannot allocate on a cuda device"); }
-void release(void*, int) {}
-}  // namespace cuda_memory
 
 namespace backend {
 bool cuda_built() { return false; }
@@ -16,3 +15,20 @@ void throw_no_cuda(const char* op) {
 }
 }  // namespace backend
 }  // namespace mixgrad
+
+namespace mixgrad::cuda {
+
+namespace {
+[[noreturn]] void no_device(const char* op) {
+  throw DeviceError(std::string(op) + ": mixgrad was built without CUDA: there is no CUDA device");
+}
+}  // namespace
+
+bool is_available() { return false; }
+int device_count() { return 0; }
+void synchronize() { no_device("cuda::synchronize"); }
+void synchronize(int) { no_device("cuda::synchronize"); }
+MemoryStats memory_stats(int) { no_device("cuda::memory_stats"); }
+void reset_peak_memory_stats(int) { no_device("cuda::reset_peak_memory_stats"); }
+
+}  // namespace mixgrad::cuda

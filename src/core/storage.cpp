@@ -1,23 +1,24 @@
-// CPU caching allocator: freed blocks are kept in per-size-class free lists
-// and handed out again. Size classes are powers of two and 1.5x powers of two
-// above 4 KiB, so at most a third of a block is slack.
+// Storage and the allocator registry, with the CPU's caching allocator:
+// freed blocks are kept in per-size-class free lists and handed out again.
+// Size classes are powers of two and 1.5x powers of two above 4 KiB, so at
+// most a third of a block is slack.
 #include "mixgrad/storage.hpp"
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <string>
+#include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "mixgrad/allocator.hpp"
 #include "mixgrad/error.hpp"
 
 namespace mixgrad {
-
-namespace cuda_memory {
-// Defined by the CUDA backend when it is built, else by cpu_only_stubs below.
-void* allocate(int64_t nbytes, int device);
-void release(void* p, int device);
-}  // namespace cuda_memory
 
 namespace {
 
@@ -92,28 +93,70 @@ void note_alloc(int64_t n) {
   }
 }
 
+class CpuAllocator final : public Allocator {
+ public:
+  constexpr CpuAllocator() = default;
+  void* allocate(int64_t nbytes, Device) override {
+    void* p = host_cache().take(size_class(static_cast<size_t>(std::max<int64_t>(nbytes, 1))));
+    note_alloc(nbytes);
+    return p;
+  }
+  void release(void* p, int64_t nbytes, Device) noexcept override {
+    host_cache().give(p, size_class(static_cast<size_t>(std::max<int64_t>(nbytes, 1))));
+    g_allocated.fetch_sub(nbytes, std::memory_order_relaxed);
+  }
+  void empty_cache() override { host_cache().clear(); }
+};
+
+// Constant-initialised, so that a backend may register from a static
+// initialiser in any translation unit, before or after this one's; and never
+// destroyed, so that tensors freed during exit still find it.
+static_assert(std::is_trivially_destructible_v<CpuAllocator>);
+constinit CpuAllocator g_cpu_allocator;
+constexpr size_t kDeviceTypes = static_cast<size_t>(DeviceType::cuda) + 1;
+constinit std::array<std::atomic<Allocator*>, kDeviceTypes> g_allocators{&g_cpu_allocator, nullptr};
+
+std::atomic<Allocator*>& slot(DeviceType type) { return g_allocators[static_cast<size_t>(type)]; }
+
 }  // namespace
+
+Allocator* register_allocator(DeviceType type, Allocator* allocator) noexcept {
+  return slot(type).exchange(allocator, std::memory_order_acq_rel);
+}
+
+Allocator* registered_allocator(DeviceType type) noexcept { return slot(type).load(std::memory_order_acquire); }
 
 Storage::Storage(int64_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   if (nbytes < 0) throw ShapeError("Storage: negative size " + std::to_string(nbytes) + " bytes");
-  if (device.is_cpu()) {
-    data_ = host_cache().take(size_class(static_cast<size_t>(std::max<int64_t>(nbytes, 1))));
-    note_alloc(nbytes);
-  } else {
-    data_ = cuda_memory::allocate(nbytes, device.index());
+  // The hot path of every op's output: one load and one indirect call.
+  allocator_ = slot(device.type()).load(std::memory_order_acquire);
+  if (!allocator_) {
+    throw DeviceError("Storage: no allocator is registered for " + to_string(device) +
+                      (device.is_cuda() ? " (mixgrad was built without CUDA)" : ""));
   }
+  data_ = allocator_->allocate(nbytes, device);
+}
+
+Storage::Storage(void* data, int64_t nbytes, Device device, std::function<void(void*)> deleter)
+    : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)) {
+  if (nbytes < 0) throw ShapeError("Storage: negative size " + std::to_string(nbytes) + " bytes");
+  if (!data && nbytes > 0)
+    throw ValueError("Storage: null pointer for " + std::to_string(nbytes) + " bytes of external memory on " +
+                     to_string(device));
 }
 
 Storage::~Storage() {
-  if (device_.is_cpu()) {
-    host_cache().give(data_, size_class(static_cast<size_t>(std::max<int64_t>(nbytes_, 1))));
-    g_allocated.fetch_sub(nbytes_, std::memory_order_relaxed);
-  } else {
-    cuda_memory::release(data_, device_.index());
+  if (allocator_) {
+    allocator_->release(data_, nbytes_, device_);
+  } else if (deleter_) {
+    deleter_(data_);
   }
 }
 
-void empty_cache() { host_cache().clear(); }
+void empty_cache() {
+  for (auto& a : g_allocators)
+    if (Allocator* p = a.load(std::memory_order_acquire)) p->empty_cache();
+}
 int64_t allocated_bytes() { return g_allocated.load(); }
 int64_t peak_allocated_bytes() { return g_peak.load(); }
 void reset_peak_allocated_bytes() { g_peak.store(g_allocated.load()); }

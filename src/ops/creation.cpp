@@ -1,12 +1,12 @@
 #include "mixgrad/ops/creation.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <mutex>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "backend/copy.hpp"
 #include "core/sizes.hpp"
@@ -185,11 +185,10 @@ Tensor normal(const Shape& shape, double mean, double std, DType dtype) {
   });
 }
 
-void set_num_threads(int n) {
-  if (n < 1) throw ValueError("set_num_threads: need at least 1 thread, got " + std::to_string(n));
-  omp_set_num_threads(n);
+Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device, std::function<void(void*)> deleter) {
+  const int64_t nbytes = sizes::nbytes(shape, dtype, "from_blob");
+  auto storage = std::make_shared<Storage>(data, nbytes, device, std::move(deleter));
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), 0, shape, contiguous_strides(shape), dtype));
 }
-
-int num_threads() { return omp_get_max_threads(); }
 
 }  // namespace mixgrad

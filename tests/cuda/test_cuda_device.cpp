@@ -6,12 +6,19 @@
 #define BOOST_TEST_NO_MAIN
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
 #include "backend/copy.hpp"
 #include "mixgrad/mixgrad.hpp"
+#if MIXGRAD_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "backend/cuda/check.hpp"
+#include "backend/cuda/stream.hpp"
+#endif
 
 namespace mg = mixgrad;
 
@@ -129,6 +136,99 @@ BOOST_AUTO_TEST_CASE(device_out_of_memory_is_out_of_memory_error) {
   BOOST_TEST(after.to(mg::Device::cpu()).to_vector<float>() == std::vector<float>(4, 1.f),
              boost::test_tools::per_element());
 }
+
+BOOST_AUTO_TEST_CASE(runtime_api_sees_the_device) {
+  BOOST_TEST(mg::cuda::is_available());
+  BOOST_TEST(mg::cuda::device_count() == mg::backend::cuda_device_count());
+  BOOST_CHECK_NO_THROW(mg::cuda::synchronize());
+  BOOST_CHECK_NO_THROW(mg::cuda::synchronize(0));
+  BOOST_CHECK_THROW(mg::cuda::synchronize(mg::cuda::device_count()), mg::DeviceError);
+}
+
+BOOST_AUTO_TEST_CASE(memory_stats_count_blocks_held_by_tensors) {
+  mg::cuda::synchronize(0);
+  const auto before = mg::cuda::memory_stats(0);
+  mg::cuda::reset_peak_memory_stats(0);
+  {
+    const mg::Tensor a = mg::empty({1 << 20}, mg::DType::float32, kGpu);  // 4 MiB: its own size class
+    const auto during = mg::cuda::memory_stats(0);
+    BOOST_TEST(during.allocated == before.allocated + (int64_t{4} << 20));
+    BOOST_TEST(during.reserved >= during.allocated);
+    BOOST_TEST(during.peak_allocated == during.allocated);
+  }
+  BOOST_TEST(mg::cuda::memory_stats(0).allocated == before.allocated);
+}
+
+#if MIXGRAD_WITH_CUDA
+namespace cu = mg::backend::cuda;
+
+BOOST_AUTO_TEST_CASE(work_on_a_side_stream_is_seen_by_host_reads) {
+  cu::Stream side(0);
+  std::vector<float> seen;
+  {
+    cu::StreamGuard on(side);
+    BOOST_TEST(cu::current_stream(0) == side.get());
+    BOOST_TEST(cu::stream() == side.get());  // the current device's (cuda:0 here)
+    const mg::Tensor x = mg::full({1 << 22}, 3.0, mg::DType::float32, kGpu);
+    const mg::Tensor y = x.to(mg::DType::float16).to(mg::DType::float32);
+    seen = y.to(kCpu).to_vector<float>();  // waits for `side`, not for the default stream
+  }
+  BOOST_TEST(cu::current_stream(0) == nullptr);
+  BOOST_TEST(seen.size() == size_t{1} << 22);
+  BOOST_TEST(std::all_of(seen.begin(), seen.end(), [](float v) { return v == 3.f; }));
+}
+
+BOOST_AUTO_TEST_CASE(a_block_freed_on_one_stream_is_not_served_on_another) {
+  cu::Stream side(0);
+  void* p = nullptr;
+  { p = mg::empty({4096}, mg::DType::float32, kGpu).raw_data(); }
+  cu::StreamGuard on(side);
+  const mg::Tensor b = mg::empty({4096}, mg::DType::float32, kGpu);
+  BOOST_TEST(b.raw_data() != p);
+}
+
+BOOST_AUTO_TEST_CASE(record_stream_holds_a_block_until_the_other_stream_passed) {
+  cu::Stream side(0);
+  void* p = nullptr;
+  {
+    const mg::Tensor a = mg::zeros({8192}, mg::DType::float32, kGpu);
+    p = a.raw_data();
+    cu::record_stream(a, side.get());
+  }
+  side.synchronize();  // the event recorded on `side` at the free has completed
+  const mg::Tensor b = mg::empty({8192}, mg::DType::float32, kGpu);
+  BOOST_TEST(b.raw_data() == p);
+}
+
+BOOST_AUTO_TEST_CASE(events_record_query_synchronize_and_time) {
+  cu::Event start(true), stop(true);
+  BOOST_TEST(start.query());  // never recorded
+  start.record(0, cu::current_stream(0));
+  const mg::Tensor x = mg::full({1 << 22}, 1.0, mg::DType::float32, kGpu);
+  stop.record(0, cu::current_stream(0));
+  stop.synchronize();
+  BOOST_TEST(stop.query());
+  BOOST_TEST(start.elapsed_ms(stop) >= 0.f);
+  cu::Event untimed;
+  untimed.record(0, nullptr);
+  BOOST_CHECK_THROW(untimed.elapsed_ms(stop), mg::DeviceError);
+}
+
+BOOST_AUTO_TEST_CASE(from_blob_wraps_device_memory_and_runs_the_deleter) {
+  void* raw = nullptr;
+  BOOST_REQUIRE(cudaMalloc(&raw, 6 * sizeof(float)) == cudaSuccess);
+  int freed = 0;
+  {
+    const mg::Tensor t = mg::from_blob(raw, {2, 3}, mg::DType::float32, kGpu, [&](void* q) {
+      cudaFree(q);
+      ++freed;
+    });
+    mg::backend::fill(t, 2.5);
+    BOOST_TEST(t.to(kCpu).to_vector<float>() == std::vector<float>(6, 2.5f), boost::test_tools::per_element());
+  }
+  BOOST_TEST(freed == 1);
+}
+#endif
 
 int main(int argc, char* argv[]) {
   if (mg::backend::cuda_device_count() == 0) {

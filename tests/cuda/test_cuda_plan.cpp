@@ -68,27 +68,6 @@ BOOST_AUTO_TEST_CASE(launch_config_covers_n_with_capped_blocks) {
   BOOST_TEST(plan::launch_config(10'000, 256, 4).blocks == 4u);
 }
 
-BOOST_AUTO_TEST_CASE(block_sizes_round_up_with_bounded_slack) {
-  BOOST_TEST(plan::block_size(0) == 512);
-  BOOST_TEST(plan::block_size(1) == 512);
-  BOOST_TEST(plan::block_size(512) == 512);
-  BOOST_TEST(plan::block_size(513) == 1024);
-  BOOST_TEST(plan::block_size(int64_t{1} << 20) == int64_t{1} << 20);
-  BOOST_TEST(plan::block_size((int64_t{1} << 20) + 1) == (int64_t{3} << 19));  // 1.5 MiB
-  BOOST_TEST(plan::block_size(int64_t{3} << 19) == (int64_t{3} << 19));
-  BOOST_TEST(plan::block_size((int64_t{3} << 19) + 1) == int64_t{2} << 20);
-  for (int64_t n : {int64_t{1} << 21, int64_t{5'000'000}, int64_t{123'456'789}}) {
-    const int64_t b = plan::block_size(n);
-    BOOST_TEST(b >= n);
-    BOOST_TEST(b - n <= b / 3);
-  }
-  // The largest requests: no doubling past 2^61, so nothing wraps around.
-  BOOST_TEST(plan::block_size(int64_t{3} << 60) == (int64_t{3} << 60));
-  BOOST_TEST(plan::block_size((int64_t{3} << 60) + 1) == (int64_t{3} << 60) + 1);
-  BOOST_TEST(plan::block_size(int64_t{1} << 62) == int64_t{1} << 62);
-  BOOST_TEST(plan::block_size(INT64_MAX) == INT64_MAX);
-}
-
 BOOST_AUTO_TEST_CASE(indexer_matches_strided_offsets) {
   const mg::Tensor x = mg::arange(0.0, 120.0, 1.0).reshape({2, 3, 4, 5});
   check_indexer(x);                                   // contiguous: one coalesced dim
@@ -120,4 +99,18 @@ BOOST_AUTO_TEST_CASE(cuda_requests_without_a_device_are_device_errors) {
   });
   BOOST_CHECK_THROW(mg::zeros({2}, mg::DType::float32, mg::Device::cuda()), mg::DeviceError);
   BOOST_TEST(x.to(mg::Device::cpu()).impl() == x.impl());  // same device: the same tensor
+}
+
+BOOST_AUTO_TEST_CASE(the_cuda_runtime_api_answers_without_a_device) {
+  if (mg::backend::cuda_device_count() > 0) return;  // covered by the device suite there
+  BOOST_TEST(!mg::cuda::is_available());
+  BOOST_TEST(mg::cuda::device_count() == 0);
+  BOOST_CHECK_EXCEPTION(mg::cuda::synchronize(), mg::DeviceError, [](const mg::DeviceError& e) {
+    return std::string(e.what()).find("cuda::synchronize") != std::string::npos;
+  });
+  BOOST_CHECK_THROW(mg::cuda::synchronize(0), mg::DeviceError);
+  BOOST_CHECK_THROW(mg::cuda::memory_stats(0), mg::DeviceError);
+  BOOST_CHECK_THROW(mg::cuda::reset_peak_memory_stats(0), mg::DeviceError);
+  BOOST_CHECK_EXCEPTION(mg::empty({2}, mg::DType::float32, mg::Device::cuda(1)), mg::DeviceError,
+                        [](const mg::DeviceError& e) { return std::string(e.what()).find("cuda:1") != std::string::npos; });
 }

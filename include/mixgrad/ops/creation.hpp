@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <vector>
 
@@ -39,6 +40,15 @@ Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype
 /// A 0-d tensor.
 Tensor scalar(double value, DType dtype = DType::float32, Device device = Device::cpu());
 
+/// A contiguous tensor over memory mixgrad did not allocate (zero-copy
+/// interop): `data` holds shape.numel() elements of `dtype` on `device`.
+/// `deleter(data)` runs when the last tensor using the memory is gone; with
+/// no deleter the caller keeps the memory alive at least that long. Writes
+/// through either side are seen by the other. ShapeError for a bad shape,
+/// ValueError for a null `data` with elements.
+Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device = Device::cpu(),
+                 std::function<void(void*)> deleter = {});
+
 /// Seeds the global generator: the same seed gives the same numbers
 /// (uniform, normal, dropout, shuffling, initialisation) on every run.
 void manual_seed(uint64_t seed);
@@ -46,10 +56,6 @@ void manual_seed(uint64_t seed);
 Tensor uniform(const Shape& shape, double low = 0.0, double high = 1.0, DType dtype = DType::float32);
 /// Normal(mean, std); ValueError unless mean is finite and std finite and >= 0.
 Tensor normal(const Shape& shape, double mean = 0.0, double std = 1.0, DType dtype = DType::float32);
-
-/// Threads used by mixgrad's CPU loops and oneDNN.
-void set_num_threads(int n);
-int num_threads();
 
 extern template Tensor tensor<float>(const std::vector<float>&, const Shape&);
 extern template Tensor tensor<double>(const std::vector<double>&, const Shape&);

@@ -1,9 +1,10 @@
-// CUDA runtime helpers shared by the CUDA backend's files: the status check,
-// the device guard and the stream kernels are launched on.
+// CUDA runtime helpers shared by the CUDA backend's files: the status check
+// and the device guard. Kernels launch on the current stream of their device
+// (backend/cuda/stream.hpp).
 //
 //   MIXGRAD_CUDA_CHECK(cudaMalloc(&p, bytes));   // throws DeviceError naming the call, file and line
 //   DeviceGuard guard(t.device().index());       // current device for this scope
-//   kernel<<<blocks, threads, 0, stream()>>>(...);
+//   kernel<<<blocks, threads, 0, current_stream(t.device().index())>>>(...);
 //   MIXGRAD_CUDA_CHECK(cudaGetLastError());      // after every launch
 #pragma once
 
@@ -34,9 +35,14 @@ class DeviceGuard {
   bool changed_ = false;
 };
 
-/// The stream mixgrad's kernels and copies run on: the legacy default
-/// stream, so host reads after a cudaMemcpy see every earlier kernel.
-inline cudaStream_t stream() { return nullptr; }
+/// The calling thread's current stream on the current device (the one a
+/// DeviceGuard selected); backend/cuda/stream.hpp's current_stream(device)
+/// is the same without asking the runtime for the device.
+cudaStream_t stream();
+
+/// Registers the CUDA caching allocator (memory.cpp) for DeviceType::cuda;
+/// runtime.cpp calls it once at load time.
+void register_cuda_allocator();
 
 }  // namespace mixgrad::backend::cuda
 

@@ -10,6 +10,7 @@
 #include "backend/copy.hpp"
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/plan.hpp"
+#include "backend/cuda/stream.hpp"
 #include "kernels/cast.hpp"
 
 namespace mixgrad::backend::cuda {
@@ -102,29 +103,32 @@ char* bytes_of(const Tensor& t) { return static_cast<char*>(t.raw_data()); }
 void copy(const Tensor& src, const Tensor& dst) {
   check_pair("copy", src, dst);
   DeviceGuard guard(dst.device().index());
+  const cudaStream_t on = current_stream(dst.device().index());
   const auto ix = cuda_plan::make_indexer<2>(dst.shape(), {byte_strides(dst), byte_strides(src)});
   visit_dtype(src.dtype(), [&]<class From>() {
     visit_dtype(dst.dtype(), [&]<class To>() {
-      launch_convert<From, To>(ix, bytes_of(dst), bytes_of(src), dst.numel(), stream());
+      launch_convert<From, To>(ix, bytes_of(dst), bytes_of(src), dst.numel(), on);
     });
   });
 }
 
 void fill(const Tensor& dst, double value) {
   DeviceGuard guard(dst.device().index());
+  const cudaStream_t on = current_stream(dst.device().index());
   const auto ix = cuda_plan::make_indexer<1>(dst.shape(), {byte_strides(dst)});
   visit_dtype(dst.dtype(), [&]<class T>() {
-    launch_fill<T>(ix, bytes_of(dst), kernels::cast<T>(value), dst.numel(), stream());
+    launch_fill<T>(ix, bytes_of(dst), kernels::cast<T>(value), dst.numel(), on);
   });
 }
 
 void accumulate(const Tensor& dst, const Tensor& src) {
   check_pair("accumulate", src, dst);
   DeviceGuard guard(dst.device().index());
+  const cudaStream_t on = current_stream(dst.device().index());
   const auto ix = cuda_plan::make_indexer<2>(dst.shape(), {byte_strides(dst), byte_strides(src)});
   visit_dtype(src.dtype(), [&]<class From>() {
     visit_dtype(dst.dtype(), [&]<class To>() {
-      launch_accumulate<From, To>(ix, bytes_of(dst), bytes_of(src), dst.numel(), stream());
+      launch_accumulate<From, To>(ix, bytes_of(dst), bytes_of(src), dst.numel(), on);
     });
   });
 }
@@ -134,12 +138,29 @@ void transfer(const Tensor& src, const Tensor& dst) {
     throw Error("transfer: needs contiguous tensors of one shape and dtype, got " + to_string(src.shape()) + " " +
                 std::string(to_string(src.dtype())) + " and " + to_string(dst.shape()) + " " +
                 std::string(to_string(dst.dtype())));
+  const auto nbytes = static_cast<size_t>(src.numel() * element_size(src.dtype()));
+  if (nbytes == 0) return;
+  // The copy is queued on the current stream of the CUDA side, after the
+  // kernels that wrote the source. Unified addressing lets the runtime tell
+  // host from device pointers.
   const Device on = src.device().is_cuda() ? src.device() : dst.device();
   DeviceGuard guard(on.index());
-  // Unified addressing lets the runtime tell host from device pointers; the
-  // copy is synchronous with the default stream, so earlier kernels are done.
-  const auto nbytes = static_cast<size_t>(src.numel() * element_size(src.dtype()));
-  MIXGRAD_CUDA_CHECK(cudaMemcpy(dst.raw_data(), src.raw_data(), nbytes, cudaMemcpyDefault));
+  const cudaStream_t stream = current_stream(on.index());
+  if (src.device().is_cuda() && dst.device().is_cuda() && src.device() != dst.device()) {
+    // The destination's block is ordered on its own device's stream, which
+    // may still be using it: let that drain first.
+    DeviceGuard dst_guard(dst.device().index());
+    MIXGRAD_CUDA_CHECK(cudaStreamSynchronize(current_stream(dst.device().index())));
+  }
+  MIXGRAD_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes, cudaMemcpyDefault, stream));
+  // A host destination is read as soon as this returns, and a device
+  // destination on another device is used on that device's stream: wait.
+  // A host-to-device copy from mixgrad's own (pageable) host memory needs
+  // no wait: the runtime has staged the bytes when cudaMemcpyAsync returns,
+  // and later kernels on `stream` are ordered after the copy. External host
+  // memory may be pinned, which is read later, by the DMA: wait for it.
+  const bool wait = !dst.device().is_cuda() || dst.device() != on || src.impl()->storage->is_external();
+  if (wait) MIXGRAD_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 }  // namespace mixgrad::backend::cuda

@@ -38,23 +38,6 @@ constexpr LaunchConfig launch_config(int64_t n, int threads = kThreadsPerBlock, 
   return {static_cast<unsigned>(blocks), static_cast<unsigned>(threads)};
 }
 
-/// The size of the cached block that serves a request of `nbytes`
-/// (src/backend/cuda/memory.cu): multiples of 512 bytes up to 1 MiB, then
-/// powers of two and 1.5x powers of two, so at most a third is slack.
-/// Requests above 1.5 * 2^61 bytes (no device has them) are served exactly,
-/// so that the doubling cannot overflow.
-constexpr int64_t block_size(int64_t nbytes) {
-  constexpr int64_t kSmall = 512, kLarge = int64_t{1} << 20, kTop = int64_t{1} << 61;
-  if (nbytes <= kLarge) return std::max<int64_t>(kSmall, (nbytes + kSmall - 1) / kSmall * kSmall);
-  int64_t p = kLarge;
-  while (p < nbytes) {
-    if (p + p / 2 >= nbytes) return p + p / 2;
-    if (p >= kTop) return nbytes;
-    p *= 2;
-  }
-  return p;
-}
-
 /// Maps the linear (row-major) index of an element of the iteration shape to
 /// the byte offset of that element in each of N operands. Dimensions are
 /// coalesced first (as the CPU loops do), so a contiguous tensor is one

@@ -1,10 +1,12 @@
 // The CUDA build's side of the device seam: what dispatch.hpp declares, the
-// status check and device selection. Compiled by the host compiler against
+// status check, device selection, the public mixgrad/cuda.hpp and the
+// registration of the CUDA allocator. Compiled by the host compiler against
 // the CUDA runtime; nothing here needs a device until a CUDA tensor exists.
 #include <string>
 
 #include "backend/cuda/check.hpp"
 #include "backend/dispatch.hpp"
+#include "mixgrad/cuda.hpp"
 
 namespace mixgrad::backend {
 
@@ -18,6 +20,13 @@ void throw_no_cuda(const char* op) {
 }
 
 namespace cuda {
+
+namespace {
+// At load time, before any tensor can exist. register_allocator writes a
+// constant-initialised table, so the order of static initialisers does not
+// matter.
+[[maybe_unused]] const bool g_allocator_registered = (register_cuda_allocator(), true);
+}  // namespace
 
 void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
   cudaGetLastError();  // reset a non-sticky error so the next call starts clean
@@ -62,3 +71,23 @@ DeviceGuard::~DeviceGuard() {
 
 }  // namespace cuda
 }  // namespace mixgrad::backend
+
+namespace mixgrad::cuda {
+
+bool is_available() { return backend::cuda::device_count() > 0; }
+
+int device_count() { return backend::cuda::device_count(); }
+
+void synchronize() {
+  const int n = device_count();
+  if (n == 0) backend::cuda::check_device(0, "cuda::synchronize");  // throws: no device
+  for (int d = 0; d < n; ++d) synchronize(d);
+}
+
+void synchronize(int device) {
+  backend::cuda::check_device(device, "cuda::synchronize");
+  backend::cuda::DeviceGuard guard(device);
+  MIXGRAD_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+}  // namespace mixgrad::cuda

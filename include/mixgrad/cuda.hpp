@@ -1,0 +1,47 @@
+// mixgrad/cuda.hpp — the CUDA runtime as mixgrad sees it: devices,
+// synchronisation and the caching allocator's memory counts. Every build
+// has these functions; without the CUDA backend, a driver or a GPU there is
+// no device, and what needs one throws DeviceError.
+//
+//   if (mg::cuda::is_available()) {
+//     auto x = mg::ones({1024}, mg::DType::float32, mg::Device::cuda(0));
+//     mg::cuda::synchronize(0);                       // wait for the work queued so far
+//     auto m = mg::cuda::memory_stats(0);             // m.allocated, m.reserved, m.peak_allocated
+//   }
+//
+// Kernels and copies run on the calling thread's current stream of the
+// device: the legacy default stream unless the backend's StreamGuard set
+// another (src/backend/cuda/stream.hpp; see docs/architecture.md,
+// "Execution context").
+#pragma once
+
+#include <cstdint>
+
+namespace mixgrad::cuda {
+
+/// True when mixgrad was built with its CUDA backend and sees a device.
+bool is_available();
+
+/// Usable CUDA devices: 0 without the CUDA backend, a driver or a device.
+int device_count();
+
+/// Waits until all work queued on every device has finished; DeviceError
+/// when there is no CUDA device.
+void synchronize();
+
+/// Waits until all work queued on `device` has finished; DeviceError unless
+/// `device` is an existing CUDA device.
+void synchronize(int device);
+
+/// Memory of `device` as the caching allocator counts it (bytes).
+struct MemoryStats {
+  int64_t allocated = 0;       // in blocks held by tensors
+  int64_t reserved = 0;        // taken from the device: held, cached, or waiting for a stream
+  int64_t peak_allocated = 0;  // since the start or reset_peak_memory_stats
+};
+
+/// DeviceError unless `device` is an existing CUDA device.
+MemoryStats memory_stats(int device);
+void reset_peak_memory_stats(int device);
+
+}  // namespace mixgrad::cuda
