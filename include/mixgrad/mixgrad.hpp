@@ -8,6 +8,7 @@
 #include "mixgrad/allocator.hpp"
 #include "mixgrad/amp/autocast.hpp"
 #include "mixgrad/amp/grad_scaler.hpp"
+#include "mixgrad/autodiff/function.hpp"
 #include "mixgrad/autodiff/grad_manager.hpp"
 #include "mixgrad/autodiff/no_grad.hpp"
 #include "mixgrad/cuda.hpp"

@@ -287,11 +287,14 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
     if (!produced.contains(id)) grads.erase(g);  // else its producer still needs it
     // A copy: a callback may attach (and so grow the list) while it runs.
     const std::vector<GradCallback> callbacks = s.attached[at->second].callbacks;
+    // MegEngine's chain: each callback gets what the previous one returned,
+    // an undefined tensor included, and an undefined result means "no
+    // gradient for this tensor in this backward".
     for (const auto& cb : callbacks) grad = cb(t, grad);
-    if (!grad.defined() || grad.shape() != t.shape())
-      throw ShapeError("GradManager::backward: a callback returned a gradient of shape " +
-                       (grad.defined() ? to_string(grad.shape()) : std::string("(undefined)")) + " for a tensor of shape " +
-                       to_string(t.shape()));
+    if (!grad.defined()) return;
+    if (grad.shape() != t.shape())
+      throw ShapeError("GradManager::backward: a callback returned a gradient of shape " + to_string(grad.shape()) +
+                       " for a tensor of shape " + to_string(t.shape()));
     grad = ops::in_dtype(grad, t.dtype());
     updates.emplace_back(std::move(t), std::move(grad));
   };

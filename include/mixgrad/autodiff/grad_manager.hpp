@@ -52,7 +52,12 @@ class GradManager;
 
 /// `(tensor, grad) -> grad`: sees a tensor's complete gradient of one
 /// backward as soon as it is final and returns what is added to its
-/// `.grad()` (after the after-backward hooks).
+/// `.grad()` (after the after-backward hooks). Returning an undefined Tensor
+/// means "no gradient for this tensor" (MegEngine's `return None`): its
+/// `.grad()` is left as it is for this backward. The tensor's later
+/// callbacks still run, each given what the previous one returned (then
+/// undefined), as MegEngine chains them; a later one may return a gradient
+/// again.
 using GradCallback = std::function<Tensor(const Tensor& tensor, const Tensor& grad)>;
 
 /// RAII recording scope returned by GradManager::record(); ends the

@@ -1,0 +1,129 @@
+#include "mixgrad/autodiff/function.hpp"
+
+#include <span>
+
+#include "amp/autocast_state.hpp"
+#include "autodiff/tape.hpp"
+#include "mixgrad/amp/autocast.hpp"
+#include "mixgrad/ops/creation.hpp"
+#include "ops/op_support.hpp"
+#include "ops/untracked_copy.hpp"
+
+namespace mixgrad::autodiff {
+
+namespace {
+
+// What one output's tape node needs to rebuild the full list of output
+// gradients for backward.
+struct OutputMeta {
+  Shape shape;
+  DType dtype;
+  Device device;
+  bool floating;
+};
+
+std::string where(const Function& fn) { return "autodiff::Function '" + fn.name() + "'"; }
+
+// The checks of the file comment, on the gradients backward returned; they
+// throw before the tape sees any of them, so nothing has accumulated yet.
+void check_input_grads(const Function& fn, const std::vector<Tensor>& grads, const InputGrads& gi,
+                       const std::vector<Shape>& shapes, const std::vector<DType>& dtypes,
+                       const std::vector<Device>& devices) {
+  if (grads.size() != shapes.size())
+    throw ShapeError(where(fn) + ": backward returned " + std::to_string(grads.size()) + " gradients for " +
+                     std::to_string(shapes.size()) + " inputs");
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Tensor& g = grads[i];
+    if (!gi.needs(i) || !g.defined()) continue;
+    const std::string input = std::string(to_string(dtypes[i])) + to_string(shapes[i]);
+    if (g.shape() != shapes[i])
+      throw ShapeError(where(fn) + ": backward returned a gradient " + ops::describe(g) + " for input " +
+                       std::to_string(i) + " " + input);
+    if (!is_floating_point(g.dtype()))
+      throw DTypeError(where(fn) + ": backward returned a non-floating gradient " + ops::describe(g) +
+                       " for input " + std::to_string(i) + " " + input);
+    if (g.device() != devices[i])
+      throw DeviceError(where(fn) + ": backward returned a gradient on " + to_string(g.device()) + " for input " +
+                        std::to_string(i) + " on " + to_string(devices[i]));
+  }
+}
+
+}  // namespace
+
+std::vector<Tensor> apply(const std::shared_ptr<Function>& fn, const std::vector<Tensor>& inputs) {
+  if (!fn) throw ValueError("autodiff::apply: null function");
+  const amp::AutocastState state = amp::current_state();  // what backward re-establishes
+
+  std::vector<Tensor> outputs;
+  {
+    NoRecordScope no_record;  // the function is one op: its inner ops stay off the tape
+    if (fn->cast_inputs && state.enabled) {
+      std::vector<Tensor> cast = inputs;
+      for (Tensor& t : cast)
+        if (t.defined() && is_floating_point(t.dtype()) && t.dtype() != DType::float64)
+          t = ops::in_dtype(t, *fn->cast_inputs);
+      amp::autocast off(false);
+      outputs = fn->forward(cast);
+    } else {
+      outputs = fn->forward(inputs);
+    }
+  }
+
+  std::vector<OutputMeta> meta;
+  meta.reserve(outputs.size());
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    Tensor& out = outputs[j];
+    if (!out.defined())
+      throw ValueError(where(*fn) + ": forward returned an undefined output " + std::to_string(j));
+    for (const Tensor& in : inputs)
+      if (in.defined() && in.id() == out.id()) {
+        out = out.detach();  // a node whose output is its own input would feed itself
+        break;
+      }
+    meta.push_back({out.shape(), out.dtype(), out.device(), is_floating_point(out.dtype())});
+  }
+  if (!is_recording()) return outputs;
+
+  std::vector<const Tensor*> in_ptrs;
+  in_ptrs.reserve(inputs.size());
+  for (const Tensor& t : inputs) in_ptrs.push_back(&t);
+  const std::span<const Tensor* const> in_span(in_ptrs.data(), in_ptrs.size());
+  auto shared_meta = std::make_shared<const std::vector<OutputMeta>>(std::move(meta));
+
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    if (!(*shared_meta)[j].floating) continue;  // indices: no gradient flows through them
+    record_with(in_span, outputs[j], [&] {
+      std::vector<Shape> shapes;
+      std::vector<DType> dtypes;
+      std::vector<Device> devices;
+      for (const Tensor& t : inputs) {
+        shapes.push_back(t.defined() ? t.shape() : Shape{});
+        dtypes.push_back(t.defined() ? t.dtype() : DType::float32);
+        devices.push_back(t.defined() ? t.device() : Device::cpu());
+      }
+      return BackwardFn([fn, j, state, shared_meta, shapes = std::move(shapes), dtypes = std::move(dtypes),
+                         devices = std::move(devices)](const Tensor& grad, InputGrads& gi) {
+        std::vector<Tensor> output_grads(shared_meta->size());
+        for (size_t k = 0; k < output_grads.size(); ++k) {
+          const OutputMeta& m = (*shared_meta)[k];
+          if (k == j)
+            output_grads[k] = grad;
+          else if (m.floating)
+            output_grads[k] = zeros(m.shape, m.dtype, m.device);
+        }
+        const amp::detail::SavedState saved = amp::detail::enter(state);
+        struct Restore {
+          amp::detail::SavedState saved;
+          ~Restore() { amp::detail::leave(saved); }
+        } restore{saved};
+        std::vector<Tensor> grads = fn->backward(output_grads);
+        check_input_grads(*fn, grads, gi, shapes, dtypes, devices);
+        for (size_t i = 0; i < grads.size(); ++i)
+          if (gi.needs(i) && grads[i].defined()) gi.set(i, std::move(grads[i]));
+      });
+    });
+  }
+  return outputs;
+}
+
+}  // namespace mixgrad::autodiff
