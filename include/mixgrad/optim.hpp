@@ -1,4 +1,5 @@
-// mixgrad/optim.hpp — the optimizers mg::optim::{SGD, Adam, AdamW} and
+// mixgrad/optim.hpp — the optimizers mg::optim::{SGD, Adam, AdamW}, learning-rate
+// schedules (StepLR, CosineAnnealingLR, LinearLR, OneCycleLR, SequentialLR) and
 // gradient clipping (clip_grad_norm).
 //
 //   mg::optim::SGD opt(net.parameters(), {.lr = 0.05, .momentum = 0.9});
@@ -8,5 +9,6 @@
 #include "mixgrad/optim/adam.hpp"
 #include "mixgrad/optim/adamw.hpp"
 #include "mixgrad/optim/clip_grad.hpp"
+#include "mixgrad/optim/lr_scheduler.hpp"
 #include "mixgrad/optim/optimizer.hpp"
 #include "mixgrad/optim/sgd.hpp"

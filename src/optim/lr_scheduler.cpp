@@ -1,0 +1,356 @@
+#include "mixgrad/optim/lr_scheduler.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <numbers>
+#include <set>
+#include <sstream>
+
+#include "mixgrad/amp/grad_scaler.hpp"
+#include "mixgrad/error.hpp"
+#include "mixgrad/ops/creation.hpp"
+#include "mixgrad/optim/optimizer.hpp"
+
+namespace mixgrad::optim {
+
+namespace {
+
+std::atomic<uint64_t> next_serial{0};
+
+std::string num(double v) {
+  std::ostringstream s;
+  s.precision(17);
+  s << v;
+  return s.str();
+}
+
+bool is_int(double v) { return std::isfinite(v) && v == std::trunc(v) && std::abs(v) < 0x1p62; }
+
+// The entries of `dict` under `prefix`, with the prefix removed.
+StateDict sub_dict(const StateDict& dict, const std::string& prefix) {
+  StateDict out;
+  for (const auto& [k, t] : dict)
+    if (k.compare(0, prefix.size(), prefix) == 0) out.insert(k.substr(prefix.size()), t);
+  return out;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- LRScheduler
+
+LRScheduler::LRScheduler(Optimizer& opt, std::string name)
+    : opt_(opt), name_(std::move(name)), base_lr_(opt.lr()), last_lr_(opt.lr()), serial_(next_serial++) {}
+
+LRScheduler::~LRScheduler() = default;
+
+void LRScheduler::start() {
+  const double lr = lr_at(0);
+  opt_.set_lr(lr);
+  last_epoch_ = 0;
+  last_lr_ = lr;
+}
+
+void LRScheduler::require(bool ok, const std::string& what) const {
+  if (!ok) throw ValueError(name_ + ": " + what);
+}
+
+void LRScheduler::step() {
+  const int64_t next = last_epoch_ + 1;
+  check_advance(next);
+  const double lr = lr_at(next);
+  opt_.set_lr(lr);  // throws (ValueError) before anything here changes
+  last_epoch_ = next;
+  last_lr_ = lr;
+}
+
+bool LRScheduler::step(const amp::GradScaler& scaler) {
+  if (scaler.found_non_finite()) return false;
+  step();
+  return true;
+}
+
+StateDict LRScheduler::state_dict() const {
+  StateDict out;
+  out.insert("last_epoch", scalar(static_cast<double>(last_epoch_), DType::int64));
+  out.insert("base_lr", scalar(base_lr_, DType::float64));
+  for (const auto& [k, v] : options()) out.insert("options." + k, scalar(v, DType::float64));
+  save_extra(out);
+  return out;
+}
+
+void LRScheduler::check_state_dict(const StateDict& dict) const {
+  const std::vector<std::string> expected_keys = state_dict().keys();
+  const std::set<std::string> expected(expected_keys.begin(), expected_keys.end());
+  for (const auto& [k, t] : dict) {
+    require(expected.count(k) == 1, "load_state_dict: unexpected key \"" + k + "\"");
+    require(t.defined() && t.numel() == 1, "load_state_dict: \"" + k + "\" must hold one value");
+  }
+  for (const auto& k : expected) require(dict.contains(k), "load_state_dict: missing key \"" + k + "\"");
+
+  const double epoch = dict.at("last_epoch").item<double>();
+  require(is_int(epoch) && epoch >= 0, "load_state_dict: last_epoch must be an integer >= 0, got " + num(epoch));
+  const double base = dict.at("base_lr").item<double>();
+  require(std::isfinite(base) && base >= 0, "load_state_dict: base_lr must be finite and >= 0, got " + num(base));
+  Options o = options();
+  for (auto& [k, v] : o) v = dict.at("options." + k).item<double>();
+  check_options(o);
+  check_extra(dict);
+}
+
+void LRScheduler::load_state_dict(const StateDict& dict) {
+  check_state_dict(dict);
+  load_extra(dict);
+  Options o = options();
+  for (auto& [k, v] : o) v = dict.at("options." + k).item<double>();
+  set_options(o);
+  base_lr_ = dict.at("base_lr").item<double>();
+  last_epoch_ = static_cast<int64_t>(dict.at("last_epoch").item<double>());
+  last_lr_ = lr_at(last_epoch_);
+  opt_.set_lr(last_lr_);
+}
+
+// ---------------------------------------------------------------- StepLR
+
+StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma)
+    : LRScheduler(opt, "StepLR"), step_size_(step_size), gamma_(gamma) {
+  check_options(options());
+  start();
+}
+
+double StepLR::lr_at(int64_t epoch) const {
+  return base_lr() * std::pow(gamma_, static_cast<double>(epoch / step_size_));
+}
+
+LRScheduler::Options StepLR::options() const {
+  return {{"step_size", static_cast<double>(step_size_)}, {"gamma", gamma_}};
+}
+
+void StepLR::check_options(const Options& o) const {
+  const double step_size = o.at("step_size"), gamma = o.at("gamma");
+  require(is_int(step_size) && step_size >= 1, "step_size must be an integer >= 1, got " + num(step_size));
+  require(std::isfinite(gamma) && gamma >= 0, "gamma must be finite and >= 0, got " + num(gamma));
+}
+
+void StepLR::set_options(const Options& o) {
+  step_size_ = static_cast<int64_t>(o.at("step_size"));
+  gamma_ = o.at("gamma");
+}
+
+// ---------------------------------------------------------------- CosineAnnealingLR
+
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& opt, int64_t T_max, double eta_min)
+    : LRScheduler(opt, "CosineAnnealingLR"), t_max_(T_max), eta_min_(eta_min) {
+  check_options(options());
+  start();
+}
+
+double CosineAnnealingLR::lr_at(int64_t epoch) const {
+  const double t = static_cast<double>(epoch) / static_cast<double>(t_max_);
+  return eta_min_ + (base_lr() - eta_min_) * (1.0 + std::cos(std::numbers::pi * t)) / 2.0;
+}
+
+LRScheduler::Options CosineAnnealingLR::options() const {
+  return {{"T_max", static_cast<double>(t_max_)}, {"eta_min", eta_min_}};
+}
+
+void CosineAnnealingLR::check_options(const Options& o) const {
+  const double t_max = o.at("T_max"), eta_min = o.at("eta_min");
+  require(is_int(t_max) && t_max >= 1, "T_max must be an integer >= 1, got " + num(t_max));
+  require(std::isfinite(eta_min) && eta_min >= 0, "eta_min must be finite and >= 0, got " + num(eta_min));
+}
+
+void CosineAnnealingLR::set_options(const Options& o) {
+  t_max_ = static_cast<int64_t>(o.at("T_max"));
+  eta_min_ = o.at("eta_min");
+}
+
+// ---------------------------------------------------------------- LinearLR
+
+LinearLR::LinearLR(Optimizer& opt, double start_factor, double end_factor, int64_t total_iters)
+    : LRScheduler(opt, "LinearLR"), start_factor_(start_factor), end_factor_(end_factor), total_iters_(total_iters) {
+  check_options(options());
+  start();
+}
+
+double LinearLR::lr_at(int64_t epoch) const {
+  const double done = static_cast<double>(std::min(epoch, total_iters_)) / static_cast<double>(total_iters_);
+  return base_lr() * (start_factor_ + (end_factor_ - start_factor_) * done);
+}
+
+LRScheduler::Options LinearLR::options() const {
+  return {{"start_factor", start_factor_},
+          {"end_factor", end_factor_},
+          {"total_iters", static_cast<double>(total_iters_)}};
+}
+
+void LinearLR::check_options(const Options& o) const {
+  const double s = o.at("start_factor"), e = o.at("end_factor"), n = o.at("total_iters");
+  require(s > 0 && s <= 1, "start_factor must be in (0, 1], got " + num(s));
+  require(e >= 0 && e <= 1, "end_factor must be in [0, 1], got " + num(e));
+  require(is_int(n) && n >= 1, "total_iters must be an integer >= 1, got " + num(n));
+}
+
+void LinearLR::set_options(const Options& o) {
+  start_factor_ = o.at("start_factor");
+  end_factor_ = o.at("end_factor");
+  total_iters_ = static_cast<int64_t>(o.at("total_iters"));
+}
+
+// ---------------------------------------------------------------- OneCycleLR
+
+OneCycleLR::OneCycleLR(Optimizer& opt, double max_lr, int64_t total_steps, const OneCycleOptions& options)
+    : LRScheduler(opt, "OneCycleLR"), max_lr_(max_lr), total_steps_(total_steps), o_(options) {
+  check_options(this->options());
+  start();
+}
+
+double OneCycleLR::lr_at(int64_t epoch) const {
+  const double initial = max_lr_ / o_.div_factor;
+  const double min_lr = initial / o_.final_div_factor;
+  const double rise_end = o_.pct_start * static_cast<double>(total_steps_) - 1.0;
+  const double last = static_cast<double>(total_steps_) - 1.0;
+  struct Phase {
+    double end_step, from, to;
+  };
+  std::vector<Phase> phases;
+  if (o_.three_phase)
+    phases = {{rise_end, initial, max_lr_}, {2.0 * rise_end, max_lr_, initial}, {last, initial, min_lr}};
+  else
+    phases = {{rise_end, initial, max_lr_}, {last, max_lr_, min_lr}};
+
+  const double step = static_cast<double>(epoch);
+  double start_step = 0.0;
+  for (size_t i = 0; i < phases.size(); ++i) {
+    const Phase& p = phases[i];
+    if (step <= p.end_step || i + 1 == phases.size()) {
+      // A phase of no length (pct_start * total_steps == 1) is already at its
+      // end; PyTorch divides by zero there.
+      const double span = p.end_step - start_step;
+      const double pct = span == 0.0 ? 1.0 : (step - start_step) / span;
+      if (o_.anneal_strategy == AnnealStrategy::cos)
+        return p.to + (p.from - p.to) / 2.0 * (std::cos(std::numbers::pi * pct) + 1.0);
+      return (p.to - p.from) * pct + p.from;
+    }
+    start_step = p.end_step;
+  }
+  return min_lr;  // not reached
+}
+
+LRScheduler::Options OneCycleLR::options() const {
+  return {{"max_lr", max_lr_},
+          {"total_steps", static_cast<double>(total_steps_)},
+          {"pct_start", o_.pct_start},
+          {"anneal_strategy", o_.anneal_strategy == AnnealStrategy::cos ? 0.0 : 1.0},
+          {"div_factor", o_.div_factor},
+          {"final_div_factor", o_.final_div_factor},
+          {"three_phase", o_.three_phase ? 1.0 : 0.0}};
+}
+
+void OneCycleLR::check_options(const Options& o) const {
+  const double max_lr = o.at("max_lr"), total = o.at("total_steps"), pct = o.at("pct_start");
+  const double anneal = o.at("anneal_strategy"), div = o.at("div_factor"), final_div = o.at("final_div_factor");
+  const double three = o.at("three_phase");
+  require(std::isfinite(max_lr) && max_lr > 0, "max_lr must be finite and > 0, got " + num(max_lr));
+  require(is_int(total) && total >= 1, "total_steps must be an integer >= 1, got " + num(total));
+  require(pct >= 0 && pct <= 1, "pct_start must be in [0, 1], got " + num(pct));
+  require(anneal == 0 || anneal == 1, "anneal_strategy must be 0 (cos) or 1 (linear), got " + num(anneal));
+  require(std::isfinite(div) && div > 0, "div_factor must be finite and > 0, got " + num(div));
+  require(std::isfinite(final_div) && final_div > 0, "final_div_factor must be finite and > 0, got " + num(final_div));
+  require(three == 0 || three == 1, "three_phase must be 0 or 1, got " + num(three));
+}
+
+void OneCycleLR::set_options(const Options& o) {
+  max_lr_ = o.at("max_lr");
+  total_steps_ = static_cast<int64_t>(o.at("total_steps"));
+  o_.pct_start = o.at("pct_start");
+  o_.anneal_strategy = o.at("anneal_strategy") == 0 ? AnnealStrategy::cos : AnnealStrategy::linear;
+  o_.div_factor = o.at("div_factor");
+  o_.final_div_factor = o.at("final_div_factor");
+  o_.three_phase = o.at("three_phase") != 0;
+}
+
+void OneCycleLR::check_advance(int64_t epoch) const {
+  require(epoch <= total_steps_,
+          "tried to step " + std::to_string(epoch) + " times; total_steps is " + std::to_string(total_steps_));
+}
+
+// ---------------------------------------------------------------- SequentialLR
+
+SequentialLR::SequentialLR(Optimizer& opt, std::vector<std::shared_ptr<LRScheduler>> schedulers,
+                           std::vector<int64_t> milestones)
+    : LRScheduler(opt, "SequentialLR"), children_(std::move(schedulers)), milestones_(std::move(milestones)) {
+  require(!children_.empty(), "needs at least one scheduler");
+  for (size_t i = 0; i < children_.size(); ++i) {
+    require(children_[i] != nullptr, "scheduler " + std::to_string(i) + " is null");
+    require(&children_[i]->optimizer() == &opt,
+            "scheduler " + std::to_string(i) + " (" + children_[i]->name() + ") wraps another optimizer");
+  }
+  require(milestones_.size() + 1 == children_.size(),
+          "expects " + std::to_string(children_.size() - 1) + " milestones for " + std::to_string(children_.size()) +
+              " schedulers, got " + std::to_string(milestones_.size()));
+  check_options(options());
+  // PyTorch's children share the optimizer's initial_lr: the lr from before
+  // the first of them was built, not what that one then set.
+  const LRScheduler* first = children_.front().get();
+  for (const auto& c : children_)
+    if (c->serial_ < first->serial_) first = c.get();
+  const double base = first->base_lr_;
+  for (const auto& c : children_) c->base_lr_ = base;
+  // The SequentialLR itself may be built after its children changed the lr.
+  base_lr_ = base;
+  start();
+}
+
+std::pair<const LRScheduler*, int64_t> SequentialLR::locate(int64_t epoch) const {
+  const auto idx = static_cast<size_t>(std::upper_bound(milestones_.begin(), milestones_.end(), epoch) - milestones_.begin());
+  return {children_[idx].get(), idx == 0 ? epoch : epoch - milestones_[idx - 1]};
+}
+
+double SequentialLR::lr_at(int64_t epoch) const {
+  const auto [child, local] = locate(epoch);
+  return child->lr_at(local);
+}
+
+LRScheduler::Options SequentialLR::options() const {
+  Options o;
+  for (size_t i = 0; i < milestones_.size(); ++i) o["milestones." + std::to_string(i)] = static_cast<double>(milestones_[i]);
+  return o;
+}
+
+void SequentialLR::check_options(const Options& o) const {
+  double previous = 0;
+  for (size_t i = 0; i < milestones_.size(); ++i) {
+    const double m = o.at("milestones." + std::to_string(i));
+    require(is_int(m) && m > previous,
+            "milestones must be strictly increasing integers >= 1, got milestones[" + std::to_string(i) + "] = " + num(m));
+    previous = m;
+  }
+}
+
+void SequentialLR::set_options(const Options& o) {
+  for (size_t i = 0; i < milestones_.size(); ++i)
+    milestones_[i] = static_cast<int64_t>(o.at("milestones." + std::to_string(i)));
+}
+
+void SequentialLR::check_advance(int64_t epoch) const {
+  const auto [child, local] = locate(epoch);
+  child->check_advance(local);
+}
+
+void SequentialLR::save_extra(StateDict& dict) const {
+  for (size_t i = 0; i < children_.size(); ++i)
+    for (const auto& [k, t] : children_[i]->state_dict()) dict.insert("schedulers." + std::to_string(i) + "." + k, t);
+}
+
+void SequentialLR::check_extra(const StateDict& dict) const {
+  for (size_t i = 0; i < children_.size(); ++i)
+    children_[i]->check_state_dict(sub_dict(dict, "schedulers." + std::to_string(i) + "."));
+}
+
+void SequentialLR::load_extra(const StateDict& dict) {
+  for (size_t i = 0; i < children_.size(); ++i)
+    children_[i]->load_state_dict(sub_dict(dict, "schedulers." + std::to_string(i) + "."));
+}
+
+}  // namespace mixgrad::optim
