@@ -49,6 +49,7 @@ void LRScheduler::start() {
   opt_.set_lr(lr);
   last_epoch_ = 0;
   last_lr_ = lr;
+  on_epoch();
 }
 
 void LRScheduler::require(bool ok, const std::string& what) const {
@@ -62,6 +63,7 @@ void LRScheduler::step() {
   opt_.set_lr(lr);  // throws (ValueError) before anything here changes
   last_epoch_ = next;
   last_lr_ = lr;
+  on_epoch();
 }
 
 bool LRScheduler::step(const amp::GradScaler& scaler) {
@@ -95,6 +97,7 @@ void LRScheduler::check_state_dict(const StateDict& dict) const {
   Options o = options();
   for (auto& [k, v] : o) v = dict.at("options." + k).item<double>();
   check_options(o);
+  check_loaded_epoch(static_cast<int64_t>(epoch), o);
   check_extra(dict);
 }
 
@@ -108,6 +111,7 @@ void LRScheduler::load_state_dict(const StateDict& dict) {
   last_epoch_ = static_cast<int64_t>(dict.at("last_epoch").item<double>());
   last_lr_ = lr_at(last_epoch_);
   opt_.set_lr(last_lr_);
+  on_epoch();
 }
 
 // ---------------------------------------------------------------- StepLR
@@ -275,6 +279,11 @@ void OneCycleLR::check_advance(int64_t epoch) const {
           "tried to step " + std::to_string(epoch) + " times; total_steps is " + std::to_string(total_steps_));
 }
 
+void OneCycleLR::check_loaded_epoch(int64_t epoch, const Options& o) const {
+  require(static_cast<double>(epoch) <= o.at("total_steps"), "load_state_dict: last_epoch " + std::to_string(epoch) +
+                                                                   " is past total_steps " + num(o.at("total_steps")));
+}
+
 // ---------------------------------------------------------------- SequentialLR
 
 SequentialLR::SequentialLR(Optimizer& opt, std::vector<std::shared_ptr<LRScheduler>> schedulers,
@@ -302,14 +311,14 @@ SequentialLR::SequentialLR(Optimizer& opt, std::vector<std::shared_ptr<LRSchedul
   start();
 }
 
-std::pair<const LRScheduler*, int64_t> SequentialLR::locate(int64_t epoch) const {
+std::pair<size_t, int64_t> SequentialLR::locate(int64_t epoch) const {
   const auto idx = static_cast<size_t>(std::upper_bound(milestones_.begin(), milestones_.end(), epoch) - milestones_.begin());
-  return {children_[idx].get(), idx == 0 ? epoch : epoch - milestones_[idx - 1]};
+  return {idx, idx == 0 ? epoch : epoch - milestones_[idx - 1]};
 }
 
 double SequentialLR::lr_at(int64_t epoch) const {
-  const auto [child, local] = locate(epoch);
-  return child->lr_at(local);
+  const auto [i, local] = locate(epoch);
+  return children_[i]->lr_at(local);
 }
 
 LRScheduler::Options SequentialLR::options() const {
@@ -334,8 +343,14 @@ void SequentialLR::set_options(const Options& o) {
 }
 
 void SequentialLR::check_advance(int64_t epoch) const {
-  const auto [child, local] = locate(epoch);
-  child->check_advance(local);
+  const auto [i, local] = locate(epoch);
+  children_[i]->check_advance(local);
+}
+
+void SequentialLR::on_epoch() {
+  const auto [i, local] = locate(last_epoch());
+  children_[i]->last_epoch_ = local;
+  children_[i]->last_lr_ = last_lr();
 }
 
 void SequentialLR::save_extra(StateDict& dict) const {

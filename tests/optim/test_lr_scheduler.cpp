@@ -150,6 +150,10 @@ BOOST_AUTO_TEST_CASE(sequential_warmup_then_cosine) {
   // warm-up 0.1, 0.55; at the milestone the cosine starts from its step 0.
   check_close(sequence(s, 7), {0.1, 0.55, 1.0, (1 + std::cos(kPi / 4)) / 2, 0.5, (1 + std::cos(3 * kPi / 4)) / 2, 0.0,
                                (1 + std::cos(5 * kPi / 4)) / 2});
+  // The child in charge follows: the cosine has taken 5 of its own steps.
+  BOOST_TEST(cos->last_epoch() == 5);
+  BOOST_TEST(cos->last_lr() == opt.lr());
+  BOOST_TEST(warm->last_epoch() == 1);
 }
 
 BOOST_AUTO_TEST_CASE(sequential_of_three) {
@@ -219,6 +223,12 @@ BOOST_AUTO_TEST_CASE(state_dict_keys_and_bad_dicts) {
   bad.insert_or_assign("options.T_max", mg::scalar(0.0, mg::DType::float64));
   expect_value_error([&] { cos.load_state_dict(bad); }, "CosineAnnealingLR", "T_max");
   check_unchanged();
+
+  mg::optim::OneCycleLR one(opt, 1.0, 5);
+  mg::StateDict past = one.state_dict();
+  past.insert_or_assign("last_epoch", mg::scalar(6.0, mg::DType::int64));
+  expect_value_error([&] { one.load_state_dict(past); }, "OneCycleLR", "last_epoch 6");
+  BOOST_TEST(one.last_epoch() == 0);
 
   bad = cos.state_dict();
   bad.insert_or_assign("last_epoch", mg::scalar(-1.0, mg::DType::int64));

@@ -120,6 +120,10 @@ class LRScheduler {
   virtual void set_options(const Options& o) = 0;
   /// Throws (ValueError) if advancing to `epoch` is not allowed.
   virtual void check_advance(int64_t epoch) const { (void)epoch; }
+  /// Throws (ValueError) if a dict's `epoch` does not fit its options `o`.
+  virtual void check_loaded_epoch(int64_t epoch, const Options& o) const { (void)epoch, (void)o; }
+  /// Called whenever last_epoch() changes (construction, step, load).
+  virtual void on_epoch() {}
   /// Further state (SequentialLR's children): appended / checked / loaded.
   virtual void save_extra(StateDict& dict) const { (void)dict; }
   virtual void check_extra(const StateDict& dict) const { (void)dict; }
@@ -220,6 +224,7 @@ class OneCycleLR : public LRScheduler {
   void check_options(const Options& o) const override;
   void set_options(const Options& o) override;
   void check_advance(int64_t epoch) const override;
+  void check_loaded_epoch(int64_t epoch, const Options& o) const override;
 
  private:
   double max_lr_;
@@ -233,7 +238,8 @@ class OneCycleLR : public LRScheduler {
 /// <= e. Every child must wrap the same optimizer; all of them take as base
 /// lr the optimizer's lr from before the first of them was built (PyTorch's
 /// shared initial_lr), whatever the children set meanwhile. The children
-/// are driven through lr_at(): do not step them yourself.
+/// are driven through lr_at() (the child in charge has its last_epoch() and
+/// last_lr() kept up to date): do not step them yourself.
 class SequentialLR : public LRScheduler {
  public:
   /// One milestone fewer than schedulers, strictly increasing and >= 1; no
@@ -250,10 +256,11 @@ class SequentialLR : public LRScheduler {
   void save_extra(StateDict& dict) const override;
   void check_extra(const StateDict& dict) const override;
   void load_extra(const StateDict& dict) override;
+  void on_epoch() override;
 
  private:
-  // The child in charge at global step `epoch`, and its local step.
-  std::pair<const LRScheduler*, int64_t> locate(int64_t epoch) const;
+  // The index of the child in charge at global step `epoch`, and its local step.
+  std::pair<size_t, int64_t> locate(int64_t epoch) const;
 
   std::vector<std::shared_ptr<LRScheduler>> children_;
   std::vector<int64_t> milestones_;
