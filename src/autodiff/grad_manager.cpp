@@ -327,7 +327,8 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
   std::vector<GradManager*> unrecorded_by;
   for (GradManager* m : outer) {
     const auto& mt = TapeAccess::state(m).tracked;
-    bool reads = std::any_of(dys.begin(), dys.end(), [&](const Tensor& d) { return d.defined() && mt.contains(d.id()); });
+    bool reads =
+        std::any_of(dys.begin(), dys.end(), [&](const Tensor& d) { return d.defined() && mt.contains(d.id()); });
     for (size_t k = 0; k < tape.size() && !reads; ++k)
       if (runs[k])
         reads = std::any_of(tape[k]->input_ids.begin(), tape[k]->input_ids.end(),

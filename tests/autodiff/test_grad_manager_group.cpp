@@ -160,6 +160,25 @@ BOOST_AUTO_TEST_CASE(nested_managers_on_one_loss_each_add_their_gradient) {
   BOOST_TEST(values(w.grad()) == std::vector<float>({4, 8, 12}), tt::per_element());
 }
 
+// A group nested in a solo manager's recording: the group's partner does not
+// see the member's backward, the outer solo manager does (and so refuses).
+BOOST_AUTO_TEST_CASE(a_group_inside_an_outer_manager) {
+  auto x = x_tensor();
+  GradManager outer_gm, gm1, gm2;
+  outer_gm.attach(x);
+  gm1.attach(x);
+  gm2.attach(x);
+  auto outer = outer_gm.record();
+  auto group = (gm1 | gm2).record();
+  auto y = F::cos(x);
+  gm1.backward(y);
+  auto penalty = F::sum(F::mul(x.grad(), x.grad()));  // recorded by outer_gm only
+  gm2.backward(penalty);                              // penalty is plain to gm2
+  BOOST_TEST(values(x.grad()) == minus_sin(), tt::tolerance(1e-5f) << tt::per_element());
+  BOOST_CHECK_THROW(outer_gm.backward(penalty), mg::StateError);
+  BOOST_TEST(values(x.grad()) == minus_sin(), tt::tolerance(1e-5f) << tt::per_element());
+}
+
 // Disjoint parameter sets (a generator / critic split): each member's
 // backward fills only its own attached tensors.
 BOOST_AUTO_TEST_CASE(disjoint_members_fill_only_their_own_tensors) {
