@@ -10,6 +10,7 @@
 #include "mixgrad/amp/grad_scaler.hpp"
 #include "mixgrad/autodiff/function.hpp"
 #include "mixgrad/autodiff/grad_manager.hpp"
+#include "mixgrad/autodiff/grad_manager_group.hpp"
 #include "mixgrad/autodiff/no_grad.hpp"
 #include "mixgrad/cuda.hpp"
 #include "mixgrad/data.hpp"

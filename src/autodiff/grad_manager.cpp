@@ -1,10 +1,12 @@
 #include "mixgrad/autodiff/grad_manager.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autodiff/group_access.hpp"
 #include "autodiff/inspect.hpp"
 #include "autodiff/tape.hpp"
 #include "backend/copy.hpp"
@@ -65,6 +67,11 @@ struct GradManager::State {
   std::unordered_set<uint64_t> tracked;
   std::vector<std::shared_ptr<Node>> tape;
   std::vector<std::function<void()>> after_backward;
+  uint64_t group = 0;  // the group this recording belongs to; 0 when recording alone
+  // Tensors produced by an inner manager's backward that MegEngine would have
+  // recorded here (outer records inner) and we did not: they are tracked, so
+  // ops on them are recorded, and a backward whose gradient reaches one throws.
+  std::unordered_set<uint64_t> unrecorded;
 
   void drop_dead() {
     auto dead = [](const AttachedTensor& a) { return a.tensor.expired(); };
@@ -154,17 +161,38 @@ std::vector<Tensor> GradManager::attached_tensors() const {
   return out;
 }
 
-RecordingScope GradManager::record() {
-  auto& s = *state_;
-  if (s.recording) throw StateError("GradManager::record: already recording");
+namespace {
+void begin_recording(GradManager* gm, GradManager::State& s, uint64_t group) {
   s.drop_dead();
   s.tracked.clear();
   for (const auto& a : s.attached) s.tracked.insert(a.id);
   s.recording = true;
   ++epoch();
   s.recording_list = &detail::recording_managers();
-  s.recording_list->push_back(this);
+  s.recording_list->push_back(gm);
+  s.group = group;
+}
+
+std::atomic<uint64_t> next_group_token{1};
+}  // namespace
+
+RecordingScope GradManager::record() {
+  auto& s = *state_;
+  if (s.recording) throw StateError("GradManager::record: already recording");
+  begin_recording(this, s, 0);
   return RecordingScope(*this);
+}
+
+uint64_t detail::new_group_token() { return next_group_token.fetch_add(1); }
+
+void detail::record_in_group(GradManager& gm, uint64_t token) {
+  auto& s = TapeAccess::state(&gm);
+  if (s.recording) throw StateError("GradManagerGroup::record: a member is already recording");
+  begin_recording(&gm, s, token);
+}
+
+void detail::release_in_group(GradManager& gm, uint64_t token) {
+  if (TapeAccess::state(&gm).group == token) gm.release();
 }
 
 void GradManager::release() {
@@ -176,6 +204,8 @@ void GradManager::release() {
   s.recording_list = nullptr;
   s.tape.clear();
   s.tracked.clear();
+  s.unrecorded.clear();
+  s.group = 0;
 }
 
 bool GradManager::is_recording() const { return state_->recording; }
@@ -196,6 +226,14 @@ void accumulate(std::unordered_map<uint64_t, Tensor>& grads, uint64_t id, Tensor
     have = own;
   }
   backend::accumulate(have, g);
+}
+
+[[noreturn]] void throw_unrecorded(std::string_view dtype, const Shape& shape) {
+  throw StateError("GradManager::backward: the gradient reaches a " + std::string(dtype) + to_string(shape) +
+                   " tensor written by the backward of a GradManager nested inside this one's recording; "
+                   "MegEngine records that backward for higher-order gradients, mixgrad does not record "
+                   "backward passes. Run the inner backward outside this recording, or group the managers "
+                   "(gm1 | gm2) when their gradients are independent");
 }
 
 void check_outputs(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys) {
@@ -230,13 +268,23 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
   check_outputs(ys, dys);
 
   NoRecordScope no_record;
+  // Outer managers: recording since before this one and not in its group.
+  // MegEngine records this backward on them (how nested managers give higher
+  // order); members of one group, and managers that started later, do not see it.
+  std::vector<GradManager*> outer;
+  for (GradManager* m : *s.recording_list) {
+    if (m == this) break;
+    if (s.group == 0 || TapeAccess::state(m).group != s.group) outer.push_back(m);
+  }
   // Release the recording up front: whatever happens below, the tape is spent.
   std::vector<std::shared_ptr<Node>> tape = std::move(s.tape);
   std::unordered_set<uint64_t> tracked = std::move(s.tracked);
+  std::unordered_set<uint64_t> unrecorded = std::move(s.unrecorded);
   release();
 
   std::unordered_map<uint64_t, Tensor> grads;
   for (size_t i = 0; i < ys.size(); ++i) {
+    if (unrecorded.contains(ys[i].id())) throw_unrecorded(to_string(ys[i].dtype()), ys[i].shape());
     if (!tracked.contains(ys[i].id())) continue;
     Tensor dy = (dys.empty() || !dys[i].defined()) ? empty(ys[i].shape(), ys[i].dtype(), ys[i].device()) : dys[i];
     if (dys.empty() || !dys[i].defined()) backend::fill(dy, 1.0);
@@ -266,10 +314,26 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
       if (s.attached_index.contains(node.output_id)) produced.insert(node.output_id);
       for (size_t i = 0; i < node.input_ids.size(); ++i) {
         if (!node.needs[i] || !tracked.contains(node.input_ids[i])) continue;
+        if (!unrecorded.empty() && unrecorded.contains(node.input_ids[i]))
+          throw_unrecorded(to_string(node.input_dtypes[i]), node.input_shapes[i]);
         live.insert(node.input_ids[i]);
         if (s.attached_index.contains(node.input_ids[i])) ++pending[node.input_ids[i]];
       }
     }
+  }
+
+  // The outer managers that track something this backward reads: their
+  // recording should have included it, so what it writes is marked there.
+  std::vector<GradManager*> unrecorded_by;
+  for (GradManager* m : outer) {
+    const auto& mt = TapeAccess::state(m).tracked;
+    bool reads =
+        std::any_of(dys.begin(), dys.end(), [&](const Tensor& d) { return d.defined() && mt.contains(d.id()); });
+    for (size_t k = 0; k < tape.size() && !reads; ++k)
+      if (runs[k])
+        reads = std::any_of(tape[k]->input_ids.begin(), tape[k]->input_ids.end(),
+                            [&](uint64_t id) { return mt.contains(id); });
+    if (reads) unrecorded_by.push_back(m);
   }
 
   // Ready gradients after their callbacks, waiting for .grad(): nothing in
@@ -351,6 +415,15 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
       Tensor own = empty(grad.shape(), grad.dtype(), grad.device());
       backend::copy(grad, own);
       t.set_grad(own);
+    }
+  }
+  const auto& still = detail::recording_managers();  // a callback may have ended one
+  for (GradManager* m : unrecorded_by) {
+    if (std::find(still.begin(), still.end(), m) == still.end()) continue;
+    auto& ms = TapeAccess::state(m);
+    for (const auto& [t, grad] : updates) {
+      ms.unrecorded.insert(t.grad().id());
+      ms.tracked.insert(t.grad().id());
     }
   }
 }

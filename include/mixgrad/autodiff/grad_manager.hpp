@@ -15,8 +15,11 @@
 //   opt.step().clear_grad();
 //
 // Semantics (MegEngine's): attached tensors are held weakly; backward ends
-// the recording; several managers are independent of one another. The set
-// of recording managers is per thread.
+// the recording; several managers are independent of one another, except
+// that an outer manager's backward refuses (StateError) to differentiate
+// through an inner manager's backward, which it does not record (see
+// grad_manager_group.hpp for groups and the visibility rules). The set of
+// recording managers is per thread.
 //
 // Gradient-ready callbacks. A tensor's callbacks `(tensor, grad) -> grad` run
 // once per backward, chained in the order they were attached, as soon as its
