@@ -45,6 +45,28 @@ BOOST_AUTO_TEST_CASE(embedding_picks_rows_and_adds_gradients_of_repeated_ids) {
   BOOST_TEST(values(w.grad()) == std::vector<double>({1, 1, 0, 0, 3, 3}), boost::test_tools::per_element());
 }
 
+// Large enough for the kernel's threaded path (threads own row ranges).
+BOOST_AUTO_TEST_CASE(embedding_gradient_counts_ids_on_a_large_batch) {
+  const int64_t rows = 1000, dim = 16, n = 8192;
+  std::vector<int64_t> v(n);
+  std::vector<double> count(rows, 0.0);
+  for (int64_t k = 0; k < n; ++k) {
+    v[k] = (k * 7919 + k / 3) % rows;
+    if (k % 5 == 0) v[k] = 17;  // one id very often
+    count[v[k]] += 1;
+  }
+  mg::Tensor w = mg::zeros({rows, dim});
+  mg::autodiff::GradManager gm;
+  gm.attach(w);
+  {
+    auto rec = gm.record();
+    gm.backward(F::embedding(w, ids(v, {n})));
+  }
+  const auto g = values(w.grad());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < dim; ++j) BOOST_TEST_REQUIRE(g[r * dim + j] == count[r], "row " << r);
+}
+
 BOOST_AUTO_TEST_CASE(index_select_gather_scatter_add_values) {
   const mg::Tensor x = mg::tensor({1.f, 2.f, 3.f, 4.f, 5.f, 6.f}, {2, 3});
   BOOST_TEST(values(F::index_select(x, 1, ids({2, 2, 0}, {3}))) == std::vector<double>({3, 3, 1, 6, 6, 4}),

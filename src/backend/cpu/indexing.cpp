@@ -1,11 +1,13 @@
 // CPU indexing kernels and scans along one axis.
 //
-// Every tensor arrives contiguous (the ops make dense copies), so an op
-// along an axis sees [outer, axis, inner] and its inner loop runs over
-// `inner` with unit stride. Gathers split their rows across threads; the
-// scatters (index_add, scatter_add) and the scans split over (outer, block
-// of inner) pairs only, whose destinations never overlap, so repeated
-// indices accumulate without atomics and in the same order on every run.
+// Tensors arrive contiguous (the ops make dense copies; gather reads its
+// input through its strides), so an op along an axis sees [outer, axis,
+// inner] and its inner loop runs over `inner` with unit stride. Gathers split
+// their rows across threads; the scatters (index_add, scatter_add) and the
+// scans split over (outer, block of inner) pairs, or for an embedding
+// gradient over ranges of destination rows, whose destinations never
+// overlap, so repeated indices accumulate without atomics and in the same
+// order on every run.
 // 16-bit values are added and multiplied in float and rounded once per store.
 #include <omp.h>
 
@@ -89,6 +91,25 @@ void index_add(const Tensor& src, Axis3 a, const Tensor& index, const Tensor& ou
   visit_dtype(out.dtype(), [&]<class T>() {
     const T* ps = src.data<T>();
     T* po = static_cast<T*>(out.raw_data());
+    const int64_t blocks = (a.inner + kInnerBlock - 1) / kInnerBlock;
+    if (a.outer * blocks < omp_get_max_threads() && src.numel() > kParallelWork && a.axis > 1) {
+      // An embedding table's gradient (outer 1, a narrow row): each thread
+      // owns a range of destination rows and takes the indices that land in
+      // it, so the threads still never share a destination.
+#pragma omp parallel
+      {
+        const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+        const int64_t r0 = a.axis * t / nt, r1 = a.axis * (t + 1) / nt;
+        for (int64_t o = 0; o < a.outer; ++o)
+          for (int64_t k = 0; k < k_count; ++k) {
+            if (idx[k] < r0 || idx[k] >= r1) continue;
+            const T* s = ps + (o * k_count + k) * a.inner;
+            T* d = po + (o * a.axis + idx[k]) * a.inner;
+            for (int64_t i = 0; i < a.inner; ++i) d[i] = cast<T>(cast<acc_t<T>>(d[i]) + cast<acc_t<T>>(s[i]));
+          }
+      }
+      return;
+    }
     for_blocks(a.outer, a.inner, src.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
       for (int64_t k = 0; k < k_count; ++k) {
         const T* s = ps + (o * k_count + k) * a.inner;
