@@ -4,6 +4,7 @@
 
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/elementwise.hpp"
+#include "mixgrad/ops/indexing.hpp"
 #include "mixgrad/ops/linalg.hpp"
 #include "mixgrad/ops/loss.hpp"
 #include "mixgrad/ops/nn.hpp"

@@ -8,6 +8,7 @@
 #include "mixgrad/nn/batch_norm.hpp"
 #include "mixgrad/nn/conv.hpp"
 #include "mixgrad/nn/dropout.hpp"
+#include "mixgrad/nn/embedding.hpp"
 #include "mixgrad/nn/flatten.hpp"
 #include "mixgrad/nn/init.hpp"
 #include "mixgrad/nn/layer_norm.hpp"

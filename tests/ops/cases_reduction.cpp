@@ -119,6 +119,36 @@ Cases cases_of<mg::OpKind::norm>() {
   };
 }
 
+template <>
+Cases cases_of<mg::OpKind::cumsum>() {
+  namespace F = mg::F;
+  return {
+      {.name = "cumsum_last", .inputs = {{3, 4}}, .run = [](const Inputs& x) { return F::cumsum(x[0], -1); }},
+      {.name = "cumsum_leading", .inputs = {{3, 2, 4}}, .run = [](const Inputs& x) { return F::cumsum(x[0], 0); }},
+      {.name = "cumsum_middle_transposed",
+       .inputs = {{4, 3, 2}},
+       .run = [](const Inputs& x) { return F::cumsum(F::transpose(x[0], 0, 2), 1); }},
+  };
+}
+
+template <>
+Cases cases_of<mg::OpKind::prod>() {
+  namespace F = mg::F;
+  // Rows with no, one and two zeros: the gradient at a lone zero is the
+  // product of the others, and with two zeros every gradient is 0.
+  const mg::Shape zs{3, 4};
+  const std::vector<double> zv{0.5, 0.0, -0.7, 0.9, 0.0, 0.3, 0.0, -0.8, 0.6, -0.4, 0.9, 0.7};
+  return {
+      {.name = "prod_last", .inputs = {{3, 4}}, .run = [](const Inputs& x) { return F::prod(x[0], 1); }},
+      {.name = "prod_middle_keepdim",
+       .inputs = {InputSpec({2, 3, 4}, 0.5, 1.5)},
+       .run = [](const Inputs& x) { return F::prod(x[0], 1, true); }},
+      {.name = "prod_with_zeros",
+       .inputs = {InputSpec(zs, [zs, zv](mg::DType dt) { return mg::tensor(zv, zs, dt); }, true)},
+       .run = [](const Inputs& x) { return F::prod(x[0], -1); }},
+  };
+}
+
 std::vector<OpCase> reduction_cases() { return family_cases<mg::OpFamily::reduction>(); }
 
 }  // namespace optest

@@ -1,0 +1,237 @@
+// CPU indexing kernels and scans along one axis.
+//
+// Tensors arrive contiguous (the ops make dense copies; gather reads its
+// input through its strides), so an op along an axis sees [outer, axis,
+// inner] and its inner loop runs over `inner` with unit stride. Gathers split
+// their rows across threads; the scatters (index_add, scatter_add) and the
+// scans split over (outer, block of inner) pairs, or for an embedding
+// gradient over ranges of destination rows, whose destinations never
+// overlap, so repeated indices accumulate without atomics and in the same
+// order on every run.
+// 16-bit values are added and multiplied in float and rounded once per store.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backend/indexing.hpp"
+#include "kernels/cast.hpp"
+
+namespace mixgrad::backend::cpu {
+
+namespace {
+
+constexpr int64_t kInnerBlock = 256;
+constexpr int64_t kParallelWork = 1 << 15;
+
+using kernels::cast;
+using kernels::compute_t;
+
+/// Accumulator type: float for the 16-bit types and float32, double for
+/// float64, the type itself for integers.
+template <class T>
+using acc_t = compute_t<T>;
+
+/// Runs f(o, i0, i1) over every (outer, inner block) pair, in parallel when
+/// the work is large enough.
+template <class F>
+void for_blocks(int64_t outer, int64_t inner, int64_t work, F&& f) {
+  const int64_t blocks = (inner + kInnerBlock - 1) / kInnerBlock;
+  const int64_t tasks = outer * blocks;
+#pragma omp parallel for schedule(static) if (work > kParallelWork && tasks > 1)
+  for (int64_t t = 0; t < tasks; ++t) {
+    const int64_t o = t / blocks;
+    const int64_t i0 = (t % blocks) * kInnerBlock;
+    f(o, i0, std::min(inner, i0 + kInnerBlock));
+  }
+}
+
+/// Element offsets into x of the leading (before `axis`) and trailing
+/// (after `axis`) coordinates of a tensor of shape `s`, row-major.
+void coordinate_offsets(const Shape& s, const Shape& x_strides, int axis, std::vector<int64_t>& lead,
+                        std::vector<int64_t>& trail) {
+  auto fill = [&](int from, int to, std::vector<int64_t>& out) {
+    int64_t n = 1;
+    for (int d = from; d < to; ++d) n *= s[d];
+    out.assign(static_cast<size_t>(n), 0);
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t rem = k, off = 0;
+      for (int d = to - 1; d >= from; --d) {
+        off += (rem % s[d]) * x_strides[d];
+        rem /= s[d];
+      }
+      out[static_cast<size_t>(k)] = off;
+    }
+  };
+  fill(0, axis, lead);
+  fill(axis + 1, s.ndim(), trail);
+}
+
+}  // namespace
+
+void index_select(const Tensor& x, Axis3 a, const Tensor& index, const Tensor& out) {
+  const int64_t k_count = index.numel();
+  const int64_t* idx = index.data<int64_t>();
+  const size_t row_bytes = static_cast<size_t>(a.inner) * element_size(x.dtype());
+  const auto* px = static_cast<const std::byte*>(x.raw_data());
+  auto* po = static_cast<std::byte*>(out.raw_data());
+  const int64_t rows = a.outer * k_count;
+#pragma omp parallel for schedule(static) if (rows * a.inner > kParallelWork)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t o = r / k_count, k = r % k_count;
+    std::memcpy(po + static_cast<size_t>(r) * row_bytes,
+                px + static_cast<size_t>(o * a.axis + idx[k]) * row_bytes, row_bytes);
+  }
+}
+
+void index_add(const Tensor& src, Axis3 a, const Tensor& index, const Tensor& out) {
+  const int64_t k_count = index.numel();
+  const int64_t* idx = index.data<int64_t>();
+  visit_dtype(out.dtype(), [&]<class T>() {
+    const T* ps = src.data<T>();
+    T* po = static_cast<T*>(out.raw_data());
+    const int64_t blocks = (a.inner + kInnerBlock - 1) / kInnerBlock;
+    if (a.outer * blocks < omp_get_max_threads() && src.numel() > kParallelWork && a.axis > 1) {
+      // An embedding table's gradient (outer 1, a narrow row): each thread
+      // owns a range of destination rows and takes the indices that land in
+      // it, so the threads still never share a destination.
+#pragma omp parallel
+      {
+        const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+        const int64_t r0 = a.axis * t / nt, r1 = a.axis * (t + 1) / nt;
+        for (int64_t o = 0; o < a.outer; ++o)
+          for (int64_t k = 0; k < k_count; ++k) {
+            if (idx[k] < r0 || idx[k] >= r1) continue;
+            const T* s = ps + (o * k_count + k) * a.inner;
+            T* d = po + (o * a.axis + idx[k]) * a.inner;
+            for (int64_t i = 0; i < a.inner; ++i) d[i] = cast<T>(cast<acc_t<T>>(d[i]) + cast<acc_t<T>>(s[i]));
+          }
+      }
+      return;
+    }
+    for_blocks(a.outer, a.inner, src.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
+      for (int64_t k = 0; k < k_count; ++k) {
+        const T* s = ps + (o * k_count + k) * a.inner;
+        T* d = po + (o * a.axis + idx[k]) * a.inner;
+        for (int64_t i = i0; i < i1; ++i) d[i] = cast<T>(cast<acc_t<T>>(d[i]) + cast<acc_t<T>>(s[i]));
+      }
+    });
+  });
+}
+
+void gather(const Tensor& x, int axis, const Tensor& index, const Tensor& out) {
+  const Shape& s = index.shape();
+  std::vector<int64_t> lead, trail;
+  coordinate_offsets(s, x.strides(), axis, lead, trail);
+  const int64_t k_count = s[axis], inner = static_cast<int64_t>(trail.size());
+  const int64_t rows = static_cast<int64_t>(lead.size()) * k_count;
+  const int64_t stride = x.strides()[axis];
+  const int64_t* idx = index.data<int64_t>();
+  visit_dtype(out.dtype(), [&]<class T>() {
+    const T* px = x.data<T>();
+    T* po = static_cast<T*>(out.raw_data());
+#pragma omp parallel for schedule(static) if (rows * inner > kParallelWork)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* base = px + lead[static_cast<size_t>(r / k_count)];
+      const int64_t* ir = idx + r * inner;
+      T* orow = po + r * inner;
+      for (int64_t i = 0; i < inner; ++i) orow[i] = base[ir[i] * stride + trail[static_cast<size_t>(i)]];
+    }
+  });
+}
+
+void scatter_add(const Tensor& src, int axis, const Tensor& index, const Tensor& out) {
+  const Shape& s = index.shape();
+  std::vector<int64_t> lead, trail;
+  coordinate_offsets(s, out.strides(), axis, lead, trail);
+  const int64_t k_count = s[axis], inner = static_cast<int64_t>(trail.size());
+  const int64_t outer = static_cast<int64_t>(lead.size());
+  const int64_t stride = out.strides()[axis];
+  const int64_t* idx = index.data<int64_t>();
+  visit_dtype(out.dtype(), [&]<class T>() {
+    const T* ps = src.data<T>();
+    T* po = static_cast<T*>(out.raw_data());
+    for_blocks(outer, inner, index.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
+      T* base = po + lead[static_cast<size_t>(o)];
+      for (int64_t k = 0; k < k_count; ++k) {
+        const int64_t row = (o * k_count + k) * inner;
+        for (int64_t i = i0; i < i1; ++i) {
+          T& d = base[idx[row + i] * stride + trail[static_cast<size_t>(i)]];
+          d = cast<T>(cast<acc_t<T>>(d) + cast<acc_t<T>>(ps[row + i]));
+        }
+      }
+    });
+  });
+}
+
+void cumsum(const Tensor& x, Axis3 a, bool reverse, const Tensor& out) {
+  visit_floating(out.dtype(), "cumsum", [&]<class T>() {
+    using C = acc_t<T>;
+    const T* px = x.data<T>();
+    T* po = static_cast<T*>(out.raw_data());
+    for_blocks(a.outer, a.inner, x.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
+      C acc[kInnerBlock] = {};
+      for (int64_t step = 0; step < a.axis; ++step) {
+        const int64_t k = reverse ? a.axis - 1 - step : step;
+        const int64_t row = (o * a.axis + k) * a.inner;
+        for (int64_t i = i0; i < i1; ++i) {
+          acc[i - i0] += cast<C>(px[row + i]);
+          po[row + i] = cast<T>(acc[i - i0]);
+        }
+      }
+    });
+  });
+}
+
+void prod(const Tensor& x, Axis3 a, const Tensor& out) {
+  visit_floating(out.dtype(), "prod", [&]<class T>() {
+    using C = acc_t<T>;
+    const T* px = x.data<T>();
+    T* po = static_cast<T*>(out.raw_data());
+    for_blocks(a.outer, a.inner, x.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
+      C acc[kInnerBlock];
+      std::fill(acc, acc + (i1 - i0), C(1));
+      for (int64_t k = 0; k < a.axis; ++k) {
+        const T* row = px + (o * a.axis + k) * a.inner;
+        for (int64_t i = i0; i < i1; ++i) acc[i - i0] *= cast<C>(row[i]);
+      }
+      for (int64_t i = i0; i < i1; ++i) po[o * a.inner + i] = cast<T>(acc[i - i0]);
+    });
+  });
+}
+
+// The product of the other elements as prefix * suffix products: exact
+// with any number of zeros in the line, where g * prod / x is not.
+void prod_grad(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx) {
+  visit_floating(dx.dtype(), "prod_grad", [&]<class T>() {
+    using C = acc_t<T>;
+    const T* px = x.data<T>();
+    const T* pg = g.data<T>();
+    T* pd = static_cast<T*>(dx.raw_data());
+    for_blocks(a.outer, a.inner, x.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
+      const int64_t w = i1 - i0;
+      std::vector<C> prefix(static_cast<size_t>(a.axis * w));
+      C run[kInnerBlock];
+      std::fill(run, run + w, C(1));
+      for (int64_t k = 0; k < a.axis; ++k) {
+        const T* row = px + (o * a.axis + k) * a.inner;
+        for (int64_t i = i0; i < i1; ++i) {
+          prefix[static_cast<size_t>(k * w + i - i0)] = run[i - i0];
+          run[i - i0] *= cast<C>(row[i]);
+        }
+      }
+      std::fill(run, run + w, C(1));
+      for (int64_t k = a.axis - 1; k >= 0; --k) {
+        const int64_t row = (o * a.axis + k) * a.inner;
+        for (int64_t i = i0; i < i1; ++i) {
+          const C gi = cast<C>(pg[o * a.inner + i]);
+          pd[row + i] = cast<T>(gi * prefix[static_cast<size_t>(k * w + i - i0)] * run[i - i0]);
+          run[i - i0] *= cast<C>(px[row + i]);
+        }
+      }
+    });
+  });
+}
+
+}  // namespace mixgrad::backend::cpu

@@ -1,0 +1,186 @@
+// F::embedding, F::index_select, F::gather and F::scatter_add.
+//
+// Indices are read once on the host to check their range before any output
+// exists, so a bad index leaves every tensor and the tape as they were.
+// Backward passes are scatter-adds into a zeroed gradient (index_add,
+// scatter_add), deterministic because the CPU kernels never split one
+// destination line across threads; scatter_add's own backward is a gather.
+#include "mixgrad/ops/indexing.hpp"
+
+#include <string>
+
+#include "backend/copy.hpp"
+#include "backend/indexing.hpp"
+#include "core/view.hpp"
+#include "mixgrad/ops/creation.hpp"
+#include "ops/op_support.hpp"
+#include "ops/untracked_copy.hpp"
+
+namespace mixgrad::F {
+
+namespace {
+
+void check_index_dtype(const char* op, const Tensor& index) {
+  if (index.dtype() != DType::int64)
+    throw DTypeError(std::string(op) + ": expected an int64 index tensor, got " + ops::describe(index));
+}
+
+/// Throws ValueError naming the first index outside [0, extent).
+void check_range(const char* op, const Tensor& index_dense, int64_t extent, const std::string& what) {
+  if (!index_dense.device().is_cpu()) return;  // the CPU-only kernels reject it with a DeviceError
+  const int64_t* p = index_dense.data<int64_t>();
+  const int64_t n = index_dense.numel();
+  for (int64_t k = 0; k < n; ++k)
+    if (p[k] < 0 || p[k] >= extent)
+      throw ValueError(std::string(op) + ": index " + std::to_string(p[k]) + " is out of range for " + what +
+                       " (valid: 0 to " + std::to_string(extent - 1) + ")");
+}
+
+backend::Axis3 axis3(const Shape& s, int dim) {
+  backend::Axis3 a;
+  for (int d = 0; d < dim; ++d) a.outer *= s[d];
+  a.axis = s[dim];
+  for (int d = dim + 1; d < s.ndim(); ++d) a.inner *= s[d];
+  return a;
+}
+
+/// x [.., axis, ..] at `index` (dense int64) along `dim`; records the
+/// index_add backward. Shared by embedding and index_select.
+Tensor select_rows(const Tensor& x, int dim, const Tensor& index, const Shape& out_shape) {
+  const Shape xshape = x.shape();
+  backend::Axis3 a = axis3(xshape, dim);
+  Tensor out = empty(out_shape, x.dtype(), x.device());
+  backend::index_select(ops::dense(x), a, index, out);
+  ops::record_lazy({&x}, out, [xshape, a, index] {
+    return [xshape, a, index](const Tensor& g, autodiff::InputGrads& gi) {
+      Tensor dx = zeros(xshape, g.dtype(), g.device());
+      backend::index_add(ops::dense(g), a, index, dx);
+      gi.set(0, dx);
+    };
+  });
+  return out;
+}
+
+/// The leading `shape` block of t, as a view.
+Tensor leading_block(const Tensor& t, const Shape& shape) { return view::make(t, shape, t.strides()); }
+
+}  // namespace
+
+Tensor embedding(const Tensor& weight_in, const Tensor& indices) {
+  constexpr const char* op = "embedding";
+  ops::check_defined(op, {&weight_in, &indices});
+  ops::check_same_device(op, {&weight_in, &indices});
+  if (weight_in.ndim() != 2)
+    throw ShapeError(std::string(op) + ": expected a 2-d weight [num_embeddings, embedding_dim], got " +
+                     ops::describe(weight_in));
+  ops::check_floating(op, weight_in);
+  check_index_dtype(op, indices);
+  if (indices.ndim() + 1 > Shape::kMaxDims)
+    throw ShapeError(std::string(op) + ": indices " + ops::describe(indices) + " have too many dimensions");
+  const Tensor index = ops::dense(indices);
+  check_range(op, index, weight_in.shape()[0], "an embedding table of " + std::to_string(weight_in.shape()[0]) +
+                                                  " rows (weight " + ops::describe(weight_in) + ")");
+  Tensor weight = weight_in;
+  amp::autocast_inputs(OpKind::embedding, {&weight});
+  Shape out_shape = indices.shape();
+  out_shape.push_back(weight.shape()[1]);
+  return select_rows(weight, 0, index, out_shape);
+}
+
+Tensor index_select(const Tensor& x_in, int dim, const Tensor& index_in) {
+  constexpr const char* op = "index_select";
+  ops::check_defined(op, {&x_in, &index_in});
+  ops::check_same_device(op, {&x_in, &index_in});
+  check_index_dtype(op, index_in);
+  if (index_in.ndim() > 1)
+    throw ShapeError(std::string(op) + ": expected a 1-d index, got " + ops::describe(index_in));
+  if (x_in.ndim() == 0) throw ShapeError(std::string(op) + ": cannot index a 0-d tensor " + ops::describe(x_in));
+  const int d = normalize_axis(dim, x_in.ndim(), op);
+  const Tensor index = ops::dense(index_in);
+  check_range(op, index, x_in.shape()[d],
+              "dimension " + std::to_string(d) + " of " + ops::describe(x_in));
+  Tensor x = x_in;
+  amp::autocast_inputs(OpKind::index_select, {&x});
+  Shape out_shape = x.shape();
+  out_shape[d] = index.numel();
+  return select_rows(x, d, index, out_shape);
+}
+
+Tensor gather(const Tensor& x_in, int dim, const Tensor& index_in) {
+  constexpr const char* op = "gather";
+  ops::check_defined(op, {&x_in, &index_in});
+  ops::check_same_device(op, {&x_in, &index_in});
+  check_index_dtype(op, index_in);
+  if (x_in.ndim() == 0 || index_in.ndim() != x_in.ndim())
+    throw ShapeError(std::string(op) + ": expected an index of the input's rank (at least 1), got " +
+                     ops::describe(index_in) + " for " + ops::describe(x_in));
+  const int d = normalize_axis(dim, x_in.ndim(), op);
+  for (int k = 0; k < x_in.ndim(); ++k)
+    if (k != d && index_in.shape()[k] > x_in.shape()[k])
+      throw ShapeError(std::string(op) + ": index " + ops::describe(index_in) + " is larger than the input " +
+                       ops::describe(x_in) + " along dimension " + std::to_string(k));
+  const Tensor index = ops::dense(index_in);
+  check_range(op, index, x_in.shape()[d], "dimension " + std::to_string(d) + " of " + ops::describe(x_in));
+  Tensor x = x_in;
+  amp::autocast_inputs(OpKind::gather, {&x});
+  Tensor out = empty(index.shape(), x.dtype(), x.device());
+  backend::gather(x, d, index, out);
+  const Shape xshape = x.shape();
+  ops::record_lazy({&x}, out, [xshape, d, index] {
+    return [xshape, d, index](const Tensor& g, autodiff::InputGrads& gi) {
+      Tensor dx = zeros(xshape, g.dtype(), g.device());
+      backend::scatter_add(ops::dense(g), d, index, dx);
+      gi.set(0, dx);
+    };
+  });
+  return out;
+}
+
+Tensor scatter_add(const Tensor& x_in, int dim, const Tensor& index_in, const Tensor& src_in) {
+  constexpr const char* op = "scatter_add";
+  ops::check_defined(op, {&x_in, &index_in, &src_in});
+  ops::check_same_device(op, {&x_in, &index_in, &src_in});
+  check_index_dtype(op, index_in);
+  if (x_in.ndim() == 0 || index_in.ndim() != x_in.ndim() || src_in.ndim() != x_in.ndim())
+    throw ShapeError(std::string(op) + ": expected input, index and src of one rank (at least 1), got " +
+                     ops::describe(x_in) + ", " + ops::describe(index_in) + " and " + ops::describe(src_in));
+  const int d = normalize_axis(dim, x_in.ndim(), op);
+  for (int k = 0; k < x_in.ndim(); ++k)
+    if ((k != d && index_in.shape()[k] > x_in.shape()[k]) || index_in.shape()[k] > src_in.shape()[k])
+      throw ShapeError(std::string(op) + ": index " + ops::describe(index_in) + " is larger than src " +
+                       ops::describe(src_in) + " or the input " + ops::describe(x_in) + " along dimension " +
+                       std::to_string(k));
+  // Different dtypes only where autocast will promote both to one.
+  const DType xt = x_in.dtype(), st = src_in.dtype();
+  if (xt != st && !(is_floating_point(xt) && is_floating_point(st) && xt != DType::float64 &&
+                    st != DType::float64 && amp::detail::autocast_active()))
+    throw DTypeError(std::string(op) + ": expected src of the input's dtype, got " + ops::describe(src_in) +
+                     " for " + ops::describe(x_in));
+  const Tensor index = ops::dense(index_in);
+  check_range(op, index, x_in.shape()[d], "dimension " + std::to_string(d) + " of " + ops::describe(x_in));
+  Tensor x = x_in, src = src_in;
+  amp::autocast_inputs(OpKind::scatter_add, {&x, &src});
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  backend::copy(x, out);
+  backend::scatter_add(ops::dense(leading_block(src, index.shape())), d, index, out);
+  const Shape sshape = src.shape();
+  ops::record_lazy({&x, &src}, out, [sshape, d, index] {
+    return [sshape, d, index](const Tensor& g, autodiff::InputGrads& gi) {
+      if (gi.needs(0)) gi.set(0, g);
+      if (gi.needs(1)) {
+        Tensor part = empty(index.shape(), g.dtype(), g.device());
+        backend::gather(g, d, index, part);
+        if (sshape == index.shape()) {
+          gi.set(1, part);
+        } else {
+          Tensor ds = zeros(sshape, g.dtype(), g.device());
+          backend::copy(part, leading_block(ds, index.shape()));
+          gi.set(1, ds);
+        }
+      }
+    };
+  });
+  return out;
+}
+
+}  // namespace mixgrad::F
