@@ -9,4 +9,5 @@
 #include "mixgrad/ops/loss.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "mixgrad/ops/reduction.hpp"
+#include "mixgrad/ops/resize.hpp"
 #include "mixgrad/ops/shape_ops.hpp"

@@ -119,6 +119,7 @@ std::vector<OpCase> nn_cases();
 std::vector<OpCase> loss_cases();
 std::vector<OpCase> indexing_cases();
 std::vector<OpCase> shape_cases();  // views and shape ops
+std::vector<OpCase> resize_cases();
 
 /// The op the run is limited to (`test_ops --op conv2d`), if any.
 inline std::optional<mg::OpKind>& op_filter() {
@@ -129,7 +130,7 @@ inline std::optional<mg::OpKind>& op_filter() {
 inline std::vector<OpCase> all_op_cases() {
   std::vector<OpCase> all;
   for (auto family : {elementwise_cases, reduction_cases, linalg_cases, nn_cases, loss_cases, indexing_cases,
-                      shape_cases}) {
+                      shape_cases, resize_cases}) {
     for (OpCase& c : family())
       if (!op_filter() || c.op == *op_filter()) all.push_back(std::move(c));
   }
