@@ -57,7 +57,7 @@ BOOST_AUTO_TEST_CASE(pad_gradient_sums_the_copies) {
                 {111, 1000, 110000});
   // reflect {2, 1}: x2, x1, x0, x1, x2, x1.
   expect_values(grad_of(x, w, [](const mg::Tensor& t) { return F::pad(t, {2, 1}, PadMode::reflect); }),
-                {100, 1 + 1000 + 100000, 10 + 10000});
+                {100, 10 + 1000 + 100000, 1 + 10000});
 }
 
 // x = [[1, 2], [3, 4]] to 4 x 4. align_corners=false: source coordinate
