@@ -72,7 +72,8 @@ Tensor normalize_rows(const Tensor& x, int64_t cols, double eps) {
                    [args, saved = backend::LayerNormOutputs{.out = Tensor(), .mean = o.mean, .rstd = o.rstd}](
                        const Tensor& g, autodiff::InputGrads& gi) {
                      const Tensor& xd = args.x;
-                     backend::LayerNormGrads grads{.x = empty(xd.shape(), xd.dtype(), xd.device())};
+                     backend::LayerNormGrads grads;  // no weight or bias gradient
+                     grads.x = empty(xd.shape(), xd.dtype(), xd.device());
                      backend::layer_norm_backward(args, saved, ops::dense(g, xd.dtype()), grads);
                      gi.set(0, grads.x);
                    });
