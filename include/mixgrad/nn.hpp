@@ -10,6 +10,7 @@
 #include "mixgrad/nn/dropout.hpp"
 #include "mixgrad/nn/embedding.hpp"
 #include "mixgrad/nn/flatten.hpp"
+#include "mixgrad/nn/group_norm.hpp"
 #include "mixgrad/nn/init.hpp"
 #include "mixgrad/nn/layer_norm.hpp"
 #include "mixgrad/nn/linear.hpp"

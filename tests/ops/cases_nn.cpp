@@ -1,6 +1,7 @@
 // Registered cases of the neural-network ops: conv2d, pooling, batch_norm,
-// layer_norm, dropout, softmax / log_softmax. Shapes are tiny: the float64 gradient check runs two
-// forwards per input element.
+// layer_norm, group_norm, instance_norm, dropout, softmax / log_softmax.
+// Shapes are tiny: the float64 gradient check runs two forwards per input
+// element.
 #include "op_registry.hpp"
 
 namespace optest {
@@ -157,6 +158,35 @@ Cases cases_of<mg::OpKind::layer_norm>() {
       {.name = "layer_norm_two_trailing_dims",
        .inputs = {InputSpec({2, 2, 3}, -2.0, 2.0)},
        .run = [](const Inputs& x) { return F::layer_norm(x[0], {2, 3}); }},
+  };
+}
+
+template <>
+Cases cases_of<mg::OpKind::group_norm>() {
+  namespace F = mg::F;
+  return {
+      {.name = "group_norm_affine",
+       .inputs = {InputSpec({2, 4, 3}, -2.0, 2.0), InputSpec({4}, 0.5, 1.5), {4}},
+       .run = [](const Inputs& x) { return F::group_norm(x[0], 2, x[1], x[2]); }},
+      {.name = "group_norm_image_no_affine",
+       .inputs = {InputSpec({1, 6, 2, 2}, -2.0, 2.0)},
+       .run = [](const Inputs& x) { return F::group_norm(x[0], 3); }},
+      {.name = "group_norm_one_group_weight_only",
+       .inputs = {InputSpec({2, 3, 2}, -2.0, 2.0), InputSpec({3}, 0.5, 1.5)},
+       .run = [](const Inputs& x) { return F::group_norm(x[0], 1, x[1]); }},
+  };
+}
+
+template <>
+Cases cases_of<mg::OpKind::instance_norm>() {
+  namespace F = mg::F;
+  return {
+      {.name = "instance_norm",
+       .inputs = {InputSpec({2, 3, 2, 2}, -2.0, 2.0)},
+       .run = [](const Inputs& x) { return F::instance_norm(x[0]); }},
+      {.name = "instance_norm_affine",
+       .inputs = {InputSpec({1, 2, 3, 2}, -2.0, 2.0), InputSpec({2}, 0.5, 1.5), {2}},
+       .run = [](const Inputs& x) { return F::instance_norm(x[0], x[1], x[2]); }},
   };
 }
 

@@ -60,6 +60,24 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
 
+/// Group normalisation (Wu & He, 2018) of x [N, C, *]: the C channels are
+/// split into num_groups groups of C / num_groups consecutive channels, and
+/// each (sample, group) is normalised over its channels and all positions,
+/// (x - mean) / sqrt(var + eps) with the biased variance, then scaled by
+/// weight [C] and shifted by bias [C] per channel (either may be undefined).
+/// Statistics are computed in float32 (float64 for float64 x); weight and
+/// bias may have another floating dtype than x, the output has x's dtype.
+/// ShapeError unless x has >= 2 dims and C is a multiple of num_groups >= 1.
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  double eps = 1e-5);
+
+/// Instance normalisation (Ulyanov et al., 2016) of x [N, C, *]: each
+/// (sample, channel) normalised over its positions, then the per-channel
+/// affine; group_norm with one channel per group, without running statistics
+/// (PyTorch's default track_running_stats=false).
+Tensor instance_norm(const Tensor& x, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                     double eps = 1e-5);
+
 /// Zeroes elements with probability p and scales the rest by 1/(1-p) when
 /// training; identity (x itself) otherwise or when p == 0. p outside [0, 1)
 /// throws mixgrad::Error. The mask comes from the global seeded generator

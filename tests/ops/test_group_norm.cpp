@@ -1,0 +1,163 @@
+// F::group_norm and F::instance_norm: values and gradients worked out by hand
+// on tiny inputs, instance_norm against group_norm with one channel per
+// group, mixed dtypes, autocast and the errors (which change nothing).
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "autodiff/inspect.hpp"
+#include "mixgrad/mixgrad.hpp"
+
+namespace {
+
+namespace mg = mixgrad;
+namespace F = mixgrad::F;
+using mg::DType;
+using mg::Tensor;
+
+constexpr double kEps = 1e-5;
+
+// x [1, 4, 2], two groups of two channels:
+//   group 0 = channels 0, 1 = {1, 3, 5, 7}: mean 4, variance (9 + 1 + 1 + 9) / 4 = 5
+//   group 1 = channels 2, 3 = {2, 2, 2, 6}: mean 3, variance (1 + 1 + 1 + 9) / 4 = 3
+Tensor hand_input() { return mg::tensor({1.f, 3.f, 5.f, 7.f, 2.f, 2.f, 2.f, 6.f}, {1, 4, 2}); }
+
+std::vector<double> hand_normalised() {
+  const double s0 = std::sqrt(5.0 + kEps), s1 = std::sqrt(3.0 + kEps);
+  return {-3 / s0, -1 / s0, 1 / s0, 3 / s0, -1 / s1, -1 / s1, -1 / s1, 3 / s1};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(group_norm)
+
+BOOST_AUTO_TEST_CASE(values_and_per_channel_affine_by_hand) {
+  const auto xhat = hand_normalised();
+  const auto y = F::group_norm(hand_input(), 2).to_vector<double>();
+  BOOST_TEST_REQUIRE(y.size() == 8u);
+  for (int i = 0; i < 8; ++i) BOOST_TEST(y[i] == xhat[i], boost::test_tools::tolerance(1e-6));
+
+  const Tensor w = mg::tensor({1.f, 2.f, 3.f, 4.f}, {4});
+  const Tensor b = mg::tensor({0.f, 1.f, 0.f, -1.f}, {4});
+  const auto ya = F::group_norm(hand_input(), 2, w, b).to_vector<double>();
+  const double wv[4] = {1, 2, 3, 4}, bv[4] = {0, 1, 0, -1};
+  for (int i = 0; i < 8; ++i)
+    BOOST_TEST(ya[i] == xhat[i] * wv[i / 2] + bv[i / 2], boost::test_tools::tolerance(1e-6));
+}
+
+BOOST_AUTO_TEST_CASE(gradients_by_hand) {
+  Tensor x = hand_input();
+  Tensor w = mg::tensor({1.f, 2.f, 3.f, 4.f}, {4});
+  Tensor b = mg::zeros({4});
+  mg::autodiff::GradManager gm;
+  gm.attach(x);
+  gm.attach(w);
+  gm.attach(b);
+  {
+    auto rec = gm.record();
+    Tensor y = F::group_norm(x, 2, w, b);
+    gm.backward(y, mg::ones({1, 4, 2}));
+  }
+  // dL/dw[c] = sum over c's positions of xhat; dL/db[c] = number of positions.
+  const auto xhat = hand_normalised();
+  const auto gw = w.grad().to_vector<double>(), gb = b.grad().to_vector<double>();
+  for (int c = 0; c < 4; ++c) {
+    BOOST_TEST(gw[c] == xhat[2 * c] + xhat[2 * c + 1], boost::test_tools::tolerance(1e-6));
+    BOOST_TEST(gb[c] == 2.0);
+  }
+  // Upstream g = weight[c]: dx = rstd * (w g - mean(w g) - xhat * mean(w g xhat)) per group.
+  const double rstd[2] = {1 / std::sqrt(5.0 + kEps), 1 / std::sqrt(3.0 + kEps)};
+  const double wv[4] = {1, 2, 3, 4};
+  const auto gx = x.grad().to_vector<double>();
+  for (int grp = 0; grp < 2; ++grp) {
+    double m = 0, mx = 0;
+    for (int i = 4 * grp; i < 4 * grp + 4; ++i) {
+      m += wv[i / 2] / 4;
+      mx += wv[i / 2] * xhat[i] / 4;
+    }
+    for (int i = 4 * grp; i < 4 * grp + 4; ++i)
+      BOOST_TEST(std::abs(gx[i] - rstd[grp] * (wv[i / 2] - m - xhat[i] * mx)) <= 1e-5, "dx element " << i);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(instance_norm_is_group_norm_with_one_channel_per_group) {
+  // Channel 0 = {1, 3}: mean 2, variance 1. Channel 1 = {4, 4}: variance 0.
+  const auto y = F::instance_norm(mg::tensor({1.f, 3.f, 4.f, 4.f}, {1, 2, 2})).to_vector<double>();
+  const double r = 1 / std::sqrt(1.0 + kEps);
+  const std::vector<double> want{-r, r, 0, 0};
+  for (int i = 0; i < 4; ++i) BOOST_TEST(y[i] == want[i], boost::test_tools::tolerance(1e-6));
+
+  mg::manual_seed(5);
+  const Tensor x = mg::uniform({2, 3, 4, 5}, -2, 2);
+  const Tensor w = mg::uniform({3}, 0.5, 1.5), b = mg::uniform({3}, -1, 1);
+  BOOST_TEST(F::instance_norm(x, w, b).to_vector<float>() == F::group_norm(x, 3, w, b).to_vector<float>(),
+             boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(bfloat16_input_with_float32_parameters) {
+  mg::manual_seed(9);
+  const Tensor x32 = mg::uniform({2, 4, 3, 3}, -3, 3);
+  const Tensor x = x32.to(DType::bfloat16);
+  Tensor w = mg::uniform({4}, 0.5, 1.5), b = mg::uniform({4}, -1, 1);
+  mg::autodiff::GradManager gm;
+  gm.attach(w);
+  Tensor y;
+  {
+    auto rec = gm.record();
+    y = F::group_norm(x, 2, w, b);
+    gm.backward(y, mg::ones(y.shape(), DType::bfloat16));
+  }
+  BOOST_TEST(y.dtype() == DType::bfloat16);
+  BOOST_TEST(w.grad().dtype() == DType::float32);
+  // Same statistics as float32 on the same (bfloat16-rounded) values.
+  const auto ref = F::group_norm(x.to(DType::float32), 2, w, b).to_vector<double>();
+  const auto got = y.to_vector<double>();
+  for (size_t i = 0; i < got.size(); ++i) BOOST_TEST(std::abs(got[i] - ref[i]) <= 0.02 * (std::abs(ref[i]) + 0.5));
+}
+
+BOOST_AUTO_TEST_CASE(autocast_runs_both_in_float32_on_the_cpu) {
+  mg::manual_seed(2);
+  const Tensor x = mg::uniform({2, 4, 3}, -1, 1, DType::bfloat16);
+  mg::amp::autocast ac(true, DType::bfloat16);
+  BOOST_TEST(F::group_norm(x, 2).dtype() == DType::float32);
+  BOOST_TEST(F::instance_norm(x).dtype() == DType::float32);
+}
+
+BOOST_AUTO_TEST_CASE(bad_input_throws_a_typed_error_naming_the_op_and_changes_nothing) {
+  Tensor x = hand_input();
+  Tensor w = mg::ones({4});
+  mg::autodiff::GradManager gm;
+  gm.attach(x);
+  gm.attach(w);
+  auto rec = gm.record();
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const mg::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string groups = message([&] { (void)F::group_norm(x, 3, w); });
+  BOOST_TEST(groups.find("group_norm") != std::string::npos, groups);
+  BOOST_TEST(groups.find("float32[1, 4, 2]") != std::string::npos, groups);
+  BOOST_CHECK_THROW((void)F::group_norm(x, 3), mg::ShapeError);
+  BOOST_CHECK_THROW((void)F::group_norm(x, 0), mg::ShapeError);
+  BOOST_CHECK_THROW((void)F::group_norm(x, 2, mg::ones({2})), mg::ShapeError);
+  BOOST_CHECK_THROW((void)F::group_norm(x, 2, w, mg::ones({4, 1})), mg::ShapeError);
+  BOOST_CHECK_THROW((void)F::group_norm(mg::ones({4}), 2), mg::ShapeError);
+  BOOST_CHECK_THROW((void)F::group_norm(x, 2, w, Tensor(), -1.0), mg::ValueError);
+  BOOST_CHECK_THROW((void)F::group_norm(mg::ones({1, 4, 2}, DType::int32), 2), mg::DTypeError);
+  BOOST_CHECK_THROW((void)F::group_norm(x, 2, mg::ones({4}, DType::int32)), mg::DTypeError);
+  const std::string inst = message([&] { (void)F::instance_norm(x, mg::ones({3})); });
+  BOOST_TEST(inst.find("instance_norm") != std::string::npos, inst);
+  BOOST_TEST(inst.find("float32[3]") != std::string::npos, inst);
+  BOOST_CHECK_THROW((void)F::instance_norm(mg::ones({5})), mg::ShapeError);
+  BOOST_TEST(mg::autodiff::detail::tape_size(gm) == 0u);
+  BOOST_TEST(x.to_vector<float>() == hand_input().to_vector<float>(), boost::test_tools::per_element());
+  BOOST_TEST(!x.grad().defined());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
