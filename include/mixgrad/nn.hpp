@@ -16,4 +16,5 @@
 #include "mixgrad/nn/linear.hpp"
 #include "mixgrad/nn/module.hpp"
 #include "mixgrad/nn/pooling.hpp"
+#include "mixgrad/nn/rnn.hpp"
 #include "mixgrad/nn/sequential.hpp"
