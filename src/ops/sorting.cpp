@@ -21,8 +21,8 @@ namespace mixgrad::F {
 namespace {
 
 /// The ordered first k elements of every line along `dim` (normalized),
-/// with the values' backward recorded for `op`.
-ValuesIndices ordered(const char* op, OpKind kind, const Tensor& x_in, int64_t k, int dim, bool descending) {
+/// with the values' backward recorded.
+ValuesIndices ordered(OpKind kind, const Tensor& x_in, int64_t k, int dim, bool descending) {
   Tensor x = x_in;
   amp::autocast_inputs(kind, {&x});
   const Shape xshape = x.shape();
@@ -69,20 +69,20 @@ ValuesIndices topk(const Tensor& x, int64_t k, int dim, bool largest, bool /*sor
     throw ValueError(std::string(op) + ": k = " + std::to_string(k) + " is out of range for dimension " +
                      std::to_string(d) + " of " + ops::describe(x) + " (valid: 0 to " + std::to_string(extent) +
                      ")");
-  return ordered(op, OpKind::topk, x, k, d, largest);
+  return ordered(OpKind::topk, x, k, d, largest);
 }
 
 ValuesIndices sort(const Tensor& x, int dim, bool descending) {
   constexpr const char* op = "sort";
   const int d = checked_dim(op, x, dim);
-  return ordered(op, OpKind::sort, x, x.ndim() == 0 ? 1 : x.shape()[d], d, descending);
+  return ordered(OpKind::sort, x, x.ndim() == 0 ? 1 : x.shape()[d], d, descending);
 }
 
 Tensor argsort(const Tensor& x, int dim, bool descending) {
   constexpr const char* op = "argsort";
   const int d = checked_dim(op, x, dim);
   autodiff::no_grad guard;  // indices only: nothing to record
-  return ordered(op, OpKind::sort, x, x.ndim() == 0 ? 1 : x.shape()[d], d, descending).indices;
+  return ordered(OpKind::sort, x, x.ndim() == 0 ? 1 : x.shape()[d], d, descending).indices;
 }
 
 }  // namespace mixgrad::F
