@@ -11,3 +11,4 @@
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/resize.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
+#include "mixgrad/ops/sorting.hpp"
