@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mixgrad/mixgrad.hpp"
+#include "../common/test_util.hpp"
 
 namespace mg = mixgrad;
 using mg::autodiff::GradManager;
@@ -15,21 +16,10 @@ namespace tt = boost::test_tools;
 
 namespace {
 
+using test_util::check_error;
+
 mg::Tensor vec(std::initializer_list<float> v) { return mg::tensor(v, {static_cast<int64_t>(v.size())}); }
 std::vector<float> values(const mg::Tensor& t) { return t.to_vector<float>(); }
-
-template <class E, class F>
-void check_error(F&& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-    BOOST_ERROR("no exception; expected one mentioning " + needles.front());
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const std::string& n : needles) BOOST_TEST(msg.find(n) != std::string::npos, "'" << n << "' in: " << msg);
-  } catch (const std::exception& e) {
-    BOOST_ERROR(std::string("wrong exception type: ") + e.what());
-  }
-}
 
 }  // namespace
 

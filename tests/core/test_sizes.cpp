@@ -10,26 +10,15 @@
 
 #include "backend/copy.hpp"
 #include "mixgrad/mixgrad.hpp"
+#include "../common/test_util.hpp"
 
 namespace mg = mixgrad;
 
 namespace {
 
-constexpr int64_t k2to(int n) { return int64_t{1} << n; }
+using test_util::check_error;
 
-// Runs f, which must throw exactly E (or a subclass) with every needle in its message.
-template <class E, class F>
-void check_error(F&& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-    BOOST_ERROR("no exception; expected one mentioning " + needles.front());
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const std::string& n : needles) BOOST_TEST(msg.find(n) != std::string::npos, "'" << n << "' in: " << msg);
-  } catch (const std::exception& e) {
-    BOOST_ERROR(std::string("wrong exception type: ") + e.what());
-  }
-}
+constexpr int64_t k2to(int n) { return int64_t{1} << n; }
 
 const std::string k62 = std::to_string(k2to(62));  // "4611686018427387904"
 

@@ -4,6 +4,7 @@
 
 #include "backend/dispatch.hpp"
 #include "mixgrad/mixgrad.hpp"
+#include "../common/test_util.hpp"
 #include "mixgrad/ops/creation.hpp"
 
 namespace mg = mixgrad;
@@ -12,6 +13,8 @@ using mg::DType;
 namespace tt = boost::test_tools;
 
 namespace {
+
+using test_util::values;
 
 // A Linear and a BatchNorm2d, a weight shared under two names and an
 // integer buffer.
@@ -22,8 +25,6 @@ struct Net : nn::Module {
   mg::Tensor steps = register_buffer("steps", mg::full({1}, 7.0, DType::int64));
   mg::Tensor forward(const mg::Tensor& x) override { return (*fc)(x); }
 };
-
-std::vector<double> values(const mg::Tensor& t) { return t.to_vector<double>(); }
 
 }  // namespace
 

@@ -11,21 +11,16 @@
 
 #include "autodiff/inspect.hpp"
 #include "mixgrad/mixgrad.hpp"
+#include "../common/test_util.hpp"
 
 namespace {
+
+using test_util::values;
+using test_util::message_has;
 
 namespace mg = mixgrad;
 namespace F = mixgrad::F;
 using mg::Reduction;
-
-std::vector<double> values(const mg::Tensor& t) { return t.to_vector<double>(); }
-
-bool message_has(const mg::Error& e, std::initializer_list<const char*> parts) {
-  const std::string what = e.what();
-  for (const char* p : parts)
-    if (what.find(p) == std::string::npos) return false;
-  return true;
-}
 
 // -log softmax(row)[label] with smoothing s, straight from the definition.
 double reference_cross_entropy(const std::vector<double>& row, int64_t label, double s = 0.0) {

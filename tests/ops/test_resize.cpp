@@ -6,15 +6,16 @@
 #include <vector>
 
 #include "mixgrad/mixgrad.hpp"
+#include "../common/test_util.hpp"
 
 namespace {
+
+using test_util::values;
 
 namespace mg = mixgrad;
 namespace F = mixgrad::F;
 using F::InterpolateMode;
 using F::PadMode;
-
-std::vector<double> values(const mg::Tensor& t) { return t.to_vector<double>(); }
 
 void expect_values(const mg::Tensor& t, const std::vector<double>& want, double tol = 1e-6) {
   const auto got = values(t);

@@ -9,22 +9,18 @@
 #include <vector>
 
 #include "mixgrad/mixgrad.hpp"
+#include "../common/test_util.hpp"
 
 namespace {
+
+using test_util::values;
+using test_util::message_has;
 
 namespace mg = mixgrad;
 namespace F = mixgrad::F;
 using mg::DType;
 
-std::vector<double> values(const mg::Tensor& t) { return t.to_vector<double>(); }
 std::vector<int64_t> ints(const mg::Tensor& t) { return t.to_vector<int64_t>(); }
-
-bool message_has(const mg::Error& e, std::initializer_list<const char*> parts) {
-  const std::string what = e.what();
-  for (const char* p : parts)
-    if (what.find(p) == std::string::npos) return false;
-  return true;
-}
 
 }  // namespace
 
