@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "mixgrad/mixgrad.hpp"
+#include "autocast_test_util.hpp"
 
 namespace mg = mixgrad;
 namespace amp = mixgrad::amp;
@@ -14,16 +15,8 @@ namespace {
 
 bool on() { return amp::current_state().enabled; }
 
-// Restores the global settings whatever a test does.
-struct GlobalsGuard {
-  ~GlobalsGuard() {
-    amp::enabled = false;
-    amp::low_prec_dtype = DType::bfloat16;
-    amp::high_prec_dtype = DType::float32;
-  }
-};
-
-mg::Tensor param(mg::Shape s) { return mg::uniform(s, -1, 1); }
+using autocast_test::GlobalsGuard;
+using autocast_test::param;
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "mixgrad/mixgrad.hpp"
+#include "autocast_test_util.hpp"
 
 namespace mg = mixgrad;
 namespace amp = mixgrad::amp;
@@ -14,15 +15,8 @@ using mg::DType;
 
 namespace {
 
-struct GlobalsGuard {
-  ~GlobalsGuard() {
-    amp::enabled = false;
-    amp::low_prec_dtype = DType::bfloat16;
-    amp::high_prec_dtype = DType::float32;
-  }
-};
-
-mg::Tensor param(mg::Shape s) { return mg::uniform(s, -1, 1); }
+using autocast_test::GlobalsGuard;
+using autocast_test::param;
 
 }  // namespace
 
