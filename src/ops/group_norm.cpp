@@ -11,18 +11,15 @@
 #include <string>
 #include <vector>
 
-#include "backend/normalization.hpp"
 #include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/op_support.hpp"
-#include "ops/untracked_copy.hpp"
+#include "ops/layer_norm_rows.hpp"
 
 namespace mixgrad::F {
 
 namespace {
-
-DType accumulation_dtype(DType t) { return t == DType::float64 ? DType::float64 : DType::float32; }
 
 std::string context(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   std::string s = " (input " + ops::describe(x);
@@ -54,32 +51,6 @@ void validate(const char* op, const Tensor& x, int64_t num_groups, const Tensor&
                      context(x, weight, bias));
 }
 
-/// x normalised per row of `cols` elements, in x's dtype; recorded.
-Tensor normalize_rows(const Tensor& x, int64_t cols, double eps) {
-  const DType acc = accumulation_dtype(x.dtype());
-  backend::LayerNormArgs args{.x = ops::dense(x),
-                              .weight = Tensor(),
-                              .bias = Tensor(),
-                              .rows = cols == 0 ? 0 : x.numel() / cols,
-                              .cols = cols,
-                              .eps = eps};
-  backend::LayerNormOutputs o{.out = empty(x.shape(), x.dtype(), x.device()),
-                              .mean = empty(Shape{args.rows}, acc, x.device()),
-                              .rstd = empty(Shape{args.rows}, acc, x.device())};
-  backend::layer_norm_forward(args, o);
-  Tensor out = o.out;
-  autodiff::record({&x}, out,
-                   [args, saved = backend::LayerNormOutputs{.out = Tensor(), .mean = o.mean, .rstd = o.rstd}](
-                       const Tensor& g, autodiff::InputGrads& gi) {
-                     const Tensor& xd = args.x;
-                     backend::LayerNormGrads grads;  // no weight or bias gradient
-                     grads.x = empty(xd.shape(), xd.dtype(), xd.device());
-                     backend::layer_norm_backward(args, saved, ops::dense(g, xd.dtype()), grads);
-                     gi.set(0, grads.x);
-                   });
-  return out;
-}
-
 /// A per-channel parameter [C] as [1, C, 1, ...] in x's dtype (recorded, so
 /// its gradient returns in its own dtype).
 Tensor channel_view(const Tensor& p, const Tensor& x) {
@@ -93,7 +64,7 @@ Tensor channel_view(const Tensor& p, const Tensor& x) {
 Tensor group_norm_impl(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
   const int64_t n = x.shape()[0];
   const int64_t cols = n == 0 ? 0 : x.numel() / (n * num_groups);
-  Tensor y = normalize_rows(x, cols, eps);
+  Tensor y = ops::layer_norm_rows(x, Shape{cols}, Tensor(), Tensor(), eps);
   if (weight.defined()) y = mul(y, channel_view(weight, x));
   if (bias.defined()) y = add(y, channel_view(bias, x));
   return y;

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <string>
 
-#include "backend/copy.hpp"
 #include "backend/normalization.hpp"
 #include "mixgrad/ops/nn.hpp"
+#include "ops/layer_norm_rows.hpp"
 #include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
 
@@ -16,21 +16,12 @@ namespace mixgrad::F {
 
 namespace {
 
-DType accumulation_dtype(DType t) { return t == DType::float64 ? DType::float64 : DType::float32; }
-
 void check_affine(const char* what, const Tensor& t, const Tensor& x, const Shape& normalized_shape) {
   if (!t.defined()) return;
   ops::check_floating("layer_norm", t);
   if (t.shape() != normalized_shape)
     throw ShapeError(std::string("layer_norm: ") + what + " " + ops::describe(t) + " must have normalized_shape " +
                      to_string(normalized_shape) + " (input " + ops::describe(x) + ")");
-}
-
-/// t converted to `dtype` into a new tensor (not recorded).
-Tensor converted(const Tensor& t, DType dtype) {
-  Tensor out = empty(t.shape(), dtype, t.device());
-  backend::copy(t, out);
-  return out;
 }
 
 }  // namespace
@@ -54,7 +45,16 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
 
   Tensor x = x_in, weight = weight_in, bias = bias_in;
   amp::autocast_inputs(OpKind::layer_norm, {&x, &weight, &bias});
-  const DType acc = accumulation_dtype(x.dtype());
+  return ops::layer_norm_rows(x, normalized_shape, weight, bias, eps);
+}
+
+}  // namespace mixgrad::F
+
+namespace mixgrad::ops {
+
+Tensor layer_norm_rows(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                       double eps) {
+  const DType acc = x.dtype() == DType::float64 ? DType::float64 : DType::float32;
   const int64_t cols = normalized_shape.numel();
   backend::LayerNormArgs args{.x = ops::dense(x),
                               .weight = weight.defined() ? ops::dense(weight, acc) : Tensor(),
@@ -82,10 +82,10 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
                      if (gi.needs(2)) grads.bias = empty(normalized_shape, acc, xd.device());
                      backend::layer_norm_backward(args, saved, ops::dense(g, xd.dtype()), grads);
                      if (gi.needs(0)) gi.set(0, grads.x);
-                     if (gi.needs(1)) gi.set(1, w_dtype == acc ? grads.weight : converted(grads.weight, w_dtype));
-                     if (gi.needs(2)) gi.set(2, b_dtype == acc ? grads.bias : converted(grads.bias, b_dtype));
+                     if (gi.needs(1)) gi.set(1, ops::in_dtype(grads.weight, w_dtype));
+                     if (gi.needs(2)) gi.set(2, ops::in_dtype(grads.bias, b_dtype));
                    });
   return out;
 }
 
-}  // namespace mixgrad::F
+}  // namespace mixgrad::ops
