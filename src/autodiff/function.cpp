@@ -103,6 +103,9 @@ std::vector<Tensor> apply(const std::shared_ptr<Function>& fn, const std::vector
       }
       return BackwardFn([fn, j, state, shared_meta, shapes = std::move(shapes), dtypes = std::move(dtypes),
                          devices = std::move(devices)](const Tensor& grad, InputGrads& gi) {
+        // The user's backward runs as written: in a recorded backward its F::
+        // ops are recorded like any op, so it is differentiable when they are.
+        (void)gi.create_graph();
         std::vector<Tensor> output_grads(shared_meta->size());
         for (size_t k = 0; k < output_grads.size(); ++k) {
           const OutputMeta& m = (*shared_meta)[k];

@@ -1,7 +1,12 @@
 #include "mixgrad/autodiff/grad_manager.hpp"
 
+#include <cxxabi.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <optional>
+#include <string>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -11,6 +16,9 @@
 #include "autodiff/tape.hpp"
 #include "backend/copy.hpp"
 #include "core/grad_check.hpp"
+#include "mixgrad/amp/autocast.hpp"
+#include "mixgrad/ops/elementwise.hpp"
+#include "mixgrad/ops/shape_ops.hpp"
 #include "ops/untracked_copy.hpp"
 
 namespace mixgrad::autodiff {
@@ -68,10 +76,11 @@ struct GradManager::State {
   std::vector<std::shared_ptr<Node>> tape;
   std::vector<std::function<void()>> after_backward;
   uint64_t group = 0;  // the group this recording belongs to; 0 when recording alone
-  // Tensors produced by an inner manager's backward that MegEngine would have
-  // recorded here (outer records inner) and we did not: they are tracked, so
-  // ops on them are recorded, and a backward whose gradient reaches one throws.
-  std::unordered_set<uint64_t> unrecorded;
+  // Gradients made by a backward recorded here (create_graph, or a nested
+  // manager's backward) through an op whose backward is not differentiable,
+  // with that op's name: they are tracked, so ops on them are recorded, and a
+  // backward whose gradient reaches one throws rather than miss its term.
+  std::unordered_map<uint64_t, std::string> unrecorded;
 
   void drop_dead() {
     auto dead = [](const AttachedTensor& a) { return a.tensor.expired(); };
@@ -210,8 +219,14 @@ void GradManager::release() {
 
 bool GradManager::is_recording() const { return state_->recording; }
 
-void GradManager::backward(const Tensor& y, const Tensor& dy) {
-  backward(std::vector<Tensor>{y}, dy.defined() ? std::vector<Tensor>{dy} : std::vector<Tensor>{});
+void GradManager::backward(const Tensor& y, const Tensor& dy) { backward(y, dy, BackwardOptions{}); }
+
+void GradManager::backward(const Tensor& y, const Tensor& dy, const BackwardOptions& options) {
+  backward(std::vector<Tensor>{y}, dy.defined() ? std::vector<Tensor>{dy} : std::vector<Tensor>{}, options);
+}
+
+void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys) {
+  backward(ys, dys, BackwardOptions{});
 }
 
 namespace {
@@ -228,13 +243,72 @@ void accumulate(std::unordered_map<uint64_t, Tensor>& grads, uint64_t id, Tensor
   backend::accumulate(have, g);
 }
 
-[[noreturn]] void throw_unrecorded(std::string_view dtype, const Shape& shape) {
+[[noreturn]] void throw_unrecorded(std::string_view dtype, const Shape& shape, const std::string& op) {
   throw StateError("GradManager::backward: the gradient reaches a " + std::string(dtype) + to_string(shape) +
-                   " tensor written by the backward of a GradManager nested inside this one's recording; "
-                   "MegEngine records that backward for higher-order gradients, mixgrad does not record "
-                   "backward passes. Run the inner backward outside this recording, or group the managers "
-                   "(gm1 | gm2) when their gradients are independent");
+                   " tensor computed by the recorded backward of " + op +
+                   ", whose backward is not differentiable (not twice differentiable, see docs/autodiff.md); "
+                   "the higher-order gradient would miss its term. Keep that op out of the recorded backward "
+                   "(run the inner backward outside this recording, without create_graph, or group the "
+                   "managers gm1 | gm2 when their gradients are independent)");
 }
+
+// The op a backward closure belongs to, from its type: the closures are
+// lambdas inside the op's function ("mixgrad::F::conv2d(...)::{lambda...}").
+// Only read to name an op in an error.
+std::string op_name_of(const BackwardFn& fn) {
+  const char* mangled = fn.target_type().name();
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
+                                                   std::free);
+  const std::string full = status == 0 && demangled ? std::string(demangled.get()) : std::string(mangled);
+  for (const char* ns : {"mixgrad::F::", "mixgrad::autodiff::", "mixgrad::"}) {
+    size_t pos = full.find(ns);
+    if (pos == std::string::npos) continue;
+    pos += std::string_view(ns).size();
+    const std::string_view anon = "(anonymous namespace)::";
+    if (full.compare(pos, anon.size(), anon) == 0) pos += anon.size();
+    const size_t end = full.find('(', pos);
+    return "F::" + full.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+  }
+  return full.substr(0, 160);
+}
+
+// Sets up a recorded backward: the thread's recording list becomes the
+// managers that record it, recording is unpaused and autocast is off (the
+// backward keeps the forward's dtypes); all restored at the end.
+class GraphScope {
+ public:
+  explicit GraphScope(std::vector<GradManager*> recorders)
+      : list_(detail::recording_managers()), saved_(list_), paused_(detail::recording_paused()) {
+    list_ = std::move(recorders);
+    recorders_ = list_;
+    detail::recording_paused() = 0;
+    autocast_.emplace(false);
+  }
+  ~GraphScope() {
+    autocast_.reset();
+    detail::recording_paused() = paused_;
+    // Keep what still records: a callback may have ended a manager or
+    // started one during the walk.
+    std::vector<GradManager*> now = std::move(list_);
+    list_.clear();
+    for (GradManager* m : saved_)
+      if (m->is_recording()) list_.push_back(m);
+    for (GradManager* m : now)
+      if (std::find(recorders_.begin(), recorders_.end(), m) == recorders_.end() &&
+          std::find(list_.begin(), list_.end(), m) == list_.end())
+        list_.push_back(m);
+  }
+  GraphScope(const GraphScope&) = delete;
+  GraphScope& operator=(const GraphScope&) = delete;
+
+ private:
+  std::vector<GradManager*>& list_;
+  std::vector<GradManager*> saved_;
+  std::vector<GradManager*> recorders_;
+  int paused_;
+  std::optional<amp::autocast> autocast_;
+};
 
 void check_outputs(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys) {
   if (!dys.empty() && dys.size() != ys.size())
@@ -258,7 +332,8 @@ void check_outputs(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys
 
 }  // namespace
 
-void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys) {
+void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys,
+                           const BackwardOptions& options) {
   auto& s = *state_;
   if (!s.recording)
     throw StateError(
@@ -266,8 +341,15 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
   if (s.recording_list != &detail::recording_managers())
     throw StateError("GradManager::backward: called on another thread than record()");
   check_outputs(ys, dys);
+  const bool create_graph = options.create_graph;
+  // Inside a no_grad scope (or a backward pass) nothing is recorded, this
+  // backward neither.
+  const bool may_record = detail::recording_paused() == 0;
+  if (create_graph && !may_record)
+    throw StateError(
+        "GradManager::backward: create_graph inside a no_grad scope (or inside another backward) would record "
+        "nothing; call it where recording is on");
 
-  NoRecordScope no_record;
   // Outer managers: recording since before this one and not in its group.
   // MegEngine records this backward on them (how nested managers give higher
   // order); members of one group, and managers that started later, do not see it.
@@ -276,15 +358,37 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
     if (m == this) break;
     if (s.group == 0 || TapeAccess::state(m).group != s.group) outer.push_back(m);
   }
-  // Release the recording up front: whatever happens below, the tape is spent.
-  std::vector<std::shared_ptr<Node>> tape = std::move(s.tape);
-  std::unordered_set<uint64_t> tracked = std::move(s.tracked);
-  std::unordered_set<uint64_t> unrecorded = std::move(s.unrecorded);
-  release();
+  // Without create_graph the recording is released up front: whatever
+  // happens below, the tape is spent. With it the tape is kept (the
+  // forward is differentiated again by the next backward) and this backward
+  // is appended to it.
+  std::vector<std::shared_ptr<Node>> tape;
+  std::unordered_set<uint64_t> tracked;
+  std::unordered_map<uint64_t, std::string> unrecorded;
+  if (create_graph) {
+    tape = s.tape;
+    tracked = s.tracked;
+    unrecorded = s.unrecorded;
+  } else {
+    tape = std::move(s.tape);
+    tracked = std::move(s.tracked);
+    unrecorded = std::move(s.unrecorded);
+    release();
+  }
+  std::optional<NoRecordScope> no_record;
+  no_record.emplace();  // until the walk: planning records nothing
+
+  // Converts a gradient to a dtype; in a recorded backward as a tracked op.
+  bool graph = false;
+  auto convert = [&](const Tensor& g, DType dtype) {
+    if (g.dtype() == dtype) return g;
+    return graph ? F::astype(g, dtype) : ops::in_dtype(g, dtype);
+  };
 
   std::unordered_map<uint64_t, Tensor> grads;
   for (size_t i = 0; i < ys.size(); ++i) {
-    if (unrecorded.contains(ys[i].id())) throw_unrecorded(to_string(ys[i].dtype()), ys[i].shape());
+    if (auto u = unrecorded.find(ys[i].id()); u != unrecorded.end())
+      throw_unrecorded(to_string(ys[i].dtype()), ys[i].shape(), u->second);
     if (!tracked.contains(ys[i].id())) continue;
     Tensor dy = (dys.empty() || !dys[i].defined()) ? empty(ys[i].shape(), ys[i].dtype(), ys[i].device()) : dys[i];
     if (dys.empty() || !dys[i].defined()) backend::fill(dy, 1.0);
@@ -314,27 +418,59 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
       if (s.attached_index.contains(node.output_id)) produced.insert(node.output_id);
       for (size_t i = 0; i < node.input_ids.size(); ++i) {
         if (!node.needs[i] || !tracked.contains(node.input_ids[i])) continue;
-        if (!unrecorded.empty() && unrecorded.contains(node.input_ids[i]))
-          throw_unrecorded(to_string(node.input_dtypes[i]), node.input_shapes[i]);
+        if (!unrecorded.empty())
+          if (auto u = unrecorded.find(node.input_ids[i]); u != unrecorded.end())
+            throw_unrecorded(to_string(node.input_dtypes[i]), node.input_shapes[i], u->second);
         live.insert(node.input_ids[i]);
         if (s.attached_index.contains(node.input_ids[i])) ++pending[node.input_ids[i]];
       }
     }
   }
 
-  // The outer managers that track something this backward reads: their
-  // recording should have included it, so what it writes is marked there.
-  std::vector<GradManager*> unrecorded_by;
-  for (GradManager* m : outer) {
-    const auto& mt = TapeAccess::state(m).tracked;
-    bool reads =
-        std::any_of(dys.begin(), dys.end(), [&](const Tensor& d) { return d.defined() && mt.contains(d.id()); });
-    for (size_t k = 0; k < tape.size() && !reads; ++k)
-      if (runs[k])
-        reads = std::any_of(tape[k]->input_ids.begin(), tape[k]->input_ids.end(),
-                            [&](uint64_t id) { return mt.contains(id); });
-    if (reads) unrecorded_by.push_back(m);
+  // The managers that record this backward: the outer ones that track
+  // something it reads (dy, or an input of an op it runs), and this one
+  // under create_graph. Their recording includes the forward; so it
+  // includes the backward too, and what the backward writes is tracked there.
+  std::vector<GradManager*> recorders;
+  if (may_record) {
+    for (GradManager* m : outer) {
+      const auto& mt = TapeAccess::state(m).tracked;
+      bool reads =
+          std::any_of(dys.begin(), dys.end(), [&](const Tensor& d) { return d.defined() && mt.contains(d.id()); });
+      for (size_t k = 0; k < tape.size() && !reads; ++k)
+        if (runs[k])
+          reads = std::any_of(tape[k]->input_ids.begin(), tape[k]->input_ids.end(),
+                              [&](uint64_t id) { return mt.contains(id); });
+      if (reads) recorders.push_back(m);
+    }
+    if (create_graph) recorders.push_back(this);
   }
+  graph = !recorders.empty();
+  std::optional<GraphScope> graph_scope;
+  if (graph) {
+    no_record.reset();
+    graph_scope.emplace(recorders);
+  }
+  // Gradients of a closure that cannot record itself are marked on every
+  // recorder, so that differentiating through them later throws (naming the op).
+  auto mark_unrecorded = [&](const Node& node, const std::vector<Tensor>& gs) {
+    std::string name;
+    for (size_t i = 0; i < gs.size(); ++i) {
+      if (!gs[i].defined() || !node.needs[i]) continue;
+      if (name.empty()) name = op_name_of(node.backward);
+      for (GradManager* m : recorders) {
+        auto& ms = TapeAccess::state(m);
+        if (!ms.recording) continue;
+        ms.unrecorded.emplace(gs[i].id(), name);
+        ms.tracked.insert(gs[i].id());
+      }
+    }
+  };
+  auto add_grad = [&](uint64_t id, Tensor g) {
+    if (!graph) return accumulate(grads, id, std::move(g));
+    auto [it, fresh] = grads.try_emplace(id, g);
+    if (!fresh) it->second = F::add(it->second, g);  // out of place: both may be saved by recorded ops
+  };
 
   // Ready gradients after their callbacks, waiting for .grad(): nothing in
   // .grad() changes until every callback and after-backward hook has run.
@@ -359,7 +495,7 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
     if (grad.shape() != t.shape())
       throw ShapeError("GradManager::backward: a callback returned a gradient of shape " + to_string(grad.shape()) +
                        " for a tensor of shape " + to_string(t.shape()));
-    grad = ops::in_dtype(grad, t.dtype());
+    grad = convert(grad, t.dtype());
     updates.emplace_back(std::move(t), std::move(grad));
   };
   auto consumed = [&](uint64_t id) {
@@ -372,11 +508,12 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
   for (size_t k = tape.size(); k-- > 0;) {
     std::shared_ptr<Node> node = std::move(tape[k]);  // freed (with its saved tensors) after this step
     if (!runs[k]) continue;
-    InputGrads input_grads(node->needs);
+    InputGrads input_grads(node->needs, graph);
     if (auto g = grads.find(node->output_id); g != grads.end()) {
       Tensor grad_out = std::move(g->second);
       grads.erase(g);  // an intermediate gradient lives only until consumed
       node->backward(grad_out, input_grads);
+      if (graph && !input_grads.asked()) mark_unrecorded(*node, input_grads.grads());
     }
     // Every slot the plan counted is counted down, with or without a gradient.
     for (size_t i = 0; i < node->input_ids.size(); ++i) {
@@ -386,7 +523,7 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
         if (gi.shape() != node->input_shapes[i])
           throw Error("GradManager::backward: internal error: gradient of shape " + to_string(gi.shape()) +
                       " for an input of shape " + to_string(node->input_shapes[i]));
-        accumulate(grads, node->input_ids[i], ops::in_dtype(gi, node->input_dtypes[i]));
+        add_grad(node->input_ids[i], convert(gi, node->input_dtypes[i]));
       }
       consumed(node->input_ids[i]);
     }
@@ -405,9 +542,30 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
   // accumulation safe whatever path set it).
   for (const auto& [t, grad] : updates)
     if (t.grad().defined()) mixgrad::detail::check_grad(t, t.grad(), "GradManager::backward");
+  if (graph) {
+    // Recorded: `.grad()` becomes the tracked result (out of place, so a
+    // gradient an earlier op saved keeps its value).
+    for (auto& [t, grad] : updates) {
+      Tensor have = t.grad();
+      t.set_grad(have.defined() ? F::add(have, grad) : grad);
+    }
+    return;
+  }
+  // A `.grad()` that a recording manager tracks (the result of a recorded
+  // backward) may be saved by its ops: add out of place, never into it.
+  auto in_a_graph = [&](const Tensor& g) {
+    for (GradManager* m : detail::recording_managers())
+      if (TapeAccess::state(m).tracked.contains(g.id())) return true;
+    return false;
+  };
   for (auto& [t, grad] : updates) {
     Tensor have = t.grad();
-    if (have.defined()) {
+    if (have.defined() && !detail::recording_managers().empty() && in_a_graph(have)) {
+      Tensor sum = empty(have.shape(), have.dtype(), have.device());
+      backend::copy(have, sum);
+      backend::accumulate(sum, grad);
+      t.set_grad(sum);
+    } else if (have.defined()) {
       backend::accumulate(have, grad);
     } else if (grad.impl_ptr().use_count() == 1 && grad.impl()->storage.use_count() == 1 && grad.is_contiguous()) {
       t.set_grad(std::move(grad));  // we hold the only handle: adopt it
@@ -415,15 +573,6 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
       Tensor own = empty(grad.shape(), grad.dtype(), grad.device());
       backend::copy(grad, own);
       t.set_grad(own);
-    }
-  }
-  const auto& still = detail::recording_managers();  // a callback may have ended one
-  for (GradManager* m : unrecorded_by) {
-    if (std::find(still.begin(), still.end(), m) == still.end()) continue;
-    auto& ms = TapeAccess::state(m);
-    for (const auto& [t, grad] : updates) {
-      ms.unrecorded.insert(t.grad().id());
-      ms.tracked.insert(t.grad().id());
     }
   }
 }

@@ -24,17 +24,40 @@ namespace mixgrad::autodiff {
 class GradManager;
 
 /// The gradients a backward closure produces, one slot per op input.
+///
+/// Higher order: when the walk records the backward (create_graph, or an
+/// outer manager records a nested manager's backward), create_graph() is
+/// true, recording is on and autocast is off. A closure then computes its
+/// gradients with F:: ops on the tensors it saved (the forward's own tensors,
+/// so the results are tracked), never with backend kernels:
+///
+///   if (gi.create_graph()) { gi.set(0, F::mul(g, b)); return; }   // recorded
+///   gi.set(0, fast_kernel(g, b));                                  // the usual path
+///
+/// Asking create_graph() is the closure's promise to do so. A closure that
+/// never asks is not differentiable: the walk marks the gradients it made,
+/// and a later backward that reaches one throws StateError naming the op.
 class InputGrads {
  public:
-  explicit InputGrads(const std::vector<bool>& needs) : needs_(needs), grads_(needs.size()) {}
+  explicit InputGrads(const std::vector<bool>& needs, bool create_graph = false)
+      : needs_(needs), grads_(needs.size()), create_graph_(create_graph) {}
   /// True when input i's gradient is wanted; compute only those.
   bool needs(size_t i) const { return needs_[i]; }
   void set(size_t i, Tensor g) { grads_[i] = std::move(g); }
   std::vector<Tensor>& grads() { return grads_; }
+  /// True when this backward is itself recorded (see above).
+  bool create_graph() {
+    asked_ = true;
+    return create_graph_;
+  }
+  /// Whether the closure asked create_graph() (read by the walk).
+  bool asked() const { return asked_; }
 
  private:
   const std::vector<bool>& needs_;
   std::vector<Tensor> grads_;
+  bool create_graph_ = false;
+  bool asked_ = false;
 };
 
 using BackwardFn = std::function<void(const Tensor& grad_output, InputGrads& grads)>;

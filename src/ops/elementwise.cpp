@@ -9,13 +9,17 @@
 //
 // Backward closures call the backend directly rather than F:: ops: they
 // need no validation, and autocast must not re-cast gradients when backward
-// runs inside an autocast scope.
+// runs inside an autocast scope. When the backward is itself recorded
+// (gi.create_graph(): higher-order gradients) they take a second path written
+// with F:: ops on the saved tensors, so every gradient here is differentiable
+// again; the walk turns autocast off for it.
 #include "mixgrad/ops/elementwise.hpp"
 
 #include <cmath>
 
 #include "backend/elementwise.hpp"
 #include "core/sizes.hpp"
+#include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/op_support.hpp"
@@ -95,6 +99,18 @@ Tensor negated(const Tensor& g) {
   return out;
 }
 
+// ---- recorded (differentiable) gradients: F:: ops only ----------------------
+
+/// g where `keep`, else 0.
+Tensor masked(const Tensor& keep, const Tensor& g) { return where(keep, g, zeros_like(g)); }
+
+/// maximum / minimum's gradient for `self` as a tracked op: all of g where
+/// self wins, half of it on a tie (the kernel's rule).
+Tensor max_min_graph(BinaryGradOp op, const Tensor& g, const Tensor& self_wins, const Tensor& tie) {
+  (void)op;
+  return where(self_wins, g, masked(tie, mul(g, 0.5)));
+}
+
 // ---- binary ----------------------------------------------------------------
 
 struct BinarySpec {
@@ -151,6 +167,13 @@ Tensor max_min(const BinarySpec& s, BinaryOp op, BinaryGradOp grad_op, const Ten
   ops::record_lazy({&in.a, &in.b}, out, [&] {
     return [a = in.a, b = in.b, grad_op](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, a.dtype());
+      if (gi.create_graph()) {
+        const bool is_max = grad_op == BinaryGradOp::maximum;
+        const Tensor tie = eq(a, b);
+        if (gi.needs(0)) gi.set(0, sum_to(max_min_graph(grad_op, g, is_max ? gt(a, b) : lt(a, b), tie), a.shape()));
+        if (gi.needs(1)) gi.set(1, sum_to(max_min_graph(grad_op, g, is_max ? gt(b, a) : lt(b, a), tie), b.shape()));
+        return;
+      }
       if (gi.needs(0)) gi.set(0, sum_to(grad_kernel(grad_op, g, a, b), a.shape()));
       if (gi.needs(1)) gi.set(1, sum_to(grad_kernel(grad_op, g, b, a), b.shape()));
     };
@@ -163,6 +186,11 @@ Tensor max_min(const BinarySpec& s, BinaryOp op, BinaryGradOp grad_op, const Ten
   Tensor out = run_binary(op, x, b, x.shape(), x.dtype(), x.device());
   ops::record_lazy({&x}, out, [&] {
     return [x, b, grad_op](const Tensor& g, InputGrads& gi) {
+      if (gi.create_graph()) {
+        const bool is_max = grad_op == BinaryGradOp::maximum;
+        gi.set(0, max_min_graph(grad_op, g, is_max ? gt(x, b) : lt(x, b), eq(x, b)));
+        return;
+      }
       gi.set(0, grad_kernel(grad_op, ops::in_dtype(g, x.dtype()), x, b));
     };
   });
@@ -195,6 +223,54 @@ struct UnarySpec {
   Accepts accepts;
 };
 
+/// The derivative of a unary op times g, as tracked F:: ops on the saved
+/// tensor (x or y, as the spec saves it); the kernels' conventions at kinks.
+Tensor unary_grad_graph(UnaryOp op, const Tensor& g, const Tensor& s, const UnaryParams& p) {
+  constexpr double kInvSqrt2 = 0.70710678118654752440, kInvSqrt2Pi = 0.39894228040143267794;
+  constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
+  switch (op) {
+    case UnaryOp::neg: return neg(g);
+    case UnaryOp::exp: return mul(g, s);
+    case UnaryOp::log: return div(g, s);
+    case UnaryOp::sqrt: return div(mul(g, 0.5), s);
+    case UnaryOp::rsqrt: return mul(mul(g, -0.5), mul(mul(s, s), s));
+    case UnaryOp::abs: return where(gt(s, 0.0), g, masked(lt(s, 0.0), neg(g)));
+    case UnaryOp::clamp: return masked(ge(s, p.alpha), masked(le(s, p.beta), g));
+    case UnaryOp::relu: return masked(gt(s, 0.0), g);
+    case UnaryOp::leaky_relu: return where(gt(s, 0.0), g, mul(g, p.alpha));
+    case UnaryOp::gelu: {
+      const Tensor cdf = mul(add(erf(mul(s, kInvSqrt2)), 1.0), 0.5);
+      const Tensor pdf = mul(exp(mul(mul(s, s), -0.5)), kInvSqrt2Pi);
+      return mul(g, add(cdf, mul(s, pdf)));
+    }
+    case UnaryOp::sigmoid: return mul(g, mul(s, sub(1.0, s)));
+    case UnaryOp::tanh: return mul(g, sub(1.0, mul(s, s)));
+    case UnaryOp::silu: {
+      const Tensor sg = sigmoid(s);
+      return mul(g, mul(sg, add(mul(s, sub(1.0, sg)), 1.0)));
+    }
+    case UnaryOp::sin: return mul(g, cos(s));
+    case UnaryOp::cos: return neg(mul(g, sin(s)));
+    case UnaryOp::tan: return mul(g, add(mul(s, s), 1.0));
+    case UnaryOp::log1p: return div(g, add(s, 1.0));
+    case UnaryOp::expm1: return mul(g, add(s, 1.0));
+    case UnaryOp::erf: return mul(g, mul(exp(neg(mul(s, s))), kTwoOverSqrtPi));
+    case UnaryOp::softplus: {
+      const Tensor bx = mul(s, p.alpha);
+      return where(gt(bx, p.beta), g, mul(g, sigmoid(bx)));
+    }
+    case UnaryOp::hardswish:
+      return masked(ge(s, -3.0), where(le(s, 3.0), mul(g, add(div(s, 3.0), 0.5)), g));
+    case UnaryOp::mish: {
+      const Tensor t = tanh(softplus(s));
+      const Tensor soft = mul(g, add(t, mul(mul(s, sigmoid(s)), sub(1.0, mul(t, t)))));
+      return where(gt(s, 20.0), g, soft);
+    }
+    case UnaryOp::kCount: break;
+  }
+  throw Error("unary: internal error: no recorded gradient for this op");
+}
+
 Tensor unary(const UnarySpec& s, const Tensor& x_in, const UnaryParams& params = {}) {
   ops::check_defined(s.name, {&x_in});
   if (!accepted(x_in.dtype(), s.accepts)) throw_not_accepted(s.name, s.accepts, ops::describe(x_in));
@@ -206,6 +282,10 @@ Tensor unary(const UnarySpec& s, const Tensor& x_in, const UnaryParams& params =
     // Keep only the tensor the derivative reads; `nothing` (neg) reads g.
     Tensor saved = s.saved == Saved::output ? out : (s.saved == Saved::input ? x : Tensor());
     return [op = s.op, saved = std::move(saved), params](const Tensor& g_in, InputGrads& gi) {
+      if (gi.create_graph()) {
+        gi.set(0, unary_grad_graph(op, g_in, saved, params));
+        return;
+      }
       const Tensor g = saved.defined() ? ops::in_dtype(g_in, saved.dtype()) : g_in;
       Tensor dx = empty(g.shape(), g.dtype(), g.device());
       backend::unary_grad(op, g, saved.defined() ? saved : g, dx, params);
@@ -247,6 +327,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = forward(BinaryOp::add, in);
   ops::record_lazy({&in.a, &in.b}, out, [&] {
     return [sa = in.a.shape(), sb = in.b.shape()](const Tensor& g, InputGrads& gi) {
+      (void)gi.create_graph();  // sum_to is a tracked op: the same code serves both paths
       if (gi.needs(0)) gi.set(0, sum_to(g, sa));
       if (gi.needs(1)) gi.set(1, sum_to(g, sb));
     };
@@ -260,7 +341,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   ops::record_lazy({&in.a, &in.b}, out, [&] {
     return [sa = in.a.shape(), sb = in.b.shape()](const Tensor& g, InputGrads& gi) {
       if (gi.needs(0)) gi.set(0, sum_to(g, sa));
-      if (gi.needs(1)) gi.set(1, negated(sum_to(g, sb)));
+      if (gi.needs(1)) gi.set(1, gi.create_graph() ? neg(sum_to(g, sb)) : negated(sum_to(g, sb)));
     };
   });
   return out;
@@ -272,6 +353,11 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   ops::record_lazy({&in.a, &in.b}, out, [&] {
     return [a = in.a, b = in.b](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, a.dtype());
+      if (gi.create_graph()) {
+        if (gi.needs(0)) gi.set(0, sum_to(mul(g, b), a.shape()));
+        if (gi.needs(1)) gi.set(1, sum_to(mul(g, a), b.shape()));
+        return;
+      }
       if (gi.needs(0)) gi.set(0, sum_to(grad_binary(BinaryOp::mul, g, b), a.shape()));
       if (gi.needs(1)) gi.set(1, sum_to(grad_binary(BinaryOp::mul, g, a), b.shape()));
     };
@@ -285,6 +371,11 @@ Tensor div(const Tensor& a, const Tensor& b) {
   ops::record_lazy({&in.a, &in.b}, out, [&] {
     return [sa = in.a.shape(), b = in.b, out](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, b.dtype());
+      if (gi.create_graph()) {
+        if (gi.needs(0)) gi.set(0, sum_to(div(g, b), sa));
+        if (gi.needs(1)) gi.set(1, sum_to(neg(div(mul(g, out), b)), b.shape()));
+        return;
+      }
       if (gi.needs(0)) gi.set(0, sum_to(grad_binary(BinaryOp::div, g, b), sa));
       if (gi.needs(1)) gi.set(1, sum_to(grad_kernel(BinaryGradOp::div_divisor, g, b, out), b.shape()));
     };
@@ -298,6 +389,11 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   ops::record_lazy({&in.a, &in.b}, out, [&] {
     return [a = in.a, b = in.b, out](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, a.dtype());
+      if (gi.create_graph()) {
+        if (gi.needs(0)) gi.set(0, sum_to(mul(g, mul(b, pow(a, sub(b, 1.0)))), a.shape()));
+        if (gi.needs(1)) gi.set(1, sum_to(masked(ne(out, 0.0), mul(mul(g, out), log(a))), b.shape()));
+        return;
+      }
       if (gi.needs(0)) gi.set(0, sum_to(grad_kernel(BinaryGradOp::pow_base, g, a, b), a.shape()));
       if (gi.needs(1)) gi.set(1, sum_to(grad_kernel(BinaryGradOp::pow_exponent, g, a, out), b.shape()));
     };
@@ -329,6 +425,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   backend::where(cond, ta, tb, out);
   ops::record_lazy({&ta, &tb}, out, [&] {
     return [cond, sa = ta.shape(), sb = tb.shape()](const Tensor& g, InputGrads& gi) {
+      if (gi.create_graph()) {
+        if (gi.needs(0)) gi.set(0, sum_to(where(cond, g, zeros_like(g)), sa));
+        if (gi.needs(1)) gi.set(1, sum_to(where(cond, zeros_like(g), g), sb));
+        return;
+      }
       for (size_t i = 0; i < 2; ++i) {
         if (!gi.needs(i)) continue;
         Tensor masked = empty(g.shape(), g.dtype(), g.device());
@@ -346,21 +447,33 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 Tensor add(const Tensor& a, double b) {
   const Tensor x = prepare(kAdd, a);
   Tensor out = run_binary(BinaryOp::add, x, b, x.shape(), x.dtype(), x.device());
-  ops::record_lazy({&x}, out, [&] { return [](const Tensor& g, InputGrads& gi) { gi.set(0, g); }; });
+  ops::record_lazy({&x}, out, [&] {
+    return [](const Tensor& g, InputGrads& gi) {
+      (void)gi.create_graph();  // the identity: differentiable as it is
+      gi.set(0, g);
+    };
+  });
   return out;
 }
 
 Tensor sub(const Tensor& a, double b) {
   const Tensor x = prepare(kSub, a);
   Tensor out = run_binary(BinaryOp::sub, x, b, x.shape(), x.dtype(), x.device());
-  ops::record_lazy({&x}, out, [&] { return [](const Tensor& g, InputGrads& gi) { gi.set(0, g); }; });
+  ops::record_lazy({&x}, out, [&] {
+    return [](const Tensor& g, InputGrads& gi) {
+      (void)gi.create_graph();  // the identity: differentiable as it is
+      gi.set(0, g);
+    };
+  });
   return out;
 }
 
 Tensor sub(double a, const Tensor& b) {
   const Tensor x = prepare(kSub, b);
   Tensor out = run_binary(BinaryOp::sub, a, x, x.shape(), x.dtype(), x.device());
-  ops::record_lazy({&x}, out, [&] { return [](const Tensor& g, InputGrads& gi) { gi.set(0, negated(g)); }; });
+  ops::record_lazy({&x}, out, [&] {
+    return [](const Tensor& g, InputGrads& gi) { gi.set(0, gi.create_graph() ? neg(g) : negated(g)); };
+  });
   return out;
 }
 
@@ -368,7 +481,9 @@ Tensor mul(const Tensor& a, double b) {
   const Tensor x = prepare(kMul, a);
   Tensor out = run_binary(BinaryOp::mul, x, b, x.shape(), x.dtype(), x.device());
   ops::record_lazy({&x}, out, [&] {
-    return [b](const Tensor& g, InputGrads& gi) { gi.set(0, grad_binary(BinaryOp::mul, g, b)); };
+    return [b](const Tensor& g, InputGrads& gi) {
+      gi.set(0, gi.create_graph() ? mul(g, b) : grad_binary(BinaryOp::mul, g, b));
+    };
   });
   return out;
 }
@@ -377,7 +492,9 @@ Tensor div(const Tensor& a, double b) {
   const Tensor x = prepare(kDiv, a);
   Tensor out = run_binary(BinaryOp::div, x, b, x.shape(), x.dtype(), x.device());
   ops::record_lazy({&x}, out, [&] {
-    return [b](const Tensor& g, InputGrads& gi) { gi.set(0, grad_binary(BinaryOp::div, g, b)); };
+    return [b](const Tensor& g, InputGrads& gi) {
+      gi.set(0, gi.create_graph() ? div(g, b) : grad_binary(BinaryOp::div, g, b));
+    };
   });
   return out;
 }
@@ -387,6 +504,7 @@ Tensor div(double a, const Tensor& b) {
   Tensor out = run_binary(BinaryOp::div, a, x, x.shape(), x.dtype(), x.device());
   ops::record_lazy({&x}, out, [&] {
     return [x, out](const Tensor& g, InputGrads& gi) {
+      if (gi.create_graph()) return gi.set(0, neg(div(mul(g, out), x)));
       gi.set(0, grad_kernel(BinaryGradOp::div_divisor, ops::in_dtype(g, x.dtype()), x, out));
     };
   });
@@ -398,6 +516,7 @@ Tensor pow(const Tensor& a, double exponent) {
   Tensor out = run_binary(BinaryOp::pow, x, exponent, x.shape(), x.dtype(), x.device());
   ops::record_lazy({&x}, out, [&] {
     return [x, exponent](const Tensor& g, InputGrads& gi) {
+      if (gi.create_graph()) return gi.set(0, mul(g, mul(pow(x, exponent - 1.0), exponent)));
       gi.set(0, grad_kernel(BinaryGradOp::pow_base, ops::in_dtype(g, x.dtype()), x, exponent));
     };
   });

@@ -7,7 +7,10 @@
 #include <string>
 
 #include "backend/normalization.hpp"
+#include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/nn.hpp"
+#include "mixgrad/ops/reduction.hpp"
+#include "mixgrad/ops/shape_ops.hpp"
 #include "ops/layer_norm_rows.hpp"
 #include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
@@ -22,6 +25,30 @@ void check_affine(const char* what, const Tensor& t, const Tensor& x, const Shap
   if (t.shape() != normalized_shape)
     throw ShapeError(std::string("layer_norm: ") + what + " " + ops::describe(t) + " must have normalized_shape " +
                      to_string(normalized_shape) + " (input " + ops::describe(x) + ")");
+}
+
+}  // namespace
+
+namespace {
+
+/// layer_norm_rows' gradients as tracked F:: ops (for a recorded backward):
+/// the statistics are recomputed from x, so the second derivative sees them
+/// move with x. Rows of `cols` elements, in the accumulation dtype.
+void layer_norm_grad_graph(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& g, int64_t rows,
+                           int64_t cols, double eps, DType acc, autodiff::InputGrads& gi) {
+  const Tensor xr = astype(reshape(x, Shape{rows, cols}), acc);
+  const Tensor gr = astype(reshape(g, Shape{rows, cols}), acc);
+  const Tensor centred = sub(xr, mean(xr, 1, true));
+  const Tensor rstd = rsqrt(add(var(xr, 1, true, 0), eps));
+  const Tensor xhat = mul(centred, rstd);
+  if (gi.needs(0)) {
+    const Tensor dxhat = weight.defined() ? mul(gr, astype(reshape(weight, Shape{cols}), acc)) : gr;
+    const Tensor dx =
+        mul(rstd, sub(sub(dxhat, mean(dxhat, 1, true)), mul(xhat, mean(mul(dxhat, xhat), 1, true))));
+    gi.set(0, astype(reshape(dx, x.shape()), x.dtype()));
+  }
+  if (gi.needs(1)) gi.set(1, astype(reshape(sum(mul(gr, xhat), 0), weight.shape()), weight.dtype()));
+  if (gi.needs(2)) gi.set(2, astype(reshape(sum(gr, 0), bias.shape()), bias.dtype()));
 }
 
 }  // namespace
@@ -70,12 +97,14 @@ Tensor layer_norm_rows(const Tensor& x, const Shape& normalized_shape, const Ten
   backend::LayerNormArgs grad_args = args;  // the backward never reads the bias
   grad_args.bias = Tensor();
   autodiff::record({&x, &weight, &bias}, out,
-                   [args = grad_args, normalized_shape,
+                   [args = grad_args, normalized_shape, x, weight, bias,
                     saved = backend::LayerNormOutputs{.out = Tensor(), .mean = o.mean, .rstd = o.rstd},
                     w_dtype = weight.defined() ? weight.dtype() : acc,
                     b_dtype = bias.defined() ? bias.dtype() : acc](const Tensor& g, autodiff::InputGrads& gi) {
                      const Tensor& xd = args.x;
                      const DType acc = saved.mean.dtype();
+                     if (gi.create_graph())
+                       return F::layer_norm_grad_graph(x, weight, bias, g, args.rows, args.cols, args.eps, acc, gi);
                      backend::LayerNormGrads grads;
                      if (gi.needs(0)) grads.x = empty(xd.shape(), xd.dtype(), xd.device());
                      if (gi.needs(1)) grads.weight = empty(normalized_shape, acc, xd.device());

@@ -158,8 +158,19 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   const Tensor out_full = product(a_full, b_full);
   const Tensor out = view::make(out_full, out_shape, contiguous_strides(out_shape));
 
-  autodiff::record({&a, &b}, out, [a_full, b_full, full_shape = out_full.shape(), a_shape = a.shape(),
+  autodiff::record({&a, &b}, out, [a, b, a_full, b_full, full_shape = out_full.shape(), a_shape = a.shape(),
                                    b_shape = b.shape()](const Tensor& g_in, autodiff::InputGrads& gi) {
+    if (gi.create_graph()) {  // the same products as tracked ops on the forward's a and b
+      const Tensor a2 = a.ndim() == 1 ? F::unsqueeze(a, 0) : a;
+      const Tensor b2 = b.ndim() == 1 ? F::unsqueeze(b, 1) : b;
+      Shape g2_shape = full_shape;  // g with the vectors' unit dims, batch dims as broadcast
+      const Tensor g2 = F::reshape(g_in, g2_shape);
+      if (gi.needs(0))
+        gi.set(0, F::reshape(F::sum_to(F::matmul(g2, F::transpose(b2, -1, -2)), a2.shape()), a_shape));
+      if (gi.needs(1))
+        gi.set(1, F::reshape(F::sum_to(F::matmul(F::transpose(a2, -1, -2), g2), b2.shape()), b_shape));
+      return;
+    }
     const Tensor g = F::reshape(ops::dense(g_in, a_full.dtype()), full_shape);
     if (gi.needs(0)) gi.set(0, F::reshape(reduce_batch(product(g, swap_last(b_full)), a_full.shape()), a_shape));
     if (gi.needs(1)) {
@@ -207,8 +218,15 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   backend::matmul(x2, w_t, b, view::make(out, Shape{rows, out_features}, Shape{out_features, 1}));
 
   const DType b_dtype = b.defined() ? b.dtype() : x.dtype();
-  autodiff::record({&x, &w, &b}, out, [x2, w, in, out_features, rows, b_dtype, x_shape = x.shape()](
+  autodiff::record({&x, &w, &b}, out, [x, x2, w, in, out_features, rows, b_dtype, x_shape = x.shape()](
                                           const Tensor& g_in, autodiff::InputGrads& gi) {
+    if (gi.create_graph()) {  // tracked ops on the forward's x and w
+      const Tensor g2 = F::reshape(g_in, Shape{rows, out_features});
+      if (gi.needs(0)) gi.set(0, F::matmul(g_in, w));
+      if (gi.needs(1)) gi.set(1, F::matmul(F::transpose(g2, 0, 1), F::reshape(x, Shape{rows, in})));
+      if (gi.needs(2)) gi.set(2, F::sum(g2, {0}));
+      return;
+    }
     const Tensor g = ops::dense(g_in, x2.dtype());
     const Tensor g2 = view::make(g, Shape{rows, out_features}, Shape{out_features, 1});
     if (gi.needs(0)) {

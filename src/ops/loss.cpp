@@ -12,6 +12,10 @@
 #include <string>
 
 #include "backend/loss.hpp"
+#include "mixgrad/ops/creation.hpp"
+#include "mixgrad/ops/elementwise.hpp"
+#include "mixgrad/ops/nn.hpp"
+#include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
@@ -36,6 +40,7 @@ struct ClassProblem {
   backend::ClassLayout layout;
   Tensor labels;
   Shape sample_shape;  // the input's shape without the class axis
+  int axis = 1;        // the class axis
 };
 
 // Checks input and labels of cross_entropy / nll_loss before anything is
@@ -50,6 +55,7 @@ ClassProblem check_class_loss(const char* op, const Tensor& input, const Tensor&
   // A 1-d input is one unbatched sample: its only axis holds the classes.
   const int axis = input.ndim() == 1 && axis_option == 1 ? 0 : normalize_axis(axis_option, input.ndim(), op);
   ClassProblem p;
+  p.axis = axis;
   p.sample_shape = input.shape();
   p.sample_shape.erase(axis);
   if (labels.shape() != p.sample_shape)
@@ -106,6 +112,24 @@ void record_cast(const Tensor& input, const Tensor& cast) {
 
 Shape loss_shape(Reduction r, const Shape& per_element) { return r == Reduction::none ? per_element : Shape{}; }
 
+// ---- recorded (differentiable) gradients, as tracked F:: ops ------------------
+
+/// A loss's upstream gradient g spread over the per-element shape: as it is
+/// (none), broadcast (sum), broadcast and divided by `count` (mean).
+Tensor spread(const Tensor& g, backend::LossReduction r, const Shape& shape, int64_t count) {
+  if (r == backend::LossReduction::none) return g;
+  const Tensor b = broadcast_to(g, shape);
+  return r == backend::LossReduction::mean ? mul(b, 1.0 / static_cast<double>(std::max<int64_t>(count, 1))) : b;
+}
+
+/// 1 at each sample's label along `axis` of `shape`, else 0, in `dtype`.
+Tensor one_hot(const Tensor& labels, const Shape& shape, int axis, DType dtype) {
+  std::vector<int64_t> dims(static_cast<size_t>(shape.ndim()), 1);
+  dims[static_cast<size_t>(axis)] = shape[axis];
+  const Tensor classes = reshape(arange(shape[axis], labels.dtype()), Shape(dims));
+  return astype(eq(unsqueeze(labels, axis), classes), dtype);
+}
+
 /// mse_loss, l1_loss and binary_cross_entropy_with_logits: one path.
 Tensor pointwise_loss(const char* op, OpKind kind, backend::PointwiseLoss loss, const Tensor& pred_in,
                       const Tensor& target_in, Reduction reduction) {
@@ -127,7 +151,27 @@ Tensor pointwise_loss(const char* op, OpKind kind, backend::PointwiseLoss loss, 
       .kind = loss, .pred = ops::dense(pred), .target = ops::dense(target), .reduction = to_backend(reduction)};
   Tensor out = empty(loss_shape(reduction, pred.shape()), pred.dtype(), pred.device());
   backend::pointwise_loss_forward(args, out);
-  autodiff::record({&pred, &target}, out, [args](const Tensor& g, autodiff::InputGrads& gi) {
+  autodiff::record({&pred, &target}, out, [args, pred, target](const Tensor& g, autodiff::InputGrads& gi) {
+    if (gi.create_graph()) {  // the kernel's derivatives on the forward's own (tracked) tensors
+      const Tensor ge = spread(g, args.reduction, pred.shape(), pred.numel());
+      Tensor dp, dt;
+      switch (args.kind) {
+        case backend::PointwiseLoss::mse: dp = mul(mul(sub(pred, target), ge), 2.0); dt = neg(dp); break;
+        case backend::PointwiseLoss::l1: {
+          const Tensor diff = sub(pred, target), zero = zeros_like(ge);
+          dp = where(gt(diff, 0.0), ge, where(lt(diff, 0.0), neg(ge), zero));
+          dt = neg(dp);
+          break;
+        }
+        case backend::PointwiseLoss::bce_with_logits:
+          dp = mul(sub(sigmoid(pred), target), ge);
+          dt = neg(mul(pred, ge));
+          break;
+      }
+      if (gi.needs(0)) gi.set(0, dp);
+      if (gi.needs(1)) gi.set(1, dt);
+      return;
+    }
     const Tensor& p = args.pred;
     backend::LossGrads grads;
     if (gi.needs(0)) grads.input = empty(p.shape(), p.dtype(), p.device());
@@ -159,7 +203,17 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& labels, const CrossE
   backend::cross_entropy_forward(args, out, stats, status);
   check_label_status(kOp, status, logits_in, labels, p.layout.classes);
   record_cast(logits_in, logits);
-  autodiff::record({&logits}, out, [args, stats](const Tensor& g, autodiff::InputGrads& gi) {
+  autodiff::record({&logits}, out, [args, stats, logits, axis = p.axis](const Tensor& g, autodiff::InputGrads& gi) {
+    if (gi.create_graph()) {  // scale (softmax(x) - target), tracked
+      const int64_t classes = args.layout.classes;
+      Tensor target = one_hot(args.labels, logits.shape(), axis, logits.dtype());
+      if (args.label_smoothing > 0)
+        target = add(mul(target, 1.0 - args.label_smoothing), args.label_smoothing / static_cast<double>(classes));
+      const Tensor ge = args.reduction == backend::LossReduction::none
+                            ? unsqueeze(g, axis)
+                            : spread(g, args.reduction, Shape{}, args.layout.samples());
+      return gi.set(0, mul(sub(softmax(logits, axis), target), ge));
+    }
     const Tensor& x = args.input;
     Tensor grad = empty(x.shape(), x.dtype(), x.device());
     backend::cross_entropy_backward(args, stats, ops::dense(g, x.dtype()), grad);
@@ -185,8 +239,14 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& labels, const LossOpti
   backend::ClassLossArgs grad_args = args;
   grad_args.input = Tensor();
   autodiff::record({&log_probs}, out,
-                   [grad_args, shape = log_probs.shape(), dtype = log_probs.dtype()](const Tensor& g,
-                                                                                     autodiff::InputGrads& gi) {
+                   [grad_args, shape = log_probs.shape(), dtype = log_probs.dtype(), axis = p.axis](
+                       const Tensor& g, autodiff::InputGrads& gi) {
+                     if (gi.create_graph()) {  // -onehot scale g: linear in g, tracked through g
+                       const Tensor ge = grad_args.reduction == backend::LossReduction::none
+                                             ? unsqueeze(g, axis)
+                                             : spread(g, grad_args.reduction, Shape{}, grad_args.layout.samples());
+                       return gi.set(0, neg(mul(one_hot(grad_args.labels, shape, axis, dtype), ge)));
+                     }
                      Tensor grad = empty(shape, dtype, g.device());
                      backend::nll_loss_backward(grad_args, ops::dense(g, dtype), grad);
                      gi.set(0, grad);

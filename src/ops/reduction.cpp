@@ -14,6 +14,8 @@
 #include "backend/elementwise.hpp"
 #include "backend/reduction.hpp"
 #include "core/view.hpp"
+#include "mixgrad/ops/creation.hpp"
+#include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
@@ -82,6 +84,23 @@ Tensor reduced_view(const Tensor& g, const Shape& xshape, uint32_t mask, bool ke
     }
   }
   return view::make(g, shape, strides);
+}
+
+// The reduced axes of a mask, for a tracked F:: reduction.
+Axes axes_of(uint32_t mask, int ndim) {
+  std::vector<int> axes;
+  for (int d = 0; d < ndim; ++d)
+    if ((mask >> d) & 1u) axes.push_back(d);
+  return Axes(std::move(axes));
+}
+
+// A reduction's gradient g (keepdim or not) spread back over x's shape with
+// tracked ops (reshape, broadcast_to), for a recorded backward.
+Tensor expand_graph(const Tensor& g, const Shape& xshape, uint32_t mask) {
+  Shape kept = xshape;
+  for (int d = 0; d < xshape.ndim(); ++d)
+    if ((mask >> d) & 1u) kept[d] = 1;
+  return broadcast_to(reshape(g, kept), xshape);
 }
 
 Tensor reduce(ReduceOp op, const Tensor& x, const AxisPlan& plan, DType dtype, const backend::ReduceParams& params = {}) {
@@ -158,6 +177,7 @@ Tensor sum(const Tensor& x_in, const Axes& axes, bool keepdim) {
   Tensor out = reduce(ReduceOp::sum, x, plan, dtype);
   ops::record_lazy({&x}, out, [&] {
     return [xshape = x.shape(), mask = plan.mask, keepdim](const Tensor& g, InputGrads& gi) {
+      if (gi.create_graph()) return gi.set(0, expand_graph(g, xshape, mask));
       gi.set(0, reduced_view(g, xshape, mask, keepdim, true));
     };
   });
@@ -173,6 +193,8 @@ Tensor mean(const Tensor& x_in, const Axes& axes, bool keepdim) {
   Tensor out = reduce(ReduceOp::mean, x, plan, x.dtype());
   ops::record_lazy({&x}, out, [&] {
     return [xshape = x.shape(), mask = plan.mask, keepdim, count = plan.count](const Tensor& g, InputGrads& gi) {
+      if (gi.create_graph())
+        return gi.set(0, expand_graph(mul(g, 1.0 / static_cast<double>(count)), xshape, mask));
       Tensor scaled = empty(g.shape(), g.dtype(), g.device());
       backend::binary(backend::BinaryOp::mul, g, 1.0 / static_cast<double>(count), scaled);
       gi.set(0, reduced_view(scaled, xshape, mask, keepdim, true));
@@ -221,6 +243,11 @@ Tensor var(const Tensor& x_in, const Axes& axes, bool keepdim, int correction) {
   ops::record_lazy({&x}, out, [&] {
     return [x, mask = plan.mask, keepdim, count = plan.count, correction](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, x.dtype());
+      if (gi.create_graph()) {  // 2 (x - mean) g / (n - correction)
+        const double divisor = static_cast<double>(std::max<int64_t>(0, count - correction));
+        const Tensor centred = sub(x, mean(x, axes_of(mask, x.ndim()), true));
+        return gi.set(0, mul(mul(centred, expand_graph(g, x.shape(), mask)), 2.0 / divisor));
+      }
       Tensor m = empty(reduced_view(g, x.shape(), mask, keepdim, false).shape(), x.dtype(), x.device());
       backend::reduce(ReduceOp::mean, x, mask, m);
       const double divisor = static_cast<double>(std::max<int64_t>(0, count - correction));
@@ -243,6 +270,11 @@ Tensor norm(const Tensor& x_in, double p, const Axes& axes, bool keepdim) {
   ops::record_lazy({&x}, out, [&] {
     return [x, out, p, mask = plan.mask, keepdim](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, x.dtype());
+      if (p == 2.0 && gi.create_graph()) {  // g x / ||x||, 0 where the norm is 0 (other p: not recorded)
+        const Tensor n = expand_graph(out, x.shape(), mask);
+        const Tensor safe = where(gt(n, 0.0), n, ones_like(n));
+        return gi.set(0, where(gt(n, 0.0), div(mul(x, expand_graph(g, x.shape(), mask)), safe), zeros_like(x)));
+      }
       Tensor dx = empty(x.shape(), x.dtype(), x.device());
       backend::norm_grad(reduced_view(g, x.shape(), mask, keepdim, false), x,
                          reduced_view(out, x.shape(), mask, keepdim, false), p, dx);
@@ -268,7 +300,10 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   Tensor out = empty(shape, x.dtype(), x.device());
   backend::reduce(ReduceOp::sum, x, mask, out);
   ops::record_lazy({&x}, out, [&] {
-    return [xshape = x.shape()](const Tensor& g, InputGrads& gi) { gi.set(0, broadcast_to(g, xshape)); };
+    return [xshape = x.shape()](const Tensor& g, InputGrads& gi) {
+      (void)gi.create_graph();  // F:: ops: differentiable as written
+      gi.set(0, broadcast_to(g, xshape));
+    };
   });
   return out;
 }

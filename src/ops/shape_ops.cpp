@@ -3,6 +3,8 @@
 // input's storage; their backward is the inverse reshaping of the gradient.
 #include "mixgrad/ops/shape_ops.hpp"
 
+#include "mixgrad/ops/creation.hpp"
+
 #include <algorithm>
 #include <numeric>
 
@@ -60,6 +62,7 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
     out = view::make(c, target, contiguous_strides(target), 0);
   }
   autodiff::record({&x}, out, [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
+    (void)gi.create_graph();  // F:: ops: differentiable as written
     gi.set(0, reshape(g, in_shape));
   });
   return out;
@@ -98,6 +101,7 @@ Tensor permute(const Tensor& x, const std::vector<int>& dims) {
   autodiff::record({&x}, out, [perm](const Tensor& g, autodiff::InputGrads& gi) {
     std::vector<int> inverse(perm.size());
     for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int>(i);
+    (void)gi.create_graph();  // F:: ops: differentiable as written
     gi.set(0, permute(g, inverse));
   });
   return out;
@@ -124,6 +128,21 @@ Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length) {
   shape[d] = length;
   Tensor out = view::make(x, shape, x.strides(), x.impl()->offset + start * x.strides()[d]);
   autodiff::record({&x}, out, [in_shape = x.shape(), d, start](const Tensor& g, autodiff::InputGrads& gi) {
+    if (gi.create_graph()) {  // g between zero blocks, as tracked ops
+      std::vector<Tensor> parts;
+      Shape block = in_shape;
+      if (start > 0) {
+        block[d] = start;
+        parts.push_back(zeros(block, g.dtype(), g.device()));
+      }
+      parts.push_back(g);
+      if (const int64_t after = in_shape[d] - start - g.shape()[d]; after > 0) {
+        block[d] = after;
+        parts.push_back(zeros(block, g.dtype(), g.device()));
+      }
+      gi.set(0, parts.size() == 1 ? g : concat(parts, d));
+      return;
+    }
     Tensor full = empty(in_shape, g.dtype(), g.device());
     backend::fill(full, 0.0);
     backend::copy(g, view::make(full, g.shape(), full.strides(), start * full.strides()[d]));
@@ -171,6 +190,7 @@ Tensor join(std::vector<Tensor> xs, int axis) {
     std::vector<int64_t> lengths;
     for (const Tensor& t : xs) lengths.push_back(t.shape()[a]);
     return autodiff::BackwardFn([a, starts, lengths](const Tensor& g, autodiff::InputGrads& gi) {
+      (void)gi.create_graph();  // F:: ops: differentiable as written
       for (size_t i = 0; i < starts.size(); ++i)
         if (gi.needs(i)) gi.set(i, narrow(g, a, starts[i], lengths[i]));
     });
@@ -235,6 +255,7 @@ Tensor unsqueeze(const Tensor& x, int dim) {
                                  : 1);
   Tensor out = view::make(x, shape, strides, x.impl()->offset);
   autodiff::record({&x}, out, [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
+    (void)gi.create_graph();  // F:: ops: differentiable as written
     gi.set(0, reshape(g, in_shape));
   });
   return out;
@@ -253,6 +274,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   }
   Tensor out = view::make(x, shape, strides, x.impl()->offset);
   autodiff::record({&x}, out, [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
+    (void)gi.create_graph();  // F:: ops: differentiable as written
     gi.set(0, sum_to(g, in_shape));
   });
   return out;
@@ -265,6 +287,7 @@ Tensor astype(const Tensor& x, DType dtype) {
   backend::copy(x, out);
   if (is_floating_point(dtype) && is_floating_point(x.dtype())) {
     autodiff::record({&x}, out, [in = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+      (void)gi.create_graph();  // F:: ops: differentiable as written
       gi.set(0, astype(g, in));
     });
   }

@@ -28,6 +28,7 @@ Tensor Tensor::to(Device device) const {
   Tensor out = empty(shape(), dtype(), device);
   backend::transfer(src, out);
   autodiff::record({this}, out, [from = this->device()](const Tensor& g, autodiff::InputGrads& gi) {
+    (void)gi.create_graph();  // F:: ops: differentiable as written
     gi.set(0, g.to(from));
   });
   return out;
@@ -36,7 +37,10 @@ Tensor Tensor::to(Device device) const {
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), dtype(), device());
   backend::copy(*this, out);
-  autodiff::record({this}, out, [](const Tensor& g, autodiff::InputGrads& gi) { gi.set(0, g); });
+  autodiff::record({this}, out, [](const Tensor& g, autodiff::InputGrads& gi) {
+    (void)gi.create_graph();  // F:: ops: differentiable as written
+    gi.set(0, g);
+  });
   return out;
 }
 

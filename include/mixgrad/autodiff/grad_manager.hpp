@@ -15,11 +15,20 @@
 //   opt.step().clear_grad();
 //
 // Semantics (MegEngine's): attached tensors are held weakly; backward ends
-// the recording; several managers are independent of one another, except
-// that an outer manager's backward refuses (StateError) to differentiate
-// through an inner manager's backward, which it does not record (see
+// the recording (unless create_graph); several managers are independent of
+// one another, except that an outer manager records an inner manager's
+// backward, so it can differentiate the inner gradients again (see
 // grad_manager_group.hpp for groups and the visibility rules). The set of
 // recording managers is per thread.
+//
+// Higher order (PyTorch's create_graph, MegEngine's nested managers):
+//
+//   auto recording = gm.record();
+//   auto loss = mg::F::mse_loss(net(x), y);
+//   gm.backward(loss, {}, {.create_graph = true});     // p.grad() tracked, still recording
+//   auto penalty = mg::F::sum(mg::F::mul(p.grad(), p.grad()));
+//   p.set_grad({});                                     // keep only the second pass's sum
+//   gm.backward(mg::F::add(loss, penalty));             // d(loss + ||dL/dp||^2)/dp
 //
 // Gradient-ready callbacks. A tensor's callbacks `(tensor, grad) -> grad` run
 // once per backward, chained in the order they were attached, as soon as its
@@ -62,6 +71,19 @@ class GradManager;
 /// undefined), as MegEngine chains them; a later one may return a gradient
 /// again.
 using GradCallback = std::function<Tensor(const Tensor& tensor, const Tensor& grad)>;
+
+/// Options of GradManager::backward.
+struct BackwardOptions {
+  /// Records the backward pass itself (PyTorch's `create_graph=True`): the
+  /// gradients written to `.grad()` are tracked by this manager, which keeps
+  /// recording (its tape is kept, as PyTorch's retain_graph), so an op on
+  /// them (a gradient penalty) and a later backward differentiate through
+  /// them. The backward runs with autocast off, in the forward's dtypes. An
+  /// op whose backward is not differentiable (docs/autodiff.md lists them)
+  /// marks its gradients, and a later backward that reaches one throws
+  /// StateError naming the op.
+  bool create_graph = false;
+};
 
 /// RAII recording scope returned by GradManager::record(); ends the
 /// recording (if backward has not already) when it goes out of scope.
@@ -116,6 +138,10 @@ class GradManager {
   void backward(const Tensor& y, const Tensor& dy = Tensor());
   /// Several outputs at once; `dys` is empty (all ones) or one per output.
   void backward(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys = {});
+  /// As above with options: `gm.backward(y, dy, {.create_graph = true})`
+  /// records the backward and keeps recording (see BackwardOptions).
+  void backward(const Tensor& y, const Tensor& dy, const BackwardOptions& options);
+  void backward(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys, const BackwardOptions& options);
 
   struct State;  // the tape and the attached set; see src/autodiff
 
