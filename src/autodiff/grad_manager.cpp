@@ -547,7 +547,8 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
     // gradient an earlier op saved keeps its value).
     for (auto& [t, grad] : updates) {
       Tensor have = t.grad();
-      t.set_grad(have.defined() ? F::add(have, grad) : grad);
+      // .grad() must own its elements (no broadcast view): a tracked copy if not.
+      t.set_grad(have.defined() ? F::add(have, grad) : (grad.is_contiguous() ? grad : grad.contiguous()));
     }
     return;
   }

@@ -106,6 +106,7 @@ Tensor autocast_unrecorded(OpKind kind, const Tensor& input) {
 void record_cast(const Tensor& input, const Tensor& cast) {
   if (cast.impl() == input.impl()) return;
   autodiff::record({&input}, cast, [in = input.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+    (void)gi.create_graph();  // an F:: op: differentiable as written
     gi.set(0, astype(g, in));
   });
 }

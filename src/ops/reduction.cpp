@@ -270,10 +270,16 @@ Tensor norm(const Tensor& x_in, double p, const Axes& axes, bool keepdim) {
   ops::record_lazy({&x}, out, [&] {
     return [x, out, p, mask = plan.mask, keepdim](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, x.dtype());
-      if (p == 2.0 && gi.create_graph()) {  // g x / ||x||, 0 where the norm is 0 (other p: not recorded)
+      if (std::isfinite(p) && gi.create_graph()) {
+        // g sign(x) |x|^(p-1) / ||x||^(p-1), 0 where the norm is 0; the
+        // infinity norm's gradient (to the largest |x|) is not recorded.
         const Tensor n = expand_graph(out, x.shape(), mask);
-        const Tensor safe = where(gt(n, 0.0), n, ones_like(n));
-        return gi.set(0, where(gt(n, 0.0), div(mul(x, expand_graph(g, x.shape(), mask)), safe), zeros_like(x)));
+        const Tensor nonzero = gt(n, 0.0);
+        const Tensor safe = where(nonzero, n, ones_like(n));
+        const Tensor sign = where(gt(x, 0.0), ones_like(x), where(lt(x, 0.0), full_like(x, -1.0), zeros_like(x)));
+        const Tensor num = p == 2.0 ? x : (p == 1.0 ? sign : mul(sign, pow(abs(x), p - 1.0)));
+        const Tensor den = p == 2.0 ? safe : (p == 1.0 ? ones_like(safe) : pow(safe, p - 1.0));
+        return gi.set(0, where(nonzero, div(mul(num, expand_graph(g, x.shape(), mask)), den), zeros_like(x)));
       }
       Tensor dx = empty(x.shape(), x.dtype(), x.device());
       backend::norm_grad(reduced_view(g, x.shape(), mask, keepdim, false), x,

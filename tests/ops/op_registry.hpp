@@ -69,6 +69,9 @@ struct OpCase {
   /// Finite-difference step and tolerance (float64).
   double eps = 1e-6;
   double grad_tolerance = 1e-5;
+  /// Overrides the op's twice_differentiable() for this case (norm's
+  /// infinity norm, say, where the op's other cases are).
+  std::optional<bool> twice_differentiable;
 };
 
 using Cases = std::vector<OpCase>;
@@ -120,6 +123,46 @@ std::vector<OpCase> loss_cases();
 std::vector<OpCase> indexing_cases();
 std::vector<OpCase> shape_cases();  // views and shape ops
 std::vector<OpCase> resize_cases();
+
+/// Whether an op's gradient can be differentiated again (its backward
+/// closure records itself under create_graph; docs/autodiff.md lists them):
+/// true, false, or no gradient at all. Every op of the table must be listed,
+/// which test_op_registry checks, and the registry holds each op to its
+/// answer: true ops have their second derivatives checked against finite
+/// differences of the gradient, false ops must refuse (StateError) a
+/// backward through their recorded gradient.
+enum class SecondOrder { twice_differentiable, not_twice_differentiable, no_gradient, unlisted };
+
+constexpr SecondOrder second_order(mg::OpKind op) {
+  using K = mg::OpKind;
+  switch (op) {
+    case K::add: case K::sub: case K::mul: case K::div: case K::pow: case K::maximum: case K::minimum:
+    case K::where: case K::neg: case K::exp: case K::log: case K::sqrt: case K::rsqrt: case K::abs:
+    case K::clamp: case K::relu: case K::leaky_relu: case K::gelu: case K::sigmoid: case K::tanh:
+    case K::silu: case K::sin: case K::cos: case K::tan: case K::log1p: case K::expm1: case K::erf:
+    case K::softplus: case K::hardswish: case K::mish: case K::sum: case K::mean: case K::var: case K::norm:
+    case K::matmul: case K::batched_matmul: case K::linear: case K::layer_norm: case K::group_norm:
+    case K::instance_norm: case K::softmax: case K::log_softmax: case K::cross_entropy: case K::nll_loss:
+    case K::mse_loss: case K::l1_loss: case K::binary_cross_entropy_with_logits: case K::reshape:
+    case K::transpose: case K::permute: case K::narrow: case K::squeeze: case K::unsqueeze:
+    case K::broadcast_to: case K::concat: case K::stack: case K::astype:
+      return SecondOrder::twice_differentiable;
+    case K::max: case K::min: case K::cumsum: case K::prod: case K::topk: case K::sort: case K::conv2d:
+    case K::max_pool2d: case K::avg_pool2d: case K::adaptive_avg_pool2d: case K::batch_norm: case K::dropout:
+    case K::embedding: case K::index_select: case K::gather: case K::scatter_add: case K::pad:
+    case K::upsample_nearest: case K::upsample_bilinear:
+      return SecondOrder::not_twice_differentiable;
+    case K::compare: case K::argmax:
+      return SecondOrder::no_gradient;
+    default:
+      return SecondOrder::unlisted;
+  }
+}
+
+/// Whether case c's gradient is checked for second derivatives.
+inline bool twice_differentiable(const OpCase& c) {
+  return c.twice_differentiable.value_or(second_order(c.op) == SecondOrder::twice_differentiable);
+}
 
 /// The op the run is limited to (`test_ops --op conv2d`), if any.
 inline std::optional<mg::OpKind>& op_filter() {

@@ -87,6 +87,128 @@ void check_gradient(const OpCase& c) {
   }
 }
 
+// Second derivatives (create_graph). With w the fixed output weights of the
+// first check and v_i fixed directions, D(x) = sum_i <dL/dx_i, v_i> for
+// L = sum(y * w); its gradient (a Hessian-vector product) comes from
+// differentiating the recorded first backward, and is compared with central
+// differences of D, each D from a plain first-order backward in float64.
+struct SecondOrderSetup {
+  Inputs xs;
+  std::vector<size_t> checked;
+  mg::Tensor w;
+  std::vector<mg::Tensor> v;  // one per input (undefined where not checked)
+};
+
+SecondOrderSetup second_order_setup(const OpCase& c) {
+  SecondOrderSetup s;
+  s.xs = make_inputs(c, mg::DType::float64, seed_of(c.name));
+  for (size_t i = 0; i < s.xs.size(); ++i)
+    if (c.inputs[i].differentiable && s.xs[i].dtype() == mg::DType::float64) s.checked.push_back(i);
+  const mg::Tensor y = c.run(s.xs);
+  mg::manual_seed(7);
+  s.w = mg::uniform(y.shape(), 0.5, 1.5, mg::DType::float64);
+  s.v.resize(s.xs.size());
+  for (size_t i : s.checked) {
+    mg::manual_seed(100 + i);
+    s.v[i] = mg::uniform(s.xs[i].shape(), -1.0, 1.0, mg::DType::float64);
+  }
+  return s;
+}
+
+// D(x) at the current input values, from a plain first-order backward.
+double directional_derivative(const OpCase& c, const SecondOrderSetup& s) {
+  mg::autodiff::GradManager gm;
+  for (size_t i : s.checked) {
+    gm.attach(s.xs[i]);
+    s.xs[i].set_grad({});
+  }
+  {
+    auto rec = gm.record();
+    gm.backward(c.run(s.xs), s.w);
+  }
+  double d = 0;
+  for (size_t i : s.checked) {
+    if (!s.xs[i].grad().defined()) continue;
+    const auto g = s.xs[i].grad().to_vector<double>(), v = s.v[i].to_vector<double>();
+    for (size_t k = 0; k < g.size(); ++k) d += g[k] * v[k];
+    s.xs[i].set_grad({});
+  }
+  return d;
+}
+
+// Records the first backward and returns D's graph (undefined when no
+// gradient depends on the inputs); the manager still records.
+mg::Tensor recorded_directional_derivative(const OpCase& c, const SecondOrderSetup& s, mg::autodiff::GradManager& gm) {
+  gm.backward(c.run(s.xs), s.w, {.create_graph = true});
+  mg::Tensor d;
+  for (size_t i : s.checked) {
+    const mg::Tensor g = s.xs[i].grad();
+    s.xs[i].set_grad({});
+    if (!g.defined()) continue;
+    const mg::Tensor term = mg::F::sum(mg::F::mul(g, s.v[i]));
+    d = d.defined() ? mg::F::add(d, term) : term;
+  }
+  return d;
+}
+
+void check_second_derivative(const OpCase& c) {
+  BOOST_TEST_CONTEXT("op case " << c.name << " (" << mg::op_name(c.op) << ")") {
+    SecondOrderSetup s = second_order_setup(c);
+    BOOST_TEST_REQUIRE(!s.checked.empty(), "case has no differentiable float64 input");
+    mg::autodiff::GradManager gm;
+    for (size_t i : s.checked) gm.attach(s.xs[i]);
+    {
+      auto rec = gm.record();
+      const mg::Tensor d = recorded_directional_derivative(c, s, gm);
+      if (d.defined()) gm.backward(d);
+    }
+    std::vector<std::vector<double>> analytic_of(s.xs.size());  // read first: the differences clear .grad()
+    for (size_t i : s.checked) {
+      const mg::Tensor h = s.xs[i].grad();
+      analytic_of[i] = h.defined() ? h.to_vector<double>() : std::vector<double>(s.xs[i].numel(), 0.0);
+      s.xs[i].set_grad({});
+    }
+    for (size_t i : s.checked) {
+      BOOST_TEST_CONTEXT("input " << i << " of shape " << s.xs[i].shape()) {
+        const auto& analytic = analytic_of[i];
+        double* data = s.xs[i].data<double>();
+        for (int64_t k = 0; k < s.xs[i].numel(); ++k) {
+          const double orig = data[k];
+          data[k] = orig + c.eps;
+          const double up = directional_derivative(c, s);
+          data[k] = orig - c.eps;
+          const double down = directional_derivative(c, s);
+          data[k] = orig;
+          const double numeric = (up - down) / (2 * c.eps);
+          const double tol = 20 * c.grad_tolerance * (1.0 + std::abs(numeric));
+          BOOST_TEST(std::abs(analytic[k] - numeric) <= tol,
+                     "element " << k << ": second-order analytic " << analytic[k] << " vs numeric " << numeric);
+        }
+      }
+    }
+  }
+}
+
+// An op marked not twice differentiable records its gradient as such: the
+// create_graph pass works, and a backward through its gradient is refused.
+void check_second_derivative_is_refused(const OpCase& c) {
+  BOOST_TEST_CONTEXT("op case " << c.name << " (" << mg::op_name(c.op) << ")") {
+    SecondOrderSetup s = second_order_setup(c);
+    mg::autodiff::GradManager gm;
+    for (size_t i : s.checked) gm.attach(s.xs[i]);
+    auto rec = gm.record();
+    const mg::Tensor d = recorded_directional_derivative(c, s, gm);
+    BOOST_TEST_REQUIRE(d.defined(), "no gradient reached the inputs");
+    try {
+      gm.backward(d);
+      BOOST_ERROR("a backward through the gradient of an op marked not twice differentiable did not throw; "
+                  "if its backward is differentiable now, list it as such in op_registry.hpp");
+    } catch (const mg::StateError& e) {
+      BOOST_TEST(std::string(e.what()).find("not twice differentiable") != std::string::npos, e.what());
+    }
+  }
+}
+
 // Where and in what dtype one side of a comparison runs.
 struct Target {
   mg::Device device;
@@ -171,6 +293,26 @@ BOOST_AUTO_TEST_CASE(every_op_of_the_table_has_a_case) {
 BOOST_AUTO_TEST_CASE(every_op_gradient_matches_finite_differences_in_float64) {
   for (const auto& c : all_op_cases())
     if (c.check_gradient) check_gradient(c);
+}
+
+// Every op says whether its gradient is differentiable again, so a new op
+// cannot skip the second-order check by omission.
+BOOST_AUTO_TEST_CASE(every_op_says_whether_it_is_twice_differentiable) {
+  for (size_t i = 0; i < mg::kOpCount; ++i) {
+    const auto op = static_cast<mg::OpKind>(i);
+    BOOST_TEST((second_order(op) != SecondOrder::unlisted),
+               "op " << mg::op_name(op) << " is not listed in optest::second_order (op_registry.hpp)");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(every_twice_differentiable_op_second_derivative_matches_finite_differences_in_float64) {
+  for (const auto& c : all_op_cases())
+    if (c.check_gradient && twice_differentiable(c)) check_second_derivative(c);
+}
+
+BOOST_AUTO_TEST_CASE(every_other_op_refuses_a_backward_through_its_gradient) {
+  for (const auto& c : all_op_cases())
+    if (c.check_gradient && !twice_differentiable(c)) check_second_derivative_is_refused(c);
 }
 
 // CPU against the CPU reference: 16-bit results against float32.
