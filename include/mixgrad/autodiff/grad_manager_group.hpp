@@ -22,12 +22,11 @@
 //   by one member's backward are plain tensors to the others (MegEngine
 //   suppresses the other members while one runs backward).
 // - Visibility by order between managers that are NOT grouped: an inner
-//   manager (recording started later) never sees an outer manager's backward.
-//   An outer manager would record an inner manager's backward in MegEngine
-//   (that is how nested managers give second derivatives); mixgrad does not
-//   record backward passes, so an outer manager's backward that reaches a
-//   tensor produced by such an inner backward throws StateError instead of
-//   returning a gradient that misses the second-order term.
+//   manager (recording started later) never sees an outer manager's backward;
+//   an outer manager records an inner manager's backward, as MegEngine does
+//   (that is how nested managers give second derivatives; see
+//   BackwardOptions::create_graph for the ops whose backward is not
+//   differentiable: an outer backward through them throws StateError).
 // - Groups flatten: `(gm1 | gm2) | gm3` is the group {gm1, gm2, gm3}.
 //
 // The group only lists managers (non-owning); they must outlive the group's
