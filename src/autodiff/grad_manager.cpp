@@ -310,6 +310,49 @@ class GraphScope {
   std::optional<amp::autocast> autocast_;
 };
 
+}  // namespace
+
+// Gradients of a closure that cannot record itself, in a recorded backward:
+// marked on every recorder, so that differentiating through them later
+// throws (naming the op).
+[[gnu::noinline]] static void mark_unrecorded(const std::vector<GradManager*>& recorders, const Node& node,
+                                              const std::vector<Tensor>& gs) {
+  std::string name;
+  for (size_t i = 0; i < gs.size(); ++i) {
+    if (!gs[i].defined() || !node.needs[i]) continue;
+    if (name.empty()) name = op_name_of(node.backward);
+    for (GradManager* m : recorders) {
+      auto& ms = TapeAccess::state(m);
+      if (!ms.recording) continue;
+      ms.unrecorded.emplace(gs[i].id(), name);
+      ms.tracked.insert(gs[i].id());
+    }
+  }
+}
+
+namespace {
+
+// The recorded walk's variants of its steps, kept out of line so that the
+// ordinary walk compiles as before.
+
+[[gnu::noinline]] Tensor convert_recorded(const Tensor& g, DType dtype) {
+  return g.dtype() == dtype ? g : F::astype(g, dtype);
+}
+
+[[gnu::noinline]] void add_recorded(std::unordered_map<uint64_t, Tensor>& grads, uint64_t id, Tensor g) {
+  auto [it, fresh] = grads.try_emplace(id, g);
+  if (!fresh) it->second = F::add(it->second, g);  // out of place: both may be saved by recorded ops
+}
+
+// .grad() becomes the tracked result (out of place, so a gradient an earlier
+// op saved keeps its value, and never a broadcast view).
+[[gnu::noinline]] void set_recorded_grads(std::vector<std::pair<Tensor, Tensor>>& updates) {
+  for (auto& [t, grad] : updates) {
+    Tensor have = t.grad();
+    t.set_grad(have.defined() ? F::add(have, grad) : (grad.is_contiguous() ? grad : grad.contiguous()));
+  }
+}
+
 void check_outputs(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys) {
   if (!dys.empty() && dys.size() != ys.size())
     throw ShapeError("GradManager::backward: " + std::to_string(ys.size()) + " outputs but " +
@@ -332,19 +375,31 @@ void check_outputs(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys
 
 }  // namespace
 
+namespace {
+template <bool kRecorded>
+void walk(GradManager::State& s, std::vector<std::shared_ptr<Node>>& tape, const std::unordered_set<uint64_t>& tracked,
+          std::unordered_map<uint64_t, Tensor>& grads, const std::vector<char>& runs,
+          std::unordered_map<uint64_t, int>& pending, const std::unordered_set<uint64_t>& produced,
+          const std::vector<Tensor>& ys, const std::vector<GradManager*>& recorders,
+          const std::vector<GradManager*>& thread_list);
+}  // namespace
+
 void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys,
                            const BackwardOptions& options) {
   auto& s = *state_;
   if (!s.recording)
     throw StateError(
         "GradManager::backward: not recording; call record() (and keep its scope alive) before the forward pass");
-  if (s.recording_list != &detail::recording_managers())
+  // The thread-locals, read once: in a shared library each read is a call.
+  std::vector<GradManager*>& thread_list = detail::recording_managers();
+  int& paused = detail::recording_paused();
+  if (s.recording_list != &thread_list)
     throw StateError("GradManager::backward: called on another thread than record()");
   check_outputs(ys, dys);
   const bool create_graph = options.create_graph;
   // Inside a no_grad scope (or a backward pass) nothing is recorded, this
   // backward neither.
-  const bool may_record = detail::recording_paused() == 0;
+  const bool may_record = paused == 0;
   if (create_graph && !may_record)
     throw StateError(
         "GradManager::backward: create_graph inside a no_grad scope (or inside another backward) would record "
@@ -375,15 +430,15 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
     unrecorded = std::move(s.unrecorded);
     release();
   }
-  std::optional<NoRecordScope> no_record;
-  no_record.emplace();  // until the walk: planning records nothing
-
-  // Converts a gradient to a dtype; in a recorded backward as a tracked op.
-  bool graph = false;
-  auto convert = [&](const Tensor& g, DType dtype) {
-    if (g.dtype() == dtype) return g;
-    return graph ? F::astype(g, dtype) : ops::in_dtype(g, dtype);
-  };
+  // Recording paused until the walk (planning records nothing), and through
+  // it unless the walk is recorded; as NoRecordScope, on the counter read above.
+  struct Pause {
+    int& counter;
+    bool on = true;
+    ~Pause() {
+      if (on) --counter;
+    }
+  } no_record{++paused};
 
   std::unordered_map<uint64_t, Tensor> grads;
   for (size_t i = 0; i < ys.size(); ++i) {
@@ -445,31 +500,35 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
     }
     if (create_graph) recorders.push_back(this);
   }
-  graph = !recorders.empty();
-  std::optional<GraphScope> graph_scope;
-  if (graph) {
-    no_record.reset();
-    graph_scope.emplace(recorders);
+  if (recorders.empty()) {
+    walk<false>(s, tape, tracked, grads, runs, pending, produced, ys, recorders, thread_list);
+  } else {
+    --paused;
+    no_record.on = false;
+    GraphScope graph_scope(recorders);
+    walk<true>(s, tape, tracked, grads, runs, pending, produced, ys, recorders, thread_list);
   }
-  // Gradients of a closure that cannot record itself are marked on every
-  // recorder, so that differentiating through them later throws (naming the op).
-  auto mark_unrecorded = [&](const Node& node, const std::vector<Tensor>& gs) {
-    std::string name;
-    for (size_t i = 0; i < gs.size(); ++i) {
-      if (!gs[i].defined() || !node.needs[i]) continue;
-      if (name.empty()) name = op_name_of(node.backward);
-      for (GradManager* m : recorders) {
-        auto& ms = TapeAccess::state(m);
-        if (!ms.recording) continue;
-        ms.unrecorded.emplace(gs[i].id(), name);
-        ms.tracked.insert(gs[i].id());
-      }
-    }
+}
+
+namespace {
+
+// The walk proper, after planning: runs the closures in reverse, fires the
+// callbacks, runs the hooks and writes .grad(). Instantiated twice, so that
+// the ordinary walk (kRecorded false) carries no trace of the recorded one.
+template <bool kRecorded>
+void walk(GradManager::State& s, std::vector<std::shared_ptr<Node>>& tape, const std::unordered_set<uint64_t>& tracked,
+          std::unordered_map<uint64_t, Tensor>& grads, const std::vector<char>& runs,
+          std::unordered_map<uint64_t, int>& pending, const std::unordered_set<uint64_t>& produced,
+          const std::vector<Tensor>& ys, const std::vector<GradManager*>& recorders,
+          const std::vector<GradManager*>& thread_list) {
+  // Converts a gradient to a dtype; in a recorded backward as a tracked op.
+  auto convert = [](const Tensor& g, DType dtype) {
+    if constexpr (kRecorded) return convert_recorded(g, dtype);
+    else return ops::in_dtype(g, dtype);
   };
   auto add_grad = [&](uint64_t id, Tensor g) {
-    if (!graph) return accumulate(grads, id, std::move(g));
-    auto [it, fresh] = grads.try_emplace(id, g);
-    if (!fresh) it->second = F::add(it->second, g);  // out of place: both may be saved by recorded ops
+    if constexpr (kRecorded) add_recorded(grads, id, std::move(g));
+    else accumulate(grads, id, std::move(g));
   };
 
   // Ready gradients after their callbacks, waiting for .grad(): nothing in
@@ -508,12 +567,13 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
   for (size_t k = tape.size(); k-- > 0;) {
     std::shared_ptr<Node> node = std::move(tape[k]);  // freed (with its saved tensors) after this step
     if (!runs[k]) continue;
-    InputGrads input_grads(node->needs, graph);
+    InputGrads input_grads(node->needs, kRecorded);
     if (auto g = grads.find(node->output_id); g != grads.end()) {
       Tensor grad_out = std::move(g->second);
       grads.erase(g);  // an intermediate gradient lives only until consumed
       node->backward(grad_out, input_grads);
-      if (graph && !input_grads.asked()) mark_unrecorded(*node, input_grads.grads());
+      if constexpr (kRecorded)
+        if (!input_grads.asked()) mark_unrecorded(recorders, *node, input_grads.grads());
     }
     // Every slot the plan counted is counted down, with or without a gradient.
     for (size_t i = 0; i < node->input_ids.size(); ++i) {
@@ -542,26 +602,20 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
   // accumulation safe whatever path set it).
   for (const auto& [t, grad] : updates)
     if (t.grad().defined()) mixgrad::detail::check_grad(t, t.grad(), "GradManager::backward");
-  if (graph) {
-    // Recorded: `.grad()` becomes the tracked result (out of place, so a
-    // gradient an earlier op saved keeps its value).
-    for (auto& [t, grad] : updates) {
-      Tensor have = t.grad();
-      // .grad() must own its elements (no broadcast view): a tracked copy if not.
-      t.set_grad(have.defined() ? F::add(have, grad) : (grad.is_contiguous() ? grad : grad.contiguous()));
-    }
+  if constexpr (kRecorded) {
+    set_recorded_grads(updates);
     return;
   }
   // A `.grad()` that a recording manager tracks (the result of a recorded
   // backward) may be saved by its ops: add out of place, never into it.
   auto in_a_graph = [&](const Tensor& g) {
-    for (GradManager* m : detail::recording_managers())
+    for (GradManager* m : thread_list)
       if (TapeAccess::state(m).tracked.contains(g.id())) return true;
     return false;
   };
   for (auto& [t, grad] : updates) {
     Tensor have = t.grad();
-    if (have.defined() && !detail::recording_managers().empty() && in_a_graph(have)) {
+    if (have.defined() && !thread_list.empty() && in_a_graph(have)) {
       Tensor sum = empty(have.shape(), have.dtype(), have.device());
       backend::copy(have, sum);
       backend::accumulate(sum, grad);
@@ -577,6 +631,8 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
     }
   }
 }
+
+}  // namespace
 
 GradManager& GradManager::register_after_backward_callback(std::function<void()> callback) {
   if (!callback) throw ValueError("GradManager::register_after_backward_callback: empty callback");
