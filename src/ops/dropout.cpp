@@ -7,6 +7,8 @@
 #include <string>
 
 #include "backend/dropout.hpp"
+#include "mixgrad/ops/creation.hpp"
+#include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
@@ -32,6 +34,11 @@ Tensor dropout(const Tensor& x_in, double p, bool training) {
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   backend::dropout_apply(ops::dense(x), out, params);
   autodiff::record({&x}, out, [params](const Tensor& g, autodiff::InputGrads& gi) {
+    if (gi.create_graph()) {  // g times the step's mask (scaled), drawn again from its seed
+      Tensor mask = empty(g.shape(), g.dtype(), g.device());
+      backend::dropout_apply(ones(g.shape(), g.dtype(), g.device()), mask, params);
+      return gi.set(0, mul(g, mask));
+    }
     Tensor grad = empty(g.shape(), g.dtype(), g.device());
     backend::dropout_apply(ops::dense(g), grad, params);
     gi.set(0, grad);

@@ -13,6 +13,7 @@
 #include "backend/indexing.hpp"
 #include "core/view.hpp"
 #include "mixgrad/ops/creation.hpp"
+#include "mixgrad/ops/shape_ops.hpp"
 #include "ops/op_support.hpp"
 #include "ops/untracked_copy.hpp"
 
@@ -53,6 +54,14 @@ Tensor select_rows(const Tensor& x, int dim, const Tensor& index, const Shape& o
   backend::index_select(ops::dense(x), a, index, out);
   ops::record_lazy({&x}, out, [xshape, a, index] {
     return [xshape, a, index](const Tensor& g, autodiff::InputGrads& gi) {
+      if (gi.create_graph()) {  // index_add as a tracked scatter_add over [outer, axis, inner]
+        const int64_t k = index.numel();
+        const Shape g3{a.outer, k, a.inner};
+        const Tensor idx = broadcast_to(reshape(index, Shape{1, k, 1}), g3).contiguous();
+        const Tensor dx = scatter_add(zeros(Shape{a.outer, a.axis, a.inner}, g.dtype(), g.device()), 1, idx,
+                                      reshape(g, g3));
+        return gi.set(0, reshape(dx, xshape));
+      }
       Tensor dx = zeros(xshape, g.dtype(), g.device());
       backend::index_add(ops::dense(g), a, index, dx);
       gi.set(0, dx);
@@ -128,6 +137,7 @@ Tensor gather(const Tensor& x_in, int dim, const Tensor& index_in) {
   const Shape xshape = x.shape();
   ops::record_lazy({&x}, out, [xshape, d, index] {
     return [xshape, d, index](const Tensor& g, autodiff::InputGrads& gi) {
+      if (gi.create_graph()) return gi.set(0, scatter_add(zeros(xshape, g.dtype(), g.device()), d, index, g));
       Tensor dx = zeros(xshape, g.dtype(), g.device());
       backend::scatter_add(ops::dense(g), d, index, dx);
       gi.set(0, dx);
@@ -166,6 +176,11 @@ Tensor scatter_add(const Tensor& x_in, int dim, const Tensor& index_in, const Te
   const Shape sshape = src.shape();
   ops::record_lazy({&x, &src}, out, [sshape, d, index] {
     return [sshape, d, index](const Tensor& g, autodiff::InputGrads& gi) {
+      if (sshape == index.shape() && gi.create_graph()) {  // (src larger than index: not recorded)
+        if (gi.needs(0)) gi.set(0, g);
+        if (gi.needs(1)) gi.set(1, gather(g, d, index));
+        return;
+      }
       if (gi.needs(0)) gi.set(0, g);
       if (gi.needs(1)) {
         Tensor part = empty(index.shape(), g.dtype(), g.device());

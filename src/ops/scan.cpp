@@ -6,7 +6,9 @@
 // prefix times a suffix product: g * prod / x would divide by zero where the
 // line holds a zero, and a line with one zero has a nonzero gradient there.
 #include "backend/indexing.hpp"
+#include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/reduction.hpp"
+#include "mixgrad/ops/shape_ops.hpp"
 #include "ops/op_support.hpp"
 #include "ops/untracked_copy.hpp"
 
@@ -37,6 +39,10 @@ Tensor cumsum(const Tensor& x_in, int dim) {
   backend::cumsum(ops::dense(x), a, false, out);
   ops::record_lazy({&x}, out, [a] {
     return [a](const Tensor& g, autodiff::InputGrads& gi) {
+      if (gi.create_graph()) {  // the reverse running sum, total - cumsum + g, as tracked ops
+        const Tensor g3 = reshape(g, Shape{a.outer, a.axis, a.inner});
+        return gi.set(0, reshape(add(sub(sum(g3, 1, true), cumsum(g3, 1)), g3), g.shape()));
+      }
       Tensor dx = empty(g.shape(), g.dtype(), g.device());
       backend::cumsum(ops::dense(g), a, true, dx);
       gi.set(0, dx);

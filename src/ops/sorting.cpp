@@ -13,6 +13,7 @@
 #include "backend/sorting.hpp"
 #include "mixgrad/autodiff/no_grad.hpp"
 #include "mixgrad/ops/creation.hpp"
+#include "mixgrad/ops/indexing.hpp"
 #include "ops/op_support.hpp"
 #include "ops/untracked_copy.hpp"
 
@@ -42,6 +43,8 @@ ValuesIndices ordered(OpKind kind, const Tensor& x_in, int64_t k, int dim, bool 
   const Tensor index = r.indices;
   ops::record_lazy({&x}, r.values, [xshape, dim, index] {
     return [xshape, dim, index](const Tensor& g, autodiff::InputGrads& gi) {
+      if (xshape.ndim() > 0 && gi.create_graph())  // g back to where each value came from, tracked
+        return gi.set(0, scatter_add(zeros(xshape, g.dtype(), g.device()), dim, index, g));
       if (xshape.ndim() == 0) {
         gi.set(0, index.numel() == 1 ? ops::dense(g) : zeros(xshape, g.dtype(), g.device()));
         return;

@@ -145,12 +145,12 @@ constexpr SecondOrder second_order(mg::OpKind op) {
     case K::instance_norm: case K::softmax: case K::log_softmax: case K::cross_entropy: case K::nll_loss:
     case K::mse_loss: case K::l1_loss: case K::binary_cross_entropy_with_logits: case K::reshape:
     case K::transpose: case K::permute: case K::narrow: case K::squeeze: case K::unsqueeze:
-    case K::broadcast_to: case K::concat: case K::stack: case K::astype:
+    case K::broadcast_to: case K::concat: case K::stack: case K::astype: case K::cumsum: case K::topk:
+    case K::sort: case K::dropout: case K::embedding: case K::index_select: case K::gather: case K::scatter_add:
       return SecondOrder::twice_differentiable;
-    case K::max: case K::min: case K::cumsum: case K::prod: case K::topk: case K::sort: case K::conv2d:
-    case K::max_pool2d: case K::avg_pool2d: case K::adaptive_avg_pool2d: case K::batch_norm: case K::dropout:
-    case K::embedding: case K::index_select: case K::gather: case K::scatter_add: case K::pad:
-    case K::upsample_nearest: case K::upsample_bilinear:
+    case K::max: case K::min: case K::prod: case K::conv2d: case K::max_pool2d: case K::avg_pool2d:
+    case K::adaptive_avg_pool2d: case K::batch_norm: case K::pad: case K::upsample_nearest:
+    case K::upsample_bilinear:
       return SecondOrder::not_twice_differentiable;
     case K::compare: case K::argmax:
       return SecondOrder::no_gradient;
