@@ -5,6 +5,7 @@
 // Nested managers (MegEngine's way to the same) are in test_grad_manager_group.cpp.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -198,6 +199,45 @@ BOOST_AUTO_TEST_CASE(the_recorded_backward_runs_without_autocast) {
   a.set_grad({});
   gm.backward(F::sum(g));
   BOOST_TEST(a.grad().dtype() == mg::DType::float32);
+}
+
+// PyTorch's AMP gradient-penalty recipe: the forward under autocast
+// (bfloat16 linears), the penalty's backward outside it. Every gradient comes
+// back in its parameter's dtype (float32) and near the float32 run's values.
+BOOST_AUTO_TEST_CASE(gradient_penalty_through_an_autocast_forward) {
+  mg::manual_seed(21);
+  auto x = mg::uniform({6, 8}, -1, 1);
+  auto target = mg::uniform({6, 4}, -1, 1);
+  auto w1 = mg::uniform({16, 8}, -0.4, 0.4), w2 = mg::uniform({4, 16}, -0.4, 0.4);
+  auto run = [&](bool amp) {
+    GradManager gm;
+    gm.attach({w1, w2});
+    w1.set_grad({});
+    w2.set_grad({});
+    auto rec = gm.record();
+    mg::Tensor loss;
+    {
+      mg::amp::autocast scope(amp, mg::DType::bfloat16);
+      loss = F::mse_loss(F::linear(F::tanh(F::linear(x, w1)), w2), target);
+    }
+    gm.backward(loss, {}, kCreateGraph);
+    BOOST_TEST(w1.grad().dtype() == mg::DType::float32);
+    auto penalty = F::add(F::sum(F::mul(w1.grad(), w1.grad())), F::sum(F::mul(w2.grad(), w2.grad())));
+    w1.set_grad({});
+    w2.set_grad({});
+    gm.backward(F::add(loss, penalty));
+    return std::vector{values(w1.grad()), values(w2.grad())};
+  };
+  const auto reference = run(false), mixed = run(true);
+  BOOST_TEST(w1.grad().dtype() == mg::DType::float32);
+  for (size_t k = 0; k < 2; ++k) {
+    double scale = 0;
+    for (double v : reference[k]) scale = std::max(scale, std::abs(v));
+    BOOST_TEST_REQUIRE(scale > 0);
+    for (size_t j = 0; j < reference[k].size(); ++j)
+      BOOST_TEST(std::abs(mixed[k][j] - reference[k][j]) <= 0.05 * scale,
+                 "parameter " << k << " element " << j << ": " << mixed[k][j] << " vs " << reference[k][j]);
+  }
 }
 
 // An op whose backward is not differentiable (max pooling here): the
