@@ -160,6 +160,12 @@ Tensor max_min(const char* name, OpKind kind, ReduceOp op, ArgReduceOp arg, cons
   Tensor out = reduce(op, x, plan, x.dtype());
   ops::record_lazy({&x}, out, [&] {
     return [x, arg, mask = plan.mask](const Tensor& g, InputGrads& gi) {
+      if (gi.create_graph()) {
+        // g spread back, times the 0/1 choice of the extreme element: the
+        // choice is locally constant in x, so the product is the whole gradient.
+        const Tensor chosen = extreme_grad(arg, ones_like(g), x, mask);
+        return gi.set(0, mul(expand_graph(g, x.shape(), mask), chosen));
+      }
       gi.set(0, extreme_grad(arg, g, x, mask));
     };
   });
