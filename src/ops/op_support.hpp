@@ -35,4 +35,17 @@ void record_lazy(std::initializer_list<const Tensor*> inputs, const Tensor& out,
                         [&] { return autodiff::BackwardFn(make()); });
 }
 
+/// In a recorded backward (gi.create_graph()), for an op linear in its
+/// input whose gradient kernel is linear in g alone (average pooling,
+/// resampling): records `gx = kernel(g)` as a node on g whose own backward is
+/// the op again (the kernel's adjoint), so the op is differentiable any
+/// number of times. `forward(gg)` runs the op through F::.
+template <class Forward>
+void record_linear_grad(const Tensor& g, const Tensor& gx, Forward forward) {
+  autodiff::record({&g}, gx, [forward](const Tensor& gg, autodiff::InputGrads& gi) {
+    (void)gi.create_graph();  // forward is an F:: op: recorded as any op
+    gi.set(0, forward(gg));
+  });
+}
+
 }  // namespace mixgrad::ops

@@ -73,9 +73,12 @@ Tensor avg_pool2d(const Tensor& x_in, const Pool2dOptions& options) {
   amp::autocast_inputs(OpKind::avg_pool2d, {&x});
   Tensor y = empty(out_shape, x.dtype(), x.device());
   backend::avg_pool2d_forward(ops::dense(x), y, p);
-  autodiff::record({&x}, y, [p, x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+  autodiff::record({&x}, y, [p, options, x_shape = x.shape(), dt = x.dtype()](const Tensor& g,
+                                                                             autodiff::InputGrads& gi) {
     Tensor gx = empty(x_shape, dt, g.device());
     backend::avg_pool2d_backward(ops::dense(g, dt), gx, p);
+    if (gi.create_graph())
+      ops::record_linear_grad(g, gx, [options](const Tensor& gg) { return avg_pool2d(gg, options); });
     gi.set(0, gx);
   });
   return y;
@@ -99,9 +102,12 @@ Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
   amp::autocast_inputs(OpKind::adaptive_avg_pool2d, {&x});
   Tensor y = empty(y_shape, x.dtype(), x.device());
   backend::adaptive_avg_pool2d_forward(ops::dense(x), y);
-  autodiff::record({&x}, y, [x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+  autodiff::record({&x}, y, [output_size, x_shape = x.shape(), dt = x.dtype()](const Tensor& g,
+                                                                              autodiff::InputGrads& gi) {
     Tensor gx = empty(x_shape, dt, g.device());
     backend::adaptive_avg_pool2d_backward(ops::dense(g, dt), gx);
+    if (gi.create_graph())
+      ops::record_linear_grad(g, gx, [output_size](const Tensor& gg) { return adaptive_avg_pool2d(gg, output_size); });
     gi.set(0, gx);
   });
   return y;

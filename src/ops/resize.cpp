@@ -136,9 +136,12 @@ Tensor interpolate(const Tensor& x_in, const InterpolateOptions& options) {
   amp::autocast_inputs(p.bilinear ? OpKind::upsample_bilinear : OpKind::upsample_nearest, {&x});
   Tensor y = empty(out_shape, x.dtype(), x.device());
   backend::upsample2d_forward(ops::dense(x), y, p);
-  autodiff::record({&x}, y, [p, x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+  autodiff::record({&x}, y, [p, options, x_shape = x.shape(), dt = x.dtype()](const Tensor& g,
+                                                                             autodiff::InputGrads& gi) {
     Tensor gx = empty(x_shape, dt, g.device());
     backend::upsample2d_backward(ops::dense(g, dt), gx, p);
+    if (gi.create_graph())
+      ops::record_linear_grad(g, gx, [options](const Tensor& gg) { return interpolate(gg, options); });
     gi.set(0, gx);
   });
   return y;

@@ -240,6 +240,62 @@ BOOST_AUTO_TEST_CASE(gradient_penalty_through_an_autocast_forward) {
   }
 }
 
+// Ops linear in x (average pooling, resampling): their recorded gradient is
+// a node on g whose backward is the op itself. Hessian-vector products of
+// sum(op(x)^2 * c) (where g depends on x) against central differences.
+BOOST_AUTO_TEST_CASE(linear_ops_differentiate_through_their_recorded_gradient) {
+  using Op = std::function<mg::Tensor(const mg::Tensor&)>;
+  const std::vector<std::pair<const char*, Op>> ops = {
+      {"avg_pool2d", [](const mg::Tensor& t) { return F::avg_pool2d(t, {.kernel_size = 2, .stride = 1}); }},
+      {"adaptive_avg_pool2d", [](const mg::Tensor& t) { return F::adaptive_avg_pool2d(t, {2, 3}); }},
+      {"upsample_nearest", [](const mg::Tensor& t) { return F::interpolate(t, {.size = {5, 7}}); }},
+      {"upsample_bilinear",
+       [](const mg::Tensor& t) {
+         return F::interpolate(t, {.size = {5, 6}, .mode = F::InterpolateMode::bilinear});
+       }},
+  };
+  for (const auto& [name, op] : ops) {
+    BOOST_TEST_CONTEXT(name) {
+      mg::manual_seed(31);
+      auto x = mg::uniform({1, 2, 4, 5}, -1, 1, mg::DType::float64);
+      auto v = mg::uniform({1, 2, 4, 5}, -1, 1, mg::DType::float64);
+      const mg::Tensor c = mg::uniform(op(x).shape(), 0.5, 1.5, mg::DType::float64);
+      auto f = [&](const std::vector<mg::Tensor>& p) { return F::sum(F::mul(F::mul(op(p[0]), op(p[0])), c)); };
+      GradManager gm;
+      gm.attach(x);
+      {
+        auto rec = gm.record();
+        gm.backward(f({x}), {}, kCreateGraph);
+        mg::Tensor g = x.grad();
+        x.set_grad({});
+        gm.backward(F::sum(F::mul(g, v)));
+      }
+      const auto analytic = values(x.grad());
+      x.set_grad({});
+      const auto vv = values(v);
+      double* data = x.data<double>();
+      const double eps = 1e-6;
+      for (int64_t k = 0; k < x.numel(); ++k) {
+        auto directional = [&] {
+          double d = 0;
+          const auto g = values(gradient(f, {x})[0]);
+          for (size_t j = 0; j < g.size(); ++j) d += g[j] * vv[j];
+          return d;
+        };
+        const double orig = data[k];
+        data[k] = orig + eps;
+        const double up = directional();
+        data[k] = orig - eps;
+        const double down = directional();
+        data[k] = orig;
+        const double numeric = (up - down) / (2 * eps);
+        BOOST_TEST(std::abs(analytic[k] - numeric) <= 1e-5 * (1 + std::abs(numeric)),
+                   "element " << k << ": " << analytic[k] << " vs " << numeric);
+      }
+    }
+  }
+}
+
 // An op whose backward is not differentiable (max pooling here): the
 // create_graph pass itself works and gives the right first-order gradient;
 // differentiating through it throws StateError naming the op, with no
