@@ -10,7 +10,9 @@
 #include <string>
 
 #include "backend/copy.hpp"
+#include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/nn.hpp"
+#include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
@@ -29,6 +31,39 @@ void check_channel_vector(const char* what, const Tensor& t, const Tensor& x) {
   if (t.ndim() != 1 || t.shape()[0] != x.shape()[1])
     throw ShapeError(std::string("batch_norm: ") + what + " " + ops::describe(t) + " does not fit input " +
                      ops::describe(x) + " (expected [C])");
+}
+
+/// batch_norm's gradients as tracked F:: ops, for a recorded backward. In
+/// training the statistics are recomputed from x (they move with it); in
+/// evaluation the running ones (copies) are constants. Per channel (dim 1),
+/// in the statistics dtype.
+void batch_norm_grad_graph(const Tensor& x, const Tensor& weight, const Tensor& mean_copy, const Tensor& var_copy,
+                           bool training, double eps, const Tensor& g, DType w_dtype, DType b_dtype,
+                           autodiff::InputGrads& gi) {
+  const DType acc = mean_copy.dtype();
+  std::vector<int> axes{0};
+  for (int d = 2; d < x.ndim(); ++d) axes.push_back(d);
+  std::vector<int64_t> dims(static_cast<size_t>(x.ndim()), 1);
+  dims[1] = x.shape()[1];
+  const Shape per_channel(dims);
+  const Tensor xa = astype(x, acc), ga = astype(g, acc);
+  Tensor xhat, rstd;
+  if (training) {
+    rstd = rsqrt(add(var(xa, axes, true, 0), eps));
+    xhat = mul(sub(xa, mean(xa, axes, true)), rstd);
+  } else {
+    rstd = reshape(rsqrt(add(var_copy, eps)), per_channel);
+    xhat = mul(sub(xa, reshape(mean_copy, per_channel)), rstd);
+  }
+  if (gi.needs(0)) {
+    const Tensor dxhat = weight.defined() ? mul(ga, reshape(astype(weight, acc), per_channel)) : ga;
+    const Tensor dx = training ? mul(rstd, sub(sub(dxhat, mean(dxhat, axes, true)),
+                                               mul(xhat, mean(mul(dxhat, xhat), axes, true))))
+                               : mul(dxhat, rstd);
+    gi.set(0, astype(dx, x.dtype()));
+  }
+  if (gi.needs(1)) gi.set(1, astype(sum(mul(ga, xhat), axes), w_dtype));
+  if (gi.needs(2)) gi.set(2, astype(sum(ga, axes), b_dtype));
 }
 
 }  // namespace
@@ -92,9 +127,11 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   }
 
   autodiff::record({&x, &weight, &bias}, y,
-                   [xc, w, mean, var, training = o.training, eps = o.eps,
+                   [x, weight, xc, w, mean, var, training = o.training, eps = o.eps,
                     w_dtype = weight.defined() ? weight.dtype() : stats,
                     b_dtype = bias.defined() ? bias.dtype() : stats](const Tensor& g_in, autodiff::InputGrads& gi) {
+                     if (gi.create_graph())
+                       return batch_norm_grad_graph(x, weight, mean, var, training, eps, g_in, w_dtype, b_dtype, gi);
                      const Tensor g = converted(g_in, xc.dtype());
                      const Shape cs{xc.shape()[1]};
                      const Tensor gx = gi.needs(0) ? empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
