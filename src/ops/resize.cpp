@@ -15,6 +15,34 @@ namespace mixgrad::F {
 
 namespace {
 
+// pad is linear in x (y = P x, up to constant mode's value) and its gradient
+// kernel is P's adjoint. For a recorded backward each is recorded as a node
+// whose backward is the other, so pad is differentiable any number of times.
+Tensor pad_adjoint_recorded(const Tensor& g, const backend::PadParams& p, const Shape& x_shape);
+
+/// P g with zeros for constant mode's value, recorded on g.
+Tensor pad_recorded(const Tensor& gg, backend::PadParams p, const Shape& y_shape) {
+  p.value = 0.0;
+  Tensor out = empty(y_shape, gg.dtype(), gg.device());
+  backend::pad_forward(ops::dense(gg), out, p);
+  autodiff::record({&gg}, out, [p, x_shape = gg.shape()](const Tensor& g, autodiff::InputGrads& gi) {
+    (void)gi.create_graph();  // recorded in a recorded backward, plain otherwise (no recording then)
+    gi.set(0, pad_adjoint_recorded(g, p, x_shape));
+  });
+  return out;
+}
+
+/// P^T g (the pad gradient kernel), recorded on g.
+Tensor pad_adjoint_recorded(const Tensor& g, const backend::PadParams& p, const Shape& x_shape) {
+  Tensor gx = empty(x_shape, g.dtype(), g.device());
+  backend::pad_backward(ops::dense(g), gx, p);
+  autodiff::record({&g}, gx, [p, y_shape = g.shape()](const Tensor& gg, autodiff::InputGrads& gi) {
+    (void)gi.create_graph();
+    gi.set(0, pad_recorded(gg, p, y_shape));
+  });
+  return gx;
+}
+
 std::string list(const std::vector<int64_t>& v) {
   std::string s = "{";
   for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -118,6 +146,7 @@ Tensor pad(const Tensor& x_in, const std::vector<int64_t>& pads, PadMode mode, d
   Tensor y = empty(out_shape, x.dtype(), x.device());
   backend::pad_forward(ops::dense(x), y, p);
   autodiff::record({&x}, y, [p, x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+    if (gi.create_graph()) return gi.set(0, pad_adjoint_recorded(g, p, x_shape));
     Tensor gx = empty(x_shape, dt, g.device());
     backend::pad_backward(ops::dense(g, dt), gx, p);
     gi.set(0, gx);

@@ -240,14 +240,16 @@ BOOST_AUTO_TEST_CASE(gradient_penalty_through_an_autocast_forward) {
   }
 }
 
-// Ops linear in x (average pooling, resampling): their recorded gradient is
-// a node on g whose backward is the op itself. Hessian-vector products of
+// Ops linear in x (average pooling, resampling, padding): their recorded
+// gradient is a node on g whose backward is the op itself. Hessian-vector products of
 // sum(op(x)^2 * c) (where g depends on x) against central differences.
 BOOST_AUTO_TEST_CASE(linear_ops_differentiate_through_their_recorded_gradient) {
   using Op = std::function<mg::Tensor(const mg::Tensor&)>;
   const std::vector<std::pair<const char*, Op>> ops = {
       {"avg_pool2d", [](const mg::Tensor& t) { return F::avg_pool2d(t, {.kernel_size = 2, .stride = 1}); }},
       {"adaptive_avg_pool2d", [](const mg::Tensor& t) { return F::adaptive_avg_pool2d(t, {2, 3}); }},
+      {"pad_reflect", [](const mg::Tensor& t) { return F::pad(t, {2, 1, 1, 2}, F::PadMode::reflect); }},
+      {"pad_constant", [](const mg::Tensor& t) { return F::pad(t, {1, 1, 0, 2}, F::PadMode::constant, 0.5); }},
       {"upsample_nearest", [](const mg::Tensor& t) { return F::interpolate(t, {.size = {5, 7}}); }},
       {"upsample_bilinear",
        [](const mg::Tensor& t) {
