@@ -262,16 +262,43 @@ void GradScaler::update(std::optional<double> new_scale) {
   unscaled_.clear();
 }
 
-void GradScaler::step(optim::Optimizer& opt) {
-  if (options_.enabled) {
-    std::vector<Tensor> pending;
-    for (const Tensor& p : opt.parameters()) {
-      const detail::GradMark mark = detail::grad_mark(p.grad());
-      if (mark.scaled && mark.scaler == this) pending.push_back(p);  // another scaler's: opt.step() refuses it
-    }
-    if (!pending.empty()) unscale(pending);
+void GradScaler::step(optim::Optimizer& opt) { step(opt, opt.step_supports_amp_scaling()); }
+
+void GradScaler::step(optim::Optimizer& opt, bool fused_unscale) {
+  if (!options_.enabled) {
+    opt.step();
+    return;
   }
-  opt.step();
+  std::vector<Tensor> pending;  // scaled by this scaler, not unscaled yet
+  for (const Tensor& p : opt.parameters()) {
+    const detail::GradMark mark = detail::grad_mark(p.grad());
+    if (mark.scaled && mark.scaler == this && !unscaled_.contains(p.id()))
+      pending.push_back(p);  // another scaler's: opt.step() refuses it
+  }
+  const bool fused = fused_unscale && !pending.empty() && std::all_of(pending.begin(), pending.end(), [](const Tensor& p) {
+    return p.grad().device().is_cpu();
+  });
+  if (!fused) {
+    if (!pending.empty()) unscale(pending);
+    opt.step();
+    return;
+  }
+  // The unscale happens inside the optimizer's update kernel: here only a
+  // read-only pass sets the step's flag. Everything is checked first, so a
+  // throw leaves the gradients, the optimizer and this scaler as they were.
+  opt.check_grads(this);
+  const detail::GradList list = detail::collect_grads("GradScaler::step", pending);
+  autodiff::NoRecordScope no_record;
+  place_state(list.grads.front().device());
+  Tensor found_inf = step_open_ ? found_inf_ : zeros(Shape{}, DType::float32, scale_.device());
+  backend::non_finite_check(list.grads, found_inf, inv_scale_);
+  if (!step_open_) unscaled_.clear();
+  step_open_ = true;
+  found_inf_ = std::move(found_inf);
+  // Counted as unscaled in this step: a second unscale of them would
+  // divide values the optimizer already consumed.
+  for (const Tensor& t : list.owners) unscaled_.emplace(t.id(), t.impl_ptr());
+  opt.step_with(this, inv_scale_, found_inf_);
 }
 
 StateDict GradScaler::state_dict() const {

@@ -1,6 +1,7 @@
 // Multi-tensor kernels: each call is one fused pass over a whole list of
 // gradients, however many tensors it holds. GradScaler::unscale uses the
-// check-and-unscale pass, clip_grad_norm the norm and the clip. Nothing here
+// check-and-unscale pass (GradScaler::step the check alone, when the
+// optimizer unscales in its update), clip_grad_norm the norm and the clip. Nothing here
 // returns a value computed from tensor data to the host: results (the
 // found-inf flag, the norm) are written into one-element tensors on the
 // gradients' device, and factors are read from such tensors, so a step on a
@@ -24,11 +25,13 @@ namespace mixgrad::backend {
 
 namespace cpu {
 void non_finite_check_and_unscale(std::span<const Tensor> tensors, const Tensor& found_inf, const Tensor& inv_scale);
+void non_finite_check(std::span<const Tensor> tensors, const Tensor& found_inf, const Tensor& inv_scale);
 void grad_norm(std::span<const Tensor> tensors, double norm_type, const Tensor& out);
 void clip_by_norm(std::span<const Tensor> tensors, const Tensor& norm, double max_norm);
 }  // namespace cpu
 namespace cuda {
 void non_finite_check_and_unscale(std::span<const Tensor> tensors, const Tensor& found_inf, const Tensor& inv_scale);
+void non_finite_check(std::span<const Tensor> tensors, const Tensor& found_inf, const Tensor& inv_scale);
 void grad_norm(std::span<const Tensor> tensors, double norm_type, const Tensor& out);
 void clip_by_norm(std::span<const Tensor> tensors, const Tensor& norm, double max_norm);
 }  // namespace cuda
@@ -65,6 +68,20 @@ inline void non_finite_check_and_unscale(std::span<const Tensor> tensors, const 
   detail::check_scalar_arg("non_finite_check_and_unscale", "found_inf", found_inf, device, false);
   detail::check_scalar_arg("non_finite_check_and_unscale", "inv_scale", inv_scale, device, true);
   MIXGRAD_DISPATCH(device, non_finite_check_and_unscale, (tensors, found_inf, inv_scale));
+}
+
+/// The check of non_finite_check_and_unscale without the write: sets
+/// found_inf to 1 when any g * inv_scale, computed in g's arithmetic type
+/// (float for 16-bit tensors, not rounded back to them), is inf or NaN; the
+/// tensors are only read. For optimizers that unscale inside their update
+/// kernel (Optimizer::step(GradScaler&)), so the gradients are read once
+/// here and once by the update, and never written.
+inline void non_finite_check(std::span<const Tensor> tensors, const Tensor& found_inf, const Tensor& inv_scale) {
+  if (tensors.empty()) return;
+  const Device device = tensors.front().device();
+  detail::check_scalar_arg("non_finite_check", "found_inf", found_inf, device, false);
+  detail::check_scalar_arg("non_finite_check", "inv_scale", inv_scale, device, true);
+  MIXGRAD_DISPATCH(device, non_finite_check, (tensors, found_inf, inv_scale));
 }
 
 /// The p-norm (`norm_type` > 0, or +inf for the largest |x|) of all elements

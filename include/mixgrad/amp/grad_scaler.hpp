@@ -23,7 +23,8 @@
 //
 // PyTorch's loop works too: `scaler.backward(gm, loss, {}, false,
 // UpdateScale::never); scaler.step(opt); scaler.update();` — step() unscales
-// the optimizer's gradients that this scaler scaled and has not unscaled.
+// the optimizer's gradients that this scaler scaled and has not unscaled,
+// inside the optimizer's fused update kernel (no separate unscale pass).
 //
 // Device-resident state. The scale (and its reciprocal), the growth count
 // and the step's found-inf flag live in one-element tensors on the device of
@@ -233,11 +234,22 @@ class GradScaler {
   /// restarts. growth_interval == 0 keeps the scale static.
   void update(std::optional<double> new_scale = std::nullopt);
 
-  /// The optimizer step of a mixed-precision loop: unscales the gradients of
-  /// opt's parameters that this scaler's backward scaled and no unscale has
-  /// unscaled yet (so the update never sees scaled gradients), then calls
-  /// `opt.step()`, whose kernels skip the update when the step's flag is set
-  /// (parameters, state and step counts unchanged). No synchronisation;
+  /// The optimizer step of a mixed-precision loop: the gradients of opt's
+  /// parameters that this scaler's backward scaled and no unscale has
+  /// unscaled yet are unscaled (so the update never uses scaled values), and
+  /// opt's kernels skip the update when the step's flag is set (parameters,
+  /// state and step counts unchanged). By default they are unscaled in place
+  /// (one fused pass over all of them), then `opt.step()` runs. For an
+  /// optimizer built with `step_supports_amp_scaling` (PyTorch's
+  /// `_step_supports_amp_scaling`; `opt.step(scaler)` asks for the same),
+  /// on the CPU, the unscale is fused into the update instead: one read-only
+  /// pass over those gradients sets the flag, and the update kernel
+  /// multiplies each gradient by 1 / scale as it reads it, so the gradients
+  /// are never written and stay scaled in memory afterwards (unscale() first
+  /// if you need them unscaled, e.g. to clip them). The
+  /// results agree to rounding: the fused product is not rounded to a
+  /// 16-bit gradient's dtype. A throw (the optimizer's gradient checks)
+  /// leaves gradients, optimizer and scaler unchanged. No synchronisation;
   /// works after unscale() and after update() alike. Gradients another
   /// scaler scaled (or this one before it was moved) are left to opt.step(),
   /// which refuses them with StateError. To learn whether the step was
@@ -286,6 +298,9 @@ class GradScaler {
   int64_t growth_tracker() const;
 
  private:
+  friend class optim::Optimizer;  // Optimizer::step(GradScaler&)
+  // step(opt) with the unscale fused into opt's update or not.
+  void step(optim::Optimizer& opt, bool fused_unscale);
   struct Loaded;
   Loaded check_load(const StateDict& state) const;
   void check_not_unscaled(const char* op, const std::vector<Tensor>& tensors) const;
