@@ -4,6 +4,7 @@
 // or gradient is widened to the compute type per element, so no float copy
 // of the gradient is ever made; a GradScaler's unscale and a master copy's
 // write-back happen in the same pass (kernels::apply_update).
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <utility>
@@ -27,11 +28,38 @@ using state_t = std::conditional_t<std::is_same_v<P, double>, double, float>;
 // multiply-adds (a square root and a division for Adam) per element, which
 // at the baseline's 4 lanes cost about as much as the memory traffic.
 // kMaster: the parameter has a float32 master copy `m` (kernels::apply_update).
+//
+// 16-bit parameters and gradients go through small float blocks in L1 with
+// the bulk converters (core/half.cpp), as the unscale pass does: the
+// per-element bfloat16 / float16 rounding does not vectorise and costs more
+// than the update itself. The rounding is the same.
+template <class T>
+constexpr bool kNarrow = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+
 template <bool kMaster, class P, class G, class C, size_t K, class Rule, size_t... I>
 [[gnu::always_inline]] inline void rule_loop(const Rule& rule, C inv_scale, P* __restrict p, C* __restrict m,
                                              const G* __restrict g, const std::array<C*, K>& s, int64_t n,
                                              std::index_sequence<I...>) {
-  if constexpr (kMaster) {
+  if constexpr ((kNarrow<P> || kNarrow<G>) && std::is_same_v<C, float>) {
+    constexpr int64_t kBlock = 512;
+    alignas(64) float gb[kBlock];
+    alignas(64) float pb[kBlock];
+    for (int64_t b = 0; b < n; b += kBlock) {
+      const int64_t k = std::min(kBlock, n - b);
+      const float* __restrict gs = gb;
+      if constexpr (kNarrow<G>) convert(g + b, gb, k);
+      else if constexpr (std::is_same_v<G, float>) gs = g + b;
+      else for (int64_t i = 0; i < k; ++i) gb[i] = kernels::cast<float>(g[b + i]);
+      float* __restrict x = pb;
+      if constexpr (kMaster) x = m + b;
+      else if constexpr (kNarrow<P>) convert(p + b, pb, k);
+      else if constexpr (std::is_same_v<P, float>) x = p + b;
+      else for (int64_t i = 0; i < k; ++i) pb[i] = kernels::cast<float>(p[b + i]);
+      for (int64_t i = 0; i < k; ++i) x[i] = rule(x[i], gs[i] * inv_scale, s[I][b + i]...);
+      if constexpr (kNarrow<P>) convert(x, p + b, k);
+      else if constexpr (!std::is_same_v<P, float>) for (int64_t i = 0; i < k; ++i) p[b + i] = kernels::cast<P>(x[i]);
+    }
+  } else if constexpr (kMaster) {
     for (int64_t i = 0; i < n; ++i) kernels::apply_update(rule, inv_scale, p[i], &m[i], g[i], s[I][i]...);
   } else {
     for (int64_t i = 0; i < n; ++i) kernels::apply_update(rule, inv_scale, p[i], static_cast<C*>(nullptr), g[i], s[I][i]...);
