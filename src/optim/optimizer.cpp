@@ -8,6 +8,7 @@
 #include "autodiff/tape.hpp"
 #include "backend/copy.hpp"
 #include "mixgrad/amp/grad_scaler.hpp"
+#include "mixgrad/functional.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "ops/op_support.hpp"
 
@@ -28,6 +29,15 @@ Tensor float32_copy(const Tensor& p) {
   Tensor out = empty(p.shape(), DType::float32, p.device());
   backend::copy(p, out);
   return out;
+}
+
+// True when `p` equals the rounding of its master copy to p's dtype: a write
+// to the parameter that did not change it (loading the model saved with the
+// master copy) leaves the float32 master copy standing. A host read, only
+// after the parameter's version changed outside the optimizer.
+bool rounds_to(const Tensor& master, const Tensor& p) {
+  if (master.shape() != p.shape() || master.device() != p.device()) return false;
+  return F::sum(F::ne(F::astype(master, p.dtype()), p)).item<double>() == 0.0;
 }
 
 std::string state_key(size_t i, const std::string& what) { return "state." + std::to_string(i) + "." + what; }
@@ -134,7 +144,7 @@ void Optimizer::step_with(const amp::GradScaler* scaler, const Tensor& inv_scale
       // is the truth: the master copy follows it.
       if (!s.master.defined() || s.master.shape() != p.shape() || s.master.device() != p.device()) {
         s.master = float32_copy(p);
-      } else if (s.master_version != p.version()) {
+      } else if (s.master_version != p.version() && !rounds_to(s.master, p)) {
         backend::copy(p, s.master);
       }
     }
@@ -174,8 +184,9 @@ StateDict Optimizer::state_dict() const {
   for (size_t i = 0; i < state_.size(); ++i) {
     const ParamState& s = state_[i];
     if (uses_master(i)) {
-      const bool current = s.master.defined() && s.master_version == params_[i].version() &&
-                           s.master.shape() == params_[i].shape();
+      const bool current = s.master.defined() && (s.master_version == params_[i].version()
+                                                      ? s.master.shape() == params_[i].shape()
+                                                      : rounds_to(s.master, params_[i]));
       out.insert(state_key(i, kMaster), current ? s.master.clone() : float32_copy(params_[i]));
     }
     if (!s.step.defined() || s.step.item<int64_t>() == 0) continue;

@@ -224,21 +224,47 @@ BOOST_AUTO_TEST_CASE(state_dict_round_trips_the_master_copies) {
   }
 }
 
+// save_checkpoint / load_checkpoint with the model and the optimizer: the
+// model load writes the parameters (bumping their versions) after the
+// optimizer's, yet the float32 master copies survive, because the loaded
+// parameters are their rounding.
 BOOST_AUTO_TEST_CASE(checkpoint_file_round_trips_the_master_copies) {
   const std::filesystem::path file = std::filesystem::temp_directory_path() / "mixgrad_master_weights.safetensors";
-  mg::Tensor pa = make(kStart, DType::bfloat16);
-  mg::optim::Adam a({pa}, {.lr = 1e-4, .master_weights = true});
-  run_steps(a, pa, 4);
-  mg::io::save_checkpoint(file, {.optimizer = &a, .step = 4});
+  const mg::Tensor x = mg::tensor(Vec{0.5, -1.0, 2.0, 1.5, 0.25, -0.75}, {2, 3}, DType::bfloat16);
+  const auto train = [&](mg::nn::Linear& net, mg::optim::Optimizer& opt, int steps) {
+    mg::autodiff::GradManager gm;
+    gm.attach(net.parameters());
+    for (int i = 0; i < steps; ++i) {
+      {
+        auto rec = gm.record();
+        gm.backward(mg::F::sum(mg::F::astype(net(x), DType::float32)));
+      }
+      opt.step().clear_grad();
+    }
+  };
+  mg::manual_seed(11);
+  mg::nn::Linear a_net(3, 2);
+  a_net.to(DType::bfloat16);
+  mg::optim::Adam a(a_net.parameters(), {.lr = 1e-4, .master_weights = true});
+  train(a_net, a, 4);
+  mg::io::save_checkpoint(file, {.model = &a_net, .optimizer = &a, .step = 4});
 
-  mg::Tensor pb = pa.clone();
-  mg::optim::Adam b({pb}, {.lr = 1e-4, .master_weights = true});
-  mg::io::load_checkpoint(file, {.optimizer = &b});
+  mg::manual_seed(12);  // other initial weights
+  mg::nn::Linear b_net(3, 2);
+  b_net.to(DType::bfloat16);
+  mg::optim::Adam b(b_net.parameters(), {.lr = 1e-4, .master_weights = true});
+  mg::io::load_checkpoint(file, {.model = &b_net, .optimizer = &b});
   std::filesystem::remove(file);
-  BOOST_TEST(values(b.master_weight(0)) == values(a.master_weight(0)), boost::test_tools::per_element());
-  run_steps(a, pa, 2);
-  run_steps(b, pb, 2);
-  BOOST_TEST(values(pb) == values(pa), boost::test_tools::per_element());
+  for (size_t i = 0; i < 2; ++i) {
+    BOOST_TEST(values(b.master_weight(i)) == values(a.master_weight(i)), boost::test_tools::per_element());
+    BOOST_TEST(values(b.master_weight(i)) != values(b_net.parameters()[i]));  // more than the 16-bit values
+  }
+  train(a_net, a, 2);
+  train(b_net, b, 2);
+  for (size_t i = 0; i < 2; ++i) {
+    BOOST_TEST(values(b_net.parameters()[i]) == values(a_net.parameters()[i]), boost::test_tools::per_element());
+    BOOST_TEST(values(b.master_weight(i)) == values(a.master_weight(i)), boost::test_tools::per_element());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(bad_master_entries_are_refused_and_nothing_changes) {

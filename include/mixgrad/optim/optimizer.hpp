@@ -31,9 +31,11 @@
 // parameter in the same fused pass, so small updates accumulate in float32
 // instead of being rounded away, and the step needs no weight cast. A
 // parameter changed outside the optimizer (Module::load_state_dict, an
-// initialisation: anything that bumps its version) has its master copy
-// taken from it again at the next step. float32 / float64 parameters need
-// no copy and get none.
+// initialisation: anything that bumps its version) to a value that is not
+// its master copy's rounding has its master copy taken from it again at the
+// next step; a write of the same values (loading the model of the
+// checkpoint the master copies came from, in either order) keeps them.
+// float32 / float64 parameters need no copy and get none.
 //
 //   net.to(mg::DType::bfloat16);
 //   mg::optim::SGD opt(net.parameters(), {.lr = 0.05, .momentum = 0.9, .master_weights = true});
