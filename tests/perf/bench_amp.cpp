@@ -1,10 +1,14 @@
 // Benchmark: the MLP's training step (batch 256, 784-1024-1024-10, SGD
 // momentum 0.9) under each mixed-precision mode, against oneDNN's own bf16
 // GEMM rate and, where a LibTorch is found, LibTorch's bf16 autocast step.
-// All contenders run in one alternation (bench_harness.hpp), so each row is
-// taken under the same load. Not a test.
+// All contenders run in one alternation (as bench_harness.hpp's alternate),
+// so each row is taken under the same load. Besides wall time it reports
+// the process's CPU time per step (user + system, all threads): on a shared
+// machine, whose other work takes the cores away and stretches wall time
+// unevenly, CPU time with one thread is the steadier measure of the work a
+// step does. Not a test.
 //
-//   build/tests/perf/bench_amp [--rounds 9] [--reps 3] [--warmup 3] [--threads 2] [--only NAME]
+//   build/tests/perf/bench_amp [--rounds 9] [--reps 3] [--warmup 3] [--threads 1] [--only NAME]
 //
 // Modes (apex's names; docs/amp.md):
 //   fp32               float32 weights, no autocast
@@ -14,6 +18,7 @@
 //   fp16 O1 / O2 ...   the same with float16 and a GradScaler, its unscale either a
 //                      separate pass ("unscale pass") or inside the update ("fused")
 // --only NAME runs one contender in a loop for a profiler (perf record).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -123,7 +128,7 @@ struct Contender {
 int main(int argc, char** argv) {
   using namespace perf;
   TimingOptions timing{.warmup = 3, .rounds = 9, .reps = 3};
-  int threads = 2;
+  int threads = 1;
   std::string only;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
@@ -171,9 +176,21 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  std::vector<std::function<void()>> fns;
-  for (auto& c : cs) fns.push_back([r = c.runner.get()] { r->run(); });
-  const std::vector<Stat> ms = alternate(fns, timing);
+  // The alternation of bench_harness.hpp, keeping each round's CPU time too.
+  for (auto& c : cs)
+    for (int i = 0; i < timing.warmup; ++i) c.runner->run();
+  std::vector<std::vector<double>> wall_ms(cs.size()), cpu_ms(cs.size());
+  for (int r = 0; r < timing.rounds; ++r)
+    for (size_t k = 0; k < cs.size(); ++k) {
+      const size_t i = r % 2 == 0 ? k : cs.size() - 1 - k;
+      const double c0 = cpu_seconds(), t0 = now_seconds();
+      for (int j = 0; j < timing.reps; ++j) cs[i].runner->run();
+      wall_ms[i].push_back((now_seconds() - t0) * 1e3 / timing.reps);
+      cpu_ms[i].push_back((cpu_seconds() - c0) * 1e3 / timing.reps);
+    }
+  std::vector<Stat> ms;  // median and min of the CPU time; cores: wall median
+  for (size_t i = 0; i < cs.size(); ++i)
+    ms.push_back({median(cpu_ms[i]), *std::min_element(cpu_ms[i].begin(), cpu_ms[i].end()), median(wall_ms[i])});
 
   const double batch = 256;
   const double flops = 6.0 * static_cast<double>(kMlpMacsPerSample) * batch -
@@ -185,21 +202,20 @@ int main(int argc, char** argv) {
     if (cs[i].is_gemm) gemm = &ms[i];
     if (cs[i].is_torch) torch = &ms[i];
   }
-  std::printf("\n## MLP training step by AMP mode (batch 256, SGD momentum 0.9, %d threads): median (min) over %d "
-              "alternating rounds of %d steps\n\n",
+  std::printf("\n## MLP training step by AMP mode (batch 256, SGD momentum 0.9, %d threads): CPU ms per step, median "
+              "(min) over %d alternating rounds of %d steps; rates and ratios from the CPU-time medians\n\n",
               threads, timing.rounds, timing.reps);
-  Table t({"contender", "ms/step", "GFLOP/s", "fraction of oneDNN bf16 GEMM rate", "/ LibTorch bf16 autocast",
-           "loss", "cores busy"});
+  Table t({"contender", "CPU ms/step", "wall ms/step", "GFLOP/s", "fraction of oneDNN bf16 GEMM rate",
+           "/ LibTorch bf16 autocast", "loss"});
   for (size_t i = 0; i < cs.size(); ++i) {
     const Stat& s = ms[i];
     const bool step = !cs[i].is_gemm;
     const double f = step ? flops : gemm_flops;
     const double rate = f / (s.median * 1e6);
     const double gemm_rate = gemm ? gemm_flops / (gemm->median * 1e6) : 0;
-    t.row({cs[i].name, fixed(s.median, 2) + " (" + fixed(s.min, 2) + ")", fixed(rate, 1),
+    t.row({cs[i].name, fixed(s.median, 2) + " (" + fixed(s.min, 2) + ")", fixed(s.cores, 2), fixed(rate, 1),
            gemm_rate > 0 ? fixed(rate / gemm_rate, 2) : "-",
-           torch && step ? fixed(s.median / torch->median, 2) : "-", step ? fixed(cs[i].runner->value(), 3) : "-",
-           fixed(s.cores, 2)});
+           torch && step ? fixed(s.median / torch->median, 2) : "-", step ? fixed(cs[i].runner->value(), 3) : "-"});
   }
   t.print();
   return 0;
