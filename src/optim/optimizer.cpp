@@ -279,8 +279,9 @@ void Optimizer::load_state_dict(const StateDict& dict) {
   std::vector<ParamState> next(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     if (uses_master(i)) {
-      // The loaded master copy is the truth from now on (load the model
-      // first: a later write to the parameter replaces the master copy).
+      // The loaded master copy is the truth from now on; loading the model
+      // of the same checkpoint afterwards writes its rounding, which keeps it
+      // (see rounds_to).
       const Tensor* m = dict.find(state_key(i, kMaster));
       next[i].master = m ? float32_copy(m->device() == params_[i].device() ? *m : m->to(params_[i].device()))
                          : float32_copy(params_[i]);
