@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/multi_tensor.hpp"
 #include "mixgrad/mixgrad.hpp"
 #include "mixgrad/ops/creation.hpp"
 
@@ -236,6 +237,42 @@ BOOST_AUTO_TEST_CASE(a_disabled_scaler_just_steps) {
   Vec want = w0;
   for (size_t i = 0; i < want.size(); ++i) want[i] -= 0.5 * g[i];
   check_close(values(m.w), want, 1e-6);
+}
+
+// The flag pass of the fused step: reads only, flags inf / NaN in every
+// dtype and a product g * inv_scale that overflows float (the value the
+// update would use), never clears a set flag.
+BOOST_AUTO_TEST_CASE(non_finite_check_reads_only_and_flags_what_the_update_would_see) {
+  const auto flag = [] { return mg::zeros(mg::Shape{}, DType::float32); };
+  const auto check = [](std::vector<mg::Tensor> ts, const mg::Tensor& found, double inv) {
+    mg::backend::non_finite_check(ts, found, mg::scalar(inv, DType::float64));
+    return found.item<float>() != 0.0f;
+  };
+  for (DType dt : {DType::float32, DType::float64, DType::bfloat16, DType::float16}) {
+    BOOST_TEST_CONTEXT(mg::to_string(dt)) {
+      // A long clean tensor (several blocks and threads' shares) and a short one.
+      const mg::Tensor clean = mg::full({3000}, 1.5, dt);
+      const mg::Tensor small = mg::tensor(Vec{0.25, -2.0, 3.0}, {3}, dt);
+      mg::Tensor found = flag();
+      BOOST_TEST(!check({clean, small}, found, 0.5));
+      BOOST_TEST(values(small) == (Vec{0.25, -2.0, 3.0}), boost::test_tools::per_element());  // not unscaled
+      for (double bad : {kInf, -kInf, std::nan("")}) {
+        mg::Tensor t = mg::full({2000}, 1.0, dt);
+        mg::Tensor with_bad = mg::F::concat({t, mg::full({1}, bad, dt)}, 0);
+        BOOST_TEST(check({clean, with_bad}, found = flag(), 0.5));
+      }
+      BOOST_TEST(check({clean}, found, 1.0));  // a set flag stays set
+    }
+  }
+  // 1e30 and 2^126 are finite, their product is not in float: the fused
+  // update would compute inf, so the step must be skipped.
+  mg::Tensor found = flag();
+  BOOST_TEST(check({mg::full({4}, 1e30, DType::float32)}, found, 0x1p126));
+  // A transposed (strided) view is read through its strides.
+  const mg::Tensor clean2 = mg::tensor(Vec{1.0, 2.0, 3.0, 4.0, 5.0, 6.0}, {2, 3}, DType::bfloat16);
+  BOOST_TEST(!check({mg::F::transpose(clean2, 0, 1)}, found = flag(), 1.0));
+  const mg::Tensor bad2 = mg::tensor(Vec{1.0, 2.0, 3.0, kInf, 5.0, 6.0}, {2, 3}, DType::bfloat16);
+  BOOST_TEST(check({mg::F::transpose(bad2, 0, 1)}, found = flag(), 1.0));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
