@@ -4,6 +4,7 @@
 // with the separate unscale-then-step path and skip overflowed steps).
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <memory>
