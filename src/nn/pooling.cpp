@@ -20,6 +20,19 @@ std::string pool_str(const char* name, Size2 kernel, const Pool2dOptions& o) {
          ", padding=" + pair_str(o.padding) + ")";
 }
 
+void check_pool1d(const char* name, int64_t kernel, const Pool1dOptions& o) {
+  if (kernel < 1 || o.stride < 0 || o.padding < 0)
+    throw ValueError(std::string(name) + ": kernel_size must be >= 1 and stride, padding >= 0; got kernel_size=" +
+                     std::to_string(kernel) + ", stride=" + std::to_string(o.stride) +
+                     ", padding=" + std::to_string(o.padding));
+}
+
+std::string pool1d_str(const char* name, int64_t kernel, const Pool1dOptions& o) {
+  return std::string(name) + "(kernel_size=" + std::to_string(kernel) +
+         ", stride=" + std::to_string(o.stride == 0 ? kernel : o.stride) + ", padding=" + std::to_string(o.padding) +
+         ")";
+}
+
 }  // namespace
 
 MaxPool2d::MaxPool2d(Size2 kernel_size, const Pool2dOptions& options) : kernel_(kernel_size), options_(options) {
@@ -50,5 +63,25 @@ AdaptiveAvgPool2d::AdaptiveAvgPool2d(Size2 output_size) : output_size_(output_si
 Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return F::adaptive_avg_pool2d(x, output_size_); }
 
 std::string AdaptiveAvgPool2d::describe() const { return "AdaptiveAvgPool2d(output_size=" + pair_str(output_size_) + ")"; }
+
+MaxPool1d::MaxPool1d(int64_t kernel_size, const Pool1dOptions& options) : kernel_(kernel_size), options_(options) {
+  check_pool1d("MaxPool1d", kernel_, options_);
+}
+
+Tensor MaxPool1d::forward(const Tensor& x) {
+  return F::max_pool1d(x, {.kernel_size = kernel_, .stride = options_.stride, .padding = options_.padding});
+}
+
+std::string MaxPool1d::describe() const { return pool1d_str("MaxPool1d", kernel_, options_); }
+
+AvgPool1d::AvgPool1d(int64_t kernel_size, const Pool1dOptions& options) : kernel_(kernel_size), options_(options) {
+  check_pool1d("AvgPool1d", kernel_, options_);
+}
+
+Tensor AvgPool1d::forward(const Tensor& x) {
+  return F::avg_pool1d(x, {.kernel_size = kernel_, .stride = options_.stride, .padding = options_.padding});
+}
+
+std::string AvgPool1d::describe() const { return pool1d_str("AvgPool1d", kernel_, options_); }
 
 }  // namespace mixgrad::nn

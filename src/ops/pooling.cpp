@@ -1,9 +1,12 @@
-// F::max_pool2d, F::avg_pool2d, F::adaptive_avg_pool2d. Pooling keeps its
-// input's dtype under autocast. Max pooling's backward closure holds the
-// backend's workspace (where each maximum came from), not the input.
+// F::max_pool2d, F::avg_pool2d, F::adaptive_avg_pool2d, and F::max_pool1d /
+// F::avg_pool1d, which run the 2-d kernels on height-1 views of their
+// [N, C, L] input. Pooling keeps its input's dtype under autocast. Max
+// pooling's backward closure holds the backend's workspace (where each
+// maximum came from), not the input.
 #include "backend/pooling.hpp"
 
 #include "core/sizes.hpp"
+#include "core/view.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/untracked_copy.hpp"
@@ -22,7 +25,9 @@ void check_4d(const char* op, const Tensor& x) {
 }
 
 // Validated window geometry and the output shape.
-backend::Pool2dParams pool_params(const char* op, const Tensor& x, const Pool2dOptions& o, Shape& out_shape) {
+// `x4` is the shape the 2-d kernels see (x's own for the 2-d ops).
+backend::Pool2dParams pool_params(const char* op, const Tensor& x, const Shape& x4, const Pool2dOptions& o,
+                                  Shape& out_shape) {
   const Size2 kernel = o.kernel_size, padding = o.padding;
   const Size2 stride{o.stride.h == 0 ? kernel.h : o.stride.h, o.stride.w == 0 ? kernel.w : o.stride.w};
   if (kernel.h < 1 || kernel.w < 1 || stride.h < 1 || stride.w < 1 || padding.h < 0 || padding.w < 0 ||
@@ -34,13 +39,12 @@ backend::Pool2dParams pool_params(const char* op, const Tensor& x, const Pool2dO
     return "kernel_size " + size2(kernel) + " with padding " + size2(padding) + " on input " + ops::describe(x);
   };
   // padding <= kernel / 2, so 2 * padding fits; the sum with the input extent is checked.
-  const int64_t padded_h = sizes::add(x.shape()[2], 2 * padding.h, op, context);
-  const int64_t padded_w = sizes::add(x.shape()[3], 2 * padding.w, op, context);
+  const int64_t padded_h = sizes::add(x4[2], 2 * padding.h, op, context);
+  const int64_t padded_w = sizes::add(x4[3], 2 * padding.w, op, context);
   if (padded_h < kernel.h || padded_w < kernel.w)
     throw ShapeError(std::string(op) + ": kernel_size " + size2(kernel) + " larger than padded input " +
                      ops::describe(x));
-  out_shape = Shape{x.shape()[0], x.shape()[1], (padded_h - kernel.h) / stride.h + 1,
-                    (padded_w - kernel.w) / stride.w + 1};
+  out_shape = Shape{x4[0], x4[1], (padded_h - kernel.h) / stride.h + 1, (padded_w - kernel.w) / stride.w + 1};
   // The kernels divide by the window area and estimate the work as output
   // elements times the area; neither may wrap.
   sizes::mul(sizes::numel(out_shape, op), sizes::mul(kernel.h, kernel.w, op, context), op, context);
@@ -49,36 +53,94 @@ backend::Pool2dParams pool_params(const char* op, const Tensor& x, const Pool2dO
 
 }  // namespace
 
-Tensor max_pool2d(const Tensor& x_in, const Pool2dOptions& options) {
-  check_4d("max_pool2d", x_in);
-  Shape out_shape;
-  const backend::Pool2dParams p = pool_params("max_pool2d", x_in, options, out_shape);
+namespace {
+
+// `t` (contiguous) seen as `shape` of the same element count, no tape entry.
+Tensor as_shape(const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return t;
+  return view::make(t, shape, contiguous_strides(shape));
+}
+
+// Autocast, forward and tape entry of a validated pooling, run by the 2-d
+// kernels on views of shape x4 / y4; y has shape y_shape.
+Tensor run_max_pool(OpKind op, const Tensor& x_in, const Shape& x4, const Shape& y_shape, const Shape& y4,
+                    const backend::Pool2dParams& p) {
   Tensor x = x_in;
-  amp::autocast_inputs(OpKind::max_pool2d, {&x});
-  Tensor y = empty(out_shape, x.dtype(), x.device());
-  const backend::MaxPoolWorkspace ws = backend::max_pool2d_forward(ops::dense(x), y, p);
-  autodiff::record({&x}, y, [ws, p, x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+  amp::autocast_inputs(op, {&x});
+  Tensor y = empty(y_shape, x.dtype(), x.device());
+  const backend::MaxPoolWorkspace ws = backend::max_pool2d_forward(as_shape(ops::dense(x), x4), as_shape(y, y4), p);
+  autodiff::record({&x}, y, [ws, p, x_shape = x.shape(), x4, y4, dt = x.dtype()](const Tensor& g,
+                                                                                  autodiff::InputGrads& gi) {
     Tensor gx = empty(x_shape, dt, g.device());
-    backend::max_pool2d_backward(ops::dense(g, dt), ws, gx, p);
+    backend::max_pool2d_backward(as_shape(ops::dense(g, dt), y4), ws, as_shape(gx, x4), p);
     gi.set(0, gx);
   });
   return y;
 }
 
-Tensor avg_pool2d(const Tensor& x_in, const Pool2dOptions& options) {
-  check_4d("avg_pool2d", x_in);
-  Shape out_shape;
-  const backend::Pool2dParams p = pool_params("avg_pool2d", x_in, options, out_shape);
+Tensor run_avg_pool(OpKind op, const Tensor& x_in, const Shape& x4, const Shape& y_shape, const Shape& y4,
+                    const backend::Pool2dParams& p) {
   Tensor x = x_in;
-  amp::autocast_inputs(OpKind::avg_pool2d, {&x});
-  Tensor y = empty(out_shape, x.dtype(), x.device());
-  backend::avg_pool2d_forward(ops::dense(x), y, p);
-  autodiff::record({&x}, y, [p, x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+  amp::autocast_inputs(op, {&x});
+  Tensor y = empty(y_shape, x.dtype(), x.device());
+  backend::avg_pool2d_forward(as_shape(ops::dense(x), x4), as_shape(y, y4), p);
+  autodiff::record({&x}, y, [p, x_shape = x.shape(), x4, y4, dt = x.dtype()](const Tensor& g,
+                                                                              autodiff::InputGrads& gi) {
     Tensor gx = empty(x_shape, dt, g.device());
-    backend::avg_pool2d_backward(ops::dense(g, dt), gx, p);
+    backend::avg_pool2d_backward(as_shape(ops::dense(g, dt), y4), as_shape(gx, x4), p);
     gi.set(0, gx);
   });
   return y;
+}
+
+void check_3d(const char* op, const Tensor& x) {
+  ops::check_defined(op, {&x});
+  ops::check_floating(op, x);
+  if (x.ndim() != 3) throw ShapeError(std::string(op) + ": expected input [N, C, L], got " + ops::describe(x));
+}
+
+// The 1-d window as a 2-d one of height 1: x4, the output's shape and its 4-d view.
+backend::Pool2dParams pool1d_params(const char* op, const Tensor& x, const Pool1dOptions& o, Shape& x4,
+                                    Shape& y_shape, Shape& y4) {
+  if (o.kernel_size < 1 || o.stride < 0 || o.padding < 0 || o.padding > o.kernel_size / 2)
+    throw ShapeError(std::string(op) + ": invalid kernel_size " + std::to_string(o.kernel_size) + ", stride " +
+                     std::to_string(o.stride) + " or padding " + std::to_string(o.padding) +
+                     " (padding at most half the kernel) for input " + ops::describe(x));
+  x4 = Shape{x.shape()[0], x.shape()[1], 1, x.shape()[2]};
+  const backend::Pool2dParams p = pool_params(
+      op, x, x4, {.kernel_size = {1, o.kernel_size}, .stride = {1, o.stride}, .padding = {0, o.padding}}, y4);
+  y_shape = Shape{y4[0], y4[1], y4[3]};
+  return p;
+}
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
+  check_4d("max_pool2d", x);
+  Shape out_shape;
+  const backend::Pool2dParams p = pool_params("max_pool2d", x, x.shape(), options, out_shape);
+  return run_max_pool(OpKind::max_pool2d, x, x.shape(), out_shape, out_shape, p);
+}
+
+Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options) {
+  check_4d("avg_pool2d", x);
+  Shape out_shape;
+  const backend::Pool2dParams p = pool_params("avg_pool2d", x, x.shape(), options, out_shape);
+  return run_avg_pool(OpKind::avg_pool2d, x, x.shape(), out_shape, out_shape, p);
+}
+
+Tensor max_pool1d(const Tensor& x, const Pool1dOptions& options) {
+  check_3d("max_pool1d", x);
+  Shape x4, y_shape, y4;
+  const backend::Pool2dParams p = pool1d_params("max_pool1d", x, options, x4, y_shape, y4);
+  return run_max_pool(OpKind::max_pool1d, x, x4, y_shape, y4, p);
+}
+
+Tensor avg_pool1d(const Tensor& x, const Pool1dOptions& options) {
+  check_3d("avg_pool1d", x);
+  Shape x4, y_shape, y4;
+  const backend::Pool2dParams p = pool1d_params("avg_pool1d", x, options, x4, y_shape, y4);
+  return run_avg_pool(OpKind::avg_pool1d, x, x4, y_shape, y4, p);
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
