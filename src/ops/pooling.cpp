@@ -1,6 +1,8 @@
 // F::max_pool2d, F::avg_pool2d, F::adaptive_avg_pool2d, and F::max_pool1d /
 // F::avg_pool1d, which run the 2-d kernels on height-1 views of their
-// [N, C, L] input. Pooling keeps its input's dtype under autocast. Max
+// [N, C, L] input, and F::max_pool3d / F::avg_pool3d, which run them twice:
+// over (H, W) per depth slice, then along D (a box window is separable for
+// both the max and the padding-excluded mean). Pooling keeps its input's dtype under autocast. Max
 // pooling's backward closure holds the backend's workspace (where each
 // maximum came from), not the input.
 #include "backend/pooling.hpp"
@@ -113,6 +115,45 @@ backend::Pool2dParams pool1d_params(const char* op, const Tensor& x, const Pool1
   return p;
 }
 
+std::string size3(Size3 s) {
+  return "(" + std::to_string(s.d) + ", " + std::to_string(s.h) + ", " + std::to_string(s.w) + ")";
+}
+
+// The two 2-d passes of a 3-d pooling: (H, W) windows on [N*C, D, H, W],
+// then D windows on the result seen as [N*C, 1, D, OH*OW].
+struct Pool3dPlan {
+  Shape x4, mid, mid4, y4, y;
+  backend::Pool2dParams hw, depth;
+};
+
+Pool3dPlan pool3d_plan(const char* op, const Tensor& x, const Pool3dOptions& o) {
+  ops::check_defined(op, {&x});
+  ops::check_floating(op, x);
+  if (x.ndim() != 5) throw ShapeError(std::string(op) + ": expected input [N, C, D, H, W], got " + ops::describe(x));
+  const Size3 k = o.kernel_size, pad = o.padding;
+  const Size3 st{o.stride.d == 0 ? k.d : o.stride.d, o.stride.h == 0 ? k.h : o.stride.h,
+                 o.stride.w == 0 ? k.w : o.stride.w};
+  if (k.d < 1 || k.h < 1 || k.w < 1 || st.d < 1 || st.h < 1 || st.w < 1 || pad.d < 0 || pad.h < 0 || pad.w < 0 ||
+      pad.d > k.d / 2 || pad.h > k.h / 2 || pad.w > k.w / 2)
+    throw ShapeError(std::string(op) + ": invalid kernel_size " + size3(k) + ", stride " + size3(st) +
+                     " or padding " + size3(pad) + " (padding at most half the kernel) for input " + ops::describe(x));
+  const Shape& s = x.shape();
+  // 2 * padding <= kernel, so the differences cannot wrap.
+  if (s[2] < k.d - 2 * pad.d || s[3] < k.h - 2 * pad.h || s[4] < k.w - 2 * pad.w)
+    throw ShapeError(std::string(op) + ": kernel_size " + size3(k) + " larger than padded input " +
+                     ops::describe(x) + " with padding " + size3(pad));
+  const int64_t planes = sizes::mul(s[0], s[1], op, [&] { return "input " + ops::describe(x); });
+  Pool3dPlan plan;
+  plan.x4 = Shape{planes, s[2], s[3], s[4]};
+  plan.hw = pool_params(op, x, plan.x4, {.kernel_size = {k.h, k.w}, .stride = {st.h, st.w}, .padding = {pad.h, pad.w}},
+                        plan.mid);
+  plan.mid4 = Shape{planes, 1, s[2], plan.mid[2] * plan.mid[3]};
+  plan.depth = pool_params(op, x, plan.mid4, {.kernel_size = {k.d, 1}, .stride = {st.d, 1}, .padding = {pad.d, 0}},
+                           plan.y4);
+  plan.y = Shape{s[0], s[1], plan.y4[2], plan.mid[2], plan.mid[3]};
+  return plan;
+}
+
 }  // namespace
 
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
@@ -164,6 +205,48 @@ Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
   autodiff::record({&x}, y, [x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
     Tensor gx = empty(x_shape, dt, g.device());
     backend::adaptive_avg_pool2d_backward(ops::dense(g, dt), gx);
+    gi.set(0, gx);
+  });
+  return y;
+}
+
+Tensor max_pool3d(const Tensor& x_in, const Pool3dOptions& options) {
+  const Pool3dPlan plan = pool3d_plan("max_pool3d", x_in, options);
+  Tensor x = x_in;
+  amp::autocast_inputs(OpKind::max_pool3d, {&x});
+  sizes::nbytes(plan.mid, x.dtype(), "max_pool3d");
+  sizes::nbytes(plan.y, x.dtype(), "max_pool3d");
+  Tensor mid = empty(plan.mid, x.dtype(), x.device());
+  Tensor y = empty(plan.y, x.dtype(), x.device());
+  const backend::MaxPoolWorkspace ws_hw = backend::max_pool2d_forward(as_shape(ops::dense(x), plan.x4), mid, plan.hw);
+  const backend::MaxPoolWorkspace ws_d =
+      backend::max_pool2d_forward(as_shape(mid, plan.mid4), as_shape(y, plan.y4), plan.depth);
+  autodiff::record({&x}, y, [ws_hw, ws_d, plan, x_shape = x.shape(), dt = x.dtype()](const Tensor& g,
+                                                                                      autodiff::InputGrads& gi) {
+    Tensor g_mid = empty(plan.mid, dt, g.device());
+    backend::max_pool2d_backward(as_shape(ops::dense(g, dt), plan.y4), ws_d, as_shape(g_mid, plan.mid4), plan.depth);
+    Tensor gx = empty(x_shape, dt, g.device());
+    backend::max_pool2d_backward(g_mid, ws_hw, as_shape(gx, plan.x4), plan.hw);
+    gi.set(0, gx);
+  });
+  return y;
+}
+
+Tensor avg_pool3d(const Tensor& x_in, const Pool3dOptions& options) {
+  const Pool3dPlan plan = pool3d_plan("avg_pool3d", x_in, options);
+  Tensor x = x_in;
+  amp::autocast_inputs(OpKind::avg_pool3d, {&x});
+  sizes::nbytes(plan.mid, x.dtype(), "avg_pool3d");
+  sizes::nbytes(plan.y, x.dtype(), "avg_pool3d");
+  Tensor mid = empty(plan.mid, x.dtype(), x.device());
+  Tensor y = empty(plan.y, x.dtype(), x.device());
+  backend::avg_pool2d_forward(as_shape(ops::dense(x), plan.x4), mid, plan.hw);
+  backend::avg_pool2d_forward(as_shape(mid, plan.mid4), as_shape(y, plan.y4), plan.depth);
+  autodiff::record({&x}, y, [plan, x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+    Tensor g_mid = empty(plan.mid, dt, g.device());
+    backend::avg_pool2d_backward(as_shape(ops::dense(g, dt), plan.y4), as_shape(g_mid, plan.mid4), plan.depth);
+    Tensor gx = empty(x_shape, dt, g.device());
+    backend::avg_pool2d_backward(g_mid, as_shape(gx, plan.x4), plan.hw);
     gi.set(0, gx);
   });
   return y;

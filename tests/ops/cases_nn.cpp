@@ -106,6 +106,20 @@ std::vector<OpCase> pooling_cases() {
       {.name = "avg_pool1d_padding_excluded",
        .inputs = {{1, 3, 7}},
        .run = [](const Inputs& x) { return mg::F::avg_pool1d(x[0], {.kernel_size = 3, .stride = 2, .padding = 1}); }},
+      {.name = "max_pool3d",
+       .inputs = {{1, 2, 4, 4, 4}},
+       .run = [](const Inputs& x) { return mg::F::max_pool3d(x[0]); }},
+      {.name = "max_pool3d_overlapping_padding_non_cubic",
+       .inputs = {{2, 1, 3, 5, 4}},
+       .run = [](const Inputs& x) {
+         return mg::F::max_pool3d(x[0], {.kernel_size = {3, 3, 2}, .stride = {2, 1, 2}, .padding = {1, 1, 0}});
+       }},
+      {.name = "avg_pool3d", .inputs = {{1, 2, 4, 4, 2}}, .run = [](const Inputs& x) { return mg::F::avg_pool3d(x[0]); }},
+      {.name = "avg_pool3d_padding_excluded",
+       .inputs = {{1, 2, 3, 5, 5}},
+       .run = [](const Inputs& x) {
+         return mg::F::avg_pool3d(x[0], {.kernel_size = {2, 3, 3}, .stride = {1, 2, 2}, .padding = {1, 1, 1}});
+       }},
       {.name = "adaptive_avg_pool2d_even", .inputs = {{1, 2, 4, 6}}, .run = adaptive({2, 3})},
       {.name = "adaptive_avg_pool2d_uneven", .inputs = {{1, 2, 5, 7}}, .run = adaptive({3, 4})},
       {.name = "adaptive_avg_pool2d_global", .inputs = {{2, 3, 3, 3}}, .run = adaptive(1)},
@@ -203,6 +217,10 @@ template <>
 Cases cases_of<mg::OpKind::max_pool1d>() { return named(pooling_cases(), "max_pool1d"); }
 template <>
 Cases cases_of<mg::OpKind::avg_pool1d>() { return named(pooling_cases(), "avg_pool1d"); }
+template <>
+Cases cases_of<mg::OpKind::max_pool3d>() { return named(pooling_cases(), "max_pool3d"); }
+template <>
+Cases cases_of<mg::OpKind::avg_pool3d>() { return named(pooling_cases(), "avg_pool3d"); }
 template <>
 Cases cases_of<mg::OpKind::batch_norm>() { return batch_norm_cases(); }
 template <>

@@ -74,6 +74,19 @@ struct Pool1dOptions {
 /// output [N, C, (L + 2*padding - kernel_size) / stride + 1].
 Tensor max_pool1d(const Tensor& x, const Pool1dOptions& options = {});
 Tensor avg_pool1d(const Tensor& x, const Pool1dOptions& options = {});
+struct Pool3dOptions {
+  Size3 kernel_size = 2;
+  Size3 stride = 0;  // 0: same as kernel_size
+  Size3 padding = 0;  // at most half the kernel
+};
+/// max_pool2d and avg_pool2d for volumes x [N, C, D, H, W]: windows are
+/// boxes, output [N, C, OD, OH, OW] with OD = (D + 2*padding - kernel) /
+/// stride + 1 (and so on). A box is pooled as its (H, W) window per depth
+/// slice, then along D: the same max, and the same mean over the box's inside
+/// positions (padding not counted), by the 2-d kernels. PyTorch's CPU
+/// autocast list runs both in float32; its CUDA lists leave them alone.
+Tensor max_pool3d(const Tensor& x, const Pool3dOptions& options = {});
+Tensor avg_pool3d(const Tensor& x, const Pool3dOptions& options = {});
 /// Average over windows rows [floor(i*H/OH), ceil((i+1)*H/OH)) (and the same
 /// for columns), giving [N, C, OH, OW] for any input with H, W >= 1 (an
 /// empty image has no average: ShapeError).
