@@ -87,7 +87,7 @@ void expect_pool3d(mg::Shape xs, F::Pool3dOptions o) {
 }
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(pool1d)
+BOOST_AUTO_TEST_SUITE(pool_1d_3d)
 
 BOOST_AUTO_TEST_CASE(pool1d_known_values_and_gradient) {
   for (dnn::Mode m : {dnn::Mode::always, dnn::Mode::never}) {
