@@ -90,34 +90,34 @@ void pointwise_loss_backward(const PointwiseLossArgs& a, const Tensor& grad_out,
 /// sample order) that is not, and then out and stats are unspecified.
 inline void cross_entropy_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& stats,
                                   const Tensor& label_status) {
-  MIXGRAD_DISPATCH(out.device(), cross_entropy_forward, (a, out, stats, label_status));
+  MIXGRAD_DISPATCH_CUDA(out.device(), cross_entropy_forward, (a, out, stats, label_status));
 }
 
 /// grad_input = scale * (softmax - smoothed one-hot), scale from grad_out
 /// (0-d for mean / sum, [samples] for none) and the reduction.
 inline void cross_entropy_backward(const ClassLossArgs& a, const Tensor& stats, const Tensor& grad_out,
                                    const Tensor& grad_input) {
-  MIXGRAD_DISPATCH(grad_input.device(), cross_entropy_backward, (a, stats, grad_out, grad_input));
+  MIXGRAD_DISPATCH_CUDA(grad_input.device(), cross_entropy_backward, (a, stats, grad_out, grad_input));
 }
 
 /// out = -input[label], reduced; label_status as for cross_entropy_forward.
 inline void nll_loss_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& label_status) {
-  MIXGRAD_DISPATCH(out.device(), nll_loss_forward, (a, out, label_status));
+  MIXGRAD_DISPATCH_CUDA(out.device(), nll_loss_forward, (a, out, label_status));
 }
 
 /// grad_input = -scale at each label, 0 elsewhere (a.input is not read).
 inline void nll_loss_backward(const ClassLossArgs& a, const Tensor& grad_out, const Tensor& grad_input) {
-  MIXGRAD_DISPATCH(grad_input.device(), nll_loss_backward, (a, grad_out, grad_input));
+  MIXGRAD_DISPATCH_CUDA(grad_input.device(), nll_loss_backward, (a, grad_out, grad_input));
 }
 
 /// out: the loss in pred's dtype, 0-d for mean / sum, pred's shape for none.
 inline void pointwise_loss_forward(const PointwiseLossArgs& a, const Tensor& out) {
-  MIXGRAD_DISPATCH(out.device(), pointwise_loss_forward, (a, out));
+  MIXGRAD_DISPATCH_CUDA(out.device(), pointwise_loss_forward, (a, out));
 }
 
 /// Gradients for pred and / or target (whichever of grads is defined).
 inline void pointwise_loss_backward(const PointwiseLossArgs& a, const Tensor& grad_out, const LossGrads& grads) {
-  MIXGRAD_DISPATCH(grad_out.device(), pointwise_loss_backward, (a, grad_out, grads));
+  MIXGRAD_DISPATCH_CUDA(grad_out.device(), pointwise_loss_backward, (a, grad_out, grads));
 }
 
 }  // namespace mixgrad::backend

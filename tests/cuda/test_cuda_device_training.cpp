@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "backend/loss_scale.hpp"
 #include "backend/multi_tensor.hpp"
 #include "backend/optim.hpp"
+#include "backend/pending_checks.hpp"
 #include "mixgrad/mixgrad.hpp"
 
 namespace mg = mixgrad;
@@ -52,6 +54,55 @@ std::vector<mg::Tensor> to_gpu(const std::vector<mg::Tensor>& ts) {
   for (const mg::Tensor& t : ts) out.push_back(t.to(kGpu));
   return out;
 }
+
+// Runs f on CPU inputs and on their GPU copies, backpropagates the same
+// upstream gradient, and compares outputs and input gradients within `tol`
+// (relative to the largest magnitude of each CPU result).
+void check_against_cpu(const std::function<mg::Tensor(const std::vector<mg::Tensor>&)>& f,
+                       const std::vector<mg::Tensor>& inputs, double tol) {
+  auto run = [&](mg::Device d, std::vector<mg::Tensor>& grads) {
+    std::vector<mg::Tensor> xs;
+    for (const mg::Tensor& x : inputs) xs.push_back(x.to(d).clone());
+    mg::autodiff::GradManager gm;
+    for (const mg::Tensor& x : xs)
+      if (mg::is_floating_point(x.dtype())) gm.attach(x);
+    mg::Tensor y;
+    {
+      auto rec = gm.record();
+      y = f(xs);
+      mg::manual_seed(99);
+      const mg::Tensor dy = mg::normal(y.shape(), 0.0, 1.0).to(y.dtype());
+      gm.backward(y, dy.to(d));
+    }
+    for (const mg::Tensor& x : xs)
+      if (mg::is_floating_point(x.dtype())) grads.push_back(x.grad());
+    return y;
+  };
+  std::vector<mg::Tensor> gc, gg;
+  const mg::Tensor yc = run(kCpu, gc);
+  const mg::Tensor yg = run(kGpu, gg);
+  BOOST_TEST(yg.device() == kGpu);
+  auto close = [tol](const mg::Tensor& want, const mg::Tensor& got, const char* what) {
+    const std::vector<double> w = values(want), g = values(got);
+    BOOST_REQUIRE(w.size() == g.size());
+    double scale = 1e-30, worst = 0;
+    for (double v : w) scale = std::max(scale, std::fabs(v));
+    for (size_t i = 0; i < w.size(); ++i) worst = std::max(worst, std::fabs(w[i] - g[i]) / scale);
+    BOOST_TEST(worst <= tol, what << ": relative difference " << worst);
+  };
+  close(yc, yg, "output");
+  BOOST_REQUIRE(gc.size() == gg.size());
+  for (size_t i = 0; i < gc.size(); ++i) {
+    BOOST_REQUIRE(gg[i].defined());
+    close(gc[i], gg[i], "gradient");
+  }
+}
+
+double tol_of(mg::DType dt) {
+  return dt == mg::DType::float64 ? 1e-12 : dt == mg::DType::float32 ? 1e-5 : dt == mg::DType::float16 ? 4e-3 : 3e-2;
+}
+
+const mg::DType kFloating[] = {mg::DType::float32, mg::DType::float16, mg::DType::bfloat16, mg::DType::float64};
 
 }  // namespace
 
@@ -221,6 +272,84 @@ BOOST_AUTO_TEST_CASE(dropout_draws_the_cpu_mask_for_a_seed) {
   mg::manual_seed(7);
   const mg::Tensor b = mg::F::dropout(mg::ones({4096}, mg::DType::float32, kGpu), 0.5, true);
   BOOST_TEST(raw(b) == raw(a));
+}
+
+BOOST_AUTO_TEST_CASE(softmax_and_log_softmax_match_the_cpu) {
+  for (mg::DType dt : kFloating) {
+    BOOST_TEST_CONTEXT("dtype " << dt) {
+      const mg::Tensor x = mg::normal({6, 300, 3}, 0.0, 3.0).to(dt);
+      for (int axis : {1, 2, 0}) {
+        check_against_cpu([axis](const auto& v) { return mg::F::softmax(v[0], axis); }, {x}, tol_of(dt));
+        check_against_cpu([axis](const auto& v) { return mg::F::log_softmax(v[0], axis); }, {x}, tol_of(dt));
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(layer_norm_and_group_norm_match_the_cpu) {
+  for (mg::DType dt : kFloating) {
+    BOOST_TEST_CONTEXT("dtype " << dt) {
+      const mg::Tensor x = mg::normal({5, 4, 70}, 1.0, 2.0).to(dt);
+      const mg::Tensor w = mg::normal({4, 70}, 1.0, 0.5), b = mg::normal({4, 70}, 0.0, 0.5);
+      check_against_cpu([](const auto& v) { return mg::F::layer_norm(v[0], {4, 70}, v[1], v[2]); }, {x, w, b},
+                        tol_of(dt));
+      check_against_cpu([](const auto& v) { return mg::F::layer_norm(v[0], {70}); }, {x}, tol_of(dt));
+      const mg::Tensor img = mg::normal({2, 6, 5, 5}, 0.5, 1.0).to(dt);
+      check_against_cpu([](const auto& v) { return mg::F::group_norm(v[0], 3); }, {img}, tol_of(dt));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(losses_match_the_cpu) {
+  const mg::Tensor labels = mg::tensor<int64_t>({0, 3, 9, 1, 1, 4, 7, 2}, {8});
+  const mg::Tensor seg_labels = mg::tensor<int32_t>({0, 1, 2, 2, 1, 0, 0, 2, 1, 1, 0, 2}, {2, 6});
+  for (mg::DType dt : kFloating) {
+    BOOST_TEST_CONTEXT("dtype " << dt) {
+      const double tol = 2 * tol_of(dt);
+      const mg::Tensor logits = mg::normal({8, 10}, 0.0, 4.0).to(dt);
+      const mg::Tensor seg = mg::normal({2, 3, 6}, 0.0, 2.0).to(dt);
+      for (auto r : {mg::Reduction::mean, mg::Reduction::sum, mg::Reduction::none}) {
+        BOOST_TEST_CONTEXT("reduction " << static_cast<int>(r)) {
+          check_against_cpu([&](const auto& v) { return mg::F::cross_entropy(v[0], labels.to(v[0].device()), {.reduction = r}); },
+                            {logits}, tol);
+          check_against_cpu([&](const auto& v) {
+            return mg::F::cross_entropy(v[0], seg_labels.to(v[0].device()), {.reduction = r, .label_smoothing = 0.1});
+          }, {seg}, tol);
+          check_against_cpu([&](const auto& v) { return mg::F::nll_loss(v[0], labels.to(v[0].device()), {.reduction = r}); },
+                            {logits}, tol);
+          const mg::Tensor pred = mg::normal({7, 9}, 0.0, 2.0).to(dt), target = mg::uniform({7, 9}).to(dt);
+          check_against_cpu([r](const auto& v) { return mg::F::mse_loss(v[0], v[1], {.reduction = r}); }, {pred, target}, tol);
+          check_against_cpu([r](const auto& v) { return mg::F::l1_loss(v[0], v[1], {.reduction = r}); }, {pred, target}, tol);
+          check_against_cpu([r](const auto& v) { return mg::F::binary_cross_entropy_with_logits(v[0], v[1], {.reduction = r}); },
+                            {pred, target}, tol);
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_label_on_the_gpu_is_reported_at_the_next_synchronisation) {
+  const mg::Tensor logits = mg::normal({4, 5}, 0.0, 1.0, mg::DType::float32).to(kGpu);
+  const mg::Tensor bad = mg::tensor<int64_t>({1, 2, 5, -1}, {4}).to(kGpu);
+  mg::Tensor loss;
+  BOOST_CHECK_NO_THROW(loss = mg::F::cross_entropy(logits, bad));  // queued, not read
+  BOOST_TEST(mg::backend::pending_check_count() >= 1);
+  try {
+    (void)loss.item<float>();
+    BOOST_ERROR("no error at the synchronisation");
+  } catch (const mg::ValueError& e) {
+    const std::string what = e.what();
+    BOOST_TEST(what.find("cross_entropy") != std::string::npos, what);
+    BOOST_TEST(what.find("label 5 at index 2") != std::string::npos, what);
+  }
+  BOOST_TEST(mg::backend::pending_check_count() == 0);
+  // eager checks: the call itself throws
+  mg::backend::set_eager_status_checks(true);
+  BOOST_CHECK_THROW(mg::F::nll_loss(logits, bad), mg::ValueError);
+  mg::backend::set_eager_status_checks(false);
+  // good labels: nothing to report
+  const mg::Tensor good = mg::tensor<int64_t>({1, 2, 4, 0}, {4}).to(kGpu);
+  BOOST_TEST(std::isfinite(mg::F::cross_entropy(logits, good).item<float>()));
 }
 
 // A two-layer MLP trained with float16 autocast, a GradScaler and Adam on

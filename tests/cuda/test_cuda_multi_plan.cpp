@@ -1,15 +1,17 @@
-// Host tests of the CUDA multi-tensor and dropout plans
-// (src/backend/cuda/multi_tensor_plan.hpp): every element of every tensor is
-// covered by exactly one block, the kernel-parameter tables stay within their
-// limits, and the dropout kernel's counter / word mapping reproduces the CPU's
-// mask. No device needed.
+// Host tests of the CUDA multi-tensor, dropout and row plans
+// (src/backend/cuda/multi_tensor_plan.hpp, row_plan.hpp): every element of
+// every tensor is covered by exactly one block, the kernel-parameter tables
+// stay within their limits, the dropout kernel's counter / word mapping
+// reproduces the CPU's mask, and the row kernels' rows tile a tensor in the
+// CPU's order. No device needed.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cstdint>
-#include <map>
 #include <vector>
 
 #include "backend/cuda/multi_tensor_plan.hpp"
+#include "backend/cuda/row_plan.hpp"
 #include "backend/dropout.hpp"
 #include "mixgrad/mixgrad.hpp"
 
@@ -166,6 +168,36 @@ BOOST_AUTO_TEST_CASE(the_kernel_mapping_gives_the_cpu_mask) {
       }
     }
   }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(cuda_row_plan)
+
+// Row r, element j of the plan is the CPU loops' element (o, a, i) with
+// o * inner + i == r and a == j: exactly once each.
+BOOST_AUTO_TEST_CASE(rows_tile_the_tensor_in_the_cpu_order) {
+  const int64_t shapes[][3] = {{1, 1, 1}, {4, 10, 1}, {3, 7, 5}, {1, 300, 2}, {70000, 3, 1}, {2, 1, 9}};
+  for (const auto& s : shapes) {
+    BOOST_TEST_CONTEXT("[" << s[0] << ", " << s[1] << ", " << s[2] << "]") {
+      const plan::RowPlan rp = plan::row_plan(s[0], s[1], s[2]);
+      BOOST_TEST(rp.rows == s[0] * s[2]);
+      BOOST_TEST(rp.blocks >= 1u);
+      BOOST_TEST(static_cast<int64_t>(rp.blocks) <= std::min(rp.rows, plan::kMaxRowBlocks));
+      std::vector<int> seen(static_cast<size_t>(s[0] * s[1] * s[2]), 0);
+      for (int64_t o = 0; o < s[0]; ++o)
+        for (int64_t i = 0; i < s[2]; ++i)
+          for (int64_t a = 0; a < s[1]; ++a) {
+            const int64_t at = rp.at(o * s[2] + i, a);
+            BOOST_REQUIRE(at == (o * s[1] + a) * s[2] + i);
+            ++seen[static_cast<size_t>(at)];
+          }
+      BOOST_TEST(std::count(seen.begin(), seen.end(), 1) == static_cast<std::ptrdiff_t>(seen.size()));
+    }
+  }
+  BOOST_TEST(plan::row_plan(0, 5, 1).blocks == 0u);
+  BOOST_TEST(plan::row_plan(5, 0, 1).blocks == 0u);
+  BOOST_TEST(plan::row_plan(5, 3, 0).blocks == 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
