@@ -4,7 +4,6 @@
 // model. Each GPU result is compared with the CPU's. Linked into
 // test_cuda_device, whose main exits 77 without a device.
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -26,7 +25,9 @@ namespace {
 const mg::Device kGpu = mg::Device::cuda(0);
 const mg::Device kCpu = mg::Device::cpu();
 
-std::vector<double> values(const mg::Tensor& t) { return t.to(kCpu).to(mg::DType::float64).contiguous().to_vector<double>(); }
+std::vector<double> values(const mg::Tensor& t) {
+  return t.to(kCpu).to(mg::DType::float64).contiguous().to_vector<double>();
+}
 
 double scalar(const mg::Tensor& t) { return values(t).at(0); }
 
@@ -196,11 +197,12 @@ BOOST_AUTO_TEST_CASE(scale_copy_and_update_scale_match_the_cpu) {
       BOOST_TEST(raw(out_gpu) == raw(out_cpu));
     }
   }
-  const mg::backend::ScaleUpdateOptions o{.growth_factor = 2.0, .backoff_factor = 0.5, .min_scale = 1.0,
-                                          .max_scale = 1e6, .growth_interval = 2};
-  mg::Tensor s = mg::full({1}, 1024.0, mg::DType::float64, kGpu), inv = mg::full({1}, 1.0 / 1024, mg::DType::float64, kGpu);
+  const mg::backend::ScaleUpdateOptions o{
+      .growth_factor = 2.0, .backoff_factor = 0.5, .min_scale = 1.0, .max_scale = 1e6, .growth_interval = 2};
+  mg::Tensor s = mg::full({1}, 1024.0, mg::DType::float64, kGpu),
+             inv = mg::full({1}, 1.0 / 1024, mg::DType::float64, kGpu);
   mg::Tensor tracker = mg::zeros({1}, mg::DType::int64, kGpu), flag = mg::zeros({1}, mg::DType::float32, kGpu);
-  mg::backend::update_scale(s, inv, tracker, flag, o);  // clean: tracker 1
+  mg::backend::update_scale(s, inv, tracker, flag, o);          // clean: tracker 1
   mg::backend::update_scale(s, inv, tracker, mg::Tensor(), o);  // clean: grows
   BOOST_TEST(scalar(s) == 2048.0);
   BOOST_TEST(scalar(inv) == 1.0 / 2048);
@@ -219,21 +221,24 @@ BOOST_AUTO_TEST_CASE(optimizer_updates_match_the_cpu_and_skip_flagged_steps) {
           mg::Tensor p, m, v, vmax, step, flag;
         };
         auto make = [&](mg::Device d) {
-          Side s{p0.to(d).clone(), mg::zeros({33, 17}, mg::DType::float32, d), mg::zeros({33, 17}, mg::DType::float32, d),
-                 mg::zeros({33, 17}, mg::DType::float32, d), mg::zeros({}, mg::DType::int64, d),
+          Side s{p0.to(d).clone(),
+                 mg::zeros({33, 17}, mg::DType::float32, d),
+                 mg::zeros({33, 17}, mg::DType::float32, d),
+                 mg::zeros({33, 17}, mg::DType::float32, d),
+                 mg::zeros({}, mg::DType::int64, d),
                  mg::zeros({1}, mg::DType::float32, d)};
           return s;
         };
         Side cpu = make(kCpu), gpu = make(kGpu);
         auto run = [&](Side& s, const mg::Tensor& g) {
           if (kind < 2) {
-            mg::backend::sgd_update(s.p, g, kind == 1 ? s.m : mg::Tensor(), s.step, s.flag,
-                                    {.lr = 0.1, .momentum = kind == 1 ? 0.9 : 0.0, .weight_decay = 1e-2,
-                                     .nesterov = kind == 1});
+            mg::backend::sgd_update(
+                s.p, g, kind == 1 ? s.m : mg::Tensor(), s.step, s.flag,
+                {.lr = 0.1, .momentum = kind == 1 ? 0.9 : 0.0, .weight_decay = 1e-2, .nesterov = kind == 1});
           } else {
-            mg::backend::adam_update(s.p, g, s.m, s.v, kind == 3 ? s.vmax : mg::Tensor(), s.step, s.flag,
-                                     {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2,
-                                      .decoupled = kind == 3});
+            mg::backend::adam_update(
+                s.p, g, s.m, s.v, kind == 3 ? s.vmax : mg::Tensor(), s.step, s.flag,
+                {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2, .decoupled = kind == 3});
           }
         };
         for (int it = 0; it < 3; ++it) {
@@ -291,8 +296,11 @@ BOOST_AUTO_TEST_CASE(layer_norm_and_group_norm_match_the_cpu) {
     BOOST_TEST_CONTEXT("dtype " << dt) {
       const mg::Tensor x = mg::normal({5, 4, 70}, 1.0, 2.0).to(dt);
       const mg::Tensor w = mg::normal({4, 70}, 1.0, 0.5), b = mg::normal({4, 70}, 0.0, 0.5);
-      check_against_cpu([](const auto& v) { return mg::F::layer_norm(v[0], {4, 70}, v[1], v[2]); }, {x, w, b},
-                        tol_of(dt));
+      check_against_cpu(
+          [](const auto& v) {
+            return mg::F::layer_norm(v[0], {4, 70}, v[1], v[2]);
+          },
+          {x, w, b}, tol_of(dt));
       check_against_cpu([](const auto& v) { return mg::F::layer_norm(v[0], {70}); }, {x}, tol_of(dt));
       const mg::Tensor img = mg::normal({2, 6, 5, 5}, 0.5, 1.0).to(dt);
       check_against_cpu([](const auto& v) { return mg::F::group_norm(v[0], 3); }, {img}, tol_of(dt));
@@ -310,18 +318,26 @@ BOOST_AUTO_TEST_CASE(losses_match_the_cpu) {
       const mg::Tensor seg = mg::normal({2, 3, 6}, 0.0, 2.0).to(dt);
       for (auto r : {mg::Reduction::mean, mg::Reduction::sum, mg::Reduction::none}) {
         BOOST_TEST_CONTEXT("reduction " << static_cast<int>(r)) {
-          check_against_cpu([&](const auto& v) { return mg::F::cross_entropy(v[0], labels.to(v[0].device()), {.reduction = r}); },
-                            {logits}, tol);
-          check_against_cpu([&](const auto& v) {
-            return mg::F::cross_entropy(v[0], seg_labels.to(v[0].device()), {.reduction = r, .label_smoothing = 0.1});
-          }, {seg}, tol);
-          check_against_cpu([&](const auto& v) { return mg::F::nll_loss(v[0], labels.to(v[0].device()), {.reduction = r}); },
-                            {logits}, tol);
+          check_against_cpu(
+              [&](const auto& v) { return mg::F::cross_entropy(v[0], labels.to(v[0].device()), {.reduction = r}); },
+              {logits}, tol);
+          check_against_cpu(
+              [&](const auto& v) {
+                return mg::F::cross_entropy(v[0], seg_labels.to(v[0].device()),
+                                            {.reduction = r, .label_smoothing = 0.1});
+              },
+              {seg}, tol);
+          check_against_cpu(
+              [&](const auto& v) { return mg::F::nll_loss(v[0], labels.to(v[0].device()), {.reduction = r}); },
+              {logits}, tol);
           const mg::Tensor pred = mg::normal({7, 9}, 0.0, 2.0).to(dt), target = mg::uniform({7, 9}).to(dt);
-          check_against_cpu([r](const auto& v) { return mg::F::mse_loss(v[0], v[1], {.reduction = r}); }, {pred, target}, tol);
-          check_against_cpu([r](const auto& v) { return mg::F::l1_loss(v[0], v[1], {.reduction = r}); }, {pred, target}, tol);
-          check_against_cpu([r](const auto& v) { return mg::F::binary_cross_entropy_with_logits(v[0], v[1], {.reduction = r}); },
+          check_against_cpu([r](const auto& v) { return mg::F::mse_loss(v[0], v[1], {.reduction = r}); },
                             {pred, target}, tol);
+          check_against_cpu([r](const auto& v) { return mg::F::l1_loss(v[0], v[1], {.reduction = r}); }, {pred, target},
+                            tol);
+          check_against_cpu(
+              [r](const auto& v) { return mg::F::binary_cross_entropy_with_logits(v[0], v[1], {.reduction = r}); },
+              {pred, target}, tol);
         }
       }
     }

@@ -4,9 +4,8 @@
 // stay within their limits, the dropout kernel's counter / word mapping
 // reproduces the CPU's mask, and the row kernels' rows tile a tensor in the
 // CPU's order. No device needed.
-#include <boost/test/unit_test.hpp>
-
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cstdint>
 #include <vector>
 
@@ -23,8 +22,8 @@ namespace {
 // Counts how often each element of each tensor is covered by the plan, and
 // checks the per-launch invariants on the way.
 std::vector<std::vector<int>> coverage(const std::vector<plan::TensorRef>& refs,
-                                       const std::vector<plan::MultiLaunch>& launches, int64_t chunk,
-                                       int max_tensors, int max_blocks) {
+                                       const std::vector<plan::MultiLaunch>& launches, int64_t chunk, int max_tensors,
+                                       int max_blocks) {
   std::vector<std::vector<int>> seen(refs.size());
   for (size_t i = 0; i < refs.size(); ++i) seen[i].assign(static_cast<size_t>(refs[i].numel), 0);
   int64_t expected_first = 0;
@@ -63,8 +62,9 @@ void check_plan(const std::vector<plan::TensorRef>& refs, int64_t chunk, int max
         return;
       }
     }
-  BOOST_TEST(plan::plan_blocks(launches) ==
-             (launches.empty() ? 0 : launches.back().first_block + static_cast<int64_t>(launches.back().blocks.size())));
+  BOOST_TEST(
+      plan::plan_blocks(launches) ==
+      (launches.empty() ? 0 : launches.back().first_block + static_cast<int64_t>(launches.back().blocks.size())));
 }
 
 }  // namespace

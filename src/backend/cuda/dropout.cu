@@ -7,6 +7,7 @@
 
 #include "backend/copy.hpp"
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/device_ptr.hpp"
 #include "backend/cuda/multi_tensor_plan.hpp"
 #include "backend/cuda/plan.hpp"
 #include "backend/cuda/stream.hpp"
@@ -46,8 +47,8 @@ void dropout_apply(const Tensor& src, const Tensor& dst, const DropoutParams& p)
   if (lc.blocks == 0) return;
   const cudaStream_t stream = current_stream(device);
   visit_floating(dst.dtype(), "dropout", [&]<class T>() {
-    dropout_kernel<T><<<lc.blocks, lc.threads, 0, stream>>>(src.data<T>(), writable<T>(dst), n, p.mask,
-                                                             static_cast<kernels::compute_t<T>>(p.scale), blocks);
+    dropout_kernel<T><<<lc.blocks, lc.threads, 0, stream>>>(device_ptr<const T>(src), device_ptr<T>(dst), n, p.mask,
+                                                            static_cast<kernels::compute_t<T>>(p.scale), blocks);
   });
   MIXGRAD_CUDA_CHECK(cudaGetLastError());
 }

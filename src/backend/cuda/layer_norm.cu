@@ -10,6 +10,7 @@
 #include "backend/copy.hpp"
 #include "backend/cuda/block_reduce.cuh"
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/device_ptr.hpp"
 #include "backend/cuda/plan.hpp"
 #include "backend/cuda/row_plan.hpp"
 #include "backend/cuda/stream.hpp"
@@ -26,9 +27,9 @@ using kernels::cast;
 
 template <class T>
 __global__ void __launch_bounds__(cuda_plan::kRowThreads)
-    layer_norm_forward_kernel(RowPlan rp, const T* x, const kernels::compute_t<T>* w,
-                              const kernels::compute_t<T>* b, kernels::compute_t<T> eps, T* y,
-                              kernels::compute_t<T>* mean_out, kernels::compute_t<T>* rstd_out) {
+    layer_norm_forward_kernel(RowPlan rp, const T* x, const kernels::compute_t<T>* w, const kernels::compute_t<T>* b,
+                              kernels::compute_t<T> eps, T* y, kernels::compute_t<T>* mean_out,
+                              kernels::compute_t<T>* rstd_out) {
   using Acc = kernels::compute_t<T>;
   const Acc inv_cols = Acc(1) / static_cast<Acc>(rp.length);
   for (int64_t r = blockIdx.x; r < rp.rows; r += gridDim.x) {
@@ -73,8 +74,8 @@ __global__ void __launch_bounds__(cuda_plan::kRowThreads)
     const Acc mean_dy_xhat = block_all_reduce(s_dy_xhat, SumOp{}) * inv_cols;
     T* gxr = gx + r * rp.length;
     for (int64_t j = threadIdx.x; j < rp.length; j += blockDim.x)
-      gxr[j] = cast<T>(kernels::layer_norm_grad_x(cast<Acc>(gr[j]) * (w ? w[j] : Acc(1)),
-                                                   (cast<Acc>(xr[j]) - m) * rs, rs, mean_dy, mean_dy_xhat));
+      gxr[j] = cast<T>(kernels::layer_norm_grad_x(cast<Acc>(gr[j]) * (w ? w[j] : Acc(1)), (cast<Acc>(xr[j]) - m) * rs,
+                                                  rs, mean_dy, mean_dy_xhat));
   }
 }
 
@@ -99,11 +100,11 @@ __global__ void layer_norm_dwb_kernel(int64_t rows, int64_t cols, const T* x, co
 
 template <class Acc>
 const Acc* maybe(const Tensor& t) {
-  return t.defined() ? t.data<Acc>() : nullptr;
+  return t.defined() ? device_ptr<const Acc>(t) : nullptr;
 }
 template <class Acc>
 Acc* maybe_out(const Tensor& t) {
-  return t.defined() ? writable<Acc>(t) : nullptr;
+  return t.defined() ? device_ptr<Acc>(t) : nullptr;
 }
 
 }  // namespace
@@ -116,8 +117,8 @@ void layer_norm_forward(const LayerNormArgs& a, const LayerNormOutputs& o) {
   visit_floating(a.x.dtype(), "layer_norm", [&]<class T>() {
     using Acc = kernels::compute_t<T>;
     layer_norm_forward_kernel<T><<<rp.blocks, cuda_plan::kRowThreads, 0, stream>>>(
-        rp, a.x.data<T>(), maybe<Acc>(a.weight), maybe<Acc>(a.bias), static_cast<Acc>(a.eps), writable<T>(o.out),
-        writable<Acc>(o.mean), writable<Acc>(o.rstd));
+        rp, device_ptr<const T>(a.x), maybe<Acc>(a.weight), maybe<Acc>(a.bias), static_cast<Acc>(a.eps),
+        device_ptr<T>(o.out), device_ptr<Acc>(o.mean), device_ptr<Acc>(o.rstd));
   });
   MIXGRAD_CUDA_CHECK(cudaGetLastError());
 }
@@ -137,16 +138,15 @@ void layer_norm_backward(const LayerNormArgs& a, const LayerNormOutputs& saved, 
     using Acc = kernels::compute_t<T>;
     if (grads.x.defined()) {
       layer_norm_dx_kernel<T><<<rp.blocks, cuda_plan::kRowThreads, 0, stream>>>(
-          rp, a.x.data<T>(), grad_out.data<T>(), maybe<Acc>(a.weight), saved.mean.data<Acc>(), saved.rstd.data<Acc>(),
-          writable<T>(grads.x));
+          rp, device_ptr<const T>(a.x), device_ptr<const T>(grad_out), maybe<Acc>(a.weight),
+          device_ptr<const Acc>(saved.mean), device_ptr<const Acc>(saved.rstd), device_ptr<T>(grads.x));
       MIXGRAD_CUDA_CHECK(cudaGetLastError());
     }
     if (grads.weight.defined() || grads.bias.defined()) {
       const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(a.cols);
-      layer_norm_dwb_kernel<T><<<lc.blocks, lc.threads, 0, stream>>>(a.rows, a.cols, a.x.data<T>(), grad_out.data<T>(),
-                                                                      saved.mean.data<Acc>(), saved.rstd.data<Acc>(),
-                                                                      maybe_out<Acc>(grads.weight),
-                                                                      maybe_out<Acc>(grads.bias));
+      layer_norm_dwb_kernel<T><<<lc.blocks, lc.threads, 0, stream>>>(
+          a.rows, a.cols, device_ptr<const T>(a.x), device_ptr<const T>(grad_out), device_ptr<const Acc>(saved.mean),
+          device_ptr<const Acc>(saved.rstd), maybe_out<Acc>(grads.weight), maybe_out<Acc>(grads.bias));
       MIXGRAD_CUDA_CHECK(cudaGetLastError());
     }
   });

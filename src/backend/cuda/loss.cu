@@ -17,6 +17,7 @@
 #include "backend/copy.hpp"
 #include "backend/cuda/block_reduce.cuh"
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/device_ptr.hpp"
 #include "backend/cuda/plan.hpp"
 #include "backend/cuda/row_plan.hpp"
 #include "backend/cuda/stream.hpp"
@@ -31,7 +32,7 @@ namespace {
 using cuda_plan::RowPlan;
 using kernels::cast;
 
-#define MIXGRAD_GRID_STRIDE_LOOP(i, n)                                                    \
+#define MIXGRAD_GRID_STRIDE_LOOP(i, n)                                                   \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
@@ -209,16 +210,21 @@ __global__ void pointwise_backward_kernel(const T* p, const T* t, GradScale<T> s
 
 template <class F>
 void visit_labels(DType t, F&& f) {
-  if (t == DType::int32) f.template operator()<int32_t>();
-  else f.template operator()<int64_t>();
+  if (t == DType::int32)
+    f.template operator()<int32_t>();
+  else
+    f.template operator()<int64_t>();
 }
 
 template <class F>
 void visit_pointwise(PointwiseLoss kind, F&& f) {
   switch (kind) {
-    case PointwiseLoss::mse: return f.template operator()<kernels::MseLoss>();
-    case PointwiseLoss::l1: return f.template operator()<kernels::L1Loss>();
-    case PointwiseLoss::bce_with_logits: return f.template operator()<kernels::BceWithLogitsLoss>();
+    case PointwiseLoss::mse:
+      return f.template operator()<kernels::MseLoss>();
+    case PointwiseLoss::l1:
+      return f.template operator()<kernels::L1Loss>();
+    case PointwiseLoss::bce_with_logits:
+      return f.template operator()<kernels::BceWithLogitsLoss>();
   }
 }
 
@@ -246,8 +252,8 @@ void finish_class_loss(const ClassLossArgs& a, const ClassScratch& sc, const Ten
                        cudaStream_t stream) {
   using Acc = kernels::compute_t<T>;
   class_loss_finish_kernel<T, L><<<1, cuda_plan::kRowThreads, 0, stream>>>(
-      static_cast<const Acc*>(sc.loss.raw_data()), a.layout.samples(), a.labels.data<L>(), sc.first(),
-      writable<int64_t>(label_status), a.reduction, writable<T>(out));
+      static_cast<const Acc*>(sc.loss.raw_data()), a.layout.samples(), device_ptr<const L>(a.labels), sc.first(),
+      device_ptr<int64_t>(label_status), a.reduction, device_ptr<T>(out));
   MIXGRAD_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -264,8 +270,8 @@ void cross_entropy_forward(const ClassLossArgs& a, const Tensor& out, const Tens
     visit_labels(a.labels.dtype(), [&]<class L>() {
       if (rp.blocks != 0) {
         cross_entropy_forward_kernel<T, L><<<rp.blocks, cuda_plan::kRowThreads, 0, on.stream>>>(
-            rp, a.input.data<T>(), a.labels.data<L>(), static_cast<Acc>(a.label_smoothing),
-            static_cast<Acc*>(sc.loss.raw_data()), writable<Acc>(stats), sc.first());
+            rp, device_ptr<const T>(a.input), device_ptr<const L>(a.labels), static_cast<Acc>(a.label_smoothing),
+            static_cast<Acc*>(sc.loss.raw_data()), device_ptr<Acc>(stats), sc.first());
         MIXGRAD_CUDA_CHECK(cudaGetLastError());
       }
       finish_class_loss<T, L>(a, sc, label_status, out, on.stream);
@@ -282,11 +288,11 @@ void cross_entropy_backward(const ClassLossArgs& a, const Tensor& stats, const T
   visit_floating(a.input.dtype(), "cross_entropy", [&]<class T>() {
     using Acc = kernels::compute_t<T>;
     const kernels::SmoothedTarget<Acc> q(static_cast<Acc>(a.label_smoothing), a.layout.classes);
-    const GradScale<T> scale{grad_out.data<T>(), a.reduction, a.layout.samples()};
+    const GradScale<T> scale{device_ptr<const T>(grad_out), a.reduction, a.layout.samples()};
     visit_labels(a.labels.dtype(), [&]<class L>() {
       cross_entropy_backward_kernel<T, L><<<lc.blocks, lc.threads, 0, on.stream>>>(
-          a.input.data<T>(), a.labels.data<L>(), stats.data<Acc>(), scale, q.on, q.off, a.layout.classes,
-          a.layout.inner, n, writable<T>(grad_input));
+          device_ptr<const T>(a.input), device_ptr<const L>(a.labels), device_ptr<const Acc>(stats), scale, q.on, q.off,
+          a.layout.classes, a.layout.inner, n, device_ptr<T>(grad_input));
     });
   });
   MIXGRAD_CUDA_CHECK(cudaGetLastError());
@@ -302,7 +308,7 @@ void nll_loss_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& l
     visit_labels(a.labels.dtype(), [&]<class L>() {
       if (lc.blocks != 0) {
         nll_forward_kernel<T, L><<<lc.blocks, lc.threads, 0, on.stream>>>(
-            a.input.data<T>(), a.labels.data<L>(), samples, a.layout.classes, a.layout.inner,
+            device_ptr<const T>(a.input), device_ptr<const L>(a.labels), samples, a.layout.classes, a.layout.inner,
             static_cast<Acc*>(sc.loss.raw_data()), sc.first());
         MIXGRAD_CUDA_CHECK(cudaGetLastError());
       }
@@ -317,10 +323,10 @@ void nll_loss_backward(const ClassLossArgs& a, const Tensor& grad_out, const Ten
   const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(n);
   if (lc.blocks == 0) return;
   visit_floating(grad_input.dtype(), "nll_loss", [&]<class T>() {
-    const GradScale<T> scale{grad_out.data<T>(), a.reduction, a.layout.samples()};
+    const GradScale<T> scale{device_ptr<const T>(grad_out), a.reduction, a.layout.samples()};
     visit_labels(a.labels.dtype(), [&]<class L>() {
-      nll_backward_kernel<T, L><<<lc.blocks, lc.threads, 0, on.stream>>>(a.labels.data<L>(), scale, a.layout.classes,
-                                                                          a.layout.inner, n, writable<T>(grad_input));
+      nll_backward_kernel<T, L><<<lc.blocks, lc.threads, 0, on.stream>>>(
+          device_ptr<const L>(a.labels), scale, a.layout.classes, a.layout.inner, n, device_ptr<T>(grad_input));
     });
   });
   MIXGRAD_CUDA_CHECK(cudaGetLastError());
@@ -334,8 +340,8 @@ void pointwise_loss_forward(const PointwiseLossArgs& a, const Tensor& out) {
       if (a.reduction == LossReduction::none) {
         const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(n);
         if (lc.blocks == 0) return;
-        pointwise_none_kernel<Loss, T><<<lc.blocks, lc.threads, 0, on.stream>>>(a.pred.data<T>(), a.target.data<T>(),
-                                                                                 writable<T>(out), n);
+        pointwise_none_kernel<Loss, T><<<lc.blocks, lc.threads, 0, on.stream>>>(
+            device_ptr<const T>(a.pred), device_ptr<const T>(a.target), device_ptr<T>(out), n);
         MIXGRAD_CUDA_CHECK(cudaGetLastError());
         return;
       }
@@ -343,11 +349,11 @@ void pointwise_loss_forward(const PointwiseLossArgs& a, const Tensor& out) {
       const Tensor partial = empty(Shape{std::max<int64_t>(chunks, 1)}, DType::float64, out.device());
       if (chunks > 0) {
         pointwise_partial_kernel<Loss, T><<<static_cast<unsigned>(chunks), cuda_plan::kRowThreads, 0, on.stream>>>(
-            a.pred.data<T>(), a.target.data<T>(), n, writable<double>(partial));
+            device_ptr<const T>(a.pred), device_ptr<const T>(a.target), n, device_ptr<double>(partial));
         MIXGRAD_CUDA_CHECK(cudaGetLastError());
       }
       sum_partials_kernel<T><<<1, cuda_plan::kRowThreads, 0, on.stream>>>(
-          partial.data<double>(), chunks, n, a.reduction == LossReduction::mean, writable<T>(out));
+          device_ptr<const double>(partial), chunks, n, a.reduction == LossReduction::mean, device_ptr<T>(out));
       MIXGRAD_CUDA_CHECK(cudaGetLastError());
     });
   });
@@ -360,10 +366,11 @@ void pointwise_loss_backward(const PointwiseLossArgs& a, const Tensor& grad_out,
   if (lc.blocks == 0) return;
   visit_pointwise(a.kind, [&]<template <class> class Loss>() {
     visit_floating(a.pred.dtype(), "loss", [&]<class T>() {
-      const GradScale<T> scale{grad_out.data<T>(), a.reduction, n};
-      pointwise_backward_kernel<Loss, T><<<lc.blocks, lc.threads, 0, on.stream>>>(
-          a.pred.data<T>(), a.target.data<T>(), scale, grads.input.defined() ? writable<T>(grads.input) : nullptr,
-          grads.target.defined() ? writable<T>(grads.target) : nullptr, n);
+      const GradScale<T> scale{device_ptr<const T>(grad_out), a.reduction, n};
+      pointwise_backward_kernel<Loss, T>
+          <<<lc.blocks, lc.threads, 0, on.stream>>>(device_ptr<const T>(a.pred), device_ptr<const T>(a.target), scale,
+                                                    grads.input.defined() ? device_ptr<T>(grads.input) : nullptr,
+                                                    grads.target.defined() ? device_ptr<T>(grads.target) : nullptr, n);
       MIXGRAD_CUDA_CHECK(cudaGetLastError());
     });
   });

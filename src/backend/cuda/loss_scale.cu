@@ -33,8 +33,7 @@ __global__ void scale_copy_kernel(StridedIndexer<2> ix, char* dst, const char* s
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t off[2];
     ix.offsets(i, off);
-    *reinterpret_cast<To*>(dst + off[0]) =
-        src == nullptr ? filled : op(*reinterpret_cast<const From*>(src + off[1]));
+    *reinterpret_cast<To*>(dst + off[0]) = src == nullptr ? filled : op(*reinterpret_cast<const From*>(src + off[1]));
   }
 }
 
@@ -46,7 +45,8 @@ __global__ void update_scale_kernel(double* scale, double* inv_scale, int64_t* t
 }  // namespace
 
 void scale_copy(const Tensor& src, const Tensor& dst, const Tensor& scale) {
-  if (src.defined() && (src.shape() != dst.shape() || src.device() != dst.device())) throw_mismatch("scale_copy", dst, src);
+  if (src.defined() && (src.shape() != dst.shape() || src.device() != dst.device()))
+    throw_mismatch("scale_copy", dst, src);
   const int device = dst.device().index();
   DeviceGuard guard(device);
   const cudaStream_t stream = current_stream(device);
@@ -59,8 +59,8 @@ void scale_copy(const Tensor& src, const Tensor& dst, const Tensor& scale) {
   const char* from = src.defined() ? static_cast<const char*>(src.raw_data()) : nullptr;
   visit_dtype(s.dtype(), [&]<class From>() {
     visit_floating(dst.dtype(), "scale_copy", [&]<class To>() {
-      scale_copy_kernel<From, To><<<lc.blocks, lc.threads, 0, stream>>>(ix, d, from, scale.raw_data(), is64,
-                                                                         dst.numel());
+      scale_copy_kernel<From, To>
+          <<<lc.blocks, lc.threads, 0, stream>>>(ix, d, from, scale.raw_data(), is64, dst.numel());
     });
   });
   MIXGRAD_CUDA_CHECK(cudaGetLastError());

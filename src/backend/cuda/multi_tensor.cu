@@ -15,10 +15,10 @@
 // units of a power of two near the largest |x| recomputes it, as on the CPU;
 // its kernels always launch and return at once when the first pass sufficed
 // (the decision is on the device).
-#include <cub/block/block_reduce.cuh>
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <cub/block/block_reduce.cuh>
 #include <string>
 #include <vector>
 
@@ -92,8 +92,7 @@ struct FactorSource {
 };
 
 template <class T>
-__global__ void __launch_bounds__(kMultiThreads)
-    scale_check_kernel(Table tab, FactorSource src, float* found_inf) {
+__global__ void __launch_bounds__(kMultiThreads) scale_check_kernel(Table tab, FactorSource src, float* found_inf) {
   double factor = 0;
   if (!src.resolve(factor)) {
     // Unscale: a non-finite factor skips the step instead of zeroing or
@@ -293,12 +292,18 @@ void grad_norm(std::span<const Tensor> tensors, double norm_type, const Tensor& 
   for (bool second : {false, true}) {
     if (second && kind == NormKind::max) break;  // the max needs no rescaling
     switch (kind) {
-      case NormKind::one: norm_launches<NormKind::one>(plan, tensors, norm_type, partial, scratch, second, stream); break;
-      case NormKind::two: norm_launches<NormKind::two>(plan, tensors, norm_type, partial, scratch, second, stream); break;
+      case NormKind::one:
+        norm_launches<NormKind::one>(plan, tensors, norm_type, partial, scratch, second, stream);
+        break;
+      case NormKind::two:
+        norm_launches<NormKind::two>(plan, tensors, norm_type, partial, scratch, second, stream);
+        break;
       case NormKind::general:
         norm_launches<NormKind::general>(plan, tensors, norm_type, partial, scratch, second, stream);
         break;
-      case NormKind::max: norm_launches<NormKind::max>(plan, tensors, norm_type, partial, scratch, second, stream); break;
+      case NormKind::max:
+        norm_launches<NormKind::max>(plan, tensors, norm_type, partial, scratch, second, stream);
+        break;
     }
     norm_final_kernel<<<1, kFinalThreads, 0, stream>>>(partial, blocks, kind, norm_type, result, scratch, second);
     MIXGRAD_CUDA_CHECK(cudaGetLastError());

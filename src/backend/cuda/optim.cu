@@ -85,7 +85,8 @@ __device__ void update_one(const StridedIndexer<2 + K>& ix, char* const* ptr, in
   ix.offsets(i, off);
   P& p = *reinterpret_cast<P*>(ptr[0] + off[0]);
   const G g = *reinterpret_cast<const G*>(ptr[1] + off[1]);
-  p = kernels::cast<P>(rule(kernels::cast<C>(p), kernels::cast<C>(g), *reinterpret_cast<C*>(ptr[2 + I] + off[2 + I])...));
+  p = kernels::cast<P>(
+      rule(kernels::cast<C>(p), kernels::cast<C>(g), *reinterpret_cast<C*>(ptr[2 + I] + off[2 + I])...));
 }
 
 template <int N>
@@ -141,10 +142,10 @@ void check_operands(const char* op, const Tensor& param, const Tensor& grad, con
   if (grad.shape() != param.shape() || grad.device() != param.device()) throw_mismatch(op, param, grad);
   if (step.numel() != 1 || step.dtype() != DType::int64 || step.device() != param.device())
     throw StateError(std::string(op) + ": the step count must be a one-element int64 tensor on " +
-                     to_string(param.device()) + ", got " + std::string(to_string(step.dtype())) + to_string(step.shape()) +
-                     " on " + to_string(step.device()));
-  if (found_inf.defined() && (found_inf.numel() != 1 || found_inf.dtype() != DType::float32 ||
-                              found_inf.device() != param.device()))
+                     to_string(param.device()) + ", got " + std::string(to_string(step.dtype())) +
+                     to_string(step.shape()) + " on " + to_string(step.device()));
+  if (found_inf.defined() &&
+      (found_inf.numel() != 1 || found_inf.dtype() != DType::float32 || found_inf.device() != param.device()))
     throw StateError(std::string(op) + ": found_inf must be a one-element float32 tensor on " +
                      to_string(param.device()));
 }

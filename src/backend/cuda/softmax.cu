@@ -6,6 +6,7 @@
 #include "backend/copy.hpp"
 #include "backend/cuda/block_reduce.cuh"
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/device_ptr.hpp"
 #include "backend/cuda/row_plan.hpp"
 #include "backend/cuda/stream.hpp"
 #include "backend/softmax.hpp"
@@ -19,8 +20,7 @@ using cuda_plan::RowPlan;
 using kernels::cast;
 
 template <class T, bool kLog>
-__global__ void __launch_bounds__(cuda_plan::kRowThreads)
-    softmax_forward_kernel(RowPlan rp, const T* x, T* y) {
+__global__ void __launch_bounds__(cuda_plan::kRowThreads) softmax_forward_kernel(RowPlan rp, const T* x, T* y) {
   using Acc = kernels::compute_t<T>;
   for (int64_t r = blockIdx.x; r < rp.rows; r += gridDim.x) {
     const int64_t base = rp.row_base(r);
@@ -86,9 +86,11 @@ void softmax_forward(const Tensor& x, const Tensor& y, const SoftmaxShape& s, So
   const cudaStream_t stream = current_stream(y.device().index());
   visit_floating(y.dtype(), "softmax", [&]<class T>() {
     if (kind == SoftmaxKind::log_softmax)
-      softmax_forward_kernel<T, true><<<rp.blocks, cuda_plan::kRowThreads, 0, stream>>>(rp, x.data<T>(), writable<T>(y));
+      softmax_forward_kernel<T, true>
+          <<<rp.blocks, cuda_plan::kRowThreads, 0, stream>>>(rp, device_ptr<const T>(x), device_ptr<T>(y));
     else
-      softmax_forward_kernel<T, false><<<rp.blocks, cuda_plan::kRowThreads, 0, stream>>>(rp, x.data<T>(), writable<T>(y));
+      softmax_forward_kernel<T, false>
+          <<<rp.blocks, cuda_plan::kRowThreads, 0, stream>>>(rp, device_ptr<const T>(x), device_ptr<T>(y));
   });
   MIXGRAD_CUDA_CHECK(cudaGetLastError());
 }
@@ -102,11 +104,11 @@ void softmax_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, const
   const cudaStream_t stream = current_stream(gx.device().index());
   visit_floating(gx.dtype(), "softmax_backward", [&]<class T>() {
     if (kind == SoftmaxKind::log_softmax)
-      softmax_backward_kernel<T, true><<<rp.blocks, cuda_plan::kRowThreads, 0, stream>>>(rp, gy.data<T>(), y.data<T>(),
-                                                                                          writable<T>(gx));
+      softmax_backward_kernel<T, true><<<rp.blocks, cuda_plan::kRowThreads, 0, stream>>>(
+          rp, device_ptr<const T>(gy), device_ptr<const T>(y), device_ptr<T>(gx));
     else
-      softmax_backward_kernel<T, false><<<rp.blocks, cuda_plan::kRowThreads, 0, stream>>>(rp, gy.data<T>(), y.data<T>(),
-                                                                                           writable<T>(gx));
+      softmax_backward_kernel<T, false><<<rp.blocks, cuda_plan::kRowThreads, 0, stream>>>(
+          rp, device_ptr<const T>(gy), device_ptr<const T>(y), device_ptr<T>(gx));
   });
   MIXGRAD_CUDA_CHECK(cudaGetLastError());
 }
