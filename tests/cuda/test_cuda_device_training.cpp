@@ -344,6 +344,38 @@ BOOST_AUTO_TEST_CASE(losses_match_the_cpu) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(batch_norm_matches_the_cpu_in_training_and_inference) {
+  for (mg::DType dt : kFloating) {
+    BOOST_TEST_CONTEXT("dtype " << dt) {
+      const mg::DType stats = dt == mg::DType::float64 ? mg::DType::float64 : mg::DType::float32;
+      for (const mg::Shape& shape : {mg::Shape{6, 3, 5, 5}, mg::Shape{16, 7}}) {
+        const mg::Tensor x = mg::normal(shape, 2.0, 3.0).to(dt);
+        const mg::Tensor w = mg::normal({shape[1]}, 1.0, 0.5).to(stats), b = mg::normal({shape[1]}, 0.0, 0.5).to(stats);
+        for (bool training : {true, false}) {
+          BOOST_TEST_CONTEXT("shape " << shape << " training " << training) {
+            const mg::Tensor rm = mg::normal({shape[1]}, 0.0, 1.0), rv = mg::uniform({shape[1]}, 0.5, 2.0);
+            const mg::Tensor rm_cpu = rm.clone(), rv_cpu = rv.clone(), rm_gpu = rm.to(kGpu), rv_gpu = rv.to(kGpu);
+            check_against_cpu(
+                [&](const auto& v) {
+                  const bool gpu = v[0].device() == kGpu;
+                  return mg::F::batch_norm(v[0], gpu ? rm_gpu : rm_cpu, gpu ? rv_gpu : rv_cpu, v[1], v[2],
+                                           {.training = training});
+                },
+                {x, w, b}, tol_of(dt));
+            // the running statistics: updated once per run of check_against_cpu's forward
+            const auto want_m = values(rm_cpu), got_m = values(rm_gpu);
+            const auto want_v = values(rv_cpu), got_v = values(rv_gpu);
+            for (size_t c = 0; c < want_m.size(); ++c) {
+              BOOST_TEST(got_m[c] == want_m[c], boost::test_tools::tolerance(1e-4));
+              BOOST_TEST(got_v[c] == want_v[c], boost::test_tools::tolerance(1e-4));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_bad_label_on_the_gpu_is_reported_at_the_next_synchronisation) {
   const mg::Tensor logits = mg::normal({4, 5}, 0.0, 1.0, mg::DType::float32).to(kGpu);
   const mg::Tensor bad = mg::tensor<int64_t>({1, 2, 5, -1}, {4}).to(kGpu);

@@ -201,3 +201,31 @@ BOOST_AUTO_TEST_CASE(rows_tile_the_tensor_in_the_cpu_order) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(cuda_channel_plan)
+
+// Element j of channel c is the CPU's (n, c, s) with j = n * S + s: each
+// element of [N, C, S] exactly once.
+BOOST_AUTO_TEST_CASE(channels_tile_the_tensor_in_the_cpu_order) {
+  const int64_t shapes[][3] = {{1, 1, 1}, {8, 3, 1}, {2, 5, 49}, {3, 70000, 1}, {4, 1, 7}};
+  for (const auto& s : shapes) {
+    BOOST_TEST_CONTEXT("[" << s[0] << ", " << s[1] << ", " << s[2] << "]") {
+      const plan::ChannelPlan cp = plan::channel_plan(s[0], s[1], s[2]);
+      BOOST_TEST(cp.count() == s[0] * s[2]);
+      BOOST_TEST(cp.blocks >= 1u);
+      BOOST_TEST(static_cast<int64_t>(cp.blocks) <= std::min(s[1], plan::kMaxRowBlocks));
+      std::vector<int> seen(static_cast<size_t>(s[0] * s[1] * s[2]), 0);
+      for (int64_t c = 0; c < s[1]; ++c)
+        for (int64_t n = 0; n < s[0]; ++n)
+          for (int64_t k = 0; k < s[2]; ++k) {
+            const int64_t at = cp.at(c, n * s[2] + k);
+            BOOST_REQUIRE(at == (n * s[1] + c) * s[2] + k);
+            ++seen[static_cast<size_t>(at)];
+          }
+      BOOST_TEST(std::count(seen.begin(), seen.end(), 1) == static_cast<std::ptrdiff_t>(seen.size()));
+    }
+  }
+  BOOST_TEST(plan::channel_plan(4, 0, 3).blocks == 0u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -49,4 +49,30 @@ constexpr RowPlan row_plan(int64_t outer, int64_t length, int64_t inner) {
   return p;
 }
 
+/// Batch norm's per-channel view of a contiguous [N, C, S...] tensor (S the
+/// product of the spatial dims): channel c is N rows of S values, C * S
+/// apart. One block per channel; element j of the channel is (n, s) =
+/// (j / S, j % S).
+struct ChannelPlan {
+  int64_t n = 0, c = 0, s = 0;
+  unsigned blocks = 0;  // grid size; 0: nothing to launch
+
+  MIXGRAD_HOST_DEVICE int64_t count() const { return n * s; }
+  /// Linear index of element j of channel ch.
+  MIXGRAD_HOST_DEVICE int64_t at(int64_t ch, int64_t j) const {
+    const int64_t ni = j / s;
+    return (ni * c + ch) * s + (j - ni * s);
+  }
+};
+
+/// The plan of [n, c, s] (all >= 0).
+constexpr ChannelPlan channel_plan(int64_t n, int64_t c, int64_t s) {
+  ChannelPlan p;
+  p.n = n;
+  p.c = c;
+  p.s = s;
+  p.blocks = c > 0 ? static_cast<unsigned>(c < kMaxRowBlocks ? c : kMaxRowBlocks) : 0;
+  return p;
+}
+
 }  // namespace mixgrad::backend::cuda_plan
