@@ -12,10 +12,11 @@
 //  - on the CPU the status is written when the kernel returns; the op reads
 //    it and throws at once;
 //  - a CUDA kernel writes it in stream order. Reading it in every forward
-//    would stall the stream once per step, so its op is to hand the status
-//    to the device's pending checks, read at the next synchronisation (an
-//    item(), a copy to the host) and thrown from there, with a switch that
-//    reads it right after the kernel for debugging (eager label checks).
+//    would stall the stream once per step, so the op hands the status to
+//    the pending checks (backend/pending_checks.hpp), read at the next
+//    synchronisation (an item(), a copy to the host) and thrown from there,
+//    with a switch that reads it right after the kernel for debugging
+//    (eager checks).
 //
 //   Tensor status = empty({2}, DType::int64, device);
 //   backend::cross_entropy_forward({.input = x, .labels = y, .layout = lay}, out, stats, status);

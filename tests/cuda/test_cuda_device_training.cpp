@@ -4,6 +4,7 @@
 // model. Each GPU result is compared with the CPU's. Linked into
 // test_cuda_device, whose main exits 77 without a device.
 #include <boost/test/unit_test.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -151,7 +152,8 @@ BOOST_AUTO_TEST_CASE(grad_norms_match_the_cpu) {
       const double want = scalar(mg::backend::grad_norm(cpu, p));
       const mg::Tensor got = mg::backend::grad_norm(gpu, p);
       BOOST_TEST(got.device() == kGpu);
-      BOOST_TEST(scalar(got) == want, boost::test_tools::tolerance(1e-12));
+      // sums of ~500k terms in another order: a few 1e-13 apart in double
+      BOOST_TEST(scalar(got) == want, boost::test_tools::tolerance(1e-10));
     }
   }
   // Sums of squares outside double's range: the rescaled pass.
@@ -248,7 +250,11 @@ BOOST_AUTO_TEST_CASE(optimizer_updates_match_the_cpu_and_skip_flagged_steps) {
         }
         BOOST_TEST(scalar(gpu.step) == 3.0);
         const auto want = values(cpu.p), got = values(gpu.p);
-        for (size_t i = 0; i < want.size(); ++i) BOOST_TEST(got[i] == want[i], boost::test_tools::tolerance(1e-5));
+        // relative to the largest parameter: the GPU may contract a * b + c into an FMA
+        double scale = 0, worst = 0;
+        for (double v : want) scale = std::max(scale, std::fabs(v));
+        for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]) / scale);
+        BOOST_TEST(worst < 1e-5);
         // a flagged step changes neither the parameter nor the count
         const std::vector<unsigned char> before = raw(gpu.p);
         mg::backend::fill(gpu.flag, 1.0);
@@ -366,8 +372,8 @@ BOOST_AUTO_TEST_CASE(batch_norm_matches_the_cpu_in_training_and_inference) {
             const auto want_m = values(rm_cpu), got_m = values(rm_gpu);
             const auto want_v = values(rv_cpu), got_v = values(rv_gpu);
             for (size_t c = 0; c < want_m.size(); ++c) {
-              BOOST_TEST(got_m[c] == want_m[c], boost::test_tools::tolerance(1e-4));
-              BOOST_TEST(got_v[c] == want_v[c], boost::test_tools::tolerance(1e-4));
+              BOOST_TEST(std::fabs(got_m[c] - want_m[c]) < 1e-4 * (1 + std::fabs(want_m[c])));
+              BOOST_TEST(std::fabs(got_v[c] - want_v[c]) < 1e-4 * (1 + std::fabs(want_v[c])));
             }
           }
         }
