@@ -2,8 +2,9 @@
 // (src/backend/cuda/multi_tensor_plan.hpp, row_plan.hpp): every element of
 // every tensor is covered by exactly one block, the kernel-parameter tables
 // stay within their limits, the dropout kernel's counter / word mapping
-// reproduces the CPU's mask, and the row kernels' rows tile a tensor in the
-// CPU's order. No device needed.
+// reproduces the CPU's mask, the row and channel kernels' rows tile a tensor
+// in the CPU's order, and CPU statuses handed to the pending checks are
+// checked at once. No device needed.
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include "backend/cuda/multi_tensor_plan.hpp"
 #include "backend/cuda/row_plan.hpp"
 #include "backend/dropout.hpp"
+#include "backend/pending_checks.hpp"
 #include "mixgrad/mixgrad.hpp"
 
 namespace mg = mixgrad;
@@ -226,6 +228,37 @@ BOOST_AUTO_TEST_CASE(channels_tile_the_tensor_in_the_cpu_order) {
     }
   }
   BOOST_TEST(plan::channel_plan(4, 0, 3).blocks == 0u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(pending_status_checks)
+
+// A CPU status is checked at once (the CPU kernel has returned): the error
+// comes from the call, and nothing is left pending.
+BOOST_AUTO_TEST_CASE(a_cpu_status_is_checked_at_once) {
+  const mg::Tensor status = mg::tensor<int64_t>({3, 17}, {2});
+  int calls = 0;
+  mg::backend::defer_status_check(status, [&](const int64_t* st) {
+    ++calls;
+    BOOST_TEST(st[0] == 3);
+    BOOST_TEST(st[1] == 17);
+  });
+  BOOST_TEST(calls == 1);
+  BOOST_CHECK_THROW(mg::backend::defer_status_check(
+                        status, [](const int64_t* st) { if (st[0] >= 0) throw mg::ValueError("bad label"); }),
+                    mg::ValueError);
+  BOOST_TEST(mg::backend::pending_check_count() == 0);
+  mg::backend::run_pending_checks(0);  // nothing pending: nothing happens
+}
+
+BOOST_AUTO_TEST_CASE(eager_checks_can_be_switched) {
+  const bool before = mg::backend::eager_status_checks();
+  mg::backend::set_eager_status_checks(true);
+  BOOST_TEST(mg::backend::eager_status_checks());
+  mg::backend::set_eager_status_checks(false);
+  BOOST_TEST(!mg::backend::eager_status_checks());
+  mg::backend::set_eager_status_checks(before);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
