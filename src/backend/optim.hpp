@@ -44,7 +44,7 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
 /// float32 (float64 for float64 parameters) with the parameter's shape.
 inline void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
                        const Tensor& found_inf, const SgdStep& s) {
-  MIXGRAD_DISPATCH(param.device(), sgd_update, (param, grad, momentum_buffer, step, found_inf, s));
+  MIXGRAD_DISPATCH_CUDA(param.device(), sgd_update, (param, grad, momentum_buffer, step, found_inf, s));
 }
 
 /// param <- Adam(param, grad), unless found_inf is set, with the bias
@@ -52,7 +52,7 @@ inline void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& mo
 inline void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                         const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf,
                         const AdamStep& s) {
-  MIXGRAD_DISPATCH(param.device(), adam_update, (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, found_inf, s));
+  MIXGRAD_DISPATCH_CUDA(param.device(), adam_update, (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, found_inf, s));
 }
 
 }  // namespace mixgrad::backend

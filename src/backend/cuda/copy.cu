@@ -11,6 +11,7 @@
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/plan.hpp"
 #include "backend/cuda/stream.hpp"
+#include "backend/pending_checks.hpp"
 #include "kernels/cast.hpp"
 
 namespace mixgrad::backend::cuda {
@@ -161,6 +162,9 @@ void transfer(const Tensor& src, const Tensor& dst) {
   // memory may be pinned, which is read later, by the DMA: wait for it.
   const bool wait = !dst.device().is_cuda() || dst.device() != on || src.impl()->storage->is_external();
   if (wait) MIXGRAD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  // The host has caught up with the device: the statuses its kernels wrote
+  // are ready to check (backend/pending_checks.hpp).
+  if (dst.device().is_cpu()) run_pending_checks(on.index());
 }
 
 }  // namespace mixgrad::backend::cuda

@@ -6,6 +6,7 @@
 
 #include "backend/cuda/check.hpp"
 #include "backend/dispatch.hpp"
+#include "backend/pending_checks.hpp"
 #include "mixgrad/cuda.hpp"
 
 namespace mixgrad::backend {
@@ -88,6 +89,7 @@ void synchronize(int device) {
   backend::cuda::check_device(device, "cuda::synchronize");
   backend::cuda::DeviceGuard guard(device);
   MIXGRAD_CUDA_CHECK(cudaDeviceSynchronize());
+  backend::run_pending_checks(device);
 }
 
 }  // namespace mixgrad::cuda
