@@ -1,0 +1,101 @@
+// Pure plan of the CUDA reductions (cuda/reduction.cu): which elements of x
+// fold into which output, as two strided index spaces, and how the work is
+// split into blocks. No CUDA headers; the host tests execute the plan with a
+// reference loop and compare with the CPU backend (tests/cuda/test_cuda_plan.cpp).
+//
+//   const auto p = cuda_plan::make_reduce_plan(x.shape(), x.strides(), axes);
+//   // element r of output o sits at x + p.kept.offset(o) + p.reduced.offset(r)
+//   // (element strides); outputs are in the row-major order of x's kept dims.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "mixgrad/half.hpp"
+#include "mixgrad/shape.hpp"
+
+namespace mixgrad::backend::cuda_plan {
+
+/// A row-major product of dimensions with element strides. Trivially
+/// copyable: passed to kernels by value.
+struct IndexSpace {
+  int ndim = 0;
+  int64_t extent[Shape::kMaxDims] = {};
+  int64_t stride[Shape::kMaxDims] = {};
+
+  /// Element offset of the linear (row-major) index `linear`.
+  MIXGRAD_HOST_DEVICE int64_t offset(int64_t linear) const {
+    int64_t off = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+      off += (linear % extent[d]) * stride[d];
+      linear /= extent[d];
+    }
+    return off;
+  }
+  int64_t count() const {
+    int64_t c = 1;
+    for (int d = 0; d < ndim; ++d) c *= extent[d];
+    return c;
+  }
+  // Appends a dimension, merged into the last one where the two are
+  // contiguous (row-major order, and so every offset, is unchanged).
+  void push(int64_t e, int64_t s) {
+    if (e == 1) return;
+    if (ndim > 0 && stride[ndim - 1] == s * e) {
+      extent[ndim - 1] *= e;
+      stride[ndim - 1] = s;
+      return;
+    }
+    extent[ndim] = e;
+    stride[ndim] = s;
+    ++ndim;
+  }
+};
+
+/// Threads per block of the reduction kernels.
+inline constexpr int kReduceThreads = 256;
+/// Elements one thread folds, at least, before a reduction is split over
+/// more blocks per output.
+inline constexpr int64_t kReducePerThread = 16;
+/// Most blocks per output (the partial results a second pass combines).
+inline constexpr int64_t kMaxSplits = 1024;
+
+struct ReducePlan {
+  IndexSpace kept;     // one output per position, row-major over x's kept dims
+  IndexSpace reduced;  // the elements each output folds
+  int64_t outputs = 1;
+  int64_t count = 1;   // elements per output (0: the identity)
+  int64_t splits = 1;  // blocks per output; > 1: a second pass combines the partials
+};
+
+/// The plan of folding the dimensions of a tensor (shape, element strides)
+/// named by the bit mask `axes`. Extent-1 dimensions drop out; neighbours
+/// that are contiguous merge. Few outputs with many elements each are
+/// split over several blocks, so a reduce-all fills the device.
+inline ReducePlan make_reduce_plan(const Shape& shape, const Shape& strides, uint32_t axes,
+                                   int64_t target_blocks = 1024) {
+  ReducePlan p;
+  for (int d = 0; d < shape.ndim(); ++d) {
+    if ((axes >> d) & 1u) p.reduced.push(shape[d], strides[d]);
+    else p.kept.push(shape[d], strides[d]);
+  }
+  for (int d = 0; d < shape.ndim(); ++d) {
+    if ((axes >> d) & 1u) p.count *= shape[d];
+    else p.outputs *= shape[d];
+  }
+  if (p.outputs < target_blocks && p.count > kReduceThreads * kReducePerThread) {
+    const int64_t want = std::min<int64_t>((target_blocks + p.outputs - 1) / p.outputs, kMaxSplits);
+    const int64_t useful = (p.count + kReduceThreads * kReducePerThread - 1) / (kReduceThreads * kReducePerThread);
+    p.splits = std::max<int64_t>(1, std::min(want, useful));
+  }
+  return p;
+}
+
+/// The range of reduced indices split `s` of `splits` covers.
+MIXGRAD_HOST_DEVICE inline void split_range(int64_t count, int64_t splits, int64_t s, int64_t& begin, int64_t& end) {
+  const int64_t chunk = (count + splits - 1) / splits;
+  begin = s * chunk < count ? s * chunk : count;
+  end = begin + chunk < count ? begin + chunk : count;
+}
+
+}  // namespace mixgrad::backend::cuda_plan
