@@ -11,6 +11,7 @@
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/plan.hpp"
 #include "backend/cuda/stream.hpp"
+#include "backend/host_sync.hpp"
 #include "kernels/cast.hpp"
 
 namespace mixgrad::backend::cuda {
@@ -150,6 +151,7 @@ void transfer(const Tensor& src, const Tensor& dst) {
     // The destination's block is ordered on its own device's stream, which
     // may still be using it: let that drain first.
     DeviceGuard dst_guard(dst.device().index());
+    note_host_sync();
     MIXGRAD_CUDA_CHECK(cudaStreamSynchronize(current_stream(dst.device().index())));
   }
   MIXGRAD_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes, cudaMemcpyDefault, stream));
@@ -160,7 +162,10 @@ void transfer(const Tensor& src, const Tensor& dst) {
   // and later kernels on `stream` are ordered after the copy. External host
   // memory may be pinned, which is read later, by the DMA: wait for it.
   const bool wait = !dst.device().is_cuda() || dst.device() != on || src.impl()->storage->is_external();
-  if (wait) MIXGRAD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (wait) {
+    note_host_sync();
+    MIXGRAD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
 }
 
 }  // namespace mixgrad::backend::cuda

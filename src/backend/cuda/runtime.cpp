@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/cuda/check.hpp"
+#include "backend/host_sync.hpp"
 #include "backend/dispatch.hpp"
 #include "mixgrad/cuda.hpp"
 
@@ -87,6 +88,7 @@ void synchronize() {
 void synchronize(int device) {
   backend::cuda::check_device(device, "cuda::synchronize");
   backend::cuda::DeviceGuard guard(device);
+  backend::note_host_sync();
   MIXGRAD_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
