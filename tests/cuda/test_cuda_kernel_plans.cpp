@@ -5,6 +5,7 @@
 // and the result is compared with the CPU backend's. Nothing needs a GPU.
 #include <boost/test/unit_test.hpp>
 
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -37,8 +38,7 @@ void check_broadcast(const mg::Tensor& t, const mg::Shape& iter) {
 
 // Executes the plan as the kernels do: each output's split ranges folded
 // separately (the first pass), then the partials combined (the second).
-std::vector<double> run_reduce_plan(const mg::Tensor& x, uint32_t axes, bool max, int64_t target_blocks) {
-  const plan::ReducePlan p = plan::make_reduce_plan(x.shape(), x.strides(), axes, target_blocks);
+std::vector<double> run_plan(const plan::ReducePlan& p, const mg::Tensor& x, bool max) {
   const double* base = x.numel() > 0 ? x.data<double>() : nullptr;
   std::vector<double> out;
   for (int64_t o = 0; o < p.outputs; ++o) {
@@ -56,6 +56,10 @@ std::vector<double> run_reduce_plan(const mg::Tensor& x, uint32_t axes, bool max
     out.push_back(total);
   }
   return out;
+}
+
+std::vector<double> run_reduce_plan(const mg::Tensor& x, uint32_t axes, bool max, int64_t target_blocks) {
+  return run_plan(plan::make_reduce_plan(x.shape(), x.strides(), axes, target_blocks), x, max);
 }
 
 void check_reduce(const mg::Tensor& x, uint32_t axes, int64_t target_blocks = 1024) {
@@ -205,6 +209,23 @@ BOOST_AUTO_TEST_CASE(reduce_plan_splits_large_reductions_and_covers_each_element
       }
       BOOST_TEST(next == count);
     }
+}
+
+BOOST_AUTO_TEST_CASE(channel_plan_sums_like_the_cpu_bias_gradient) {
+  for (auto [outer, channels, inner] : {std::array<int64_t, 3>{8, 5, 1}, {4, 3, 6}, {1, 7, 9}, {300, 2, 40}, {2, 1, 3}}) {
+    BOOST_TEST_CONTEXT("[" << outer << ", " << channels << ", " << inner << "]") {
+      const mg::Tensor x = u({outer, channels, inner});
+      const mg::Tensor want = mg::empty({channels}, mg::DType::float64);
+      mg::backend::sum_channels(x, outer, channels, inner, want);
+      for (int64_t target : {int64_t{1024}, int64_t{4}}) {
+        const std::vector<double> got = run_plan(plan::make_channel_plan(outer, channels, inner, target), x, false);
+        const auto ref = want.to_vector<double>();
+        BOOST_TEST_REQUIRE(got.size() == ref.size());
+        for (size_t i = 0; i < got.size(); ++i) BOOST_TEST(std::abs(got[i] - ref[i]) <= 1e-9 * (1 + std::abs(ref[i])));
+      }
+    }
+  }
+  BOOST_TEST(plan::make_channel_plan(300, 2, 40).splits > 1);  // few channels, many elements: split
 }
 
 // The backend calls F::matmul and F::linear make for the op registry's shape

@@ -58,9 +58,11 @@ cublasLtHandle_t handle(int device) {
 // for it.
 void* workspace(int device, cudaStream_t stream) {
   static std::mutex mutex;
-  static std::map<std::pair<int, cudaStream_t>, Tensor> spaces;
+  // Never destroyed, like the allocator: freeing at exit could come after
+  // the CUDA runtime has shut down.
+  static auto* spaces = new std::map<std::pair<int, cudaStream_t>, Tensor>;
   std::lock_guard<std::mutex> lock(mutex);
-  auto [it, fresh] = spaces.try_emplace({device, stream});
+  auto [it, fresh] = spaces->try_emplace({device, stream});
   if (fresh) it->second = empty(Shape{static_cast<int64_t>(kWorkspaceBytes)}, DType::bool_, Device::cuda(device));
   return it->second.raw_data();
 }

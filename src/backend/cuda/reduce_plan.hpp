@@ -68,6 +68,15 @@ struct ReducePlan {
   int64_t splits = 1;  // blocks per output; > 1: a second pass combines the partials
 };
 
+/// Blocks per output: 1, or enough for `target_blocks` in all when few
+/// outputs have many elements each (at least kReducePerThread per thread).
+inline int64_t choose_splits(int64_t outputs, int64_t count, int64_t target_blocks = 1024) {
+  if (outputs <= 0 || outputs >= target_blocks || count <= kReduceThreads * kReducePerThread) return 1;
+  const int64_t want = std::min<int64_t>((target_blocks + outputs - 1) / outputs, kMaxSplits);
+  const int64_t useful = (count + kReduceThreads * kReducePerThread - 1) / (kReduceThreads * kReducePerThread);
+  return std::max<int64_t>(1, std::min(want, useful));
+}
+
 /// The plan of folding the dimensions of a tensor (shape, element strides)
 /// named by the bit mask `axes`. Extent-1 dimensions drop out; neighbours
 /// that are contiguous merge. Few outputs with many elements each are
@@ -83,11 +92,20 @@ inline ReducePlan make_reduce_plan(const Shape& shape, const Shape& strides, uin
     if ((axes >> d) & 1u) p.count *= shape[d];
     else p.outputs *= shape[d];
   }
-  if (p.outputs < target_blocks && p.count > kReduceThreads * kReducePerThread) {
-    const int64_t want = std::min<int64_t>((target_blocks + p.outputs - 1) / p.outputs, kMaxSplits);
-    const int64_t useful = (p.count + kReduceThreads * kReducePerThread - 1) / (kReduceThreads * kReducePerThread);
-    p.splits = std::max<int64_t>(1, std::min(want, useful));
-  }
+  p.splits = choose_splits(p.outputs, p.count, target_blocks);
+  return p;
+}
+
+/// The plan of sum_channels: a contiguous x viewed as [outer, channels,
+/// inner], one output per channel folding its outer * inner elements.
+inline ReducePlan make_channel_plan(int64_t outer, int64_t channels, int64_t inner, int64_t target_blocks = 1024) {
+  ReducePlan p;
+  p.kept.push(channels, inner);
+  p.reduced.push(outer, channels * inner);
+  p.reduced.push(inner, 1);
+  p.outputs = channels;
+  p.count = outer * inner;
+  p.splits = choose_splits(p.outputs, p.count, target_blocks);
   return p;
 }
 

@@ -273,12 +273,7 @@ void sum_channels(const Tensor& x_in, int64_t outer, int64_t channels, int64_t i
   DeviceGuard guard(device);
   const cudaStream_t stream = current_stream(device);
   const Tensor x = contiguous_on_device(x_in);
-  ReducePlan p;
-  p.kept.push(channels, inner);
-  p.reduced.push(outer, channels * inner);
-  p.reduced.push(inner, 1);
-  p.outputs = channels;
-  p.count = outer * inner;
+  const ReducePlan p = cuda_plan::make_channel_plan(outer, channels, inner);
   visit_floating(x.dtype(), "sum_channels", [&]<class T>() {
     using A = kernels::compute_t<T>;
     finalize<A>(fold<T, A>(static_cast<const T*>(x.raw_data()), p, kernels::SumReducer<A>{}, nullptr, out.device(), stream),
