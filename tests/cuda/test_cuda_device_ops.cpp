@@ -105,6 +105,9 @@ BOOST_AUTO_TEST_CASE(reductions_match_the_cpu_including_split_and_integer_ones) 
       check_close(mg::F::argmax(g, 1), mg::F::argmax(x, 1), 0);
       const mg::Tensor big = mg::uniform({300'000}, -1.0, 1.0).to(dt);  // split over many blocks
       check_close(mg::F::sum(big.to(kGpu)), mg::F::sum(big), tol * 10);
+      const mg::Tensor cols = mg::uniform({50, 2048}, -1.0, 1.0).to(dt);  // a thread per column
+      check_close(mg::F::sum(cols.to(kGpu), {0}), mg::F::sum(cols, {0}), tol);
+      check_close(mg::F::max(cols.to(kGpu), {0}), mg::F::max(cols, {0}), 0);
     }
   }
   const mg::Tensor xi = mg::uniform({64, 33}, -100.0, 100.0).to(mg::DType::int64);

@@ -196,6 +196,13 @@ BOOST_AUTO_TEST_CASE(reduce_plan_splits_large_reductions_and_covers_each_element
   check_reduce(u({20'000, 3}), 0b01, 7);  // strided elements, split
   // Many outputs: one block each, no split.
   BOOST_TEST(plan::make_reduce_plan({4096, 64}, {64, 1}, 0b10).splits == 1);
+  BOOST_TEST(!plan::make_reduce_plan({4096, 64}, {64, 1}, 0b10).per_thread);  // rows: a block each
+  // Many contiguous columns: a thread each (coalesced), executed like any plan.
+  BOOST_TEST(plan::make_reduce_plan({64, 4096}, {4096, 1}, 0b01).per_thread);
+  BOOST_TEST(!plan::make_reduce_plan({64, 100}, {100, 1}, 0b01).per_thread);  // too few columns
+  BOOST_TEST(plan::make_channel_plan(8, 2048, 1).per_thread);                  // a linear layer's bias gradient
+  check_reduce(u({6, 1500}), 0b01);
+  check_reduce(u({3, 4, 1100}), 0b011);
   // Split ranges tile [0, count) in order.
   for (int64_t count : {0, 1, 7, 4096, 100'001})
     for (int64_t splits : {1, 3, 64}) {

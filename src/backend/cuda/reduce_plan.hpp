@@ -59,6 +59,10 @@ inline constexpr int kReduceThreads = 256;
 inline constexpr int64_t kReducePerThread = 16;
 /// Most blocks per output (the partial results a second pass combines).
 inline constexpr int64_t kMaxSplits = 1024;
+/// Outputs from which a column reduction (kept innermost dim contiguous)
+/// runs one thread per output: neighbouring threads then read neighbouring
+/// elements (coalesced), where a block per output would stride through rows.
+inline constexpr int64_t kPerThreadOutputs = 1024;
 
 struct ReducePlan {
   IndexSpace kept;     // one output per position, row-major over x's kept dims
@@ -66,7 +70,13 @@ struct ReducePlan {
   int64_t outputs = 1;
   int64_t count = 1;   // elements per output (0: the identity)
   int64_t splits = 1;  // blocks per output; > 1: a second pass combines the partials
+  bool per_thread = false;  // one thread folds each output (see kPerThreadOutputs)
 };
+
+/// Whether the plan's outputs are many columns, contiguous in memory.
+inline bool columns_per_thread(const ReducePlan& p) {
+  return p.splits == 1 && p.outputs >= kPerThreadOutputs && p.kept.ndim > 0 && p.kept.stride[p.kept.ndim - 1] == 1;
+}
 
 /// Blocks per output: 1, or enough for `target_blocks` in all when few
 /// outputs have many elements each (at least kReducePerThread per thread).
@@ -93,6 +103,7 @@ inline ReducePlan make_reduce_plan(const Shape& shape, const Shape& strides, uin
     else p.outputs *= shape[d];
   }
   p.splits = choose_splits(p.outputs, p.count, target_blocks);
+  p.per_thread = columns_per_thread(p);
   return p;
 }
 
@@ -106,6 +117,7 @@ inline ReducePlan make_channel_plan(int64_t outer, int64_t channels, int64_t inn
   p.outputs = channels;
   p.count = outer * inner;
   p.splits = choose_splits(p.outputs, p.count, target_blocks);
+  p.per_thread = columns_per_thread(p);
   return p;
 }
 

@@ -5,7 +5,8 @@
 // One pass per reducer: each block folds one output (or one split of it,
 // when few outputs have many elements each: a reduce-all splits over up to
 // 1024 blocks and a second, one-block-per-output pass combines the
-// partials). Accumulators are acc_t<T> as on the CPU (float for the 16-bit
+// partials), or, for many contiguous columns (a bias gradient), each thread
+// folds one column so that a warp's reads are coalesced. Accumulators are acc_t<T> as on the CPU (float for the 16-bit
 // floats and float32, double for float64, int64 for integers and bool); a
 // final elementwise pass applies the post step (divide by n for mean / var,
 // sqrt or 1/p power for norms) and converts to out's dtype. Instantiations
@@ -61,6 +62,20 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
 }
 
+// out[o] = fold of output o by one thread (ReducePlan::per_thread: many
+// contiguous columns, so a warp reads 32 neighbouring elements per step).
+template <class T, class A, class Red>
+__global__ void fold_per_thread_kernel(const T* x, IndexSpace kept, IndexSpace reduced, int64_t outputs,
+                                       int64_t count, Red red, const A* center, A* out) {
+  MIXGRAD_GRID_STRIDE_LOOP(o, outputs) {
+    const T* base = x + kept.offset(o);
+    const A c = center ? center[o] : A(0);
+    A acc = Red::identity();
+    for (int64_t r = 0; r < count; ++r) acc = Red::combine(acc, red.map(kernels::cast<A>(base[reduced.offset(r)]), c));
+    out[o] = acc;
+  }
+}
+
 // out[o] = combine of partial[o * splits .. + splits).
 template <class A, class Red>
 __global__ void __launch_bounds__(kReduceThreads)
@@ -104,6 +119,13 @@ Tensor fold(const T* x, const ReducePlan& p, const Red& red, const A* center, co
             cudaStream_t stream) {
   Tensor acc = device_buffer(p.outputs, dtype_of<A>(), device);
   A* out = static_cast<A*>(acc.raw_data());
+  if (p.per_thread) {
+    const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(p.outputs);
+    fold_per_thread_kernel<T, A, Red><<<lc.blocks, lc.threads, 0, stream>>>(x, p.kept, p.reduced, p.outputs, p.count,
+                                                                            red, center, out);
+    MIXGRAD_CUDA_CHECK(cudaGetLastError());
+    return acc;
+  }
   if (p.splits == 1) {
     fold_kernel<T, A, Red><<<grid_for(p.outputs), kReduceThreads, 0, stream>>>(x, p.kept, p.reduced, p.outputs,
                                                                                p.count, 1, red, center, out);
