@@ -25,6 +25,7 @@ struct IndexSpace {
 
   /// Element offset of the linear (row-major) index `linear`.
   MIXGRAD_HOST_DEVICE int64_t offset(int64_t linear) const {
+    if (ndim == 1) return linear * stride[0];  // the common case: no 64-bit division
     int64_t off = 0;
     for (int d = ndim - 1; d >= 0; --d) {
       off += (linear % extent[d]) * stride[d];
