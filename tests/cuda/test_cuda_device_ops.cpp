@@ -130,6 +130,15 @@ BOOST_AUTO_TEST_CASE(matmul_and_linear_match_the_cpu_in_every_floating_dtype) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(operands_on_another_device_are_device_errors_and_change_nothing) {
+  const mg::Tensor out = mg::full({3}, 7.0, mg::DType::float32, kGpu);
+  const mg::Tensor host = mg::ones({3});
+  using mg::backend::Operand;
+  BOOST_CHECK_THROW(mg::backend::binary(mg::backend::BinaryOp::add, Operand(host), Operand(1.0), out), mg::DeviceError);
+  BOOST_CHECK_THROW(mg::backend::reduce(mg::backend::ReduceOp::sum, mg::ones({3, 3}), 0b01, out), mg::DeviceError);
+  BOOST_TEST(out.to(kCpu).to_vector<float>() == std::vector<float>(3, 7.f), boost::test_tools::per_element());
+}
+
 // A forward and backward pass on the device after a warm-up makes no host
 // synchronisation; reading a value back does.
 BOOST_AUTO_TEST_CASE(a_step_on_the_device_does_not_wait_for_it) {
