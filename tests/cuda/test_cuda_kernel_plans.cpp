@@ -14,6 +14,7 @@
 #include "backend/cuda/gemm_plan.hpp"
 #include "backend/cuda/plan.hpp"
 #include "backend/cuda/reduce_plan.hpp"
+#include "backend/host_sync.hpp"
 #include "backend/matmul.hpp"
 #include "backend/reduction.hpp"
 #include "core/view.hpp"
@@ -300,6 +301,18 @@ BOOST_AUTO_TEST_CASE(gemm_plan_of_degenerate_extents_keeps_leading_dims_valid) {
   check_gemm(u({1, 4}), t01(u({1, 4})));
   const plan::GemmPlan e = plan::make_gemm_plan({0, 3}, {3, 1}, {3, 2}, {2, 1}, {0, 2});
   BOOST_TEST(e.calls.empty());  // nothing to compute
+}
+
+// Host work never counts as a host synchronisation; the backend's count is
+// process-wide and moves only forward.
+BOOST_AUTO_TEST_CASE(host_work_leaves_the_host_sync_count_alone) {
+  const int64_t before = mg::backend::host_sync_count();
+  const mg::Tensor x = u({64, 32});
+  const mg::Tensor y = mg::F::sum(mg::F::matmul(x, mg::F::transpose(x, 0, 1)));
+  BOOST_TEST(std::isfinite(y.to_vector<double>()[0]));
+  BOOST_TEST(mg::backend::host_sync_count() == before);
+  mg::backend::note_host_sync();
+  BOOST_TEST(mg::backend::host_sync_count() == before + 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
