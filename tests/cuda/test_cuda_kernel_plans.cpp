@@ -204,6 +204,12 @@ BOOST_AUTO_TEST_CASE(reduce_plan_splits_large_reductions_and_covers_each_element
   BOOST_TEST(plan::make_channel_plan(8, 2048, 1).per_thread);                  // a linear layer's bias gradient
   check_reduce(u({6, 1500}), 0b01);
   check_reduce(u({3, 4, 1100}), 0b011);
+  // Many rows: each column's rows split over several threads, combined after.
+  const plan::ReducePlan tall = plan::make_reduce_plan({4096, 2048}, {2048, 1}, 0b01);
+  BOOST_TEST(tall.per_thread);
+  BOOST_TEST(tall.splits == 32);  // 65536 threads
+  check_reduce(u({700, 1030}), 0b01);
+  BOOST_TEST(plan::make_reduce_plan({700, 1030}, {1030, 1}, 0b01).splits > 1);
   // Split ranges tile [0, count) in order.
   for (int64_t count : {0, 1, 7, 4096, 100'001})
     for (int64_t splits : {1, 3, 64}) {

@@ -61,9 +61,13 @@ inline constexpr int64_t kReducePerThread = 16;
 /// Most blocks per output (the partial results a second pass combines).
 inline constexpr int64_t kMaxSplits = 1024;
 /// Outputs from which a column reduction (kept innermost dim contiguous)
-/// runs one thread per output: neighbouring threads then read neighbouring
-/// elements (coalesced), where a block per output would stride through rows.
+/// runs one thread per output and split: neighbouring threads then read
+/// neighbouring elements (coalesced), where a block per output would stride
+/// through rows.
 inline constexpr int64_t kPerThreadOutputs = 1024;
+/// Threads a per-thread reduction aims for (splitting the rows), so that a
+/// few thousand columns of many rows still fill the device.
+inline constexpr int64_t kPerThreadTarget = 65536;
 
 struct ReducePlan {
   IndexSpace kept;     // one output per position, row-major over x's kept dims
@@ -71,12 +75,22 @@ struct ReducePlan {
   int64_t outputs = 1;
   int64_t count = 1;   // elements per output (0: the identity)
   int64_t splits = 1;  // blocks per output; > 1: a second pass combines the partials
-  bool per_thread = false;  // one thread folds each output (see kPerThreadOutputs)
+  // One thread folds each (output, split) instead of a block (see
+  // kPerThreadOutputs); thread t takes output t % outputs, split t / outputs.
+  bool per_thread = false;
 };
 
 /// Whether the plan's outputs are many columns, contiguous in memory.
 inline bool columns_per_thread(const ReducePlan& p) {
-  return p.splits == 1 && p.outputs >= kPerThreadOutputs && p.kept.ndim > 0 && p.kept.stride[p.kept.ndim - 1] == 1;
+  return p.outputs >= kPerThreadOutputs && p.kept.ndim > 0 && p.kept.stride[p.kept.ndim - 1] == 1;
+}
+
+/// Splits of a per-thread plan: enough threads for kPerThreadTarget, each
+/// folding at least kReducePerThread elements.
+inline int64_t per_thread_splits(int64_t outputs, int64_t count) {
+  const int64_t want = std::min<int64_t>((kPerThreadTarget + outputs - 1) / outputs, kMaxSplits);
+  const int64_t useful = std::max<int64_t>(1, count / kReducePerThread);
+  return std::max<int64_t>(1, std::min(want, useful));
 }
 
 /// Blocks per output: 1, or enough for `target_blocks` in all when few
@@ -105,6 +119,7 @@ inline ReducePlan make_reduce_plan(const Shape& shape, const Shape& strides, uin
   }
   p.splits = choose_splits(p.outputs, p.count, target_blocks);
   p.per_thread = columns_per_thread(p);
+  if (p.per_thread) p.splits = per_thread_splits(p.outputs, p.count);
   return p;
 }
 
@@ -119,6 +134,7 @@ inline ReducePlan make_channel_plan(int64_t outer, int64_t channels, int64_t inn
   p.count = outer * inner;
   p.splits = choose_splits(p.outputs, p.count, target_blocks);
   p.per_thread = columns_per_thread(p);
+  if (p.per_thread) p.splits = per_thread_splits(p.outputs, p.count);
   return p;
 }
 

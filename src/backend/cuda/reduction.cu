@@ -6,7 +6,8 @@
 // when few outputs have many elements each: a reduce-all splits over up to
 // 1024 blocks and a second, one-block-per-output pass combines the
 // partials), or, for many contiguous columns (a bias gradient), each thread
-// folds one column so that a warp's reads are coalesced. Accumulators are acc_t<T> as on the CPU (float for the 16-bit
+// folds one column (or a range of its rows, combined after) so that a
+// warp's reads are coalesced. Accumulators are acc_t<T> as on the CPU (float for the 16-bit
 // floats and float32, double for float64, int64 for integers and bool); a
 // final elementwise pass applies the post step (divide by n for mean / var,
 // sqrt or 1/p power for norms) and converts to out's dtype. Instantiations
@@ -62,16 +63,30 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
 }
 
-// out[o] = fold of output o by one thread (ReducePlan::per_thread: many
-// contiguous columns, so a warp reads 32 neighbouring elements per step).
+// partial[o * splits + s] = fold of split s of output o by one thread, for
+// thread t = s * outputs + o (ReducePlan::per_thread: many contiguous
+// columns, so a warp reads 32 neighbouring elements per step).
 template <class T, class A, class Red>
 __global__ void fold_per_thread_kernel(const T* x, IndexSpace kept, IndexSpace reduced, int64_t outputs,
-                                       int64_t count, Red red, const A* center, A* out) {
-  MIXGRAD_GRID_STRIDE_LOOP(o, outputs) {
+                                       int64_t count, int64_t splits, Red red, const A* center, A* partial) {
+  MIXGRAD_GRID_STRIDE_LOOP(t, outputs * splits) {
+    const int64_t o = t % outputs, s = t / outputs;
+    int64_t b = 0, e = 0;
+    cuda_plan::split_range(count, splits, s, b, e);
     const T* base = x + kept.offset(o);
     const A c = center ? center[o] : A(0);
     A acc = Red::identity();
-    for (int64_t r = 0; r < count; ++r) acc = Red::combine(acc, red.map(kernels::cast<A>(base[reduced.offset(r)]), c));
+    for (int64_t r = b; r < e; ++r) acc = Red::combine(acc, red.map(kernels::cast<A>(base[reduced.offset(r)]), c));
+    partial[o * splits + s] = acc;
+  }
+}
+
+// out[o] = combine of partial[o * splits .. + splits) by one thread.
+template <class A, class Red>
+__global__ void combine_per_thread_kernel(const A* partial, int64_t outputs, int64_t splits, A* out) {
+  MIXGRAD_GRID_STRIDE_LOOP(o, outputs) {
+    A acc = Red::identity();
+    for (int64_t s = 0; s < splits; ++s) acc = Red::combine(acc, partial[o * splits + s]);
     out[o] = acc;
   }
 }
@@ -120,10 +135,21 @@ Tensor fold(const T* x, const ReducePlan& p, const Red& red, const A* center, co
   Tensor acc = device_buffer(p.outputs, dtype_of<A>(), device);
   A* out = static_cast<A*>(acc.raw_data());
   if (p.per_thread) {
-    const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(p.outputs);
+    Tensor partial;
+    A* part = out;
+    if (p.splits > 1) {
+      partial = device_buffer(p.outputs * p.splits, dtype_of<A>(), device);
+      part = static_cast<A*>(partial.raw_data());
+    }
+    const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(p.outputs * p.splits);
     fold_per_thread_kernel<T, A, Red><<<lc.blocks, lc.threads, 0, stream>>>(x, p.kept, p.reduced, p.outputs, p.count,
-                                                                            red, center, out);
+                                                                            p.splits, red, center, part);
     MIXGRAD_CUDA_CHECK(cudaGetLastError());
+    if (p.splits > 1) {
+      const cuda_plan::LaunchConfig lo = cuda_plan::launch_config(p.outputs);
+      combine_per_thread_kernel<A, Red><<<lo.blocks, lo.threads, 0, stream>>>(part, p.outputs, p.splits, out);
+      MIXGRAD_CUDA_CHECK(cudaGetLastError());
+    }
     return acc;
   }
   if (p.splits == 1) {
