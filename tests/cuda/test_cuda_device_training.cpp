@@ -13,6 +13,7 @@
 
 #include "backend/copy.hpp"
 #include "backend/dropout.hpp"
+#include "backend/host_sync.hpp"
 #include "backend/loss_scale.hpp"
 #include "backend/multi_tensor.hpp"
 #include "backend/optim.hpp"
@@ -436,6 +437,38 @@ BOOST_AUTO_TEST_CASE(an_amp_training_step_on_the_gpu_follows_the_cpu) {
   const double cpu = run(kCpu);
   const double gpu = run(kGpu);
   BOOST_TEST(gpu == cpu, boost::test_tools::tolerance(2e-2));
+}
+
+// After warm-up, a whole AMP step (autocast forward, scaled backward, the
+// fused unscale and non-finite check, the flagged optimizer update and the
+// scale update) makes no host synchronisation: the found-inf flag, the scale
+// and the step count stay on the device until the user reads one.
+BOOST_AUTO_TEST_CASE(an_amp_step_after_warm_up_makes_no_host_synchronisation) {
+  mg::manual_seed(5);
+  auto net = mg::nn::Sequential(mg::nn::Linear(16, 32), mg::nn::ReLU(), mg::nn::Linear(32, 4));
+  net.to(kGpu);
+  const mg::Tensor x = mg::normal({64, 16}, 0.0, 1.0).to(kGpu);
+  const mg::Tensor y = mg::normal({64, 4}, 0.0, 1.0).to(kGpu);
+  mg::autodiff::GradManager gm;
+  gm.attach(net.parameters());
+  mg::optim::AdamW opt(net.parameters(), {.lr = 1e-3});
+  mg::amp::GradScaler scaler({.init_scale = 1024});
+  auto step = [&] {
+    {
+      mg::amp::autocast ac(true, mg::DType::float16);
+      auto rec = gm.record();
+      scaler.backward(gm, mg::F::mse_loss(net(x), y));
+    }
+    opt.step().clear_grad();
+    scaler.update();
+  };
+  step();  // warm-up: handles, workspaces, cached blocks, optimizer state
+  step();
+  const int64_t before = mg::backend::host_sync_count();
+  step();
+  BOOST_TEST(mg::backend::host_sync_count() == before);
+  BOOST_TEST(std::isfinite(scaler.scale_factor()));  // a host value: now it waits
+  BOOST_TEST(mg::backend::host_sync_count() > before);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
