@@ -3,9 +3,14 @@
 // others hanging.
 #include "mixgrad/distributed/process_group.hpp"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <exception>
 #include <mutex>
 #include <string>
@@ -23,6 +28,41 @@ namespace {
 std::mutex g_world_mutex;
 std::shared_ptr<GroupState> g_world;  // the group init_process_group hands out
 std::terminate_handler g_previous_terminate = nullptr;
+// Written when the launcher stops this rank (another rank failed): formatted
+// at initialisation, as a signal handler may only write().
+char g_stopped_message[160] = {};
+size_t g_stopped_length = 0;
+struct sigaction g_previous_sigterm = {};
+
+// mpirun stops the other ranks of a failed job with SIGTERM: say so on each,
+// then let the previous disposition act (by default, the process ends).
+void on_sigterm(int sig, siginfo_t* info, void* context) {
+  if (g_stopped_length) [[maybe_unused]] auto n = write(STDERR_FILENO, g_stopped_message, g_stopped_length);
+  if (g_previous_sigterm.sa_flags & SA_SIGINFO) {
+    if (g_previous_sigterm.sa_sigaction) g_previous_sigterm.sa_sigaction(sig, info, context);
+    return;
+  }
+  if (g_previous_sigterm.sa_handler == SIG_IGN) return;
+  if (g_previous_sigterm.sa_handler != SIG_DFL && g_previous_sigterm.sa_handler) {
+    g_previous_sigterm.sa_handler(sig);
+    return;
+  }
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void install_sigterm_message(int rank, int size) {
+  const int n = std::snprintf(g_stopped_message, sizeof g_stopped_message,
+                              "mixgrad.distributed: rank %d of %d: stopped by the launcher (SIGTERM), as another "
+                              "rank failed or the job was cancelled\n",
+                              rank, size);
+  g_stopped_length = n > 0 ? std::min(static_cast<size_t>(n), sizeof g_stopped_message - 1) : 0;
+  struct sigaction sa = {};
+  sa.sa_sigaction = on_sigterm;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, &g_previous_sigterm);
+}
 
 // At exit, before MPI_Finalize: the world's communicator is freed while MPI
 // still runs (its destructor would otherwise run after finalisation).
@@ -166,6 +206,7 @@ ProcessGroup init_process_group(double timeout_seconds) {
   detail::check_env("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", g->rank, g->size);
   detail::check_env("RANK", "WORLD_SIZE", g->rank, g->size);
   if (detail::g_previous_terminate == nullptr) detail::g_previous_terminate = std::set_terminate(detail::terminate_job);
+  if (g->size > 1) detail::install_sigterm_message(g->rank, g->size);
   detail::g_world = g;
   return ProcessGroup(std::move(g));
 }

@@ -30,9 +30,13 @@
 //
 // Failure. Collectives wait with a timeout, and an exception that escapes
 // main() on any rank (std::terminate) aborts the whole job with
-// MPI_Abort after printing "mixgrad.distributed: rank R: ..." with the
+// MPI_Abort after printing "mixgrad.distributed: rank R of W: ..." with the
 // error, so a rank that fails never leaves the others hanging in a
-// collective: mpirun stops every rank and exits non-zero.
+// collective: mpirun stops every rank and exits non-zero. In a group of
+// several ranks, a rank the launcher stops that way (SIGTERM) prints
+// "mixgrad.distributed: rank R of W: stopped by the launcher (SIGTERM) ..."
+// before the signal's previous disposition acts, so every rank's output
+// says why it ended.
 #pragma once
 
 #include <memory>
