@@ -97,9 +97,10 @@ class GradReducer {
   /// Adds the callback and the hook to `gm` for `tensors`.
   void attach(autodiff::GradManager& gm, const std::vector<Tensor>& tensors);
 
-  /// The bucket all-reduces of the last `keep` backwards, for timelines;
-  /// empty unless record_timeline(true).
+  /// The bucket all-reduces of every backward since record_timeline(true)
+  /// (one event per bucket and backward, in bucket order), for timelines.
   const std::vector<BucketEvent>& timeline() const;
+  /// Starts (true) or stops and clears (false) recording the timeline.
   void record_timeline(bool on);
   /// Seconds since construction on the reducer's clock.
   double now() const;
