@@ -215,11 +215,11 @@ struct GradReducer::Impl {
 
   void finish() {
     if (broken) return;
-    if (slots.empty()) return;
     try {
       const double backward_end = now();
       if (!laid_out) {
-        check_layout();
+        check_layout();  // a collective: also on a rank whose backward reached nothing
+        if (slots.empty()) return;  // no rank reached anything: lay out in a later backward
         lay_out();
         for (Bucket& b : buckets) b.missing = b.pieces;
         for (Slot& s : slots) {
