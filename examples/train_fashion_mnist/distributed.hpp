@@ -51,6 +51,7 @@ inline bool start_data_parallel(const Options& o, DataParallel& dp) {
   if (!dp.is_main() && !std::freopen("/dev/null", "w", stdout)) return false;
   return true;
 #else
+  (void)dp;
   std::fprintf(stderr, "train_fashion_mnist: --distributed needs mixgrad built with MPI "
                        "(apt-get install libopenmpi-dev openmpi-bin, then reconfigure)\n");
   return false;
