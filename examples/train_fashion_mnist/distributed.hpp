@@ -70,6 +70,7 @@ inline mg::data::DataLoader make_train_loader(DataParallel& dp, const mg::data::
     return mg::data::DataLoader(std::shared_ptr<const mg::data::Dataset>(dp.shard), {.batch_size = o.batch_size});
   }
 #endif
+  (void)dp;
   return mg::data::DataLoader(train, {.batch_size = o.batch_size, .shuffle = true, .seed = o.seed});
 }
 
