@@ -18,7 +18,15 @@ using test_util::values;
 namespace {
 
 constexpr int kSteps = 5;
-constexpr int64_t kBatch = 128;
+constexpr int64_t kBatch = 128;  // rows per step in the data
+
+// The global batch: 128, or the largest multiple of 4 x world_size below it,
+// so every rank's share splits into 1, 2 or 4 micro-batches (mpirun -np 3
+// runs the suite too).
+int64_t global_batch() {
+  const int64_t unit = 4 * world().world_size();
+  return kBatch / unit * unit;
+}
 
 struct Data {
   mg::Tensor x, y;
@@ -69,7 +77,7 @@ Result train(const Setup& s) {
   mg::optim::SGD opt(params, {.lr = 0.1, .momentum = 0.9});
   mg::amp::GradScaler scaler({.init_scale = 1024.0, .growth_interval = 2, .enabled = s.amp});
   if (s.distributed) dist::sync_grad_scaler(world(), scaler);
-  const int64_t per_rank = kBatch / W, micro = per_rank / s.accumulate;
+  const int64_t per_rank = global_batch() / W, micro = per_rank / s.accumulate;
   for (int step = 0; step < kSteps; ++step) {
     for (int k = 0; k < s.accumulate; ++k) {
       const int64_t start = step * kBatch + r * per_rank + k * micro;
