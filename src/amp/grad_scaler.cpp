@@ -131,6 +131,8 @@ GradScaler& GradScaler::operator=(const GradScaler& other) {
   found_inf_ = copy(other.found_inf_);
   step_open_ = other.step_open_;
   unscaled_ = other.unscaled_;
+  found_inf_hook_ = other.found_inf_hook_;
+  found_inf_synced_ = other.found_inf_synced_;
   return *this;
 }
 
@@ -229,6 +231,7 @@ GradScaler& GradScaler::unscale(const std::vector<Tensor>& tensors) {
   if (!step_open_) unscaled_.clear();
   step_open_ = true;
   found_inf_ = std::move(found_inf);
+  found_inf_synced_ = false;  // this unscale may have set it: the hook sees it again
   for (const Tensor& t : list.owners) {
     detail::mark_unscaled(t.grad(), found_inf_);
     unscaled_.emplace(t.id(), t.impl_ptr());
@@ -236,8 +239,21 @@ GradScaler& GradScaler::unscale(const std::vector<Tensor>& tensors) {
   return *this;
 }
 
+GradScaler& GradScaler::set_found_inf_hook(FoundInfHook hook) {
+  found_inf_hook_ = std::move(hook);
+  return *this;
+}
+
+void GradScaler::sync_found_inf() {
+  if (!options_.enabled || !found_inf_hook_ || !found_inf_.defined() || found_inf_synced_) return;
+  autodiff::NoRecordScope no_record;
+  found_inf_hook_(found_inf_);
+  found_inf_synced_ = true;
+}
+
 void GradScaler::update(std::optional<double> new_scale) {
   if (!options_.enabled) return;
+  if (step_open_) sync_found_inf();  // the scale adapts to the flag every rank agrees on
   if (new_scale) {
     validate_scale_in_bounds("GradScaler::update", "new_scale", *new_scale, options_);
     set_scale(*new_scale);
@@ -280,6 +296,7 @@ void GradScaler::step(optim::Optimizer& opt, bool fused_unscale) {
   });
   if (!fused) {
     if (!pending.empty()) unscale(pending);
+    sync_found_inf();  // every rank steps on the flag they agree on
     opt.step();
     return;
   }
@@ -295,9 +312,11 @@ void GradScaler::step(optim::Optimizer& opt, bool fused_unscale) {
   if (!step_open_) unscaled_.clear();
   step_open_ = true;
   found_inf_ = std::move(found_inf);
+  found_inf_synced_ = false;  // this check may have set it: the hook sees it again
   // Counted as unscaled in this step: a second unscale of them would
   // divide values the optimizer already consumed.
   for (const Tensor& t : list.owners) unscaled_.emplace(t.id(), t.impl_ptr());
+  sync_found_inf();
   opt.step_with(this, inv_scale_, found_inf_);
 }
 

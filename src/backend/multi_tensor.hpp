@@ -60,14 +60,16 @@ inline void check_scalar_arg(const char* op, const char* what, const Tensor& t, 
 /// float32 or float64 tensor there (float64 keeps 1 / scale exact for float64
 /// gradients). An empty list does nothing. A factor that is not finite in
 /// the type it would be applied in (0 * inf would report a false overflow)
-/// throws ValueError on the CPU, touching nothing.
+/// throws ValueError on the CPU, touching nothing; on CUDA, where the factor
+/// is only known on the device, it sets found_inf and touches nothing else
+/// (the step is skipped, as for an overflow).
 inline void non_finite_check_and_unscale(std::span<const Tensor> tensors, const Tensor& found_inf,
                                          const Tensor& inv_scale) {
   if (tensors.empty()) return;
   const Device device = tensors.front().device();
   detail::check_scalar_arg("non_finite_check_and_unscale", "found_inf", found_inf, device, false);
   detail::check_scalar_arg("non_finite_check_and_unscale", "inv_scale", inv_scale, device, true);
-  MIXGRAD_DISPATCH(device, non_finite_check_and_unscale, (tensors, found_inf, inv_scale));
+  MIXGRAD_DISPATCH_CUDA(device, non_finite_check_and_unscale, (tensors, found_inf, inv_scale));
 }
 
 /// The check of non_finite_check_and_unscale without the write: sets
@@ -95,7 +97,7 @@ inline Tensor grad_norm(std::span<const Tensor> tensors, double norm_type) {
     *out.data<double>() = 0.0;
     return out;
   }
-  [&] { MIXGRAD_DISPATCH(device, grad_norm, (tensors, norm_type, out)); }();
+  [&] { MIXGRAD_DISPATCH_CUDA(device, grad_norm, (tensors, norm_type, out)); }();
   return out;
 }
 
@@ -107,7 +109,7 @@ inline void clip_by_norm(std::span<const Tensor> tensors, const Tensor& norm, do
   if (tensors.empty()) return;
   const Device device = tensors.front().device();
   detail::check_scalar_arg("clip_by_norm", "norm", norm, device, true);
-  MIXGRAD_DISPATCH(device, clip_by_norm, (tensors, norm, max_norm));
+  MIXGRAD_DISPATCH_CUDA(device, clip_by_norm, (tensors, norm, max_norm));
 }
 
 }  // namespace mixgrad::backend

@@ -65,7 +65,7 @@ inline void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& mo
   // (a fused unscale is never asked of it: GradScaler::step unscales first).
   if (param.device().is_cpu()) return cpu::sgd_update(param, grad, momentum_buffer, step, found_inf, s, amp);
   if (amp.inv_scale.defined() || amp.master.defined()) throw_no_cuda("sgd_update with master weights");
-  MIXGRAD_DISPATCH(param.device(), sgd_update, (param, grad, momentum_buffer, step, found_inf, s));
+  MIXGRAD_DISPATCH_CUDA(param.device(), sgd_update, (param, grad, momentum_buffer, step, found_inf, s));
 }
 
 /// param <- Adam(param, grad), unless found_inf is set, with the bias
@@ -76,7 +76,7 @@ inline void adam_update(const Tensor& param, const Tensor& grad, const Tensor& e
   if (param.device().is_cpu())
     return cpu::adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, found_inf, s, amp);
   if (amp.inv_scale.defined() || amp.master.defined()) throw_no_cuda("adam_update with master weights");
-  MIXGRAD_DISPATCH(param.device(), adam_update, (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, found_inf, s));
+  MIXGRAD_DISPATCH_CUDA(param.device(), adam_update, (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, found_inf, s));
 }
 
 }  // namespace mixgrad::backend

@@ -100,6 +100,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -262,8 +263,28 @@ class GradScaler {
   template <class Optimizer>
     requires(!std::derived_from<Optimizer, optim::Optimizer>)
   void step(Optimizer& opt) {
+    sync_found_inf();
     if (!found_non_finite()) opt.step();
   }
+
+  /// Sees the step's found-inf flag (0-d float32, 0 or 1, on the scale's
+  /// device) and may change it in place, e.g. to agree with other processes.
+  using FoundInfHook = std::function<void(const Tensor& found_inf)>;
+  /// Installs `hook` (an empty function removes it). It runs at most once
+  /// per step, after the step's last unscale and before anything reads the
+  /// flag for the step: at the start of step(opt) (after its own unscale),
+  /// or of update(), whichever comes first; an unscale after it runs makes
+  /// it run again. It must write the flag in place (the gradients unscaled
+  /// in the step hold this tensor), with a value of 0 or 1. Data-parallel
+  /// training installs an all-reduce (max) of the flag here
+  /// (distributed::sync_grad_scaler), so all ranks skip the same steps.
+  /// A disabled scaler never calls it. Returns *this.
+  GradScaler& set_found_inf_hook(FoundInfHook hook);
+  /// Runs the hook now if the flag of the current step has not been through
+  /// it yet (nothing without a hook, before the first unscale, or when
+  /// disabled). step(), update() call it; call it yourself only before
+  /// reading the flag by other means.
+  void sync_found_inf();
 
   /// MegEngine's keys, as 0-d tensors: "scale_factor" (float64, a copy of
   /// the scale tensor, on its device), "growth_factor", "backoff_factor"
@@ -320,6 +341,8 @@ class GradScaler {
   Tensor found_inf_;  // 0-d float32, this step's flag; undefined before the first unscale
   bool step_open_ = false;  // an unscale ran since the last update()
   std::unordered_map<uint64_t, std::weak_ptr<TensorImpl>> unscaled_;  // this step's, by tensor id
+  FoundInfHook found_inf_hook_;
+  bool found_inf_synced_ = false;  // the hook has seen found_inf_ since its last unscale
 };
 
 }  // namespace mixgrad::amp
