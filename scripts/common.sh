@@ -22,6 +22,7 @@ debian_packages=(
   libdnnl-dev zlib1g-dev nlohmann-json3-dev
   python3-pip
   dataset-fashion-mnist
+  libopenmpi-dev openmpi-bin
 )
 # The sanitizer and fuzzing stage of scripts/test.sh: clang with its
 # sanitizer and libFuzzer runtimes, LLVM's OpenMP (clang's -fopenmp), and

@@ -17,6 +17,7 @@
 //   train_fashion_mnist --amp            # bf16 autocast + GradScaler
 //   train_fashion_mnist --help           # every option
 //   train_fashion_mnist --save ckpt --stop-after 1 && train_fashion_mnist --save ckpt --resume ckpt
+//   mpirun -np 2 train_fashion_mnist --distributed --threads 1   # data parallel (distributed.hpp)
 //
 // The data comes from `apt-get install dataset-fashion-mnist` (or --data-dir).
 #include <algorithm>
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "models.hpp"
+#include "train_fashion_mnist/distributed.hpp"
 #include "train_fashion_mnist/metrics.hpp"
 #include "train_fashion_mnist/options.hpp"
 #include "train_fashion_mnist/progress.hpp"
@@ -78,22 +80,27 @@ int main(int argc, char** argv) {
   if (auto code = train::parse_options(argc, argv, opts)) return *code;
   const train::Precision& p = opts.precision;
   try {
+    train::DataParallel dp;
+    if (!train::start_data_parallel(opts, dp)) return train::kUsageError;
     mg::set_num_threads(opts.threads);
     mg::manual_seed(opts.seed);
     train::MetricsWriter metrics;
-    if (!train::open_metrics(opts.metrics, metrics)) return train::kUsageError;
+    if (!train::open_metrics(dp.is_main() ? opts.metrics : "", metrics)) return train::kUsageError;
     auto data = train::load_fashion_mnist(opts.data_dir, opts.limit_train);
     if (!data) return train::kUsageError;
-    mg::data::DataLoader train_loader(data->train, {.batch_size = opts.batch_size, .shuffle = true, .seed = opts.seed});
+    mg::data::DataLoader train_loader = train::make_train_loader(dp, data->train, opts);
     mg::data::DataLoader test_loader(data->test, {.batch_size = 500});
 
     auto net = make_model(opts.model);
     mg::autodiff::GradManager gm;
-    gm.attach(net.parameters());
     auto optimizer = make_optimizer(opts, net.parameters());
     mg::optim::Optimizer& opt = *optimizer;
     mg::amp::GradScaler scaler({.growth_interval = opts.growth_interval});  // 2^4, x2 growth, x0.5 backoff
+    train::attach_data_parallel(dp, gm, net, scaler);  // alone: gm.attach(net.parameters())
     train::print_header(opts, net, data->train.size(), data->test.size());
+    if (dp.on)
+      std::printf("data parallel: %d processes x batch %lld (%lld images per step)\n", dp.world,
+                  static_cast<long long>(opts.batch_size), static_cast<long long>(opts.batch_size * dp.world));
 
     // The automatic gear (--accumulate 1): one batch, one step.
     auto train_step = mg::amp::autocast(p.autocast, p.low).wrap([&](const mg::Tensor& x, const mg::Tensor& y) {
@@ -160,10 +167,11 @@ int main(int argc, char** argv) {
     train::RunSummary summary;
     const auto run_start = Clock::now();
     for (int epoch = first_epoch; epoch <= last_epoch; ++epoch) {
+      train::begin_epoch(dp, epoch - 1);
       train::ProgressBar bar(epoch, opts.epochs, batches, train::stdout_is_terminal());
       train::EpochMetrics em{.epoch = epoch};
       double loss_sum = 0.0;  // sum over images of their batch's loss
-      int64_t images = 0, batch = 0, skipped_before = summary.skipped_steps;
+      int64_t images = 0, own_images = 0, batch = 0, skipped_before = summary.skipped_steps;
       double step_loss = 0.0;  // the current step's loss, summed over its micro-batches
       const auto start = Clock::now();
       for (const auto& [x, y] : train_loader) {
@@ -180,8 +188,9 @@ int main(int argc, char** argv) {
           if (last) accumulated_step();
         }
         step_loss += loss / static_cast<double>(group);
-        loss_sum += loss * static_cast<double>(x.size(0));
-        images += x.size(0);
+        loss_sum += loss * static_cast<double>(x.size(0));  // this rank's
+        own_images += x.size(0);
+        images += x.size(0) * dp.world;  // every rank's batch has this size
         ++batch;
         if (last) {
           const bool skipped = p.grad_scaler && scaler.found_non_finite();
@@ -190,21 +199,22 @@ int main(int argc, char** argv) {
                         .lr = opt.lr(), .skipped = skipped});
           step_loss = 0.0;
         }
-        bar.update({.batch = batch, .images = images, .loss = loss_sum / static_cast<double>(images),
+        bar.update({.batch = batch, .images = images, .loss = loss_sum / static_cast<double>(own_images),
                      .scale = p.grad_scaler ? scaler.scale_factor() : 1.0, .skipped = summary.skipped_steps});
       }
       em.seconds = seconds_since(start);
       bar.finish();
+      train::sync_running_stats(dp, net);  // the ranks' BatchNorm statistics, averaged
       const auto eval_start = Clock::now();
-      em.test_accuracy = evaluate(net, test_loader, p);
+      em.test_accuracy = dp.is_main() ? evaluate(net, test_loader, p) : 0.0;  // the replicas are identical
       em.eval_seconds = seconds_since(eval_start);
-      em.train_loss = loss_sum / static_cast<double>(images);
+      em.train_loss = train::sum_over_ranks(dp, loss_sum) / static_cast<double>(images);
       em.img_per_s = static_cast<double>(images) / em.seconds;
       em.skipped_steps = summary.skipped_steps - skipped_before;
       metrics.epoch(em);
       summary.add(em, images);
       train::print_epoch(em, opts.epochs);
-      if (!opts.save.empty()) mg::io::save_checkpoint(opts.save, checkpoint());
+      if (!opts.save.empty() && dp.is_main()) mg::io::save_checkpoint(opts.save, checkpoint());
     }
     summary.total_seconds = seconds_since(run_start);
     summary.total_steps = step;

@@ -50,6 +50,7 @@ struct Options {
   std::string save;    // checkpoint directory; empty: no checkpoints
   std::string resume;  // checkpoint directory to continue from; empty: a fresh run
   int stop_after = 0;  // stop after this epoch (0: run all --epochs)
+  bool distributed = false;  // data parallel over the processes of mpirun
 };
 
 namespace detail {
@@ -135,7 +136,11 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& opts) {
      "continue from the latest checkpoint in DIR with the next epoch; give the same options as the "
      "run that wrote it. The result is bit-identical to a run never stopped (same machine and --threads)")
     ("stop-after", po::value(&opts.stop_after)->default_value(opts.stop_after)->value_name("N"),
-     "stop after epoch N as if interrupted (0: run all --epochs); with --save, --resume continues");
+     "stop after epoch N as if interrupted (0: run all --epochs); with --save, --resume continues")
+    ("distributed", po::bool_switch(&opts.distributed),
+     "data parallel over the processes of mpirun (mpirun -np N train_fashion_mnist --distributed): each "
+     "process trains on its share of every epoch with --batch-size images per step, gradients averaged "
+     "over the processes; only rank 0 prints, evaluates and writes files");
   // clang-format on
   const char* examples =
       "Examples:\n"
@@ -144,7 +149,8 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& opts) {
       "  train_fashion_mnist --model resnet --precision fp16 --accumulate 4 --batch-size 32\n"
       "  train_fashion_mnist --limit-train 2048 --epochs 1   # a smoke run of a few seconds\n"
       "  train_fashion_mnist --save ckpt --stop-after 1      # epoch 1 of 3, checkpointed ...\n"
-      "  train_fashion_mnist --save ckpt --resume ckpt       # ... and epochs 2 and 3\n\n"
+      "  train_fashion_mnist --save ckpt --resume ckpt       # ... and epochs 2 and 3\n"
+      "  mpirun -np 2 train_fashion_mnist --distributed --threads 1 --batch-size 64   # 2 processes\n\n"
       "Exit codes: 0 done, 1 training failed, 2 bad option or missing data set.\n";
   po::variables_map vm;
   try {

@@ -131,6 +131,8 @@ GradScaler& GradScaler::operator=(const GradScaler& other) {
   found_inf_ = copy(other.found_inf_);
   step_open_ = other.step_open_;
   unscaled_ = other.unscaled_;
+  found_inf_hook_ = other.found_inf_hook_;
+  found_inf_synced_ = other.found_inf_synced_;
   return *this;
 }
 
@@ -229,6 +231,7 @@ GradScaler& GradScaler::unscale(const std::vector<Tensor>& tensors) {
   if (!step_open_) unscaled_.clear();
   step_open_ = true;
   found_inf_ = std::move(found_inf);
+  found_inf_synced_ = false;  // this unscale may have set it: the hook sees it again
   for (const Tensor& t : list.owners) {
     detail::mark_unscaled(t.grad(), found_inf_);
     unscaled_.emplace(t.id(), t.impl_ptr());
@@ -236,8 +239,21 @@ GradScaler& GradScaler::unscale(const std::vector<Tensor>& tensors) {
   return *this;
 }
 
+GradScaler& GradScaler::set_found_inf_hook(FoundInfHook hook) {
+  found_inf_hook_ = std::move(hook);
+  return *this;
+}
+
+void GradScaler::sync_found_inf() {
+  if (!options_.enabled || !found_inf_hook_ || !found_inf_.defined() || found_inf_synced_) return;
+  autodiff::NoRecordScope no_record;
+  found_inf_hook_(found_inf_);
+  found_inf_synced_ = true;
+}
+
 void GradScaler::update(std::optional<double> new_scale) {
   if (!options_.enabled) return;
+  if (step_open_) sync_found_inf();  // the scale adapts to the flag every rank agrees on
   if (new_scale) {
     validate_scale_in_bounds("GradScaler::update", "new_scale", *new_scale, options_);
     set_scale(*new_scale);
@@ -262,16 +278,46 @@ void GradScaler::update(std::optional<double> new_scale) {
   unscaled_.clear();
 }
 
-void GradScaler::step(optim::Optimizer& opt) {
-  if (options_.enabled) {
-    std::vector<Tensor> pending;
-    for (const Tensor& p : opt.parameters()) {
-      const detail::GradMark mark = detail::grad_mark(p.grad());
-      if (mark.scaled && mark.scaler == this) pending.push_back(p);  // another scaler's: opt.step() refuses it
-    }
-    if (!pending.empty()) unscale(pending);
+void GradScaler::step(optim::Optimizer& opt) { step(opt, opt.step_supports_amp_scaling()); }
+
+void GradScaler::step(optim::Optimizer& opt, bool fused_unscale) {
+  if (!options_.enabled) {
+    opt.step();
+    return;
   }
-  opt.step();
+  std::vector<Tensor> pending;  // scaled by this scaler, not unscaled yet
+  for (const Tensor& p : opt.parameters()) {
+    const detail::GradMark mark = detail::grad_mark(p.grad());
+    if (mark.scaled && mark.scaler == this && !unscaled_.contains(p.id()))
+      pending.push_back(p);  // another scaler's: opt.step() refuses it
+  }
+  const bool fused = fused_unscale && !pending.empty() && std::all_of(pending.begin(), pending.end(), [](const Tensor& p) {
+    return p.grad().device().is_cpu();
+  });
+  if (!fused) {
+    if (!pending.empty()) unscale(pending);
+    sync_found_inf();  // every rank steps on the flag they agree on
+    opt.step();
+    return;
+  }
+  // The unscale happens inside the optimizer's update kernel: here only a
+  // read-only pass sets the step's flag. Everything is checked first, so a
+  // throw leaves the gradients, the optimizer and this scaler as they were.
+  opt.check_grads(this);
+  const detail::GradList list = detail::collect_grads("GradScaler::step", pending);
+  autodiff::NoRecordScope no_record;
+  place_state(list.grads.front().device());
+  Tensor found_inf = step_open_ ? found_inf_ : zeros(Shape{}, DType::float32, scale_.device());
+  backend::non_finite_check(list.grads, found_inf, inv_scale_);
+  if (!step_open_) unscaled_.clear();
+  step_open_ = true;
+  found_inf_ = std::move(found_inf);
+  found_inf_synced_ = false;  // this check may have set it: the hook sees it again
+  // Counted as unscaled in this step: a second unscale of them would
+  // divide values the optimizer already consumed.
+  for (const Tensor& t : list.owners) unscaled_.emplace(t.id(), t.impl_ptr());
+  sync_found_inf();
+  opt.step_with(this, inv_scale_, found_inf_);
 }
 
 StateDict GradScaler::state_dict() const {

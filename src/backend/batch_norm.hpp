@@ -63,13 +63,15 @@ void batch_norm_update_running(const BatchNormRunningUpdate& a);
 
 /// y = (x - mean) / sqrt(var + eps) * weight + bias per channel; in training
 /// mean / var are the batch statistics, computed here.
-inline void batch_norm_forward(const BatchNormForward& a) { MIXGRAD_DISPATCH(a.y.device(), batch_norm_forward, (a)); }
+inline void batch_norm_forward(const BatchNormForward& a) {
+  MIXGRAD_DISPATCH_CUDA(a.y.device(), batch_norm_forward, (a));
+}
 
 /// The gradients of x, weight and bias (those defined in `a`, overwritten).
 /// In training the gradient of x includes the dependence of the batch
 /// statistics on x; otherwise the statistics are constants.
 inline void batch_norm_backward(const BatchNormBackward& a) {
-  MIXGRAD_DISPATCH(a.grad_y.device(), batch_norm_backward, (a));
+  MIXGRAD_DISPATCH_CUDA(a.grad_y.device(), batch_norm_backward, (a));
 }
 
 /// running = (1 - momentum) * running + momentum * batch statistic, the
@@ -77,7 +79,7 @@ inline void batch_norm_backward(const BatchNormBackward& a) {
 /// statistics dtype, stored in the running tensors' dtype. Does not bump
 /// their versions (the op does).
 inline void batch_norm_update_running(const BatchNormRunningUpdate& a) {
-  MIXGRAD_DISPATCH(a.running_mean.device(), batch_norm_update_running, (a));
+  MIXGRAD_DISPATCH_CUDA(a.running_mean.device(), batch_norm_update_running, (a));
 }
 
 }  // namespace mixgrad::backend

@@ -26,7 +26,7 @@ void dropout_apply(const Tensor& src, const Tensor& dst, const DropoutParams& p)
 /// dst[i] = keep(i) ? src[i] * scale : 0, with i the row-major index; src and
 /// dst contiguous, same shape and floating dtype.
 inline void dropout_apply(const Tensor& src, const Tensor& dst, const DropoutParams& p) {
-  MIXGRAD_DISPATCH(dst.device(), dropout_apply, (src, dst, p));
+  MIXGRAD_DISPATCH_CUDA(dst.device(), dropout_apply, (src, dst, p));
 }
 
 }  // namespace mixgrad::backend

@@ -59,30 +59,30 @@ void where(const Tensor& cond, const Operand& a, const Operand& b, const Tensor&
 
 /// out = op(x) elementwise; x has out's shape and dtype.
 inline void unary(UnaryOp op, const Tensor& x, const Tensor& out, const UnaryParams& params = {}) {
-  MIXGRAD_DISPATCH(out.device(), unary, (op, x, out, params));
+  MIXGRAD_DISPATCH_CUDA(out.device(), unary, (op, x, out, params));
 }
 /// dx = grad * op'(...), from the tensor op's backward keeps (its input or its
 /// output, see kernels/unary.hpp); all of dx's shape and dtype.
 inline void unary_grad(UnaryOp op, const Tensor& grad, const Tensor& saved, const Tensor& dx,
                        const UnaryParams& params = {}) {
-  MIXGRAD_DISPATCH(dx.device(), unary_grad, (op, grad, saved, dx, params));
+  MIXGRAD_DISPATCH_CUDA(dx.device(), unary_grad, (op, grad, saved, dx, params));
 }
 /// out = op(a, b) with broadcasting.
 inline void binary(BinaryOp op, const Operand& a, const Operand& b, const Tensor& out) {
-  MIXGRAD_DISPATCH(out.device(), binary, (op, a, b, out));
+  MIXGRAD_DISPATCH_CUDA(out.device(), binary, (op, a, b, out));
 }
 /// dx = op's partial derivative applied to grad (see BinaryGradOp), in the
 /// broadcast shape of dx.
 inline void binary_grad(BinaryGradOp op, const Tensor& grad, const Operand& x, const Operand& y, const Tensor& dx) {
-  MIXGRAD_DISPATCH(dx.device(), binary_grad, (op, grad, x, y, dx));
+  MIXGRAD_DISPATCH_CUDA(dx.device(), binary_grad, (op, grad, x, y, dx));
 }
 /// out (bool) = a op b with broadcasting; a and b share a dtype.
 inline void compare(CompareOp op, const Operand& a, const Operand& b, const Tensor& out) {
-  MIXGRAD_DISPATCH(out.device(), compare, (op, a, b, out));
+  MIXGRAD_DISPATCH_CUDA(out.device(), compare, (op, a, b, out));
 }
 /// out = cond ? a : b with broadcasting; cond is bool.
 inline void where(const Tensor& cond, const Operand& a, const Operand& b, const Tensor& out) {
-  MIXGRAD_DISPATCH(out.device(), where, (cond, a, b, out));
+  MIXGRAD_DISPATCH_CUDA(out.device(), where, (cond, a, b, out));
 }
 
 }  // namespace mixgrad::backend

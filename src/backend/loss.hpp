@@ -12,10 +12,11 @@
 //  - on the CPU the status is written when the kernel returns; the op reads
 //    it and throws at once;
 //  - a CUDA kernel writes it in stream order. Reading it in every forward
-//    would stall the stream once per step, so its op is to hand the status
-//    to the device's pending checks, read at the next synchronisation (an
-//    item(), a copy to the host) and thrown from there, with a switch that
-//    reads it right after the kernel for debugging (eager label checks).
+//    would stall the stream once per step, so the op hands the status to
+//    the pending checks (backend/pending_checks.hpp), read at the next
+//    synchronisation (an item(), a copy to the host) and thrown from there,
+//    with a switch that reads it right after the kernel for debugging
+//    (eager checks).
 //
 //   Tensor status = empty({2}, DType::int64, device);
 //   backend::cross_entropy_forward({.input = x, .labels = y, .layout = lay}, out, stats, status);
@@ -90,34 +91,34 @@ void pointwise_loss_backward(const PointwiseLossArgs& a, const Tensor& grad_out,
 /// sample order) that is not, and then out and stats are unspecified.
 inline void cross_entropy_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& stats,
                                   const Tensor& label_status) {
-  MIXGRAD_DISPATCH(out.device(), cross_entropy_forward, (a, out, stats, label_status));
+  MIXGRAD_DISPATCH_CUDA(out.device(), cross_entropy_forward, (a, out, stats, label_status));
 }
 
 /// grad_input = scale * (softmax - smoothed one-hot), scale from grad_out
 /// (0-d for mean / sum, [samples] for none) and the reduction.
 inline void cross_entropy_backward(const ClassLossArgs& a, const Tensor& stats, const Tensor& grad_out,
                                    const Tensor& grad_input) {
-  MIXGRAD_DISPATCH(grad_input.device(), cross_entropy_backward, (a, stats, grad_out, grad_input));
+  MIXGRAD_DISPATCH_CUDA(grad_input.device(), cross_entropy_backward, (a, stats, grad_out, grad_input));
 }
 
 /// out = -input[label], reduced; label_status as for cross_entropy_forward.
 inline void nll_loss_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& label_status) {
-  MIXGRAD_DISPATCH(out.device(), nll_loss_forward, (a, out, label_status));
+  MIXGRAD_DISPATCH_CUDA(out.device(), nll_loss_forward, (a, out, label_status));
 }
 
 /// grad_input = -scale at each label, 0 elsewhere (a.input is not read).
 inline void nll_loss_backward(const ClassLossArgs& a, const Tensor& grad_out, const Tensor& grad_input) {
-  MIXGRAD_DISPATCH(grad_input.device(), nll_loss_backward, (a, grad_out, grad_input));
+  MIXGRAD_DISPATCH_CUDA(grad_input.device(), nll_loss_backward, (a, grad_out, grad_input));
 }
 
 /// out: the loss in pred's dtype, 0-d for mean / sum, pred's shape for none.
 inline void pointwise_loss_forward(const PointwiseLossArgs& a, const Tensor& out) {
-  MIXGRAD_DISPATCH(out.device(), pointwise_loss_forward, (a, out));
+  MIXGRAD_DISPATCH_CUDA(out.device(), pointwise_loss_forward, (a, out));
 }
 
 /// Gradients for pred and / or target (whichever of grads is defined).
 inline void pointwise_loss_backward(const PointwiseLossArgs& a, const Tensor& grad_out, const LossGrads& grads) {
-  MIXGRAD_DISPATCH(grad_out.device(), pointwise_loss_backward, (a, grad_out, grads));
+  MIXGRAD_DISPATCH_CUDA(grad_out.device(), pointwise_loss_backward, (a, grad_out, grads));
 }
 
 }  // namespace mixgrad::backend

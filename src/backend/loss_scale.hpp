@@ -40,7 +40,7 @@ void update_scale(const Tensor& scale, const Tensor& inv_scale, const Tensor& gr
 /// tensor on dst's device.
 inline void scale_copy(const Tensor& src, const Tensor& dst, const Tensor& scale) {
   detail::check_scalar_arg("scale_copy", "scale", scale, dst.device(), true);
-  MIXGRAD_DISPATCH(dst.device(), scale_copy, (src, dst, scale));
+  MIXGRAD_DISPATCH_CUDA(dst.device(), scale_copy, (src, dst, scale));
 }
 
 /// One step of the dynamic scale (kernels::ScaleUpdate): scale and inv_scale
@@ -49,7 +49,7 @@ inline void scale_copy(const Tensor& src, const Tensor& dst, const Tensor& scale
 /// overflowed) or undefined for a clean step; all on one device.
 inline void update_scale(const Tensor& scale, const Tensor& inv_scale, const Tensor& growth_tracker,
                          const Tensor& found_inf, const ScaleUpdateOptions& o) {
-  MIXGRAD_DISPATCH(scale.device(), update_scale, (scale, inv_scale, growth_tracker, found_inf, o));
+  MIXGRAD_DISPATCH_CUDA(scale.device(), update_scale, (scale, inv_scale, growth_tracker, found_inf, o));
 }
 
 }  // namespace mixgrad::backend

@@ -23,7 +23,7 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& 
 /// nothing); out is contiguous; bias is undefined or [n], any floating dtype.
 /// Accumulates in float32 (float64 for float64).
 inline void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
-  MIXGRAD_DISPATCH(out.device(), matmul, (a, b, bias, out));
+  MIXGRAD_DISPATCH_CUDA(out.device(), matmul, (a, b, bias, out));
 }
 
 }  // namespace mixgrad::backend

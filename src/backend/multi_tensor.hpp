@@ -1,6 +1,7 @@
 // Multi-tensor kernels: each call is one fused pass over a whole list of
 // gradients, however many tensors it holds. GradScaler::unscale uses the
-// check-and-unscale pass, clip_grad_norm the norm and the clip. Nothing here
+// check-and-unscale pass (GradScaler::step the check alone, when the
+// optimizer unscales in its update), clip_grad_norm the norm and the clip. Nothing here
 // returns a value computed from tensor data to the host: results (the
 // found-inf flag, the norm) are written into one-element tensors on the
 // gradients' device, and factors are read from such tensors, so a step on a
@@ -24,11 +25,13 @@ namespace mixgrad::backend {
 
 namespace cpu {
 void non_finite_check_and_unscale(std::span<const Tensor> tensors, const Tensor& found_inf, const Tensor& inv_scale);
+void non_finite_check(std::span<const Tensor> tensors, const Tensor& found_inf, const Tensor& inv_scale);
 void grad_norm(std::span<const Tensor> tensors, double norm_type, const Tensor& out);
 void clip_by_norm(std::span<const Tensor> tensors, const Tensor& norm, double max_norm);
 }  // namespace cpu
 namespace cuda {
 void non_finite_check_and_unscale(std::span<const Tensor> tensors, const Tensor& found_inf, const Tensor& inv_scale);
+void non_finite_check(std::span<const Tensor> tensors, const Tensor& found_inf, const Tensor& inv_scale);
 void grad_norm(std::span<const Tensor> tensors, double norm_type, const Tensor& out);
 void clip_by_norm(std::span<const Tensor> tensors, const Tensor& norm, double max_norm);
 }  // namespace cuda
@@ -57,14 +60,30 @@ inline void check_scalar_arg(const char* op, const char* what, const Tensor& t, 
 /// float32 or float64 tensor there (float64 keeps 1 / scale exact for float64
 /// gradients). An empty list does nothing. A factor that is not finite in
 /// the type it would be applied in (0 * inf would report a false overflow)
-/// throws ValueError on the CPU, touching nothing.
+/// throws ValueError on the CPU, touching nothing; on CUDA, where the factor
+/// is only known on the device, it sets found_inf and touches nothing else
+/// (the step is skipped, as for an overflow).
 inline void non_finite_check_and_unscale(std::span<const Tensor> tensors, const Tensor& found_inf,
                                          const Tensor& inv_scale) {
   if (tensors.empty()) return;
   const Device device = tensors.front().device();
   detail::check_scalar_arg("non_finite_check_and_unscale", "found_inf", found_inf, device, false);
   detail::check_scalar_arg("non_finite_check_and_unscale", "inv_scale", inv_scale, device, true);
-  MIXGRAD_DISPATCH(device, non_finite_check_and_unscale, (tensors, found_inf, inv_scale));
+  MIXGRAD_DISPATCH_CUDA(device, non_finite_check_and_unscale, (tensors, found_inf, inv_scale));
+}
+
+/// The check of non_finite_check_and_unscale without the write: sets
+/// found_inf to 1 when any g * inv_scale, computed in g's arithmetic type
+/// (float for 16-bit tensors, not rounded back to them), is inf or NaN; the
+/// tensors are only read. For optimizers that unscale inside their update
+/// kernel (Optimizer::step(GradScaler&)), so the gradients are read once
+/// here and once by the update, and never written.
+inline void non_finite_check(std::span<const Tensor> tensors, const Tensor& found_inf, const Tensor& inv_scale) {
+  if (tensors.empty()) return;
+  const Device device = tensors.front().device();
+  detail::check_scalar_arg("non_finite_check", "found_inf", found_inf, device, false);
+  detail::check_scalar_arg("non_finite_check", "inv_scale", inv_scale, device, true);
+  MIXGRAD_DISPATCH(device, non_finite_check, (tensors, found_inf, inv_scale));
 }
 
 /// The p-norm (`norm_type` > 0, or +inf for the largest |x|) of all elements
@@ -78,7 +97,7 @@ inline Tensor grad_norm(std::span<const Tensor> tensors, double norm_type) {
     *out.data<double>() = 0.0;
     return out;
   }
-  [&] { MIXGRAD_DISPATCH(device, grad_norm, (tensors, norm_type, out)); }();
+  [&] { MIXGRAD_DISPATCH_CUDA(device, grad_norm, (tensors, norm_type, out)); }();
   return out;
 }
 
@@ -90,7 +109,7 @@ inline void clip_by_norm(std::span<const Tensor> tensors, const Tensor& norm, do
   if (tensors.empty()) return;
   const Device device = tensors.front().device();
   detail::check_scalar_arg("clip_by_norm", "norm", norm, device, true);
-  MIXGRAD_DISPATCH(device, clip_by_norm, (tensors, norm, max_norm));
+  MIXGRAD_DISPATCH_CUDA(device, clip_by_norm, (tensors, norm, max_norm));
 }
 
 }  // namespace mixgrad::backend

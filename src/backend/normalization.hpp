@@ -52,7 +52,7 @@ void layer_norm_backward(const LayerNormArgs& a, const LayerNormOutputs& saved, 
 
 /// out = (x - mean) * rstd * weight + bias per row, with mean and rstd saved.
 inline void layer_norm_forward(const LayerNormArgs& a, const LayerNormOutputs& o) {
-  MIXGRAD_DISPATCH(a.x.device(), layer_norm_forward, (a, o));
+  MIXGRAD_DISPATCH_CUDA(a.x.device(), layer_norm_forward, (a, o));
 }
 
 /// Gradients for x, weight and bias from the saved mean and rstd (a.bias and
@@ -60,7 +60,7 @@ inline void layer_norm_forward(const LayerNormArgs& a, const LayerNormOutputs& o
 /// blocks: deterministic on any thread count.
 inline void layer_norm_backward(const LayerNormArgs& a, const LayerNormOutputs& saved, const Tensor& grad_out,
                                 const LayerNormGrads& grads) {
-  MIXGRAD_DISPATCH(a.x.device(), layer_norm_backward, (a, saved, grad_out, grads));
+  MIXGRAD_DISPATCH_CUDA(a.x.device(), layer_norm_backward, (a, saved, grad_out, grads));
 }
 
 }  // namespace mixgrad::backend

@@ -7,6 +7,12 @@
 // tensor there, or undefined): when the flag is nonzero the kernel changes
 // nothing, else it updates and advances the count. Both are read where they
 // live, so a GradScaler-skipped step costs no host round trip.
+//
+// AmpUpdate carries the two mixed-precision parts of a fused step: the
+// inverse loss scale the gradient is multiplied by (a GradScaler's unscale
+// done inside the update instead of a separate pass), and the float32
+// master copy of a 16-bit parameter, which the rule updates and whose
+// rounding it writes to the parameter in the same pass.
 #pragma once
 
 #include <cstdint>
@@ -25,11 +31,22 @@ struct AdamStep {
   bool decoupled = false;
 };
 
+struct AmpUpdate {
+  /// A one-element float64 tensor on the parameter's device holding the
+  /// factor the gradient is multiplied by (rounded once to the compute type,
+  /// as the separate unscale pass applies it), or undefined for 1.
+  Tensor inv_scale;
+  /// The float32 master copy (parameter's shape, any strides) of a float16 /
+  /// bfloat16 parameter, or undefined. Ignored for other parameter dtypes.
+  Tensor master;
+};
+
 namespace cpu {
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
-                const Tensor& found_inf, const SgdStep& s);
+                const Tensor& found_inf, const SgdStep& s, const AmpUpdate& amp = {});
 void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                 const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf, const AdamStep& s);
+                 const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf, const AdamStep& s,
+                 const AmpUpdate& amp = {});
 }  // namespace cpu
 namespace cuda {
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
@@ -43,16 +60,23 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
 /// step is 0. grad may have any floating dtype and strides; buffers are in
 /// float32 (float64 for float64 parameters) with the parameter's shape.
 inline void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
-                       const Tensor& found_inf, const SgdStep& s) {
-  MIXGRAD_DISPATCH(param.device(), sgd_update, (param, grad, momentum_buffer, step, found_inf, s));
+                       const Tensor& found_inf, const SgdStep& s, const AmpUpdate& amp = {}) {
+  // The AMP inputs are a CPU feature so far: elsewhere the plain update runs
+  // (a fused unscale is never asked of it: GradScaler::step unscales first).
+  if (param.device().is_cpu()) return cpu::sgd_update(param, grad, momentum_buffer, step, found_inf, s, amp);
+  if (amp.inv_scale.defined() || amp.master.defined()) throw_no_cuda("sgd_update with master weights");
+  MIXGRAD_DISPATCH_CUDA(param.device(), sgd_update, (param, grad, momentum_buffer, step, found_inf, s));
 }
 
 /// param <- Adam(param, grad), unless found_inf is set, with the bias
 /// corrections of update step + 1; max_exp_avg_sq is undefined unless AMSGrad.
 inline void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                         const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf,
-                        const AdamStep& s) {
-  MIXGRAD_DISPATCH(param.device(), adam_update, (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, found_inf, s));
+                        const AdamStep& s, const AmpUpdate& amp = {}) {
+  if (param.device().is_cpu())
+    return cpu::adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, found_inf, s, amp);
+  if (amp.inv_scale.defined() || amp.master.defined()) throw_no_cuda("adam_update with master weights");
+  MIXGRAD_DISPATCH_CUDA(param.device(), adam_update, (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, found_inf, s));
 }
 
 }  // namespace mixgrad::backend

@@ -47,33 +47,33 @@ void sum_channels(const Tensor& x, int64_t outer, int64_t channels, int64_t inne
 /// reduction gives the identity (0 for sums, NaN for mean and var); max and
 /// min of nothing are the caller's to reject.
 inline void reduce(ReduceOp op, const Tensor& x, uint32_t axes, const Tensor& out, const ReduceParams& params = {}) {
-  MIXGRAD_DISPATCH(out.device(), reduce, (op, x, axes, out, params));
+  MIXGRAD_DISPATCH_CUDA(out.device(), reduce, (op, x, axes, out, params));
 }
 /// out (int64, contiguous, x's shape without `axis`) = index of the first
 /// largest (smallest) element along `axis`; NaN counts as the largest (and
 /// the smallest), so the first NaN wins.
 inline void arg_reduce(ArgReduceOp op, const Tensor& x, int axis, const Tensor& out) {
-  MIXGRAD_DISPATCH(out.device(), arg_reduce, (op, x, axis, out));
+  MIXGRAD_DISPATCH_CUDA(out.device(), arg_reduce, (op, x, axis, out));
 }
 /// dst[k, index[k]] = values[k] for a contiguous 2-d dst; the other elements
 /// are left as they are.
 inline void put_along_last_axis(const Tensor& values, const Tensor& index, const Tensor& dst) {
-  MIXGRAD_DISPATCH(dst.device(), put_along_last_axis, (values, index, dst));
+  MIXGRAD_DISPATCH_CUDA(dst.device(), put_along_last_axis, (values, index, dst));
 }
 /// dx = grad * scale * (x - mean); grad and mean broadcast to x's shape.
 inline void var_grad(const Tensor& grad, const Tensor& x, const Tensor& mean, double scale, const Tensor& dx) {
-  MIXGRAD_DISPATCH(dx.device(), var_grad, (grad, x, mean, scale, dx));
+  MIXGRAD_DISPATCH_CUDA(dx.device(), var_grad, (grad, x, mean, scale, dx));
 }
 /// dx = d||x||_p/dx * grad; grad and norm broadcast to x's shape.
 inline void norm_grad(const Tensor& grad, const Tensor& x, const Tensor& norm, double p, const Tensor& dx) {
-  MIXGRAD_DISPATCH(dx.device(), norm_grad, (grad, x, norm, p, dx));
+  MIXGRAD_DISPATCH_CUDA(dx.device(), norm_grad, (grad, x, norm, p, dx));
 }
 
 /// out[c] = sum over o < outer, i < inner of x[o, c, i], x contiguous and
 /// viewed as [outer, channels, inner]; out [channels], any floating dtype.
 /// Sums in float32 (float64 for float64): the bias gradient of linear / conv.
 inline void sum_channels(const Tensor& x, int64_t outer, int64_t channels, int64_t inner, const Tensor& out) {
-  MIXGRAD_DISPATCH(out.device(), sum_channels, (x, outer, channels, inner, out));
+  MIXGRAD_DISPATCH_CUDA(out.device(), sum_channels, (x, outer, channels, inner, out));
 }
 
 }  // namespace mixgrad::backend

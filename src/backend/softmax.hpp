@@ -32,14 +32,14 @@ void softmax_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, const
 /// y = exp(x - max) / sum exp(x - max) (softmax) or x - max - log sum exp(x - max)
 /// (log_softmax) along the axis; x, y contiguous, one dtype.
 inline void softmax_forward(const Tensor& x, const Tensor& y, const SoftmaxShape& s, SoftmaxKind kind) {
-  MIXGRAD_DISPATCH(y.device(), softmax_forward, (x, y, s, kind));
+  MIXGRAD_DISPATCH_CUDA(y.device(), softmax_forward, (x, y, s, kind));
 }
 
 /// gx = y * (gy - sum(gy * y)) (softmax) or gy - exp(y) * sum(gy)
 /// (log_softmax), sums along the axis; y is the forward's output.
 inline void softmax_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, const SoftmaxShape& s,
                              SoftmaxKind kind) {
-  MIXGRAD_DISPATCH(gx.device(), softmax_backward, (gy, y, gx, s, kind));
+  MIXGRAD_DISPATCH_CUDA(gx.device(), softmax_backward, (gy, y, gx, s, kind));
 }
 
 }  // namespace mixgrad::backend

@@ -8,6 +8,7 @@
 #include "mixgrad/data/data_loader.hpp"
 #include "mixgrad/nn/module.hpp"
 #include "mixgrad/ops/creation.hpp"
+#include "mixgrad/optim/lr_scheduler.hpp"
 #include "mixgrad/optim/optimizer.hpp"
 #include "ops/random_state.hpp"
 
@@ -18,6 +19,7 @@ namespace {
 constexpr std::string_view kModel = "model.";
 constexpr std::string_view kOptimizer = "optimizer.";
 constexpr std::string_view kScaler = "scaler.";
+constexpr std::string_view kScheduler = "scheduler.";
 constexpr std::string_view kUser = "user.";
 constexpr std::string_view kFilePrefix = "checkpoint-";
 constexpr std::string_view kFileSuffix = ".safetensors";
@@ -29,6 +31,7 @@ const std::string kVersion = "mixgrad.format_version";
 const std::string kVersionValue = "1";
 const std::string kStep = "mixgrad.step";
 const std::string kOptimizerName = "mixgrad.optimizer";
+const std::string kSchedulerName = "mixgrad.scheduler";
 const std::string kRngSeed = "mixgrad.rng.seed";
 const std::string kRngCounter = "mixgrad.rng.counter";
 const std::string kLoaderSeed = "mixgrad.loader.seed";
@@ -141,6 +144,10 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& dir_or_file, 
   }
   if (parts.scaler)
     for (const auto& [k, t] : parts.scaler->state_dict()) all.insert(std::string(kScaler) + k, t);
+  if (parts.scheduler) {
+    for (const auto& [k, t] : parts.scheduler->state_dict()) all.insert(std::string(kScheduler) + k, t);
+    meta[kSchedulerName] = parts.scheduler->name();
+  }
   if (parts.loader) {
     meta[kLoaderSeed] = std::to_string(parts.loader->seed());
     meta[kLoaderEpoch] = std::to_string(parts.loader->epoch());
@@ -200,7 +207,7 @@ CheckpointInfo load_checkpoint(const std::filesystem::path& dir_or_file, const C
       r.fail(std::string(part) + " state does not fit: " + e.what());
     }
   };
-  StateDict model_sd, optimizer_sd, scaler_state;
+  StateDict model_sd, optimizer_sd, scaler_state, scheduler_sd;
   if (parts.model) {
     model_sd = take_prefix(all, kModel);
     check("model", [&] { parts.model->check_state_dict(model_sd); });
@@ -223,6 +230,13 @@ CheckpointInfo load_checkpoint(const std::filesystem::path& dir_or_file, const C
     if (scaler_state.empty()) r.fail("holds no GradScaler state (no 'scaler.*' tensors)");
     check("GradScaler", [&] { parts.scaler->check_state_dict(scaler_state); });
   }
+  if (parts.scheduler) {
+    const std::string& saved = r.get(kSchedulerName);
+    if (saved != parts.scheduler->name())
+      r.fail("holds " + saved + " state but the scheduler is " + parts.scheduler->name());
+    scheduler_sd = take_prefix(all, kScheduler);
+    check("scheduler", [&] { parts.scheduler->check_state_dict(scheduler_sd); });
+  }
   random_state::State rng{};
   if (parts.rng) rng = {r.integer<uint64_t>(kRngSeed), r.integer<uint64_t>(kRngCounter)};
   uint64_t loader_seed = 0;
@@ -244,6 +258,7 @@ CheckpointInfo load_checkpoint(const std::filesystem::path& dir_or_file, const C
   // 3. Commit. The optimizer goes first: it copies the most, so the one
   // step that can still fail (out of memory) fails before the rest is set.
   if (parts.optimizer) parts.optimizer->load_state_dict(optimizer_sd);
+  if (parts.scheduler) parts.scheduler->load_state_dict(scheduler_sd);  // sets the optimizer's lr
   if (parts.model) parts.model->load_state_dict(model_sd);
   if (parts.scaler) parts.scaler->load_state_dict(scaler_state);
   if (parts.loader) {

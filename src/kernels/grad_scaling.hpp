@@ -75,6 +75,15 @@ struct ScaleCheck {
   }
 };
 
+/// True when g * factor, in T's arithmetic type and not rounded back to T,
+/// is inf or NaN: the read-only check before an update that unscales inside
+/// its own kernel (kernels::apply_update uses that unrounded product).
+template <class T>
+struct ProductCheck {
+  compute_t<T> factor;
+  MIXGRAD_HOST_DEVICE bool operator()(T g) const { return is_non_finite(cast<compute_t<T>>(g) * factor); }
+};
+
 /// dst <- src * factor, in dst's arithmetic type (scaling a given dy).
 template <class From, class To>
 struct ScaleCopy {

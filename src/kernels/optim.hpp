@@ -4,10 +4,18 @@
 // CPU backend runs them over contiguous runs and the CUDA backend will reuse
 // them in its kernels. The scalars are precomputed per step on the host
 // (bias corrections), so the per-element work is a few fused multiply-adds.
+//
+// Every backend applies a rule through apply_update below, which adds the
+// two mixed-precision parts of a step to any rule: the gradient is
+// multiplied by the step's inverse loss scale (a GradScaler's unscale fused
+// into the update; 1 when the gradient is not scaled, which is exact), and
+// a 16-bit parameter with a float32 master copy is updated on the master,
+// whose rounding is written to the parameter in the same pass (apex's O2).
 #pragma once
 
 #include <cmath>
 
+#include "kernels/cast.hpp"
 #include "mixgrad/half.hpp"
 
 namespace mixgrad::kernels {
@@ -69,5 +77,21 @@ struct AmsgradRule {
     return p - a.step_size * m / (sqrt(v_max) * a.inv_sqrt_bc2 + a.eps);
   }
 };
+
+/// One element of an update: g' = g * inv_scale (in C, unrounded), then
+/// p <- rule(p, g', state...) computed in C. With a master copy (`master`
+/// non-null, a C value), the rule runs on *master instead of p, *master takes
+/// the result and p its rounding to P, so the 16-bit parameter is always the
+/// master rounded, and no separate cast pass is needed.
+template <class C, class P, class G, class Rule, class... S>
+MIXGRAD_HOST_DEVICE inline void apply_update(const Rule& rule, C inv_scale, P& p, C* master, const G& g, S&... state) {
+  const C gs = cast<C>(g) * inv_scale;
+  if (master) {
+    *master = rule(*master, gs, state...);
+    p = cast<P>(*master);
+  } else {
+    p = cast<P>(rule(cast<C>(p), gs, state...));
+  }
+}
 
 }  // namespace mixgrad::kernels

@@ -3,7 +3,6 @@
 // thread count and on any device.
 #pragma once
 
-#include <array>
 #include <cmath>
 #include <cstdint>
 
@@ -17,8 +16,15 @@ MIXGRAD_HOST_DEVICE inline void mulhilo(uint32_t a, uint32_t b, uint32_t& hi, ui
   lo = static_cast<uint32_t>(p);
 }
 
+/// The four words of one Philox block. A plain array wrapper rather than
+/// std::array, whose operator[] is host-only for nvcc.
+struct PhiloxWords {
+  uint32_t w[4];
+  MIXGRAD_HOST_DEVICE constexpr uint32_t operator[](int k) const { return w[k]; }
+};
+
 /// Four 32-bit random words for counter `ctr` under key `seed`.
-MIXGRAD_HOST_DEVICE inline std::array<uint32_t, 4> philox(uint64_t seed, uint64_t ctr) {
+MIXGRAD_HOST_DEVICE inline PhiloxWords philox(uint64_t seed, uint64_t ctr) {
   uint32_t c0 = static_cast<uint32_t>(ctr), c1 = static_cast<uint32_t>(ctr >> 32), c2 = 0, c3 = 0;
   uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
   for (int r = 0; r < 10; ++r) {
@@ -33,7 +39,7 @@ MIXGRAD_HOST_DEVICE inline std::array<uint32_t, 4> philox(uint64_t seed, uint64_
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  return {c0, c1, c2, c3};
+  return {{c0, c1, c2, c3}};
 }
 
 /// A float in [0, 1) from 24 random bits.

@@ -5,6 +5,7 @@
 #include "autodiff/tape.hpp"
 #include "backend/copy.hpp"
 #include "backend/dispatch.hpp"
+#include "mixgrad/nn/batch_norm.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/op_support.hpp"
 
@@ -237,13 +238,33 @@ Module& Module::to(Device device) {
   return *this;
 }
 
-Module& Module::to(DType dtype) {
+Module& Module::to(DType dtype) { return to(dtype, ToOptions{}); }
+
+namespace {
+
+// The tensors of every BatchNorm2d in the tree under `m` (m included).
+void batch_norm_tensors(const Module& m, std::unordered_set<const TensorImpl*>& out) {
+  if (dynamic_cast<const BatchNorm2d*>(&m) != nullptr) {
+    for (const auto& [name, t] : m.named_parameters()) out.insert(t.impl());
+    for (const auto& [name, t] : m.named_buffers()) out.insert(t.impl());
+    return;
+  }
+  for (const auto& [name, child] : m.named_children()) batch_norm_tensors(*child, out);
+}
+
+}  // namespace
+
+Module& Module::to(DType dtype, const ToOptions& options) {
   check_not_recording("Module::to");
   if (!is_floating_point(dtype))
     throw DTypeError("Module::to: parameters must stay floating, cannot cast them to " +
                      std::string(to_string(dtype)));
+  std::unordered_set<const TensorImpl*> kept;
+  if (options.keep_batch_norm_fp32) batch_norm_tensors(*this, kept);
   replace_in_place(unique_tensors(), [&](const Tensor& t) {
-    return !is_floating_point(t.dtype()) || t.dtype() == dtype ? t : F::astype(t, dtype);
+    if (!is_floating_point(t.dtype())) return t;
+    const DType want = kept.contains(t.impl()) ? DType::float32 : dtype;
+    return t.dtype() == want ? t : F::astype(t, want);
   });
   return *this;
 }

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "backend/loss.hpp"
+#include "backend/pending_checks.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/nn.hpp"
@@ -80,16 +81,28 @@ Tensor label_status(const Tensor& input) {
   return empty(Shape{2}, DType::int64, input.device());
 }
 
+[[noreturn]] void throw_bad_label(const std::string& op, const int64_t* st, const std::string& labels,
+                                  const std::string& input, int64_t classes) {
+  throw ValueError(op + ": label " + std::to_string(st[1]) + " at index " + std::to_string(st[0]) + " of labels " +
+                   labels + " is out of range for input " + input + " with " + std::to_string(classes) +
+                   " classes (expected 0 <= label < " + std::to_string(classes) + ")");
+}
+
 /// Throws the ValueError for the first bad label the forward reported. On
-/// the CPU the status is host memory the kernel has just written.
+/// the CPU the status is host memory the kernel has just written; a device
+/// status is checked at the device's next synchronisation
+/// (backend/pending_checks.hpp), so the forward does not wait for it.
 void check_label_status(const char* op, const Tensor& status, const Tensor& input, const Tensor& labels,
                         int64_t classes) {
-  const int64_t* st = status.data<int64_t>();
-  if (st[0] < 0) return;
-  throw ValueError(std::string(op) + ": label " + std::to_string(st[1]) + " at index " + std::to_string(st[0]) +
-                   " of labels " + ops::describe(labels) + " is out of range for input " + ops::describe(input) +
-                   " with " + std::to_string(classes) + " classes (expected 0 <= label < " + std::to_string(classes) +
-                   ")");
+  if (status.device().is_cpu()) {
+    const int64_t* st = status.data<int64_t>();
+    if (st[0] >= 0) throw_bad_label(op, st, ops::describe(labels), ops::describe(input), classes);
+    return;
+  }
+  backend::defer_status_check(status, [op = std::string(op), l = ops::describe(labels), in = ops::describe(input),
+                                       classes](const int64_t* st) {
+    if (st[0] >= 0) throw_bad_label(op, st, l, in, classes);
+  });
 }
 
 /// Applies autocast to a class loss's input without recording the cast; see

@@ -19,7 +19,9 @@ AdamOptions from_map(const std::map<std::string, double>& h) {
 Adam::Adam(std::vector<Tensor> params, const AdamOptions& options) : Adam(std::move(params), options, false, "Adam") {}
 
 Adam::Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled, std::string name)
-    : Optimizer(std::move(params), std::move(name)), options_(options), decoupled_(decoupled) {
+    : Optimizer(std::move(params), std::move(name), options.master_weights, options.step_supports_amp_scaling),
+      options_(options),
+      decoupled_(decoupled) {
   check_hyperparameters(hyperparameters());
 }
 
@@ -43,14 +45,19 @@ void Adam::check_hyperparameters(const Hyperparameters& h) const {
           "weight_decay must be >= 0, got " + std::to_string(o.weight_decay));
 }
 
-void Adam::set_hyperparameters(const Hyperparameters& h) { options_ = from_map(h); }
+void Adam::set_hyperparameters(const Hyperparameters& h) {
+  const AdamOptions kept = options_;  // construction settings, not hyper-parameters
+  options_ = from_map(h);
+  options_.master_weights = kept.master_weights;
+  options_.step_supports_amp_scaling = kept.step_supports_amp_scaling;
+}
 
 std::vector<std::string> Adam::buffer_names(const Hyperparameters& h) const {
   if (h.at("amsgrad") != 0.0) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   return {"exp_avg", "exp_avg_sq"};
 }
 
-void Adam::update(const Tensor& param, const Tensor& grad, ParamState& state, const Tensor& found_inf) {
+void Adam::update(const Tensor& param, const Tensor& grad, ParamState& state, const AmpStep& amp) {
   const backend::AdamStep s{.lr = options_.lr,
                             .beta1 = options_.betas.first,
                             .beta2 = options_.betas.second,
@@ -58,7 +65,8 @@ void Adam::update(const Tensor& param, const Tensor& grad, ParamState& state, co
                             .weight_decay = options_.weight_decay,
                             .decoupled = decoupled_};
   backend::adam_update(param, grad, state.buffers[0], state.buffers[1],
-                       state.buffers.size() > 2 ? state.buffers[2] : Tensor(), state.step, found_inf, s);
+                       state.buffers.size() > 2 ? state.buffers[2] : Tensor(), state.step, amp.found_inf, s,
+                       {.inv_scale = amp.inv_scale, .master = state.master});
 }
 
 }  // namespace mixgrad::optim

@@ -8,7 +8,9 @@ AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& options)
                        .betas = options.betas,
                        .eps = options.eps,
                        .weight_decay = options.weight_decay,
-                       .amsgrad = options.amsgrad},
+                       .amsgrad = options.amsgrad,
+                       .master_weights = options.master_weights,
+                       .step_supports_amp_scaling = options.step_supports_amp_scaling},
            true, "AdamW") {}
 
 }  // namespace mixgrad::optim

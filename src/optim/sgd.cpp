@@ -16,7 +16,8 @@ SGDOptions from_map(const std::map<std::string, double>& h) {
 }
 }  // namespace
 
-SGD::SGD(std::vector<Tensor> params, const SGDOptions& options) : Optimizer(std::move(params), "SGD") {
+SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
+    : Optimizer(std::move(params), "SGD", options.master_weights, options.step_supports_amp_scaling) {
   options_ = options;
   check_hyperparameters(hyperparameters());
 }
@@ -39,20 +40,26 @@ void SGD::check_hyperparameters(const Hyperparameters& h) const {
   require(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "nesterov needs momentum > 0 and dampening == 0");
 }
 
-void SGD::set_hyperparameters(const Hyperparameters& h) { options_ = from_map(h); }
+void SGD::set_hyperparameters(const Hyperparameters& h) {
+  const SGDOptions kept = options_;  // construction settings, not hyper-parameters
+  options_ = from_map(h);
+  options_.master_weights = kept.master_weights;
+  options_.step_supports_amp_scaling = kept.step_supports_amp_scaling;
+}
 
 std::vector<std::string> SGD::buffer_names(const Hyperparameters& h) const {
   if (h.at("momentum") == 0.0) return {};
   return {"momentum_buffer"};
 }
 
-void SGD::update(const Tensor& param, const Tensor& grad, ParamState& state, const Tensor& found_inf) {
+void SGD::update(const Tensor& param, const Tensor& grad, ParamState& state, const AmpStep& amp) {
   const backend::SgdStep s{.lr = options_.lr,
                            .momentum = options_.momentum,
                            .dampening = options_.dampening,
                            .weight_decay = options_.weight_decay,
                            .nesterov = options_.nesterov};
-  backend::sgd_update(param, grad, state.buffers.empty() ? Tensor() : state.buffers[0], state.step, found_inf, s);
+  backend::sgd_update(param, grad, state.buffers.empty() ? Tensor() : state.buffers[0], state.step, amp.found_inf, s,
+                      {.inv_scale = amp.inv_scale, .master = state.master});
 }
 
 }  // namespace mixgrad::optim

@@ -3,6 +3,7 @@
 // naming the problem and changes nothing.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <memory>
 
 #include "io/io_test_util.hpp"
@@ -310,6 +311,42 @@ BOOST_AUTO_TEST_CASE(parts_left_out_are_neither_saved_nor_required) {
   BOOST_TEST(throws_io_error([&] { mg::io::load_checkpoint(path, {.scaler = &r.scaler}); },
                              {"model_only.safetensors", "no GradScaler state"}));
   BOOST_CHECK_NO_THROW(mg::io::load_checkpoint(path, {.model = &r.net, .rng = false, .autocast = false}));
+}
+
+// The scheduler slot: its position and options round-trip, and a resumed
+// run follows the same lr sequence (PyTorch saves scheduler.state_dict()
+// beside the optimizer's for the same reason).
+BOOST_AUTO_TEST_CASE(lr_scheduler_round_trips) {
+  io_test::TempDir dir;
+  Run a(Opt::sgd, 21);
+  mg::optim::CosineAnnealingLR sched_a(*a.opt, 10, 0.001);
+  for (int i = 0; i < 3; ++i) sched_a.step();
+  const auto path = mg::io::save_checkpoint(dir.path, {.optimizer = a.opt.get(), .scheduler = &sched_a, .step = 3});
+  const auto keys = mg::io::load_file(path).keys();
+  BOOST_TEST((std::find(keys.begin(), keys.end(), "scheduler.last_epoch") != keys.end()));
+
+  Run b(Opt::sgd, 22);
+  mg::optim::CosineAnnealingLR sched_b(*b.opt, 10, 0.001);
+  BOOST_TEST(b.opt->lr() == 0.1);
+  mg::io::load_checkpoint(dir.path, {.optimizer = b.opt.get(), .scheduler = &sched_b, .rng = false, .autocast = false});
+  BOOST_TEST(sched_b.last_epoch() == 3);
+  BOOST_TEST(b.opt->lr() == a.opt->lr());
+  sched_a.step();
+  sched_b.step();
+  BOOST_TEST(b.opt->lr() == a.opt->lr());
+
+  // Another kind of schedule, or a file without one: IOError, nothing changed.
+  Run c(Opt::sgd, 23);
+  mg::optim::StepLR step_lr(*c.opt, 2);
+  BOOST_TEST(throws_io_error(
+      [&] { mg::io::load_checkpoint(path, {.optimizer = c.opt.get(), .scheduler = &step_lr, .rng = false}); },
+      {"CosineAnnealingLR", "StepLR"}));
+  BOOST_TEST(step_lr.last_epoch() == 0);
+  BOOST_TEST(c.opt->lr() == 0.1);
+  const auto bare = mg::io::save_checkpoint(dir.path / "bare.safetensors", {.optimizer = a.opt.get(), .step = 4});
+  BOOST_TEST(throws_io_error([&] { mg::io::load_checkpoint(bare, {.scheduler = &sched_b, .rng = false}); },
+                             {"bare.safetensors", "mixgrad.scheduler"}));
+  BOOST_TEST(sched_b.last_epoch() == 4);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -132,3 +132,40 @@ BOOST_AUTO_TEST_CASE(to_while_recording_throws_state_error) {
   BOOST_CHECK_THROW(net.to(DType::bfloat16), mg::StateError);
   BOOST_TEST(net.fc->parameters()[0].dtype() == DType::float32);
 }
+
+// apex's keep_batchnorm_fp32: to(DType, {.keep_batch_norm_fp32 = true})
+// leaves every BatchNorm2d's parameters and buffers in float32 and casts the
+// rest; the model still runs forward and backward on 16-bit activations.
+BOOST_AUTO_TEST_CASE(to_dtype_can_keep_batch_norm_in_float32) {
+  mg::manual_seed(4);
+  Net net;
+  const uint64_t bn_version = net.bn->parameters()[0].version();
+  BOOST_TEST(&net.to(DType::bfloat16, {.keep_batch_norm_fp32 = true}) == &net);
+  for (const auto& [name, t] : net.bn->named_parameters()) BOOST_TEST(t.dtype() == DType::float32, name);
+  for (const auto& [name, t] : net.bn->named_buffers()) BOOST_TEST(t.dtype() == DType::float32, name);
+  BOOST_TEST(net.bn->parameters()[0].version() == bn_version);  // untouched, not re-cast
+  BOOST_TEST(net.fc->weight().dtype() == DType::bfloat16);
+  BOOST_TEST(net.fc->parameters()[1].dtype() == DType::bfloat16);
+  BOOST_TEST(net.steps.dtype() == DType::int64);
+
+  // A 16-bit activation through the float32 batch norm: output in the
+  // activation's dtype, gradients in each parameter's own dtype.
+  nn::BatchNorm2d& bn = *net.bn;
+  mg::autodiff::GradManager gm;
+  gm.attach(bn.parameters());
+  const mg::Tensor x = mg::normal({2, 2, 3, 3}).to(DType::bfloat16);
+  {
+    auto rec = gm.record();
+    const mg::Tensor y = bn(x);
+    BOOST_TEST(y.dtype() == DType::bfloat16);
+    gm.backward(mg::F::sum(mg::F::astype(y, DType::float32)));
+  }
+  BOOST_TEST(bn.parameters()[0].grad().dtype() == DType::float32);
+
+  // Without the option everything floating is cast, batch norm included.
+  Net plain;
+  plain.to(DType::float16, {});
+  for (const auto& t : plain.bn->parameters()) BOOST_TEST(t.dtype() == DType::float16);
+  BOOST_CHECK_THROW(plain.to(DType::int32, {.keep_batch_norm_fp32 = true}), mg::DTypeError);
+  BOOST_TEST(plain.fc->weight().dtype() == DType::float16);
+}

@@ -1,4 +1,5 @@
-// Registered cases of the neural-network ops: conv2d, pooling, batch_norm,
+// Registered cases of the neural-network ops: conv2d, conv1d,
+// conv_transpose2d, pooling, batch_norm,
 // layer_norm, group_norm, instance_norm, dropout, softmax / log_softmax.
 // Shapes are tiny: the float64 gradient check runs two forwards per input
 // element.
@@ -34,6 +35,51 @@ std::vector<OpCase> conv_cases() {
   };
 }
 
+std::vector<OpCase> conv1d_cases() {
+  using mg::F::Conv1dOptions;
+  auto conv1d = [](mg::Shape x, mg::Shape w, bool bias, Conv1dOptions o, std::string name) {
+    std::vector<InputSpec> inputs{x, w};
+    if (bias) inputs.push_back(mg::Shape{w[0]});
+    return OpCase{.name = std::move(name),
+                  .inputs = inputs,
+                  .run = [bias, o](const Inputs& in) {
+                    return mg::F::conv1d(in[0], in[1], bias ? in[2] : mg::Tensor(), o);
+                  }};
+  };
+  return {
+      conv1d({2, 3, 7}, {4, 3, 3}, true, {}, "conv1d"),
+      conv1d({1, 2, 8}, {3, 2, 3}, true, {.stride = 2, .padding = 1}, "conv1d_stride_padding"),
+      conv1d({1, 2, 9}, {2, 2, 2}, false, {.padding = 2, .dilation = 3}, "conv1d_dilation"),
+      conv1d({2, 4, 6}, {6, 2, 3}, true, {.padding = 1, .groups = 2}, "conv1d_groups"),
+  };
+}
+
+std::vector<OpCase> conv_transpose2d_cases() {
+  using mg::F::ConvTranspose2dOptions;
+  auto convt = [](mg::Shape x, mg::Shape w, int64_t groups, bool bias, ConvTranspose2dOptions o, std::string name,
+                  double lowp = 1.0) {
+    std::vector<InputSpec> inputs{x, w};
+    if (bias) inputs.push_back(mg::Shape{w[1] * groups});
+    o.groups = groups;
+    return OpCase{.name = std::move(name),
+                  .inputs = inputs,
+                  .run = [bias, o](const Inputs& in) {
+                    return mg::F::conv_transpose2d(in[0], in[1], bias ? in[2] : mg::Tensor(), o);
+                  },
+                  .lowp_tolerance = lowp};
+  };
+  return {
+      convt({2, 3, 3, 3}, {3, 2, 3, 3}, 1, true, {}, "conv_transpose2d"),
+      convt({1, 2, 3, 4}, {2, 3, 3, 3}, 1, true, {.stride = 2, .padding = 1, .output_padding = 1},
+            "conv_transpose2d_stride_output_padding"),
+      convt({1, 2, 3, 3}, {2, 2, 2, 3}, 1, false, {.stride = {1, 2}, .padding = {0, 1}, .dilation = {2, 1}},
+            "conv_transpose2d_dilation_non_square"),
+      convt({2, 4, 3, 3}, {4, 1, 3, 3}, 2, true, {.stride = 2, .padding = 1}, "conv_transpose2d_groups"),
+      // 8 input channels x 3x3 per output: more rounding in bfloat16.
+      convt({1, 8, 3, 3}, {8, 2, 3, 3}, 1, true, {.padding = 1}, "conv_transpose2d_many_channels", 2.0),
+  };
+}
+
 std::vector<OpCase> pooling_cases() {
   using mg::F::Pool2dOptions;
   auto max_pool = [](Pool2dOptions o) { return [o](const Inputs& x) { return mg::F::max_pool2d(x[0], o); }; };
@@ -52,6 +98,28 @@ std::vector<OpCase> pooling_cases() {
       {.name = "avg_pool2d_non_square",
        .inputs = {{1, 2, 4, 6}},
        .run = avg_pool({.kernel_size = {2, 3}, .stride = {1, 2}, .padding = {1, 0}})},
+      {.name = "max_pool1d", .inputs = {{2, 3, 8}}, .run = [](const Inputs& x) { return mg::F::max_pool1d(x[0]); }},
+      {.name = "max_pool1d_overlapping_padding",
+       .inputs = {{1, 2, 7}},
+       .run = [](const Inputs& x) { return mg::F::max_pool1d(x[0], {.kernel_size = 3, .stride = 2, .padding = 1}); }},
+      {.name = "avg_pool1d", .inputs = {{2, 2, 6}}, .run = [](const Inputs& x) { return mg::F::avg_pool1d(x[0]); }},
+      {.name = "avg_pool1d_padding_excluded",
+       .inputs = {{1, 3, 7}},
+       .run = [](const Inputs& x) { return mg::F::avg_pool1d(x[0], {.kernel_size = 3, .stride = 2, .padding = 1}); }},
+      {.name = "max_pool3d",
+       .inputs = {{1, 2, 4, 4, 4}},
+       .run = [](const Inputs& x) { return mg::F::max_pool3d(x[0]); }},
+      {.name = "max_pool3d_overlapping_padding_non_cubic",
+       .inputs = {{2, 1, 3, 5, 4}},
+       .run = [](const Inputs& x) {
+         return mg::F::max_pool3d(x[0], {.kernel_size = {3, 3, 2}, .stride = {2, 1, 2}, .padding = {1, 1, 0}});
+       }},
+      {.name = "avg_pool3d", .inputs = {{1, 2, 4, 4, 2}}, .run = [](const Inputs& x) { return mg::F::avg_pool3d(x[0]); }},
+      {.name = "avg_pool3d_padding_excluded",
+       .inputs = {{1, 2, 3, 5, 5}},
+       .run = [](const Inputs& x) {
+         return mg::F::avg_pool3d(x[0], {.kernel_size = {2, 3, 3}, .stride = {1, 2, 2}, .padding = {1, 1, 1}});
+       }},
       {.name = "adaptive_avg_pool2d_even", .inputs = {{1, 2, 4, 6}}, .run = adaptive({2, 3})},
       {.name = "adaptive_avg_pool2d_uneven", .inputs = {{1, 2, 5, 7}}, .run = adaptive({3, 4})},
       {.name = "adaptive_avg_pool2d_global", .inputs = {{2, 3, 3, 3}}, .run = adaptive(1)},
@@ -136,11 +204,23 @@ Cases named(const Cases& all, const std::string& prefix) {
 template <>
 Cases cases_of<mg::OpKind::conv2d>() { return conv_cases(); }
 template <>
+Cases cases_of<mg::OpKind::conv1d>() { return conv1d_cases(); }
+template <>
+Cases cases_of<mg::OpKind::conv_transpose2d>() { return conv_transpose2d_cases(); }
+template <>
 Cases cases_of<mg::OpKind::max_pool2d>() { return named(pooling_cases(), "max_pool2d"); }
 template <>
 Cases cases_of<mg::OpKind::avg_pool2d>() { return named(pooling_cases(), "avg_pool2d"); }
 template <>
 Cases cases_of<mg::OpKind::adaptive_avg_pool2d>() { return named(pooling_cases(), "adaptive_avg_pool2d"); }
+template <>
+Cases cases_of<mg::OpKind::max_pool1d>() { return named(pooling_cases(), "max_pool1d"); }
+template <>
+Cases cases_of<mg::OpKind::avg_pool1d>() { return named(pooling_cases(), "avg_pool1d"); }
+template <>
+Cases cases_of<mg::OpKind::max_pool3d>() { return named(pooling_cases(), "max_pool3d"); }
+template <>
+Cases cases_of<mg::OpKind::avg_pool3d>() { return named(pooling_cases(), "avg_pool3d"); }
 template <>
 Cases cases_of<mg::OpKind::batch_norm>() { return batch_norm_cases(); }
 template <>

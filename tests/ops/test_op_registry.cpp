@@ -333,7 +333,13 @@ BOOST_AUTO_TEST_CASE(every_op_on_cuda_matches_the_cpu,
     for (const auto& c : all_op_cases()) {
       if (!c.same_on_every_device) continue;
       if (dtype != mg::DType::float32 && !c.check_low_precision) continue;
-      eval(c, {mg::Device::cuda(), dtype}, {mg::Device::cpu(), dtype});
+      // An op whose family has no CUDA kernel yet fails here by name, and
+      // the other cases still run.
+      try {
+        eval(c, {mg::Device::cuda(), dtype}, {mg::Device::cpu(), dtype});
+      } catch (const mg::DeviceError& e) {
+        BOOST_ERROR("op case " << c.name << " (" << mg::op_name(c.op) << ") in " << dtype << " on CUDA: " << e.what());
+      }
     }
 }
 

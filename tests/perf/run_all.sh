@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the benchmarks under tests/perf and runs them, printing their tables:
 # bench_vs_libtorch (mixgrad and LibTorch side by side) where a LibTorch is
-# found, bench_train (mixgrad alone) otherwise, then unscale_bandwidth.
+# found, bench_train (mixgrad alone) otherwise, then unscale_bandwidth and
+# bench_amp (the MLP step per AMP mode: O1 / O2 / O3, fused unscale).
 #
 #   tests/perf/run_all.sh [--install-libtorch] [--build-dir DIR] [-- bench options]
 #   tests/perf/run_all.sh -- --rounds 9 --sections train
@@ -43,7 +44,7 @@ else
     "${torch_args[@]}" >/dev/null
 fi
 
-targets=(tests/perf/bench_train tests/unscale_bandwidth)
+targets=(tests/perf/bench_train tests/unscale_bandwidth tests/perf/bench_amp)
 have_torch=0
 if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^tests/perf/bench_vs_libtorch:'; then
   targets+=(tests/perf/bench_vs_libtorch)
@@ -63,3 +64,6 @@ echo
 echo "## GradScaler::unscale vs memcpy"
 echo
 "$build/tests/unscale_bandwidth"
+echo
+echo "## AMP modes (bench_amp: CPU time, one thread)"
+"$build/tests/perf/bench_amp"

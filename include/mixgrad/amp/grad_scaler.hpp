@@ -23,7 +23,8 @@
 //
 // PyTorch's loop works too: `scaler.backward(gm, loss, {}, false,
 // UpdateScale::never); scaler.step(opt); scaler.update();` — step() unscales
-// the optimizer's gradients that this scaler scaled and has not unscaled.
+// the optimizer's gradients that this scaler scaled and has not unscaled,
+// inside the optimizer's fused update kernel (no separate unscale pass).
 //
 // Device-resident state. The scale (and its reciprocal), the growth count
 // and the step's found-inf flag live in one-element tensors on the device of
@@ -99,6 +100,7 @@
 
 #include <concepts>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -233,11 +235,22 @@ class GradScaler {
   /// restarts. growth_interval == 0 keeps the scale static.
   void update(std::optional<double> new_scale = std::nullopt);
 
-  /// The optimizer step of a mixed-precision loop: unscales the gradients of
-  /// opt's parameters that this scaler's backward scaled and no unscale has
-  /// unscaled yet (so the update never sees scaled gradients), then calls
-  /// `opt.step()`, whose kernels skip the update when the step's flag is set
-  /// (parameters, state and step counts unchanged). No synchronisation;
+  /// The optimizer step of a mixed-precision loop: the gradients of opt's
+  /// parameters that this scaler's backward scaled and no unscale has
+  /// unscaled yet are unscaled (so the update never uses scaled values), and
+  /// opt's kernels skip the update when the step's flag is set (parameters,
+  /// state and step counts unchanged). By default they are unscaled in place
+  /// (one fused pass over all of them), then `opt.step()` runs. For an
+  /// optimizer built with `step_supports_amp_scaling` (PyTorch's
+  /// `_step_supports_amp_scaling`; `opt.step(scaler)` asks for the same),
+  /// on the CPU, the unscale is fused into the update instead: one read-only
+  /// pass over those gradients sets the flag, and the update kernel
+  /// multiplies each gradient by 1 / scale as it reads it, so the gradients
+  /// are never written and stay scaled in memory afterwards (unscale() first
+  /// if you need them unscaled, e.g. to clip them). The
+  /// results agree to rounding: the fused product is not rounded to a
+  /// 16-bit gradient's dtype. A throw (the optimizer's gradient checks)
+  /// leaves gradients, optimizer and scaler unchanged. No synchronisation;
   /// works after unscale() and after update() alike. Gradients another
   /// scaler scaled (or this one before it was moved) are left to opt.step(),
   /// which refuses them with StateError. To learn whether the step was
@@ -250,8 +263,28 @@ class GradScaler {
   template <class Optimizer>
     requires(!std::derived_from<Optimizer, optim::Optimizer>)
   void step(Optimizer& opt) {
+    sync_found_inf();
     if (!found_non_finite()) opt.step();
   }
+
+  /// Sees the step's found-inf flag (0-d float32, 0 or 1, on the scale's
+  /// device) and may change it in place, e.g. to agree with other processes.
+  using FoundInfHook = std::function<void(const Tensor& found_inf)>;
+  /// Installs `hook` (an empty function removes it). It runs at most once
+  /// per step, after the step's last unscale and before anything reads the
+  /// flag for the step: at the start of step(opt) (after its own unscale),
+  /// or of update(), whichever comes first; an unscale after it runs makes
+  /// it run again. It must write the flag in place (the gradients unscaled
+  /// in the step hold this tensor), with a value of 0 or 1. Data-parallel
+  /// training installs an all-reduce (max) of the flag here
+  /// (distributed::sync_grad_scaler), so all ranks skip the same steps.
+  /// A disabled scaler never calls it. Returns *this.
+  GradScaler& set_found_inf_hook(FoundInfHook hook);
+  /// Runs the hook now if the flag of the current step has not been through
+  /// it yet (nothing without a hook, before the first unscale, or when
+  /// disabled). step(), update() call it; call it yourself only before
+  /// reading the flag by other means.
+  void sync_found_inf();
 
   /// MegEngine's keys, as 0-d tensors: "scale_factor" (float64, a copy of
   /// the scale tensor, on its device), "growth_factor", "backoff_factor"
@@ -286,6 +319,9 @@ class GradScaler {
   int64_t growth_tracker() const;
 
  private:
+  friend class optim::Optimizer;  // Optimizer::step(GradScaler&)
+  // step(opt) with the unscale fused into opt's update or not.
+  void step(optim::Optimizer& opt, bool fused_unscale);
   struct Loaded;
   Loaded check_load(const StateDict& state) const;
   void check_not_unscaled(const char* op, const std::vector<Tensor>& tensors) const;
@@ -305,6 +341,8 @@ class GradScaler {
   Tensor found_inf_;  // 0-d float32, this step's flag; undefined before the first unscale
   bool step_open_ = false;  // an unscale ran since the last update()
   std::unordered_map<uint64_t, std::weak_ptr<TensorImpl>> unscaled_;  // this step's, by tensor id
+  FoundInfHook found_inf_hook_;
+  bool found_inf_synced_ = false;  // the hook has seen found_inf_ since its last unscale
 };
 
 }  // namespace mixgrad::amp

@@ -3,7 +3,8 @@
 // A checkpoint is one safetensors file (mixgrad/io/safetensors.hpp) holding
 // everything a run needs to continue as if never stopped: the model's
 // parameters and buffers, the optimizer's state (momenta, Adam moments, step
-// counts, hyper-parameters), the GradScaler's state, the training step, the
+// counts, hyper-parameters, float32 master weights), the learning-rate
+// scheduler's position, the GradScaler's state, the training step, the
 // global random generator (dropout, initialisation, shuffling), the data
 // loader's shuffling seed and epoch, and the autocast settings.
 //
@@ -18,10 +19,11 @@
 //   }
 //
 // Keys are namespaced by part: "model.<name>" (Module::state_dict),
-// "optimizer.<key>" (Optimizer::state_dict), "scaler.<key>" (one 0-d
-// float64 per GradScaler::state_dict entry). The scalars go to the
+// "optimizer.<key>" (Optimizer::state_dict), "scheduler.<key>"
+// (LRScheduler::state_dict), "scaler.<key>" (GradScaler::state_dict). The scalars go to the
 // metadata as decimal strings: "mixgrad.step", "mixgrad.rng.seed",
-// "mixgrad.loader.epoch", "mixgrad.autocast.low_prec_dtype", ... and the
+// "mixgrad.loader.epoch", "mixgrad.autocast.low_prec_dtype", the kinds
+// "mixgrad.optimizer" and "mixgrad.scheduler" ("CosineAnnealingLR"), ... and the
 // caller's own metadata under "user.<key>".
 //
 // Loading checks everything first — the file (IOError for a truncated or
@@ -43,6 +45,7 @@ class Module;
 }
 namespace mixgrad::optim {
 class Optimizer;
+class LRScheduler;
 }
 namespace mixgrad::amp {
 class GradScaler;
@@ -58,6 +61,9 @@ namespace mixgrad::io {
 struct Checkpoint {
   nn::Module* model = nullptr;
   optim::Optimizer* optimizer = nullptr;
+  /// The learning-rate schedule (of `optimizer`); loaded after the
+  /// optimizer, it sets the optimizer's lr to the schedule's value.
+  optim::LRScheduler* scheduler = nullptr;
   amp::GradScaler* scaler = nullptr;
   data::DataLoader* loader = nullptr;  ///< its shuffling seed and epoch()
   int64_t step = 0;                    ///< saved; load returns it in CheckpointInfo

@@ -49,6 +49,15 @@ struct LoadStateDictOptions {
   bool strict = true;
 };
 
+/// Options of Module::to(DType, ToOptions).
+struct ToOptions {
+  /// Leave the parameters and buffers of every BatchNorm2d in float32
+  /// (apex's `keep_batchnorm_fp32`): batch norm computes its statistics in
+  /// float32 whatever its input, and 16-bit running statistics and affine
+  /// parameters would lose the small updates they accumulate.
+  bool keep_batch_norm_fp32 = false;
+};
+
 class Module {
  public:
   Module() = default;
@@ -99,6 +108,11 @@ class Module {
   /// non-floating `dtype`. Optimizer state is not cast: call before creating
   /// the optimizer. Returns *this.
   Module& to(DType dtype);
+  /// As to(dtype), with options: `net.to(DType::bfloat16,
+  /// {.keep_batch_norm_fp32 = true})` gives apex's O2 model (16-bit weights,
+  /// float32 batch norm); pair it with an optimizer built with
+  /// `{.master_weights = true}` (see docs/amp.md).
+  Module& to(DType dtype, const ToOptions& options);
 
   /// Snapshots (copies) of every parameter and buffer under its dotted name,
   /// parameters before buffers at each level, as PyTorch names them.

@@ -1,7 +1,10 @@
 // mixgrad/ops/nn.hpp — the neural-network ops (oneDNN / cuDNN where they apply).
 //
 //   F::conv2d(x, w, b, {.stride = 2, .padding = 1});
+//   F::conv1d(x, w, b, {.padding = 1});                       // x: [N, C, L]
+//   F::conv_transpose2d(x, w, b, {.stride = 2, .padding = 1, .output_padding = 1});
 //   F::max_pool2d(x, {.kernel_size = 2});
+//   F::max_pool1d(seq, {.kernel_size = 3, .stride = 2});      // seq: [N, C, L]
 //   F::batch_norm(x, running_mean, running_var, weight, bias, {.training = true});
 #pragma once
 
@@ -21,6 +24,37 @@ struct Conv2dOptions {
 /// Output [N, O, OH, OW] with OH = (H + 2*padding - dilation*(KH-1) - 1) / stride + 1.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Conv2dOptions& options = {});
 
+struct Conv1dOptions {
+  int64_t stride = 1;
+  int64_t padding = 0;
+  int64_t dilation = 1;
+  int64_t groups = 1;
+};
+/// x: [N, C, L], weight: [O, C/groups, K], bias: [O] or undefined, all of one
+/// floating dtype (autocast runs conv1d in low precision). Output [N, O, OL]
+/// with OL = (L + 2*padding - dilation*(K-1) - 1) / stride + 1. Runs as
+/// conv2d's kernels on height-1 views (no copy).
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Conv1dOptions& options = {});
+
+struct ConvTranspose2dOptions {
+  Size2 stride = 1;
+  Size2 padding = 0;
+  /// Extra rows / columns at the bottom / right of the output, to pick one of
+  /// the input sizes a strided conv2d maps to the same size; < stride.
+  Size2 output_padding = 0;
+  Size2 dilation = 1;
+  int64_t groups = 1;
+};
+/// The adjoint (gradient with respect to its input) of conv2d, as PyTorch's
+/// conv_transpose2d: x: [N, C, H, W], weight: [C, O/groups, KH, KW] (the
+/// layout of the conv2d it transposes), bias: [O] or undefined. Output
+/// [N, O, OH, OW] with OH = (H - 1)*stride - 2*padding + dilation*(KH-1) +
+/// output_padding + 1. Runs conv2d's backward-data kernel; its backward runs
+/// conv2d's forward (input gradient) and backward-weights (weight gradient).
+/// Autocast runs it in low precision.
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        const ConvTranspose2dOptions& options = {});
+
 struct Pool2dOptions {
   Size2 kernel_size = 2;
   Size2 stride = 0;  // 0: same as kernel_size
@@ -31,6 +65,28 @@ struct Pool2dOptions {
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options = {});
 /// Average pooling; padded positions are not counted (count_include_pad=false).
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options = {});
+struct Pool1dOptions {
+  int64_t kernel_size = 2;
+  int64_t stride = 0;  // 0: same as kernel_size
+  int64_t padding = 0;
+};
+/// max_pool2d and avg_pool2d for x [N, C, L] (sequences): windows along L,
+/// output [N, C, (L + 2*padding - kernel_size) / stride + 1].
+Tensor max_pool1d(const Tensor& x, const Pool1dOptions& options = {});
+Tensor avg_pool1d(const Tensor& x, const Pool1dOptions& options = {});
+struct Pool3dOptions {
+  Size3 kernel_size = 2;
+  Size3 stride = 0;  // 0: same as kernel_size
+  Size3 padding = 0;  // at most half the kernel
+};
+/// max_pool2d and avg_pool2d for volumes x [N, C, D, H, W]: windows are
+/// boxes, output [N, C, OD, OH, OW] with OD = (D + 2*padding - kernel) /
+/// stride + 1 (and so on). A box is pooled as its (H, W) window per depth
+/// slice, then along D: the same max, and the same mean over the box's inside
+/// positions (padding not counted), by the 2-d kernels. PyTorch's CPU
+/// autocast list runs both in float32; its CUDA lists leave them alone.
+Tensor max_pool3d(const Tensor& x, const Pool3dOptions& options = {});
+Tensor avg_pool3d(const Tensor& x, const Pool3dOptions& options = {});
 /// Average over windows rows [floor(i*H/OH), ceil((i+1)*H/OH)) (and the same
 /// for columns), giving [N, C, OH, OW] for any input with H, W >= 1 (an
 /// empty image has no average: ShapeError).

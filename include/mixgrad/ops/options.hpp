@@ -18,6 +18,18 @@ struct Size2 {
   constexpr bool operator==(const Size2&) const = default;
 };
 
+/// Three extents (depth, height, width) for the 3-d ops; an integer means
+/// the same for all three.
+struct Size3 {
+  int64_t d = 0;
+  int64_t h = 0;
+  int64_t w = 0;
+  constexpr Size3() = default;
+  constexpr Size3(int64_t v) : d(v), h(v), w(v) {}  // NOLINT(google-explicit-constructor)
+  constexpr Size3(int64_t d_, int64_t h_, int64_t w_) : d(d_), h(h_), w(w_) {}
+  constexpr bool operator==(const Size3&) const = default;
+};
+
 /// The axes a reduction runs over: `{}` (default) means all axes, an integer
 /// one axis, a braced list several. Negative axes count from the back.
 class Axes {

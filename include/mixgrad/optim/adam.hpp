@@ -23,6 +23,13 @@ struct AdamOptions {
   double eps = 1e-8;
   double weight_decay = 0.0;
   bool amsgrad = false;
+  /// Keep float32 master copies of float16 / bfloat16 parameters (apex's
+  /// O2; see optimizer.hpp).
+  bool master_weights = false;
+  /// scaler.step(opt) unscales inside the update kernel instead of a
+  /// separate pass (PyTorch's `_step_supports_amp_scaling`; see
+  /// GradScaler::step): the gradients stay scaled after the step.
+  bool step_supports_amp_scaling = false;
 };
 
 class Adam : public Optimizer {
@@ -40,7 +47,7 @@ class Adam : public Optimizer {
   void check_hyperparameters(const Hyperparameters& h) const override;
   void set_hyperparameters(const Hyperparameters& h) override;
   std::vector<std::string> buffer_names(const Hyperparameters& h) const override;
-  void update(const Tensor& param, const Tensor& grad, ParamState& state, const Tensor& found_inf) override;
+  void update(const Tensor& param, const Tensor& grad, ParamState& state, const AmpStep& amp) override;
 
  private:
   AdamOptions options_;

@@ -18,6 +18,13 @@ struct AdamWOptions {
   double eps = 1e-8;
   double weight_decay = 0.01;
   bool amsgrad = false;
+  /// Keep float32 master copies of float16 / bfloat16 parameters (apex's
+  /// O2; see optimizer.hpp).
+  bool master_weights = false;
+  /// scaler.step(opt) unscales inside the update kernel instead of a
+  /// separate pass (PyTorch's `_step_supports_amp_scaling`; see
+  /// GradScaler::step): the gradients stay scaled after the step.
+  bool step_supports_amp_scaling = false;
 };
 
 class AdamW : public Adam {

@@ -21,6 +21,13 @@ struct SGDOptions {
   double dampening = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;
+  /// Keep float32 master copies of float16 / bfloat16 parameters (apex's
+  /// O2; see optimizer.hpp).
+  bool master_weights = false;
+  /// scaler.step(opt) unscales inside the update kernel instead of a
+  /// separate pass (PyTorch's `_step_supports_amp_scaling`; see
+  /// GradScaler::step): the gradients stay scaled after the step.
+  bool step_supports_amp_scaling = false;
 };
 
 class SGD : public Optimizer {
@@ -36,7 +43,7 @@ class SGD : public Optimizer {
   void check_hyperparameters(const Hyperparameters& h) const override;
   void set_hyperparameters(const Hyperparameters& h) override;
   std::vector<std::string> buffer_names(const Hyperparameters& h) const override;
-  void update(const Tensor& param, const Tensor& grad, ParamState& state, const Tensor& found_inf) override;
+  void update(const Tensor& param, const Tensor& grad, ParamState& state, const AmpStep& amp) override;
 
  private:
   SGDOptions options_;

@@ -150,6 +150,38 @@ bool scale_check_run(const Run& r, int64_t b, int64_t e, double factor) {
   return bad;
 }
 
+// ---- check only (for an unscale fused into the optimizer) -----------------
+
+template <class T>
+bool check_run(const Run& r, int64_t b, int64_t e, double factor) {
+  const kernels::ProductCheck<T> op{kernels::applied_factor<T>(factor)};
+  using C = kernels::compute_t<T>;
+  using Bits = std::conditional_t<sizeof(C) == 4, uint32_t, uint64_t>;
+  constexpr Bits kExp = sizeof(C) == 4 ? Bits{kernels::kFloatExponent} : Bits(kernels::kDoubleExponent);
+  if (r.stride == static_cast<int64_t>(sizeof(T))) {
+    const T* p = reinterpret_cast<const T*>(r.ptr) + b;
+    const int64_t n = e - b;
+    Bits bad = 0;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+#pragma omp simd reduction(| : bad)
+      for (int64_t i = 0; i < n; ++i) bad |= static_cast<Bits>((std::bit_cast<Bits>(p[i] * op.factor) & kExp) == kExp);
+    } else {
+      constexpr int64_t kBlock = 1024;
+      alignas(64) float buf[kBlock];
+      for (int64_t k = 0; k < n; k += kBlock) {
+        const int64_t m = std::min(kBlock, n - k);
+        convert(p + k, buf, m);
+#pragma omp simd reduction(| : bad)
+        for (int64_t i = 0; i < m; ++i) bad |= static_cast<Bits>((std::bit_cast<Bits>(buf[i] * op.factor) & kExp) == kExp);
+      }
+    }
+    return bad != 0;
+  }
+  bool bad = false;
+  for (int64_t i = b; i < e; ++i) bad |= op(*reinterpret_cast<const T*>(r.ptr + i * r.stride));
+  return bad;
+}
+
 // ---- norms ----------------------------------------------------------------
 
 enum class NormKind { one, two, general, max };
@@ -296,6 +328,19 @@ void non_finite_check_and_unscale(std::span<const Tensor> tensors, const Tensor&
   }
   const std::vector<Run> runs = build_runs(tensors, op);
   if (scale_pass(runs, factor, op)) *static_cast<float*>(found_inf.raw_data()) = 1.0f;
+}
+
+void non_finite_check(std::span<const Tensor> tensors, const Tensor& found_inf, const Tensor& inv_scale) {
+  constexpr const char* op = "non_finite_check";
+  const double factor = scalar_value(inv_scale);
+  const std::vector<Run> runs = build_runs(tensors, op);
+  const bool bad = reduce_runs(
+      runs, false,
+      [factor, op](const Run& r, int64_t b, int64_t e) {
+        return visit_floating(r.dtype, op, [&]<class T>() { return check_run<T>(r, b, e, factor); });
+      },
+      [](bool a, bool b) { return a || b; });
+  if (bad) *static_cast<float*>(found_inf.raw_data()) = 1.0f;
 }
 
 void grad_norm(std::span<const Tensor> tensors, double norm_type, const Tensor& out) {

@@ -2,7 +2,9 @@
 // contiguous runs of (param, grad, state...) with for_each_run, which also
 // splits large tensors across the OpenMP threads. A low-precision parameter
 // or gradient is widened to the compute type per element, so no float copy
-// of the gradient is ever made.
+// of the gradient is ever made; a GradScaler's unscale and a master copy's
+// write-back happen in the same pass (kernels::apply_update).
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <utility>
@@ -25,54 +27,113 @@ using state_t = std::conditional_t<std::is_same_v<P, double>, double, float>;
 // function picked at run time (core/simd.hpp): the updates are a handful of
 // multiply-adds (a square root and a division for Adam) per element, which
 // at the baseline's 4 lanes cost about as much as the memory traffic.
-template <class P, class G, class C, size_t K, class Rule, size_t... I>
-[[gnu::always_inline]] inline void rule_loop(const Rule& rule, P* __restrict p, const G* __restrict g,
-                                             const std::array<C*, K>& s, int64_t n, std::index_sequence<I...>) {
-  for (int64_t i = 0; i < n; ++i)
-    p[i] = kernels::cast<P>(rule(kernels::cast<C>(p[i]), kernels::cast<C>(g[i]), s[I][i]...));
+// kMaster: the parameter has a float32 master copy `m` (kernels::apply_update).
+//
+// 16-bit parameters and gradients go through small float blocks in L1 with
+// the bulk converters (core/half.cpp), as the unscale pass does: the
+// per-element bfloat16 / float16 rounding does not vectorise and costs more
+// than the update itself. The rounding is the same.
+template <class T>
+constexpr bool kNarrow = std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
+
+template <bool kMaster, class P, class G, class C, size_t K, class Rule, size_t... I>
+[[gnu::always_inline]] inline void rule_loop(const Rule& rule, C inv_scale, P* __restrict p, C* __restrict m,
+                                             const G* __restrict g, const std::array<C*, K>& s, int64_t n,
+                                             std::index_sequence<I...>) {
+  if constexpr ((kNarrow<P> || kNarrow<G>) && std::is_same_v<C, float>) {
+    constexpr int64_t kBlock = 512;
+    alignas(64) float gb[kBlock];
+    alignas(64) float pb[kBlock];
+    for (int64_t b = 0; b < n; b += kBlock) {
+      const int64_t k = std::min(kBlock, n - b);
+      const float* __restrict gs = gb;
+      if constexpr (kNarrow<G>) convert(g + b, gb, k);
+      else if constexpr (std::is_same_v<G, float>) gs = g + b;
+      else for (int64_t i = 0; i < k; ++i) gb[i] = kernels::cast<float>(g[b + i]);
+      float* __restrict x = pb;
+      if constexpr (kMaster) x = m + b;
+      else if constexpr (kNarrow<P>) convert(p + b, pb, k);
+      else if constexpr (std::is_same_v<P, float>) x = p + b;
+      else for (int64_t i = 0; i < k; ++i) pb[i] = kernels::cast<float>(p[b + i]);
+      for (int64_t i = 0; i < k; ++i) x[i] = rule(x[i], gs[i] * inv_scale, s[I][b + i]...);
+      if constexpr (kNarrow<P>) convert(x, p + b, k);
+      else if constexpr (!std::is_same_v<P, float>) for (int64_t i = 0; i < k; ++i) p[b + i] = kernels::cast<P>(x[i]);
+    }
+  } else if constexpr (kMaster) {
+    for (int64_t i = 0; i < n; ++i) kernels::apply_update(rule, inv_scale, p[i], &m[i], g[i], s[I][i]...);
+  } else {
+    for (int64_t i = 0; i < n; ++i) kernels::apply_update(rule, inv_scale, p[i], static_cast<C*>(nullptr), g[i], s[I][i]...);
+  }
 }
 
-template <class P, class G, class C, size_t K, class Rule>
-void rule_portable(const Rule& rule, P* p, const G* g, const std::array<C*, K>& s, int64_t n) {
-  rule_loop<P, G, C, K>(rule, p, g, s, n, std::make_index_sequence<K>());
+template <bool kMaster, class P, class G, class C, size_t K, class Rule>
+void rule_portable(const Rule& rule, C inv_scale, P* p, C* m, const G* g, const std::array<C*, K>& s, int64_t n) {
+  rule_loop<kMaster, P, G, C, K>(rule, inv_scale, p, m, g, s, n, std::make_index_sequence<K>());
 }
 
 #if defined(__x86_64__) || defined(__i386__)
-template <class P, class G, class C, size_t K, class Rule>
-__attribute__((target(MIXGRAD_AVX512_TARGET))) void rule_avx512(const Rule& rule, P* p, const G* g,
-                                                                const std::array<C*, K>& s, int64_t n) {
-  rule_loop<P, G, C, K>(rule, p, g, s, n, std::make_index_sequence<K>());
+template <bool kMaster, class P, class G, class C, size_t K, class Rule>
+__attribute__((target(MIXGRAD_AVX512_TARGET))) void rule_avx512(const Rule& rule, C inv_scale, P* p, C* m,
+                                                                const G* g, const std::array<C*, K>& s, int64_t n) {
+  rule_loop<kMaster, P, G, C, K>(rule, inv_scale, p, m, g, s, n, std::make_index_sequence<K>());
 }
 #endif
 
-template <class P, class G, class C, size_t K, class Rule, size_t... I>
-void run_rule(const Tensor& param, const Tensor& grad, const std::array<Tensor, K>& state, const Rule& rule,
-              std::index_sequence<I...>) {
-  constexpr int N = 2 + static_cast<int>(K);
-  auto contiguous_loop = &rule_portable<P, G, C, K, Rule>;
+// Runs `rule` over (param, [master,] grad, state...): the master copy takes
+// the place of one more state tensor in the strided walk.
+template <bool kMaster, class P, class G, class C, size_t K, class Rule, size_t... I>
+void run_rule_impl(const Tensor& param, const Tensor& master, const Tensor& grad, const std::array<Tensor, K>& state,
+                   const Rule& rule, C inv_scale, std::index_sequence<I...>) {
+  constexpr int M = kMaster ? 1 : 0;
+  constexpr int N = 2 + M + static_cast<int>(K);
+  auto contiguous_loop = &rule_portable<kMaster, P, G, C, K, Rule>;
 #if defined(__x86_64__) || defined(__i386__)
-  if (simd::level() == simd::Level::avx512) contiguous_loop = &rule_avx512<P, G, C, K, Rule>;
+  if (simd::level() == simd::Level::avx512) contiguous_loop = &rule_avx512<kMaster, P, G, C, K, Rule>;
 #endif
+  std::array<Shape, N> strides;
+  std::array<char*, N> base;
+  strides[0] = byte_strides(param);
+  base[0] = static_cast<char*>(param.raw_data());
+  if constexpr (kMaster) {
+    strides[1] = byte_strides(master);
+    base[1] = static_cast<char*>(master.raw_data());
+  }
+  strides[1 + M] = byte_strides(grad);
+  base[1 + M] = static_cast<char*>(grad.raw_data());
+  ((strides[2 + M + I] = byte_strides(state[I]), base[2 + M + I] = static_cast<char*>(state[I].raw_data())), ...);
   kernels::for_each_run<N>(
-      param.shape(), {byte_strides(param), byte_strides(grad), byte_strides(state[I])...},
-      {static_cast<char*>(param.raw_data()), static_cast<char*>(grad.raw_data()),
-       static_cast<char*>(state[I].raw_data())...},
-      [&rule, contiguous_loop](std::array<char*, N> ptr, const std::array<int64_t, N>& st, int64_t n) {
+      param.shape(), strides, base,
+      [&rule, inv_scale, contiguous_loop](std::array<char*, N> ptr, const std::array<int64_t, N>& st, int64_t n) {
         P* __restrict p = reinterpret_cast<P*>(ptr[0]);
-        const G* __restrict g = reinterpret_cast<const G*>(ptr[1]);
-        const std::array<C*, K> s{reinterpret_cast<C*>(ptr[2 + I])...};
-        const bool contiguous = st[0] == sizeof(P) && st[1] == sizeof(G) && ((st[2 + I] == sizeof(C)) && ...);
+        C* __restrict m = kMaster ? reinterpret_cast<C*>(ptr[1]) : nullptr;
+        const G* __restrict g = reinterpret_cast<const G*>(ptr[1 + M]);
+        const std::array<C*, K> s{reinterpret_cast<C*>(ptr[2 + M + I])...};
+        const bool contiguous = st[0] == sizeof(P) && (!kMaster || st[1] == sizeof(C)) && st[1 + M] == sizeof(G) &&
+                                ((st[2 + M + I] == sizeof(C)) && ...);
         if (contiguous) {
-          contiguous_loop(rule, p, g, s, n);
+          contiguous_loop(rule, inv_scale, p, m, g, s, n);
         } else {
-          for (int64_t i = 0; i < n; ++i) {
-            P& pi = *reinterpret_cast<P*>(ptr[0] + i * st[0]);
-            const G gi = *reinterpret_cast<const G*>(ptr[1] + i * st[1]);
-            pi = kernels::cast<P>(rule(kernels::cast<C>(pi), kernels::cast<C>(gi),
-                                       *reinterpret_cast<C*>(ptr[2 + I] + i * st[2 + I])...));
-          }
+          for (int64_t i = 0; i < n; ++i)
+            kernels::apply_update(rule, inv_scale, *reinterpret_cast<P*>(ptr[0] + i * st[0]),
+                                  kMaster ? reinterpret_cast<C*>(ptr[1] + i * st[1]) : static_cast<C*>(nullptr),
+                                  *reinterpret_cast<const G*>(ptr[1 + M] + i * st[1 + M]),
+                                  *reinterpret_cast<C*>(ptr[2 + M + I] + i * st[2 + M + I])...);
         }
       });
+}
+
+template <class P, class G, class C, size_t K, class Rule>
+void run_rule(const Tensor& param, const Tensor& grad, const std::array<Tensor, K>& state, const Rule& rule,
+              const AmpUpdate& amp) {
+  // The factor is rounded once to C, as the separate unscale pass applies it.
+  const C inv_scale = amp.inv_scale.defined() ? C(*static_cast<const double*>(amp.inv_scale.raw_data())) : C(1);
+  if constexpr (std::is_same_v<P, half> || std::is_same_v<P, bfloat16>) {
+    if (amp.master.defined()) {
+      run_rule_impl<true, P, G, C, K>(param, amp.master, grad, state, rule, inv_scale, std::make_index_sequence<K>());
+      return;
+    }
+  }
+  run_rule_impl<false, P, G, C, K>(param, Tensor(), grad, state, rule, inv_scale, std::make_index_sequence<K>());
 }
 
 // True when the step's found-inf flag is set: the update is skipped.
@@ -92,7 +153,7 @@ void visit_param_grad(const Tensor& param, const Tensor& grad, const char* op, F
 }  // namespace
 
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
-                const Tensor& found_inf, const SgdStep& s) {
+                const Tensor& found_inf, const SgdStep& s, const AmpUpdate& amp) {
   if (skipped(found_inf)) return;
   int64_t& count = *static_cast<int64_t*>(step.raw_data());
   const bool first_step = count == 0;
@@ -100,18 +161,19 @@ void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_
     using C = state_t<P>;
     if (!momentum_buffer.defined()) {
       const kernels::SgdRule<C> rule{C(s.lr), C(s.weight_decay)};
-      run_rule<P, G, C, 0>(param, grad, {}, rule, std::make_index_sequence<0>());
+      run_rule<P, G, C, 0>(param, grad, {}, rule, amp);
       return;
     }
     const kernels::SgdMomentumRule<C> rule{C(s.lr), C(s.weight_decay), C(s.momentum), C(1.0 - s.dampening),
                                            s.nesterov, first_step};
-    run_rule<P, G, C, 1>(param, grad, {momentum_buffer}, rule, std::make_index_sequence<1>());
+    run_rule<P, G, C, 1>(param, grad, {momentum_buffer}, rule, amp);
   });
   ++count;
 }
 
 void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                 const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf, const AdamStep& s) {
+                 const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf, const AdamStep& s,
+                 const AmpUpdate& amp) {
   if (skipped(found_inf)) return;
   int64_t& count = *static_cast<int64_t*>(step.raw_data());
   // Bias corrections in double: 1 - beta^t loses digits in float for large t.
@@ -130,10 +192,9 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                                     .step_size = C(s.lr / bc1),
                                     .inv_sqrt_bc2 = C(1.0 / std::sqrt(bc2))};
     if (max_exp_avg_sq.defined()) {
-      run_rule<P, G, C, 3>(param, grad, {exp_avg, exp_avg_sq, max_exp_avg_sq}, kernels::AmsgradRule<C>{adam},
-                           std::make_index_sequence<3>());
+      run_rule<P, G, C, 3>(param, grad, {exp_avg, exp_avg_sq, max_exp_avg_sq}, kernels::AmsgradRule<C>{adam}, amp);
     } else {
-      run_rule<P, G, C, 2>(param, grad, {exp_avg, exp_avg_sq}, adam, std::make_index_sequence<2>());
+      run_rule<P, G, C, 2>(param, grad, {exp_avg, exp_avg_sq}, adam, amp);
     }
   });
   ++count;

@@ -11,6 +11,8 @@
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/plan.hpp"
 #include "backend/cuda/stream.hpp"
+#include "backend/host_sync.hpp"
+#include "backend/pending_checks.hpp"
 #include "kernels/cast.hpp"
 
 namespace mixgrad::backend::cuda {
@@ -150,6 +152,7 @@ void transfer(const Tensor& src, const Tensor& dst) {
     // The destination's block is ordered on its own device's stream, which
     // may still be using it: let that drain first.
     DeviceGuard dst_guard(dst.device().index());
+    note_host_sync();
     MIXGRAD_CUDA_CHECK(cudaStreamSynchronize(current_stream(dst.device().index())));
   }
   MIXGRAD_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes, cudaMemcpyDefault, stream));
@@ -160,7 +163,13 @@ void transfer(const Tensor& src, const Tensor& dst) {
   // and later kernels on `stream` are ordered after the copy. External host
   // memory may be pinned, which is read later, by the DMA: wait for it.
   const bool wait = !dst.device().is_cuda() || dst.device() != on || src.impl()->storage->is_external();
-  if (wait) MIXGRAD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (wait) {
+    note_host_sync();
+    MIXGRAD_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  // The host has caught up with the device: the statuses its kernels wrote
+  // are ready to check (backend/pending_checks.hpp).
+  if (dst.device().is_cpu()) run_pending_checks(on.index());
 }
 
 }  // namespace mixgrad::backend::cuda

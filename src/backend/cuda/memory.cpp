@@ -15,6 +15,7 @@
 #include <string>
 
 #include "backend/cuda/check.hpp"
+#include "backend/host_sync.hpp"
 #include "backend/cuda/stream.hpp"
 #include "core/stream_allocator.hpp"
 #include "mixgrad/allocator.hpp"
@@ -44,6 +45,7 @@ class CudaMemoryApi final : public core::DeviceMemoryApi {
     int previous = 0;
     if (cudaGetDevice(&previous) != cudaSuccess) return;
     cudaSetDevice(device);
+    note_host_sync();  // cudaFree waits for the device
     cudaFree(p);
     cudaSetDevice(previous);
   }
@@ -68,6 +70,7 @@ class CudaMemoryApi final : public core::DeviceMemoryApi {
     return true;
   }
   void synchronize_event(int, core::EventHandle e) override {
+    note_host_sync();
     MIXGRAD_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(e)));
   }
 };

@@ -77,3 +77,21 @@ StridedIndexer<N> make_indexer(const Shape& shape, const std::array<Shape, N>& b
 }
 
 }  // namespace mixgrad::backend::cuda_plan
+
+namespace mixgrad::backend::cuda_plan {
+
+/// Byte strides of an operand of shape `shape` and element strides `strides`
+/// (element size `esize`) read in the iteration shape `iter` with NumPy
+/// broadcasting: 0 along missing leading and extent-1 dimensions. The CPU
+/// engine (cpu/map_loop.hpp) reads its operands the same way.
+inline Shape broadcast_byte_strides(const Shape& shape, const Shape& strides, int64_t esize, const Shape& iter) {
+  Shape s;
+  const int lead = iter.ndim() - shape.ndim();
+  for (int i = 0; i < iter.ndim(); ++i) {
+    const int j = i - lead;
+    s.push_back(j < 0 || shape[j] == 1 ? 0 : strides[j] * esize);
+  }
+  return s;
+}
+
+}  // namespace mixgrad::backend::cuda_plan

@@ -5,7 +5,9 @@
 #include <string>
 
 #include "backend/cuda/check.hpp"
+#include "backend/host_sync.hpp"
 #include "backend/dispatch.hpp"
+#include "backend/pending_checks.hpp"
 #include "mixgrad/cuda.hpp"
 
 namespace mixgrad::backend {
@@ -87,7 +89,9 @@ void synchronize() {
 void synchronize(int device) {
   backend::cuda::check_device(device, "cuda::synchronize");
   backend::cuda::DeviceGuard guard(device);
+  backend::note_host_sync();
   MIXGRAD_CUDA_CHECK(cudaDeviceSynchronize());
+  backend::run_pending_checks(device);
 }
 
 }  // namespace mixgrad::cuda

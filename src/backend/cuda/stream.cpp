@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/cuda/check.hpp"
+#include "backend/host_sync.hpp"
 #include "mixgrad/error.hpp"
 
 namespace mixgrad::backend::cuda {
@@ -48,7 +49,10 @@ Stream::~Stream() {
   if (stream_) cudaStreamDestroy(stream_);  // returns at once; queued work completes
 }
 
-void Stream::synchronize() const { MIXGRAD_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void Stream::synchronize() const {
+  note_host_sync();
+  MIXGRAD_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
 
 bool Stream::query() const {
   const cudaError_t s = cudaStreamQuery(stream_);
@@ -90,7 +94,9 @@ void Event::wait(cudaStream_t stream) const {
 }
 
 void Event::synchronize() const {
-  if (event_) MIXGRAD_CUDA_CHECK(cudaEventSynchronize(event_));
+  if (!event_) return;
+  note_host_sync();
+  MIXGRAD_CUDA_CHECK(cudaEventSynchronize(event_));
 }
 
 bool Event::query() const {

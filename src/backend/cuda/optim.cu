@@ -1,0 +1,195 @@
+// CUDA optimizer updates (backend/optim.hpp): the kernels/optim.hpp rules in
+// a grid-stride loop over (param, grad, state...), any strides. The step
+// count and the found-inf flag are read by the kernel, not the host: a
+// flagged step returns at once on the device, the bias corrections of Adam
+// are formed from the device's count, and a one-thread kernel queued after
+// the update advances the count unless the step was skipped. So an AMP step
+// queues its optimizer work without waiting for the overflow check.
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <utility>
+
+#include "backend/copy.hpp"
+#include "backend/cuda/check.hpp"
+#include "backend/cuda/plan.hpp"
+#include "backend/cuda/stream.hpp"
+#include "backend/optim.hpp"
+#include "kernels/cast.hpp"
+#include "kernels/optim.hpp"
+
+namespace mixgrad::backend::cuda {
+
+namespace {
+
+using cuda_plan::StridedIndexer;
+
+template <class P>
+using state_t = std::conditional_t<std::is_same_v<P, double>, double, float>;
+
+__device__ bool flagged(const float* found_inf) { return found_inf != nullptr && *found_inf != 0.0f; }
+
+// Builds the step's rule on the device from its count.
+template <class C>
+struct SgdMaker {
+  C lr, weight_decay, momentum, one_minus_dampening;
+  bool nesterov;
+  __device__ kernels::SgdMomentumRule<C> operator()(int64_t count) const {
+    return {lr, weight_decay, momentum, one_minus_dampening, nesterov, count == 0};
+  }
+};
+
+template <class C>
+struct PlainSgdMaker {
+  C lr, weight_decay;
+  __device__ kernels::SgdRule<C> operator()(int64_t) const { return {lr, weight_decay}; }
+};
+
+// Bias corrections in double from the count, as the CPU forms them on the host.
+struct AdamMaker {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled;
+  template <class C>
+  __device__ kernels::AdamRule<C> make(int64_t count) const {
+    const double t = static_cast<double>(count + 1);
+    const double bc1 = 1.0 - pow(beta1, t);
+    const double bc2 = 1.0 - pow(beta2, t);
+    return {.beta1 = C(beta1),
+            .one_minus_beta1 = C(1.0 - beta1),
+            .beta2 = C(beta2),
+            .one_minus_beta2 = C(1.0 - beta2),
+            .eps = C(eps),
+            .decay = C(decoupled ? 1.0 - lr * weight_decay : 1.0),
+            .l2 = C(decoupled ? 0.0 : weight_decay),
+            .step_size = C(lr / bc1),
+            .inv_sqrt_bc2 = C(1.0 / sqrt(bc2))};
+  }
+};
+
+template <class C>
+struct AdamRuleMaker {
+  AdamMaker m;
+  __device__ kernels::AdamRule<C> operator()(int64_t count) const { return m.template make<C>(count); }
+};
+
+template <class C>
+struct AmsgradRuleMaker {
+  AdamMaker m;
+  __device__ kernels::AmsgradRule<C> operator()(int64_t count) const { return {m.template make<C>(count)}; }
+};
+
+template <class P, class G, class C, int K, class Rule, size_t... I>
+__device__ void update_one(const StridedIndexer<2 + K>& ix, char* const* ptr, int64_t i, const Rule& rule,
+                           std::index_sequence<I...>) {
+  int64_t off[2 + K];
+  ix.offsets(i, off);
+  P& p = *reinterpret_cast<P*>(ptr[0] + off[0]);
+  const G g = *reinterpret_cast<const G*>(ptr[1] + off[1]);
+  p = kernels::cast<P>(
+      rule(kernels::cast<C>(p), kernels::cast<C>(g), *reinterpret_cast<C*>(ptr[2 + I] + off[2 + I])...));
+}
+
+template <int N>
+struct Pointers {
+  char* p[N];
+};
+
+template <class P, class G, class C, int K, class Maker>
+__global__ void update_kernel(StridedIndexer<2 + K> ix, Pointers<2 + K> ptr, int64_t n, Maker maker,
+                              const int64_t* step, const float* found_inf) {
+  if (flagged(found_inf)) return;
+  const auto rule = maker(*step);
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    update_one<P, G, C, K>(ix, ptr.p, i, rule, std::make_index_sequence<K>());
+}
+
+// Queued after the update, so every block has read the count first.
+__global__ void advance_step_kernel(int64_t* step, const float* found_inf) {
+  if (!flagged(found_inf)) ++*step;
+}
+
+template <class P, class G, class C, int K, class Maker>
+void launch_update(const Tensor& param, const Tensor& grad, const std::array<Tensor, K>& state, const Maker& maker,
+                   const Tensor& step, const Tensor& found_inf, const char* op) {
+  constexpr int N = 2 + K;
+  std::array<Shape, N> strides{byte_strides(param), byte_strides(grad)};
+  Pointers<N> ptr{};
+  ptr.p[0] = static_cast<char*>(param.raw_data());
+  ptr.p[1] = static_cast<char*>(grad.raw_data());
+  for (int k = 0; k < K; ++k) {
+    if (state[k].shape() != param.shape() || state[k].dtype() != dtype_of<C>() || state[k].device() != param.device())
+      throw_mismatch(op, param, state[k]);
+    strides[2 + k] = byte_strides(state[k]);
+    ptr.p[2 + k] = static_cast<char*>(state[k].raw_data());
+  }
+  const auto ix = cuda_plan::make_indexer<N>(param.shape(), strides);
+  const int device = param.device().index();
+  const cudaStream_t stream = current_stream(device);
+  const float* flag = found_inf.defined() ? static_cast<const float*>(found_inf.raw_data()) : nullptr;
+  auto* count = static_cast<int64_t*>(step.raw_data());
+  const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(param.numel());
+  if (lc.blocks != 0) {
+    update_kernel<P, G, C, K, Maker><<<lc.blocks, lc.threads, 0, stream>>>(ix, ptr, param.numel(), maker, count, flag);
+    MIXGRAD_CUDA_CHECK(cudaGetLastError());
+  }
+  advance_step_kernel<<<1, 1, 0, stream>>>(count, flag);
+  MIXGRAD_CUDA_CHECK(cudaGetLastError());
+}
+
+void check_operands(const char* op, const Tensor& param, const Tensor& grad, const Tensor& step,
+                    const Tensor& found_inf) {
+  if (grad.shape() != param.shape() || grad.device() != param.device()) throw_mismatch(op, param, grad);
+  if (step.numel() != 1 || step.dtype() != DType::int64 || step.device() != param.device())
+    throw StateError(std::string(op) + ": the step count must be a one-element int64 tensor on " +
+                     to_string(param.device()) + ", got " + std::string(to_string(step.dtype())) +
+                     to_string(step.shape()) + " on " + to_string(step.device()));
+  if (found_inf.defined() &&
+      (found_inf.numel() != 1 || found_inf.dtype() != DType::float32 || found_inf.device() != param.device()))
+    throw StateError(std::string(op) + ": found_inf must be a one-element float32 tensor on " +
+                     to_string(param.device()));
+}
+
+template <class F>
+void visit_param_grad(const Tensor& param, const Tensor& grad, const char* op, F&& f) {
+  visit_floating(param.dtype(), op, [&]<class P>() {
+    visit_floating(grad.dtype(), op, [&]<class G>() { f.template operator()<P, G>(); });
+  });
+}
+
+}  // namespace
+
+void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
+                const Tensor& found_inf, const SgdStep& s) {
+  check_operands("sgd_update", param, grad, step, found_inf);
+  DeviceGuard guard(param.device().index());
+  visit_param_grad(param, grad, "sgd_update", [&]<class P, class G>() {
+    using C = state_t<P>;
+    if (!momentum_buffer.defined()) {
+      launch_update<P, G, C, 0>(param, grad, {}, PlainSgdMaker<C>{C(s.lr), C(s.weight_decay)}, step, found_inf,
+                                "sgd_update");
+      return;
+    }
+    const SgdMaker<C> maker{C(s.lr), C(s.weight_decay), C(s.momentum), C(1.0 - s.dampening), s.nesterov};
+    launch_update<P, G, C, 1>(param, grad, {momentum_buffer}, maker, step, found_inf, "sgd_update");
+  });
+}
+
+void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                 const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf, const AdamStep& s) {
+  check_operands("adam_update", param, grad, step, found_inf);
+  DeviceGuard guard(param.device().index());
+  const AdamMaker m{s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.decoupled};
+  visit_param_grad(param, grad, "adam_update", [&]<class P, class G>() {
+    using C = state_t<P>;
+    if (max_exp_avg_sq.defined()) {
+      launch_update<P, G, C, 3>(param, grad, {exp_avg, exp_avg_sq, max_exp_avg_sq}, AmsgradRuleMaker<C>{m}, step,
+                                found_inf, "adam_update");
+    } else {
+      launch_update<P, G, C, 2>(param, grad, {exp_avg, exp_avg_sq}, AdamRuleMaker<C>{m}, step, found_inf,
+                                "adam_update");
+    }
+  });
+}
+
+}  // namespace mixgrad::backend::cuda

@@ -1,0 +1,100 @@
+// The deferred status checks (backend/pending_checks.hpp): a mutex-guarded
+// list, run after a host synchronisation with the statuses' device.
+#include "backend/pending_checks.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace mixgrad::backend {
+
+namespace {
+
+struct Pending {
+  Tensor status;
+  StatusCheck check;
+};
+
+std::mutex g_mutex;
+std::vector<Pending> g_pending;  // guarded by g_mutex
+
+bool eager_from_env() {
+  const char* v = std::getenv("MIXGRAD_EAGER_CHECKS");
+  return v != nullptr && v[0] == '1';
+}
+std::atomic<bool> g_eager{eager_from_env()};
+
+// Reading a status copies it to the host, which runs the pending checks of
+// its device again: the nested call must do nothing.
+thread_local bool t_running = false;
+
+void run_one(const Pending& p) {
+  const Tensor host = p.status.to(Device::cpu()).contiguous();
+  p.check(host.data<int64_t>());
+}
+
+// Runs the given checks; rethrows the first error after running them all.
+void run_all(std::vector<Pending>& batch) {
+  t_running = true;
+  std::exception_ptr first;
+  for (const Pending& p : batch) {
+    try {
+      run_one(p);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  t_running = false;
+  if (first) std::rethrow_exception(first);
+}
+
+std::vector<Pending> take(int device, bool all) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::vector<Pending> out, keep;
+  for (Pending& p : g_pending) (all || p.status.device().index() == device ? out : keep).push_back(std::move(p));
+  g_pending = std::move(keep);
+  return out;
+}
+
+}  // namespace
+
+void defer_status_check(const Tensor& status, StatusCheck check) {
+  if (status.device().is_cpu()) {
+    check(Tensor(status).contiguous().data<int64_t>());
+    return;
+  }
+  if (g_eager.load(std::memory_order_relaxed)) {
+    run_one({status, std::move(check)});
+    return;
+  }
+  bool full = false;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    full = static_cast<int>(g_pending.size()) >= kMaxPendingChecks;
+  }
+  if (full && !t_running) {
+    std::vector<Pending> batch = take(0, true);
+    run_all(batch);  // the errors so far come before this call's work is queued
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_pending.push_back({status, std::move(check)});
+}
+
+void run_pending_checks(int device) {
+  if (t_running) return;
+  std::vector<Pending> batch = take(device, false);
+  if (!batch.empty()) run_all(batch);
+}
+
+int pending_check_count() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return static_cast<int>(g_pending.size());
+}
+
+void set_eager_status_checks(bool on) { g_eager.store(on, std::memory_order_relaxed); }
+bool eager_status_checks() { return g_eager.load(std::memory_order_relaxed); }
+
+}  // namespace mixgrad::backend

@@ -1,0 +1,52 @@
+// Deferred checks of status tensors written by device kernels. A kernel that
+// validates its input as it reads it (the class losses' label check) writes
+// a small int64 status on its device; reading it right away would stall the
+// stream once per call. Instead the op hands the status and a check to this
+// list, and the checks run at the device's next synchronisation with the
+// host (a copy to the host: item(), to_vector(), to(cpu); cuda::synchronize),
+// where the status is ready and reading it costs no extra wait. A check that
+// fails throws its error from there. CPU statuses are checked at once.
+//
+//   const Tensor status = empty({2}, DType::int64, device);
+//   backend::cross_entropy_forward(args, out, stats, status);
+//   backend::defer_status_check(status, [=](const int64_t* st) { if (st[0] >= 0) throw ValueError(...); });
+//
+// set_eager_status_checks(true) (or MIXGRAD_EAGER_CHECKS=1 in the
+// environment) checks every status right after its kernel instead: slower,
+// but the error names the op that failed at the call that failed. The list
+// holds at most kMaxPendingChecks entries; the next one runs them first, so
+// a loop that never reads a value from the device still sees its errors.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "mixgrad/tensor.hpp"
+
+namespace mixgrad::backend {
+
+/// Throws when the status (copied to the host) reports a failure.
+using StatusCheck = std::function<void(const int64_t* status)>;
+
+/// Pending checks kept per process before they are run on the next defer.
+inline constexpr int kMaxPendingChecks = 256;
+
+/// Runs `check` on the contents of `status` (a contiguous int64 tensor): at
+/// once for a CPU status or with eager checks on, else at the next
+/// synchronisation of its device.
+void defer_status_check(const Tensor& status, StatusCheck check);
+
+/// Runs (and forgets) the pending checks of `device` (a CUDA device index);
+/// throws the error of the first that fails after running them all. Called
+/// after the host synchronised with that device. Does nothing when called
+/// from within a check run.
+void run_pending_checks(int device);
+
+/// Number of checks waiting (all devices).
+int pending_check_count();
+
+/// Turns eager checking on or off (default: MIXGRAD_EAGER_CHECKS set to 1).
+void set_eager_status_checks(bool on);
+bool eager_status_checks();
+
+}  // namespace mixgrad::backend

@@ -1,0 +1,211 @@
+// Collectives on CPU tensors through MPI's non-blocking calls; CUDA tensors
+// go to nccl.cpp. float16 / bfloat16 travel as float32 (see the header).
+#include "mixgrad/distributed/collectives.hpp"
+
+#include <climits>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "distributed/group_state.hpp"
+#include "distributed/nccl.hpp"
+#include "mixgrad/error.hpp"
+#include "mixgrad/half.hpp"
+#include "mixgrad/ops/creation.hpp"
+#include "ops/op_support.hpp"
+
+namespace mixgrad::distributed {
+
+struct Work::Impl {
+  std::shared_ptr<detail::GroupState> group;
+  MPI_Request request = MPI_REQUEST_NULL;
+  const char* what = "all_reduce";
+  std::function<void()> on_complete;  // copy back from staging, divide for mean
+  bool done = false;
+
+  void finish() {
+    if (done) return;
+    if (request != MPI_REQUEST_NULL) detail::wait_request(*group, request, what);
+    done = true;
+    if (on_complete) on_complete();
+  }
+  bool test() {
+    if (done) return true;
+    if (request != MPI_REQUEST_NULL) {
+      int flag = 0;
+      MPI_Test(&request, &flag, MPI_STATUS_IGNORE);
+      if (!flag) return false;
+    }
+    finish();
+    return true;
+  }
+};
+
+Work::Work() = default;
+Work::Work(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Work::Work(Work&&) noexcept = default;
+Work& Work::operator=(Work&& other) noexcept {
+  if (this != &other) {
+    if (impl_) impl_->finish();
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+Work::~Work() {
+  if (impl_) impl_->finish();
+}
+void Work::wait() {
+  if (impl_) impl_->finish();
+}
+bool Work::test() { return !impl_ || impl_->test(); }
+
+ReduceOp parse_reduce_op(const std::string& op) {
+  if (op == "sum") return ReduceOp::sum;
+  if (op == "mean") return ReduceOp::mean;
+  if (op == "max") return ReduceOp::max;
+  throw ValueError("distributed: unknown reduction \"" + op + "\" (expected \"sum\", \"mean\" or \"max\")");
+}
+
+namespace {
+
+const char* op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::mean: return "mean";
+    case ReduceOp::max: return "max";
+  }
+  return "?";
+}
+
+void check_tensor(const char* fn, const Tensor& t) {
+  if (!t.defined()) throw ValueError(std::string("distributed::") + fn + ": undefined tensor");
+  if (!t.is_contiguous())
+    throw ValueError(std::string("distributed::") + fn + ": " + ops::describe(t) +
+                     " is not contiguous (collectives write the tensor's memory in place)");
+  if (t.numel() * element_size(t.dtype()) > INT_MAX)
+    throw ValueError(std::string("distributed::") + fn + ": " + ops::describe(t) +
+                     " is larger than 2 GiB, the most one MPI call takes");
+}
+
+void check_op(const Tensor& t, ReduceOp op) {
+  const DType d = t.dtype();
+  const bool ok = is_floating_point(d) || ((d == DType::int32 || d == DType::int64) && op != ReduceOp::mean) ||
+                  (d == DType::bool_ && op == ReduceOp::max);
+  if (!ok)
+    throw DTypeError(std::string("distributed::all_reduce: ") + op_name(op) + " of " + ops::describe(t) +
+                     " is not defined (integers take sum and max, bool takes max)");
+}
+
+MPI_Datatype mpi_type(DType d) {
+  switch (d) {
+    case DType::float32: return MPI_FLOAT;
+    case DType::float64: return MPI_DOUBLE;
+    case DType::int32: return MPI_INT32_T;
+    case DType::int64: return MPI_INT64_T;
+    case DType::bool_: return MPI_UINT8_T;
+    default: return MPI_FLOAT;  // float16 / bfloat16 are staged as float32
+  }
+}
+
+template <class T>
+void divide(void* p, int64_t n, double by) {
+  T* x = static_cast<T*>(p);
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<T>(x[i] / by);
+}
+
+template <class H>
+std::shared_ptr<std::vector<float>> stage(const Tensor& t) {
+  const H* x = static_cast<const H*>(t.raw_data());
+  auto s = std::make_shared<std::vector<float>>(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) (*s)[i] = static_cast<float>(x[i]);
+  return s;
+}
+
+template <class H>
+void unstage(const std::vector<float>& s, void* dst, double by) {
+  H* x = static_cast<H*>(dst);
+  for (size_t i = 0; i < s.size(); ++i) x[i] = H(static_cast<float>(by == 1.0 ? s[i] : s[i] / by));
+}
+
+}  // namespace
+
+Work all_reduce_async(const ProcessGroup& group, const Tensor& tensor, ReduceOp op) {
+  check_tensor("all_reduce", tensor);
+  check_op(tensor, op);
+  if (tensor.device().is_cuda()) return detail::nccl_all_reduce(group, tensor, op);
+  const auto& g = group.state();
+  auto impl = std::make_unique<Work::Impl>();
+  impl->group = g;
+  const int64_t n = tensor.numel();
+  if (g->size == 1 || n == 0) return Work(std::move(impl));  // already the sum, mean and max of one rank
+  const MPI_Op mop = op == ReduceOp::max ? MPI_MAX : MPI_SUM;
+  const double by = op == ReduceOp::mean ? static_cast<double>(g->size) : 1.0;
+  void* data = tensor.raw_data();
+  const DType d = tensor.dtype();
+  if (d == DType::float16 || d == DType::bfloat16) {
+    auto s = d == DType::float16 ? stage<half>(tensor) : stage<bfloat16>(tensor);
+    MPI_Iallreduce(MPI_IN_PLACE, s->data(), static_cast<int>(n), MPI_FLOAT, mop, g->comm, &impl->request);
+    impl->on_complete = [s, data, d, by] {
+      if (d == DType::float16)
+        unstage<half>(*s, data, by);
+      else
+        unstage<bfloat16>(*s, data, by);
+    };
+  } else {
+    MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), mpi_type(d), mop, g->comm, &impl->request);
+    if (by != 1.0)
+      impl->on_complete = [data, n, d, by] {
+        if (d == DType::float32)
+          divide<float>(data, n, by);
+        else
+          divide<double>(data, n, by);
+      };
+  }
+  tensor.bump_version();
+  return Work(std::move(impl));
+}
+
+void all_reduce(const ProcessGroup& group, const Tensor& tensor, ReduceOp op) {
+  all_reduce_async(group, tensor, op).wait();
+}
+
+void broadcast(const ProcessGroup& group, const Tensor& tensor, int root) {
+  check_tensor("broadcast", tensor);
+  const auto& g = group.state();
+  if (root < 0 || root >= g->size)
+    throw ValueError("distributed::broadcast: root " + std::to_string(root) + " is not a rank of a group of " +
+                     std::to_string(g->size));
+  if (tensor.device().is_cuda()) return detail::nccl_broadcast(group, tensor, root);
+  if (g->size == 1 || tensor.numel() == 0) return;
+  MPI_Request request;
+  MPI_Ibcast(tensor.raw_data(), static_cast<int>(tensor.numel() * element_size(tensor.dtype())), MPI_BYTE, root,
+             g->comm, &request);
+  detail::wait_request(*g, request, "broadcast");
+  tensor.bump_version();
+}
+
+Tensor all_gather(const ProcessGroup& group, const Tensor& tensor) {
+  check_tensor("all_gather", tensor);
+  const auto& g = group.state();
+  std::vector<int64_t> dims{g->size};
+  for (int i = 0; i < tensor.ndim(); ++i) dims.push_back(tensor.size(i));
+  Tensor out = empty(Shape(dims), tensor.dtype(), tensor.device());
+  if (tensor.device().is_cuda()) {
+    detail::nccl_all_gather(group, tensor, out);
+    return out;
+  }
+  const int64_t bytes = tensor.numel() * element_size(tensor.dtype());
+  if (bytes * g->size > INT_MAX)
+    throw ValueError("distributed::all_gather: " + std::to_string(g->size) + " x " + ops::describe(tensor) +
+                     " is larger than 2 GiB, the most one MPI call takes");
+  if (bytes == 0) return out;
+  MPI_Request request;
+  MPI_Iallgather(tensor.raw_data(), static_cast<int>(bytes), MPI_BYTE, out.raw_data(), static_cast<int>(bytes),
+                 MPI_BYTE, g->comm, &request);
+  detail::wait_request(*g, request, "all_gather");
+  return out;
+}
+
+void barrier(const ProcessGroup& group) { group.barrier(); }
+
+}  // namespace mixgrad::distributed

@@ -1,0 +1,328 @@
+// The bucketing gradient all-reducer (see grad_reducer.hpp for the rules).
+#include "mixgrad/distributed/grad_reducer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <unordered_map>
+
+#include "distributed/group_state.hpp"
+#include "mixgrad/amp/grad_scaler.hpp"
+#include "mixgrad/autodiff/no_grad.hpp"
+#include "mixgrad/error.hpp"
+#include "mixgrad/nn/module.hpp"
+#include "mixgrad/ops/creation.hpp"
+#include "mixgrad/ops/elementwise.hpp"
+#include "ops/op_support.hpp"
+
+namespace mixgrad::distributed {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A run of a tensor's elements in a bucket.
+struct Piece {
+  int bucket = 0;
+  int64_t bucket_offset = 0;  // elements
+  int64_t tensor_offset = 0;  // elements
+  int64_t count = 0;
+};
+
+struct Slot {
+  std::weak_ptr<TensorImpl> tensor;
+  uint64_t id = 0;
+  Shape shape;
+  DType dtype = DType::float32;
+  Device device = Device::cpu();
+  int64_t numel = 0;
+  std::vector<Piece> pieces;
+  bool arrived = false;  // this backward
+  Tensor grad;           // the first backward keeps the gradient until the layout exists
+  Tensor result;         // returned to the GradManager, filled by finish()
+};
+
+struct Bucket {
+  DType dtype = DType::float32;
+  Device device = Device::cpu();
+  int64_t numel = 0;
+  Tensor buffer;
+  int pieces = 0;   // pieces of tensors in this bucket
+  int missing = 0;  // pieces still to arrive this backward
+  bool started = false;
+  bool finished = false;
+  Work work;
+  BucketEvent event;
+};
+
+}  // namespace
+
+struct GradReducer::Impl {
+  ProcessGroup group;
+  ReduceOp op;
+  ReducerOptions options;
+  Clock::time_point epoch = Clock::now();
+  std::vector<Slot> slots;
+  std::unordered_map<uint64_t, int> index;  // tensor id -> slot
+  std::vector<Bucket> buckets;
+  bool laid_out = false;
+  bool broken = false;
+  int next = 0;  // the next bucket to start: buckets start in order on every rank
+  bool timeline_on = false;
+  std::vector<BucketEvent> timeline;
+
+  Impl(ProcessGroup g, ReduceOp o, const ReducerOptions& opts) : group(std::move(g)), op(o), options(opts) {}
+
+  double now() const { return std::chrono::duration<double>(Clock::now() - epoch).count(); }
+
+  void start(Bucket& b) {
+    b.started = true;
+    b.event.start = now();
+    b.work = all_reduce_async(group, b.buffer, op);
+  }
+
+  // Starts the complete buckets in order and lets MPI progress the running
+  // ones (MPI moves data only inside its calls).
+  void progress() {
+    while (next < static_cast<int>(buckets.size()) && buckets[next].missing == 0) start(buckets[next++]);
+    for (int i = 0; i < next; ++i) {
+      Bucket& b = buckets[i];
+      if (b.started && !b.finished && b.work.test()) {
+        b.finished = true;
+        b.event.finish = now();
+      }
+    }
+  }
+
+  // Copies `grad` (a slot's gradient, or zeros when null) into its buckets.
+  void pack(Slot& s, const Tensor* grad) {
+    const int64_t es = element_size(s.dtype);
+    Tensor g;
+    if (grad) {
+      g = grad->dtype() == s.dtype ? *grad : grad->to(s.dtype);
+      if (!g.is_contiguous()) g = g.contiguous();
+    }
+    for (const Piece& p : s.pieces) {
+      Bucket& b = buckets[p.bucket];
+      char* dst = static_cast<char*>(b.buffer.raw_data()) + p.bucket_offset * es;
+      if (grad)
+        detail::copy_bytes(s.device, dst, static_cast<const char*>(g.raw_data()) + p.tensor_offset * es,
+                           static_cast<size_t>(p.count * es));
+      else
+        detail::zero_bytes(s.device, dst, static_cast<size_t>(p.count * es));
+      --b.missing;
+    }
+  }
+
+  void unpack(const Slot& s, const Tensor& dst) {
+    const int64_t es = element_size(s.dtype);
+    for (const Piece& p : s.pieces)
+      detail::copy_bytes(s.device, static_cast<char*>(dst.raw_data()) + p.tensor_offset * es,
+                         static_cast<const char*>(buckets[p.bucket].buffer.raw_data()) + p.bucket_offset * es,
+                         static_cast<size_t>(p.count * es));
+  }
+
+  void lay_out() {
+    const int64_t bucket_bytes = std::max<int64_t>(options.bucket_bytes, 1);
+    for (Slot& s : slots) {
+      const int64_t es = element_size(s.dtype);
+      const int64_t cap = std::max<int64_t>(bucket_bytes / es, 1);
+      int64_t done = 0;
+      while (done < s.numel || (s.numel == 0 && s.pieces.empty())) {
+        if (buckets.empty() || buckets.back().dtype != s.dtype || buckets.back().device != s.device ||
+            buckets.back().numel >= cap) {
+          Bucket b;
+          b.dtype = s.dtype;
+          b.device = s.device;
+          b.event.bucket = static_cast<int>(buckets.size());
+          buckets.push_back(std::move(b));
+        }
+        Bucket& b = buckets.back();
+        const int64_t n = std::min(cap - b.numel, s.numel - done);
+        s.pieces.push_back({static_cast<int>(buckets.size() - 1), b.numel, done, n});
+        b.numel += n;
+        ++b.pieces;
+        done += n;
+        if (s.numel == 0) break;
+      }
+    }
+    for (Bucket& b : buckets) {
+      b.buffer = empty(Shape{b.numel}, b.dtype, b.device);
+      b.event.bytes = b.numel * element_size(b.dtype);
+    }
+    laid_out = true;
+  }
+
+  // Every rank must lay out the same tensors: compare a summary before any
+  // bucket is reduced (a mismatch would pair different buckets).
+  void check_layout() {
+    uint64_t h = 1469598103934665603ull;
+    for (const Slot& s : slots) {
+      h = (h ^ static_cast<uint64_t>(s.numel)) * 1099511628211ull;
+      h = (h ^ static_cast<uint64_t>(s.dtype)) * 1099511628211ull;
+    }
+    Tensor mine = tensor(std::vector<int64_t>{static_cast<int64_t>(slots.size()), static_cast<int64_t>(h >> 1)},
+                         Shape{2});
+    Tensor all = all_gather(group, mine);
+    const auto v = all.to_vector<int64_t>();
+    for (int r = 0; r < group.world_size(); ++r)
+      if (v[2 * r] != v[0] || v[2 * r + 1] != v[1])
+        throw StateError("distributed::GradReducer: the ranks' first backward reached different tensors (rank " +
+                         std::to_string(group.rank()) + ": " + std::to_string(slots.size()) +
+                         " tensors; rank " + std::to_string(r) + ": " + std::to_string(v[2 * r]) +
+                         " tensors, or different sizes or dtypes); every rank's first backward must produce "
+                         "gradients for the same tensors");
+  }
+
+  Tensor on_grad_ready(const Tensor& t, const Tensor& grad) {
+    if (broken) throw StateError("distributed::GradReducer: an earlier backward failed on this rank; the reducer "
+                                 "is out of step with the other ranks");
+    if (!grad.defined()) return grad;
+    try {
+      if (!laid_out) {
+        auto [it, fresh] = index.try_emplace(t.id(), static_cast<int>(slots.size()));
+        if (fresh) {
+          Slot s;
+          s.tensor = t.impl_ptr();
+          s.id = t.id();
+          s.shape = t.shape();
+          s.dtype = t.dtype();
+          s.device = grad.device();
+          s.numel = t.numel();
+          slots.push_back(std::move(s));
+        }
+        Slot& s = slots[it->second];
+        s.arrived = true;
+        s.grad = grad;
+        s.result = empty(s.shape, s.dtype, s.device);
+        return s.result;
+      }
+      auto it = index.find(t.id());
+      if (it == index.end())
+        throw StateError("distributed::GradReducer: a gradient for " + ops::describe(t) +
+                         ", which got none in the first backward, is outside the bucket layout; every rank's "
+                         "first backward must reach every tensor the reducer is attached to");
+      Slot& s = slots[it->second];
+      s.arrived = true;
+      pack(s, &grad);
+      s.result = empty(s.shape, s.dtype, s.device);
+      progress();
+      return s.result;
+    } catch (...) {
+      broken = true;
+      throw;
+    }
+  }
+
+  void finish() {
+    if (broken) return;
+    try {
+      const double backward_end = now();
+      if (!laid_out) {
+        check_layout();  // a collective: also on a rank whose backward reached nothing
+        if (slots.empty()) return;  // no rank reached anything: lay out in a later backward
+        lay_out();
+        for (Bucket& b : buckets) b.missing = b.pieces;
+        for (Slot& s : slots) {
+          pack(s, &s.grad);
+          s.grad = Tensor();
+        }
+      } else {
+        for (Slot& s : slots)
+          if (!s.arrived) pack(s, nullptr);  // zeros: the other ranks wait for this bucket
+      }
+      progress();  // starts every bucket still waiting, in order
+      for (Bucket& b : buckets) {
+        b.work.wait();
+        if (!b.finished) b.event.finish = now();
+        b.event.backward_end = backward_end;
+        if (timeline_on) timeline.push_back(b.event);
+      }
+      autodiff::no_grad guard;
+      for (Slot& s : slots) {
+        if (s.arrived) {
+          unpack(s, s.result);
+        } else if (Tensor t(s.tensor.lock()); t.defined()) {
+          // No gradient here, but the other ranks' reduced one: keep the
+          // replicas identical.
+          Tensor reduced = empty(s.shape, s.dtype, s.device);
+          unpack(s, reduced);
+          const Tensor have = t.grad();
+          t.set_grad(have.defined() ? have + reduced : reduced);
+        }
+      }
+      reset();
+    } catch (...) {
+      broken = true;
+      throw;
+    }
+  }
+
+  void reset() {
+    for (Slot& s : slots) {
+      s.arrived = false;
+      s.result = Tensor();  // the GradManager holds the only handle: it adopts it
+    }
+    for (Bucket& b : buckets) {
+      b.missing = b.pieces;
+      b.started = b.finished = false;
+      b.work = Work();
+      b.event = BucketEvent{b.event.bucket, b.event.bytes, 0.0, 0.0, 0.0};
+    }
+    next = 0;
+  }
+};
+
+GradReducer::GradReducer(ProcessGroup group, const std::string& op, const ReducerOptions& options) {
+  const ReduceOp o = parse_reduce_op(op);
+  if (o == ReduceOp::max) throw ValueError("distributed::GradReducer: op must be \"mean\" or \"sum\", got \"max\"");
+  if (options.bucket_bytes < 1)
+    throw ValueError("distributed::GradReducer: bucket_bytes must be positive, got " +
+                     std::to_string(options.bucket_bytes));
+  impl_ = std::make_unique<Impl>(std::move(group), o, options);
+}
+
+GradReducer::~GradReducer() = default;
+
+Tensor GradReducer::on_grad_ready(const Tensor& tensor, const Tensor& grad) { return impl_->on_grad_ready(tensor, grad); }
+void GradReducer::finish() { impl_->finish(); }
+
+void GradReducer::attach(autodiff::GradManager& gm, const std::vector<Tensor>& tensors) {
+  gm.attach(tensors, {[this](const Tensor& t, const Tensor& g) { return impl_->on_grad_ready(t, g); }});
+  gm.register_after_backward_callback([this] { impl_->finish(); });
+}
+
+const std::vector<BucketEvent>& GradReducer::timeline() const { return impl_->timeline; }
+void GradReducer::record_timeline(bool on) {
+  impl_->timeline_on = on;
+  if (!on) impl_->timeline.clear();
+}
+double GradReducer::now() const { return impl_->now(); }
+int GradReducer::num_buckets() const { return static_cast<int>(impl_->buckets.size()); }
+
+autodiff::GradCallback make_allreduce_callback(autodiff::GradManager& gm, const ProcessGroup& group,
+                                               const std::string& op, const ReducerOptions& options) {
+  auto reducer = std::make_shared<GradReducer>(group, op, options);
+  gm.register_after_backward_callback([reducer] { reducer->finish(); });
+  return [reducer](const Tensor& t, const Tensor& g) { return reducer->on_grad_ready(t, g); };
+}
+
+void broadcast_parameters(const ProcessGroup& group, const std::vector<Tensor>& tensors, int root) {
+  for (const Tensor& t : tensors)
+    if (t.defined()) broadcast(group, t, root);
+}
+
+void broadcast_parameters(const ProcessGroup& group, const nn::Module& module, int root) {
+  broadcast_parameters(group, module.parameters(), root);
+  broadcast_parameters(group, module.buffers(), root);
+}
+
+void average_buffers(const ProcessGroup& group, const nn::Module& module) {
+  for (const Tensor& b : module.buffers())
+    if (b.defined() && is_floating_point(b.dtype())) all_reduce(group, b, ReduceOp::mean);
+}
+
+void sync_grad_scaler(const ProcessGroup& group, amp::GradScaler& scaler) {
+  scaler.set_found_inf_hook([group](const Tensor& found_inf) { all_reduce(group, found_inf, ReduceOp::max); });
+}
+
+}  // namespace mixgrad::distributed

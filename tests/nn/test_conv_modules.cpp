@@ -1,0 +1,100 @@
+// nn::Conv1d and nn::ConvTranspose2d: parameter shapes and PyTorch's default
+// initialisation bounds, output shapes, constructor and input checks, and a
+// small encoder-decoder (Conv2d down, ConvTranspose2d up) that learns.
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "mixgrad/mixgrad.hpp"
+
+namespace mg = mixgrad;
+namespace nn = mixgrad::nn;
+namespace F = mixgrad::F;
+
+namespace {
+double max_abs(const mg::Tensor& t) {
+  double m = 0;
+  for (double v : t.to_vector<double>()) m = std::max(m, std::abs(v));
+  return m;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(conv_modules)
+
+BOOST_AUTO_TEST_CASE(conv1d_module) {
+  mg::manual_seed(1);
+  nn::Conv1d conv(4, 6, 3, {.stride = 2, .padding = 1, .groups = 2});
+  BOOST_TEST(conv.weight().shape() == mg::Shape({6, 2, 3}));
+  BOOST_TEST(conv.bias().shape() == mg::Shape({6}));
+  const double bound = 1.0 / std::sqrt(2.0 * 3.0);  // fan_in = in / groups * k
+  BOOST_TEST(max_abs(conv.weight()) <= bound);
+  BOOST_TEST(max_abs(conv.bias()) <= bound);
+  BOOST_TEST(max_abs(conv.weight()) > bound / 2);  // drawn, not left at zero
+  const mg::Tensor x = mg::uniform({2, 4, 9});
+  const mg::Tensor y = conv(x);
+  BOOST_TEST(y.shape() == mg::Shape({2, 6, 5}));
+  const auto want = F::conv1d(x, conv.weight(), conv.bias(), {.stride = 2, .padding = 1, .groups = 2});
+  BOOST_TEST(y.to_vector<double>() == want.to_vector<double>(), boost::test_tools::per_element());
+  BOOST_TEST(conv.describe() == "Conv1d(4, 6, kernel_size=3, stride=2, padding=1, groups=2)");
+  BOOST_TEST(nn::Conv1d(2, 3, 1, {.bias = false}).parameters().size() == 1u);
+  BOOST_CHECK_THROW(conv(mg::zeros({2, 3, 9})), mg::ShapeError);
+  BOOST_CHECK_THROW(conv(mg::zeros({2, 4, 9, 1})), mg::ShapeError);
+  BOOST_CHECK_THROW(nn::Conv1d(3, 6, 3, {.groups = 2}), mg::ValueError);
+  BOOST_CHECK_THROW(nn::Conv1d(3, 6, 0), mg::ValueError);
+}
+
+BOOST_AUTO_TEST_CASE(conv_transpose2d_module) {
+  mg::manual_seed(2);
+  nn::ConvTranspose2d up(8, 4, 4, {.stride = 2, .padding = 1});
+  // PyTorch's layout [in, out / groups, kh, kw]; fan_in = out / groups * kh * kw.
+  BOOST_TEST(up.weight().shape() == mg::Shape({8, 4, 4, 4}));
+  const double bound = 1.0 / std::sqrt(4.0 * 16.0);
+  BOOST_TEST(max_abs(up.weight()) <= bound);
+  BOOST_TEST(max_abs(up.bias()) <= bound);
+  const mg::Tensor y = up(mg::uniform({2, 8, 5, 6}));
+  BOOST_TEST(y.shape() == mg::Shape({2, 4, 10, 12}));  // doubles H and W
+  nn::ConvTranspose2d odd(2, 2, 3, {.stride = 2, .padding = 1, .output_padding = 1, .groups = 2, .bias = false});
+  BOOST_TEST(odd.weight().shape() == mg::Shape({2, 1, 3, 3}));
+  BOOST_TEST(odd(mg::zeros({1, 2, 4, 4})).shape() == mg::Shape({1, 2, 8, 8}));
+  BOOST_TEST(odd.describe() ==
+             "ConvTranspose2d(2, 2, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), output_padding=(1, 1), "
+             "groups=2, bias=false)");
+  BOOST_CHECK_THROW(up(mg::zeros({2, 4, 5, 5})), mg::ShapeError);
+  BOOST_CHECK_THROW(nn::ConvTranspose2d(2, 2, 3, {.stride = 2, .output_padding = 2}), mg::ValueError);
+  BOOST_CHECK_THROW(nn::ConvTranspose2d(3, 4, 3, {.groups = 2}), mg::ValueError);
+}
+
+// Conv2d halves the image, ConvTranspose2d restores it; SGD on the
+// reconstruction error must lower it (both modules' backward reach every
+// parameter).
+BOOST_AUTO_TEST_CASE(encoder_decoder_learns) {
+  mg::manual_seed(3);
+  nn::Conv2d down(2, 4, 4, {.stride = 2, .padding = 1});
+  nn::ConvTranspose2d up(4, 2, 4, {.stride = 2, .padding = 1});
+  std::vector<mg::Tensor> params = down.parameters();
+  for (const mg::Tensor& p : up.parameters()) params.push_back(p);
+  mg::autodiff::GradManager gm;
+  gm.attach(params);
+  mg::optim::SGD opt(params, {.lr = 0.05});
+  const mg::Tensor x = mg::uniform({4, 2, 8, 8});
+  double first = 0, last = 0;
+  for (int step = 0; step < 30; ++step) {
+    mg::Tensor loss;
+    {
+      auto rec = gm.record();
+      const mg::Tensor h = F::relu(down(x));
+      BOOST_TEST_REQUIRE(h.shape() == mg::Shape({4, 4, 4, 4}));
+      loss = F::mse_loss(up(h), x);
+      gm.backward(loss);
+    }
+    for (const mg::Tensor& p : params) BOOST_TEST_REQUIRE(p.grad().defined());
+    if (step == 0) first = loss.item<double>();
+    last = loss.item<double>();
+    opt.step().clear_grad();
+  }
+  BOOST_TEST(last < 0.7 * first, "loss " << first << " -> " << last);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
