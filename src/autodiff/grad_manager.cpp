@@ -316,8 +316,9 @@ class GraphScope {
 // marked on every recorder, so that differentiating through them later
 // throws (naming the op).
 [[gnu::noinline]] static void mark_unrecorded(const std::vector<GradManager*>& recorders, const Node& node,
-                                              const std::vector<Tensor>& gs) {
-  std::string name;
+                                              const InputGrads& input_grads) {
+  const std::vector<Tensor>& gs = const_cast<InputGrads&>(input_grads).grads();
+  std::string name = input_grads.op() ? std::string("F::") + input_grads.op() : std::string();
   for (size_t i = 0; i < gs.size(); ++i) {
     if (!gs[i].defined() || !node.needs[i]) continue;
     if (name.empty()) name = op_name_of(node.backward);
@@ -573,7 +574,7 @@ void walk(GradManager::State& s, std::vector<std::shared_ptr<Node>>& tape, const
       grads.erase(g);  // an intermediate gradient lives only until consumed
       node->backward(grad_out, input_grads);
       if constexpr (kRecorded)
-        if (!input_grads.asked()) mark_unrecorded(recorders, *node, input_grads.grads());
+        if (!input_grads.asked()) mark_unrecorded(recorders, *node, input_grads);
     }
     // Every slot the plan counted is counted down, with or without a gradient.
     for (size_t i = 0; i < node->input_ids.size(); ++i) {

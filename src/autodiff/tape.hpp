@@ -52,12 +52,18 @@ class InputGrads {
   }
   /// Whether the closure asked create_graph() (read by the walk).
   bool asked() const { return asked_; }
+  /// Names the op for errors about this backward ("max_pool1d"), where the
+  /// closure serves several ops and its type names only the helper it sits in.
+  void name_op(const char* op) { op_ = op; }
+  /// The name given by name_op, or nullptr.
+  const char* op() const { return op_; }
 
  private:
   const std::vector<bool>& needs_;
   std::vector<Tensor> grads_;
   bool create_graph_ = false;
   bool asked_ = false;
+  const char* op_ = nullptr;
 };
 
 using BackwardFn = std::function<void(const Tensor& grad_output, InputGrads& grads)>;

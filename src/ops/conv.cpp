@@ -75,9 +75,10 @@ Tensor run_conv(OpKind op, const char* name, const Tensor& x_in, const Tensor& w
   Tensor y = empty(s.y, x.dtype(), x.device());
   backend::conv2d_forward(xc, wc, bc, as_shape(y, s.y4), p);
 
-  autodiff::record({&x, &w, &b}, y, [xc, wc, p, x_shape = x.shape(), w_shape = w.shape(), y4 = s.y4,
+  autodiff::record({&x, &w, &b}, y, [name, xc, wc, p, x_shape = x.shape(), w_shape = w.shape(), y4 = s.y4,
                                      b_dtype = b.defined() ? b.dtype() : x.dtype()](const Tensor& g_in,
                                                                                    autodiff::InputGrads& gi) {
+    gi.name_op(name);  // one closure for conv1d and conv2d
     const Tensor g = as_shape(ops::dense(g_in, xc.dtype()), y4);
     if (gi.needs(0)) {
       Tensor gx = empty(x_shape, xc.dtype(), xc.device());

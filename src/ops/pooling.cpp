@@ -71,8 +71,9 @@ Tensor run_max_pool(OpKind op, const Tensor& x_in, const Shape& x4, const Shape&
   amp::autocast_inputs(op, {&x});
   Tensor y = empty(y_shape, x.dtype(), x.device());
   const backend::MaxPoolWorkspace ws = backend::max_pool2d_forward(as_shape(ops::dense(x), x4), as_shape(y, y4), p);
-  autodiff::record({&x}, y, [ws, p, x_shape = x.shape(), x4, y4, dt = x.dtype()](const Tensor& g,
-                                                                                  autodiff::InputGrads& gi) {
+  autodiff::record({&x}, y, [op, ws, p, x_shape = x.shape(), x4, y4, dt = x.dtype()](const Tensor& g,
+                                                                                      autodiff::InputGrads& gi) {
+    gi.name_op(op_name(op).data());  // one closure for max_pool1d and max_pool2d (names are literals)
     Tensor gx = empty(x_shape, dt, g.device());
     backend::max_pool2d_backward(as_shape(ops::dense(g, dt), y4), ws, as_shape(gx, x4), p);
     gi.set(0, gx);
