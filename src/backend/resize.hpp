@@ -42,21 +42,28 @@ void upsample2d_forward(const Tensor& x, const Tensor& y, const UpsampleParams& 
 void upsample2d_backward(const Tensor& gy, const Tensor& gx, const UpsampleParams& p);
 }  // namespace cpu
 
+namespace cuda {
+void pad_forward(const Tensor& x, const Tensor& y, const PadParams& p);
+void pad_backward(const Tensor& gy, const Tensor& gx, const PadParams& p);
+void upsample2d_forward(const Tensor& x, const Tensor& y, const UpsampleParams& p);
+void upsample2d_backward(const Tensor& gy, const Tensor& gx, const UpsampleParams& p);
+}  // namespace cuda
+
 /// y (contiguous, x's dtype) = x padded as p says; x contiguous.
 inline void pad_forward(const Tensor& x, const Tensor& y, const PadParams& p) {
-  MIXGRAD_DISPATCH(y.device(), pad_forward, (x, y, p));
+  MIXGRAD_DISPATCH_CUDA(y.device(), pad_forward, (x, y, p));
 }
 /// gx (overwritten) = sum of gy over the output positions each input element went to.
 inline void pad_backward(const Tensor& gy, const Tensor& gx, const PadParams& p) {
-  MIXGRAD_DISPATCH(gx.device(), pad_backward, (gy, gx, p));
+  MIXGRAD_DISPATCH_CUDA(gx.device(), pad_backward, (gy, gx, p));
 }
 /// y [N, C, OH, OW] = x [N, C, H, W] resampled; both contiguous, one dtype.
 inline void upsample2d_forward(const Tensor& x, const Tensor& y, const UpsampleParams& p) {
-  MIXGRAD_DISPATCH(y.device(), upsample2d_forward, (x, y, p));
+  MIXGRAD_DISPATCH_CUDA(y.device(), upsample2d_forward, (x, y, p));
 }
 /// gx (overwritten) = the adjoint of the forward applied to gy.
 inline void upsample2d_backward(const Tensor& gy, const Tensor& gx, const UpsampleParams& p) {
-  MIXGRAD_DISPATCH(gx.device(), upsample2d_backward, (gy, gx, p));
+  MIXGRAD_DISPATCH_CUDA(gx.device(), upsample2d_backward, (gy, gx, p));
 }
 
 }  // namespace mixgrad::backend

@@ -19,12 +19,16 @@ namespace cpu {
 void sort_lines(const Tensor& x, Axis3 a, int64_t k, bool descending, const Tensor& values, const Tensor& indices);
 }  // namespace cpu
 
+namespace cuda {
+void sort_lines(const Tensor& x, Axis3 a, int64_t k, bool descending, const Tensor& values, const Tensor& indices);
+}  // namespace cuda
+
 /// The first k elements of each line in ascending (descending) order, NaN
 /// counted as the largest, ties in input order; values in x's dtype, indices
 /// int64.
 inline void sort_lines(const Tensor& x, Axis3 a, int64_t k, bool descending, const Tensor& values,
                        const Tensor& indices) {
-  MIXGRAD_DISPATCH(values.device(), sort_lines, (x, a, k, descending, values, indices));
+  MIXGRAD_DISPATCH_CUDA(values.device(), sort_lines, (x, a, k, descending, values, indices));
 }
 
 }  // namespace mixgrad::backend

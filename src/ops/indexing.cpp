@@ -28,7 +28,8 @@ void check_index_dtype(const char* op, const Tensor& index) {
 
 /// Throws ValueError naming the first index outside [0, extent).
 void check_range(const char* op, const Tensor& index_dense, int64_t extent, const std::string& what) {
-  if (!index_dense.device().is_cpu()) return;  // the CPU-only kernels reject it with a DeviceError
+  // CUDA kernels check their indices as they read them and report at the next sync (no host read here)
+  if (!index_dense.device().is_cpu()) return;
   const int64_t* p = index_dense.data<int64_t>();
   const int64_t n = index_dense.numel();
   for (int64_t k = 0; k < n; ++k)

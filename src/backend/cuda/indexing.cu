@@ -1,0 +1,388 @@
+// CUDA indexing kernels and scans along one axis (backend/indexing.hpp).
+//
+// Gathers (index_select, gather) are grid-stride loops over the output.
+// The scatters (index_add, scatter_add) add with atomics in float32 and
+// float64 (the order of additions into one destination then varies between
+// runs, as in every GPU framework); in the 16-bit and integer dtypes, which
+// have no native atomics on our element types, one thread owns each
+// destination line and adds the indices in order: deterministic and equal
+// to the CPU's result. The scans (cumsum, prod, prod_grad) run one thread per
+// (outer, inner) line.
+//
+// Index range: the CPU ops check indices on the host before any output
+// exists. Here that would stall the stream, so the kernels skip an
+// out-of-range index (no memory is touched through it), record the first
+// bad position with an atomicMin, and the status is checked at the device's
+// next synchronisation with the host (backend/pending_checks.hpp), which
+// then throws the CPU's ValueError.
+#include <cuda_runtime_api.h>
+
+#include <climits>
+#include <string>
+
+#include "backend/cuda/check.hpp"
+#include "backend/cuda/device_ptr.hpp"
+#include "backend/cuda/plan.hpp"
+#include "backend/cuda/stream.hpp"
+#include "backend/indexing.hpp"
+#include "backend/pending_checks.hpp"
+#include "kernels/cast.hpp"
+
+namespace mixgrad::backend::cuda {
+
+namespace {
+
+using kernels::cast;
+using kernels::compute_t;
+
+#define MIXGRAD_GRID_STRIDE_LOOP(i, n)                                                   \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+struct On {
+  int device;
+  DeviceGuard guard;
+  cudaStream_t stream;
+  explicit On(const Tensor& t) : device(t.device().index()), guard(device), stream(current_stream(device)) {}
+};
+
+__device__ __forceinline__ bool bad_index(int64_t v, int64_t extent, int64_t pos, unsigned long long* first_bad) {
+  if (static_cast<uint64_t>(v) < static_cast<uint64_t>(extent)) return false;
+  atomicMin(first_bad, static_cast<unsigned long long>(pos));
+  return true;
+}
+
+// status = {first bad position or -1, its index value}.
+__global__ void index_status_kernel(const int64_t* idx, const unsigned long long* first_bad, int64_t* status) {
+  const unsigned long long f = *first_bad;
+  const bool bad = f != ULLONG_MAX;
+  status[0] = bad ? static_cast<int64_t>(f) : -1;
+  status[1] = bad ? idx[f] : 0;
+}
+
+/// The first-bad-position word of one call and the deferred check of its status.
+class IndexCheck {
+ public:
+  IndexCheck(const char* op, const Tensor& index, int64_t extent, cudaStream_t stream)
+      : op_(op), index_(index), extent_(extent), stream_(stream),
+        first_bad_(empty(Shape{1}, DType::int64, index.device())) {
+    MIXGRAD_CUDA_CHECK(cudaMemsetAsync(first_bad_.raw_data(), 0xff, sizeof(unsigned long long), stream));
+  }
+  unsigned long long* word() const { return static_cast<unsigned long long*>(first_bad_.raw_data()); }
+  /// Writes the status after the op's kernels and defers its check.
+  void finish() {
+    const Tensor status = empty(Shape{2}, DType::int64, index_.device());
+    index_status_kernel<<<1, 1, 0, stream_>>>(device_ptr<const int64_t>(index_), word(),
+                                              device_ptr<int64_t>(status));
+    MIXGRAD_CUDA_CHECK(cudaGetLastError());
+    defer_status_check(status, [op = std::string(op_), extent = extent_](const int64_t* st) {
+      if (st[0] < 0) return;
+      throw ValueError(op + ": index " + std::to_string(st[1]) + " (at position " + std::to_string(st[0]) +
+                       " of the index tensor) is out of range for a dimension of " + std::to_string(extent) +
+                       " (valid: 0 to " + std::to_string(extent - 1) + ")");
+    });
+  }
+
+ private:
+  const char* op_;
+  Tensor index_;
+  int64_t extent_;
+  cudaStream_t stream_;
+  Tensor first_bad_;
+};
+
+template <class T>
+constexpr bool kAtomic = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+template <class U>
+__global__ void index_select_kernel(const U* x, const int64_t* idx, Axis3 a, int64_t k_count, U* out, int64_t n,
+                                    unsigned long long* first_bad) {
+  MIXGRAD_GRID_STRIDE_LOOP(p, n) {
+    const int64_t i = p % a.inner;
+    const int64_t r = p / a.inner;
+    const int64_t k = r % k_count, o = r / k_count;
+    const int64_t v = idx[k];
+    if (bad_index(v, a.axis, k, first_bad)) continue;
+    out[p] = x[(o * a.axis + v) * a.inner + i];
+  }
+}
+
+template <class T>
+__global__ void index_add_atomic_kernel(const T* src, const int64_t* idx, Axis3 a, int64_t k_count, T* out, int64_t n,
+                                        unsigned long long* first_bad) {
+  MIXGRAD_GRID_STRIDE_LOOP(p, n) {
+    const int64_t i = p % a.inner;
+    const int64_t r = p / a.inner;
+    const int64_t k = r % k_count, o = r / k_count;
+    const int64_t v = idx[k];
+    if (bad_index(v, a.axis, k, first_bad)) continue;
+    atomicAdd(out + (o * a.axis + v) * a.inner + i, src[p]);
+  }
+}
+
+// One thread per (outer, inner) column; indices in order.
+template <class T>
+__global__ void index_add_ordered_kernel(const T* src, const int64_t* idx, Axis3 a, int64_t k_count, T* out,
+                                         int64_t columns, unsigned long long* first_bad) {
+  using Acc = compute_t<T>;
+  MIXGRAD_GRID_STRIDE_LOOP(c, columns) {
+    const int64_t o = c / a.inner, i = c % a.inner;
+    for (int64_t k = 0; k < k_count; ++k) {
+      const int64_t v = idx[k];
+      if (bad_index(v, a.axis, k, first_bad)) continue;
+      T& d = out[(o * a.axis + v) * a.inner + i];
+      d = cast<T>(cast<Acc>(d) + cast<Acc>(src[(o * k_count + k) * a.inner + i]));
+    }
+  }
+}
+
+// out[p] = x[offset of p's coordinates with `axis` replaced by idx[p]].
+template <class U>
+__global__ void gather_kernel(const char* x, cuda_plan::StridedIndexer<1> ix, int64_t axis_stride_bytes,
+                              int64_t extent, const int64_t* idx, U* out, int64_t n, unsigned long long* first_bad) {
+  MIXGRAD_GRID_STRIDE_LOOP(p, n) {
+    const int64_t v = idx[p];
+    if (bad_index(v, extent, p, first_bad)) continue;
+    int64_t off[1];
+    ix.offsets(p, off);
+    out[p] = *reinterpret_cast<const U*>(x + off[0] + v * axis_stride_bytes);
+  }
+}
+
+template <class T>
+__global__ void scatter_add_atomic_kernel(const T* src, cuda_plan::StridedIndexer<1> ix, int64_t axis_stride_bytes,
+                                          int64_t extent, const int64_t* idx, char* out, int64_t n,
+                                          unsigned long long* first_bad) {
+  MIXGRAD_GRID_STRIDE_LOOP(p, n) {
+    const int64_t v = idx[p];
+    if (bad_index(v, extent, p, first_bad)) continue;
+    int64_t off[1];
+    ix.offsets(p, off);
+    atomicAdd(reinterpret_cast<T*>(out + off[0] + v * axis_stride_bytes), src[p]);
+  }
+}
+
+// One thread per (leading, trailing) column of the index; positions along
+// the axis in order.
+template <class T>
+__global__ void scatter_add_ordered_kernel(const T* src, cuda_plan::StridedIndexer<1> ix, int64_t axis_stride_bytes,
+                                           int64_t extent, const int64_t* idx, char* out, int64_t k_count,
+                                           int64_t inner, int64_t columns, unsigned long long* first_bad) {
+  using Acc = compute_t<T>;
+  MIXGRAD_GRID_STRIDE_LOOP(c, columns) {
+    const int64_t o = c / inner, i = c % inner;
+    for (int64_t k = 0; k < k_count; ++k) {
+      const int64_t p = (o * k_count + k) * inner + i;
+      const int64_t v = idx[p];
+      if (bad_index(v, extent, p, first_bad)) continue;
+      int64_t off[1];
+      ix.offsets(p, off);
+      T& d = *reinterpret_cast<T*>(out + off[0] + v * axis_stride_bytes);
+      d = cast<T>(cast<Acc>(d) + cast<Acc>(src[p]));
+    }
+  }
+}
+
+template <class T>
+__global__ void cumsum_kernel(const T* x, Axis3 a, bool reverse, T* out, int64_t columns) {
+  using Acc = compute_t<T>;
+  MIXGRAD_GRID_STRIDE_LOOP(c, columns) {
+    const int64_t o = c / a.inner, i = c % a.inner;
+    Acc acc = Acc(0);
+    for (int64_t step = 0; step < a.axis; ++step) {
+      const int64_t k = reverse ? a.axis - 1 - step : step;
+      const int64_t p = (o * a.axis + k) * a.inner + i;
+      acc += cast<Acc>(x[p]);
+      out[p] = cast<T>(acc);
+    }
+  }
+}
+
+template <class T>
+__global__ void prod_kernel(const T* x, Axis3 a, T* out, int64_t columns) {
+  using Acc = compute_t<T>;
+  MIXGRAD_GRID_STRIDE_LOOP(c, columns) {
+    const int64_t o = c / a.inner, i = c % a.inner;
+    Acc acc = Acc(1);
+    for (int64_t k = 0; k < a.axis; ++k) acc *= cast<Acc>(x[(o * a.axis + k) * a.inner + i]);
+    out[c] = cast<T>(acc);
+  }
+}
+
+// The CPU's prefix * suffix products; the prefixes go to an Acc scratch laid
+// out as x.
+template <class T>
+__global__ void prod_grad_kernel(const T* g, const T* x, Axis3 a, compute_t<T>* prefix, T* dx, int64_t columns) {
+  using Acc = compute_t<T>;
+  MIXGRAD_GRID_STRIDE_LOOP(c, columns) {
+    const int64_t o = c / a.inner, i = c % a.inner;
+    Acc run = Acc(1);
+    for (int64_t k = 0; k < a.axis; ++k) {
+      const int64_t p = (o * a.axis + k) * a.inner + i;
+      prefix[p] = run;
+      run *= cast<Acc>(x[p]);
+    }
+    const Acc gi = cast<Acc>(g[c]);
+    run = Acc(1);
+    for (int64_t k = a.axis - 1; k >= 0; --k) {
+      const int64_t p = (o * a.axis + k) * a.inner + i;
+      dx[p] = cast<T>(gi * prefix[p] * run);
+      run *= cast<Acc>(x[p]);
+    }
+  }
+}
+
+/// Calls f.template operator()<U>() with U an unsigned type of `bytes` bytes.
+template <class F>
+void visit_bits(int64_t bytes, F&& f) {
+  switch (bytes) {
+    case 1: return f.template operator()<uint8_t>();
+    case 2: return f.template operator()<uint16_t>();
+    case 4: return f.template operator()<uint32_t>();
+    default: return f.template operator()<uint64_t>();
+  }
+}
+
+/// The indexer of `shape`'s coordinates into `t` (element strides), with
+/// the axis coordinate left out (stride 0): the kernels add index * stride.
+cuda_plan::StridedIndexer<1> without_axis(const Shape& shape, const Tensor& t, int axis) {
+  Shape s;
+  const int64_t es = element_size(t.dtype());
+  for (int d = 0; d < shape.ndim(); ++d) s.push_back(d == axis ? 0 : t.strides()[d] * es);
+  return cuda_plan::make_indexer<1>(shape, {s});
+}
+
+DType acc_dtype(DType t) { return t == DType::float64 ? DType::float64 : DType::float32; }
+
+}  // namespace
+
+void index_select(const Tensor& x, Axis3 a, const Tensor& index, const Tensor& out) {
+  const int64_t k_count = index.numel();
+  const int64_t n = out.numel();
+  const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(n);
+  if (lc.blocks == 0) return;
+  On on(out);
+  IndexCheck check("index_select", index, a.axis, on.stream);
+  visit_bits(element_size(x.dtype()), [&]<class U>() {
+    index_select_kernel<U><<<lc.blocks, lc.threads, 0, on.stream>>>(
+        static_cast<const U*>(x.raw_data()), device_ptr<const int64_t>(index), a, k_count,
+        static_cast<U*>(out.raw_data()), n, check.word());
+  });
+  MIXGRAD_CUDA_CHECK(cudaGetLastError());
+  check.finish();
+}
+
+void index_add(const Tensor& src, Axis3 a, const Tensor& index, const Tensor& out) {
+  const int64_t k_count = index.numel();
+  if (src.numel() == 0) return;
+  On on(out);
+  IndexCheck check("index_add", index, a.axis, on.stream);
+  visit_dtype(out.dtype(), [&]<class T>() {
+    if constexpr (std::is_same_v<T, bool>) {
+      throw DTypeError("index_add: bool tensors cannot be added");
+    } else if constexpr (kAtomic<T>) {
+      const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(src.numel());
+      index_add_atomic_kernel<T><<<lc.blocks, lc.threads, 0, on.stream>>>(
+          device_ptr<const T>(src), device_ptr<const int64_t>(index), a, k_count, device_ptr<T>(out), src.numel(),
+          check.word());
+    } else {
+      const int64_t columns = a.outer * a.inner;
+      const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(columns);
+      index_add_ordered_kernel<T><<<lc.blocks, lc.threads, 0, on.stream>>>(
+          device_ptr<const T>(src), device_ptr<const int64_t>(index), a, k_count, device_ptr<T>(out), columns,
+          check.word());
+    }
+  });
+  MIXGRAD_CUDA_CHECK(cudaGetLastError());
+  check.finish();
+}
+
+void gather(const Tensor& x, int axis, const Tensor& index, const Tensor& out) {
+  const int64_t n = out.numel();
+  const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(n);
+  if (lc.blocks == 0) return;
+  On on(out);
+  const int64_t extent = x.shape()[axis];
+  IndexCheck check("gather", index, extent, on.stream);
+  const auto ix = without_axis(index.shape(), x, axis);
+  const int64_t es = element_size(x.dtype());
+  visit_bits(es, [&]<class U>() {
+    gather_kernel<U><<<lc.blocks, lc.threads, 0, on.stream>>>(
+        static_cast<const char*>(x.raw_data()), ix, x.strides()[axis] * es, extent, device_ptr<const int64_t>(index),
+        static_cast<U*>(out.raw_data()), n, check.word());
+  });
+  MIXGRAD_CUDA_CHECK(cudaGetLastError());
+  check.finish();
+}
+
+void scatter_add(const Tensor& src, int axis, const Tensor& index, const Tensor& out) {
+  const Shape& s = index.shape();
+  const int64_t n = index.numel();
+  if (n == 0) return;
+  On on(out);
+  const int64_t extent = out.shape()[axis];
+  IndexCheck check("scatter_add", index, extent, on.stream);
+  const auto ix = without_axis(s, out, axis);
+  const int64_t axis_bytes = out.strides()[axis] * element_size(out.dtype());
+  visit_dtype(out.dtype(), [&]<class T>() {
+    if constexpr (std::is_same_v<T, bool>) {
+      throw DTypeError("scatter_add: bool tensors cannot be added");
+    } else if constexpr (kAtomic<T>) {
+      const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(n);
+      scatter_add_atomic_kernel<T><<<lc.blocks, lc.threads, 0, on.stream>>>(
+          device_ptr<const T>(src), ix, axis_bytes, extent, device_ptr<const int64_t>(index),
+          static_cast<char*>(out.raw_data()), n, check.word());
+    } else {
+      int64_t outer = 1, inner = 1;
+      for (int d = 0; d < axis; ++d) outer *= s[d];
+      for (int d = axis + 1; d < s.ndim(); ++d) inner *= s[d];
+      const int64_t columns = outer * inner;
+      const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(columns);
+      if (lc.blocks == 0) return;
+      scatter_add_ordered_kernel<T><<<lc.blocks, lc.threads, 0, on.stream>>>(
+          device_ptr<const T>(src), ix, axis_bytes, extent, device_ptr<const int64_t>(index),
+          static_cast<char*>(out.raw_data()), s[axis], inner, columns, check.word());
+    }
+  });
+  MIXGRAD_CUDA_CHECK(cudaGetLastError());
+  check.finish();
+}
+
+void cumsum(const Tensor& x, Axis3 a, bool reverse, const Tensor& out) {
+  const int64_t columns = a.outer * a.inner;
+  const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(columns);
+  if (lc.blocks == 0 || a.axis == 0) return;
+  On on(out);
+  visit_floating(out.dtype(), "cumsum", [&]<class T>() {
+    cumsum_kernel<T><<<lc.blocks, lc.threads, 0, on.stream>>>(device_ptr<const T>(x), a, reverse, device_ptr<T>(out),
+                                                               columns);
+  });
+  MIXGRAD_CUDA_CHECK(cudaGetLastError());
+}
+
+void prod(const Tensor& x, Axis3 a, const Tensor& out) {
+  const int64_t columns = a.outer * a.inner;
+  const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(columns);
+  if (lc.blocks == 0) return;
+  On on(out);
+  visit_floating(out.dtype(), "prod", [&]<class T>() {
+    prod_kernel<T><<<lc.blocks, lc.threads, 0, on.stream>>>(device_ptr<const T>(x), a, device_ptr<T>(out), columns);
+  });
+  MIXGRAD_CUDA_CHECK(cudaGetLastError());
+}
+
+void prod_grad(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx) {
+  const int64_t columns = a.outer * a.inner;
+  const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(columns);
+  if (lc.blocks == 0 || a.axis == 0) return;
+  On on(dx);
+  const Tensor prefix = empty(x.shape(), acc_dtype(x.dtype()), x.device());
+  visit_floating(dx.dtype(), "prod_grad", [&]<class T>() {
+    prod_grad_kernel<T><<<lc.blocks, lc.threads, 0, on.stream>>>(
+        device_ptr<const T>(g), device_ptr<const T>(x), a, static_cast<compute_t<T>*>(prefix.raw_data()),
+        device_ptr<T>(dx), columns);
+  });
+  MIXGRAD_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace mixgrad::backend::cuda
