@@ -67,11 +67,12 @@ inline mg::data::DataLoader make_train_loader(DataParallel& dp, const mg::data::
     dp.shard = std::make_shared<mg::distributed::ShardedDataset>(
         std::make_shared<mg::data::TensorDataset>(train),
         mg::distributed::DistributedSampler(dp.rank, dp.world, train.size(), {.seed = o.seed}));
-    return mg::data::DataLoader(std::shared_ptr<const mg::data::Dataset>(dp.shard), {.batch_size = o.batch_size});
+    return mg::data::DataLoader(std::shared_ptr<const mg::data::Dataset>(dp.shard),
+                                {.batch_size = o.batch_size, .device = o.device});
   }
 #endif
   (void)dp;
-  return mg::data::DataLoader(train, {.batch_size = o.batch_size, .shuffle = true, .seed = o.seed});
+  return mg::data::DataLoader(train, {.batch_size = o.batch_size, .shuffle = true, .seed = o.seed, .device = o.device});
 }
 
 /// Attaches the parameters to gm: alone, plainly; under --distributed with

@@ -79,6 +79,16 @@ int main(int argc, char** argv) {
   train::Options opts;
   if (auto code = train::parse_options(argc, argv, opts)) return *code;
   const train::Precision& p = opts.precision;
+  if (opts.device.is_cuda() && opts.device.index() >= mg::cuda::device_count()) {
+    // Before the data set loads: say so at once.
+    const mg::DeviceError e("--device " + mg::to_string(opts.device) + ": " +
+                            (mg::cuda::device_count() == 0
+                                 ? std::string("this process sees no CUDA device") +
+                                       (mg::cuda::is_available() ? "" : " (no GPU or driver, or a build without CUDA)")
+                                 : "only " + std::to_string(mg::cuda::device_count()) + " CUDA device(s) exist"));
+    std::fprintf(stderr, "train_fashion_mnist: DeviceError: %s\n", e.what());
+    return 1;
+  }
   try {
     train::DataParallel dp;
     if (!train::start_data_parallel(opts, dp)) return train::kUsageError;
@@ -89,9 +99,10 @@ int main(int argc, char** argv) {
     auto data = train::load_fashion_mnist(opts.data_dir, opts.limit_train);
     if (!data) return train::kUsageError;
     mg::data::DataLoader train_loader = train::make_train_loader(dp, data->train, opts);
-    mg::data::DataLoader test_loader(data->test, {.batch_size = 500});
+    mg::data::DataLoader test_loader(data->test, {.batch_size = 500, .device = opts.device});
 
     auto net = make_model(opts.model);
+    net.to(opts.device);
     mg::autodiff::GradManager gm;
     auto optimizer = make_optimizer(opts, net.parameters());
     mg::optim::Optimizer& opt = *optimizer;

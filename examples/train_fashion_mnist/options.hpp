@@ -51,6 +51,7 @@ struct Options {
   std::string resume;  // checkpoint directory to continue from; empty: a fresh run
   int stop_after = 0;  // stop after this epoch (0: run all --epochs)
   bool distributed = false;  // data parallel over the processes of mpirun
+  mg::Device device = mg::Device::cpu();  // --device: model, batches and the step
 };
 
 namespace detail {
@@ -69,15 +70,27 @@ inline void require(bool ok, const std::string& message) {
 
 // --amp and --precision into one Precision: bf16 / fp16 imply autocast, --amp
 // adds the GradScaler (with bf16 unless a precision is named), fp16 always has it.
-inline Precision resolve_precision(const std::optional<std::string>& precision, bool amp) {
+// On CUDA, --amp means fp16 (tensor cores), on the CPU bf16.
+inline Precision resolve_precision(const std::optional<std::string>& precision, bool amp, bool cuda = false) {
   Precision p;
-  p.name = precision.value_or(amp ? "bf16" : "fp32");
+  p.name = precision.value_or(amp ? (cuda ? "fp16" : "bf16") : "fp32");
   require_one_of("precision", p.name, {"fp32", "bf16", "fp16"});
   require(!(amp && p.name == "fp32"), "--amp needs a 16-bit precision: drop --precision fp32, or use bf16 / fp16");
   p.autocast = p.name != "fp32";
   p.low = p.name == "fp16" ? mg::DType::float16 : mg::DType::bfloat16;
   p.grad_scaler = amp || p.name == "fp16";
   return p;
+}
+
+// "cpu", "cuda" (device 0) or "cuda:N". Whether the device exists is checked
+// by main, which reports a missing one as a DeviceError.
+inline mg::Device parse_device(const std::string& s) {
+  if (s == "cpu") return mg::Device::cpu();
+  if (s == "cuda") return mg::Device::cuda(0);
+  if (s.rfind("cuda:", 0) == 0 && s.size() > 5 && s.size() < 9 &&
+      s.find_first_not_of("0123456789", 5) == std::string::npos)
+    return mg::Device::cuda(std::stoi(s.substr(5)));
+  throw boost::program_options::error("--device must be cpu, cuda or cuda:N (got '" + s + "')");
 }
 
 }  // namespace detail
@@ -104,7 +117,10 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& opts) {
      "losses, softmax and reductions in float32, parameters stay float32. fp16 always uses the "
      "GradScaler. Default: fp32, or bf16 with --amp")
     ("amp", po::bool_switch(), "automatic mixed precision: autocast + GradScaler (loss scaling, "
-     "overflowing steps skipped); bf16 on the CPU unless --precision says fp16")
+     "overflowing steps skipped); bf16 on the CPU, fp16 on CUDA, unless --precision says otherwise")
+    ("device", po::value<std::string>()->default_value("cpu"),
+     "cpu, cuda (device 0) or cuda:N: where the model, the batches (copied through pinned memory) "
+     "and the step live. A CUDA device this process cannot use is an error (exit 1)")
     ("epochs", po::value(&opts.epochs)->default_value(opts.epochs), "passes over the training set")
     ("batch-size", po::value(&opts.batch_size)->default_value(opts.batch_size),
      "images per batch (per micro-batch with --accumulate)")
@@ -148,10 +164,11 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& opts) {
       "  train_fashion_mnist --amp                           # the same with bf16 autocast + GradScaler\n"
       "  train_fashion_mnist --model resnet --precision fp16 --accumulate 4 --batch-size 32\n"
       "  train_fashion_mnist --limit-train 2048 --epochs 1   # a smoke run of a few seconds\n"
+      "  train_fashion_mnist --device cuda --amp             # on GPU 0, fp16 autocast + GradScaler\n"
       "  train_fashion_mnist --save ckpt --stop-after 1      # epoch 1 of 3, checkpointed ...\n"
       "  train_fashion_mnist --save ckpt --resume ckpt       # ... and epochs 2 and 3\n"
       "  mpirun -np 2 train_fashion_mnist --distributed --threads 1 --batch-size 64   # 2 processes\n\n"
-      "Exit codes: 0 done, 1 training failed, 2 bad option or missing data set.\n";
+      "Exit codes: 0 done, 1 training failed or no such device, 2 bad option or missing data set.\n";
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -163,7 +180,8 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& opts) {
     detail::require_one_of("model", opts.model, {"mlp", "cnn", "resnet"});
     detail::require_one_of("optimizer", opts.optimizer, {"sgd", "adam", "adamw"});
     detail::require_one_of("schedule", opts.schedule, {"cosine", "constant"});
-    opts.precision = detail::resolve_precision(precision, vm["amp"].as<bool>());
+    opts.device = detail::parse_device(vm["device"].as<std::string>());
+    opts.precision = detail::resolve_precision(precision, vm["amp"].as<bool>(), opts.device.is_cuda());
     opts.lr = lr.value_or(opts.optimizer == "sgd" ? 0.05 : 1e-3);
     detail::require(std::isfinite(opts.lr) && opts.lr > 0, "--lr must be a positive number");
     detail::require(opts.epochs >= 1, "--epochs must be at least 1");

@@ -2,8 +2,11 @@
 
 #include <numeric>
 #include <span>
+#include <string>
 
+#include "backend/dispatch.hpp"
 #include "kernels/philox.hpp"
+#include "mixgrad/cuda.hpp"
 #include "ops/random_state.hpp"
 
 namespace mixgrad::data {
@@ -23,6 +26,12 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const DataLoaderO
   if (!dataset_) throw StateError("DataLoader: null dataset");
   if (options_.batch_size < 1)
     throw ValueError("DataLoader: batch_size must be >= 1, got " + std::to_string(options_.batch_size));
+  if (options_.device.is_cuda() && options_.device.index() >= cuda::device_count())
+    throw DeviceError("DataLoader: batches were asked for on " + to_string(options_.device) + ", but " +
+                      (cuda::device_count() == 0 ? std::string("this process sees no CUDA device")
+                                                 : "only " + std::to_string(cuda::device_count()) +
+                                                       " CUDA device(s) exist") +
+                      (backend::cuda_built() ? "" : " (mixgrad was built without its CUDA backend)"));
   seed_ = options_.seed ? *options_.seed : seed_from_global_generator();
 }
 
@@ -77,6 +86,11 @@ void DataLoader::Iterator::load() {
   }
   const int64_t len = std::min(loader_->options_.batch_size, end_ - pos_);
   batch_ = loader_->dataset_->get_batch(std::span<const int64_t>(order_->data() + pos_, static_cast<size_t>(len)));
+  const Device& device = loader_->options_.device;
+  if (device != Device::cpu()) {
+    batch_.images = batch_.images.to(device);
+    batch_.labels = batch_.labels.to(device);
+  }
 }
 
 DataLoader::Iterator& DataLoader::Iterator::operator++() {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "mixgrad/mixgrad.hpp"
@@ -124,6 +125,33 @@ BOOST_AUTO_TEST_CASE(datasets_check_their_inputs) {
   BOOST_TEST(head.labels().at<int64_t>({0}) == 1001);
   BOOST_CHECK_THROW(ds.narrow(3, 3), mg::ShapeError);
   BOOST_TEST(ds.get_batch(std::vector<int64_t>{}).images.shape() == mg::Shape({0, 2}));
+}
+
+BOOST_AUTO_TEST_CASE(the_device_option_on_the_cpu_changes_nothing) {
+  DataLoader plain(numbered(10), {.batch_size = 4, .shuffle = true, .seed = 9});
+  DataLoader on_cpu(numbered(10), {.batch_size = 4, .shuffle = true, .seed = 9, .device = mg::Device::cpu()});
+  BOOST_TEST(on_cpu.options().device == mg::Device::cpu());
+  const auto a = epoch_of(plain), b = epoch_of(on_cpu);
+  BOOST_REQUIRE_EQUAL(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) BOOST_TEST(a[i] == b[i], boost::test_tools::per_element());
+  for (const auto& [x, y] : on_cpu) {
+    BOOST_TEST(x.device() == mg::Device::cpu());
+    BOOST_TEST(y.device() == mg::Device::cpu());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_cuda_device_that_is_not_there_is_refused_up_front) {
+  const int count = mg::cuda::device_count();
+  // Device index `count` never exists; cuda:0 does not either on a machine without a GPU.
+  try {
+    DataLoader loader(numbered(10), {.batch_size = 4, .device = mg::Device::cuda(count)});
+    BOOST_ERROR("expected DeviceError");
+  } catch (const mg::DeviceError& e) {
+    const std::string msg = e.what();
+    BOOST_TEST(msg.find("DataLoader") != std::string::npos, msg);
+    BOOST_TEST(msg.find("cuda:" + std::to_string(count)) != std::string::npos, msg);
+  }
+  if (count == 0) BOOST_CHECK_THROW(DataLoader(numbered(3), {.device = mg::Device::cuda(0)}), mg::DeviceError);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

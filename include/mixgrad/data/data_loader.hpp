@@ -11,6 +11,14 @@
 // drawn from (seed, epoch number), so every run with the same seed sees the
 // same batches and every epoch a different order. Batches are contiguous
 // copies; the last partial batch is kept unless drop_last.
+//
+// With `.device = Device::cuda(0)` the loader hands out batches already on
+// that device: each batch is assembled on the host and copied through the
+// CUDA backend's pinned staging buffers, asynchronously on the device's
+// current stream (the step's kernels queue behind the copy; the host does
+// not wait for it).
+//
+//   mg::data::DataLoader gpu_loader(train, {.batch_size = 128, .shuffle = true, .device = mg::Device::cuda(0)});
 #pragma once
 
 #include <concepts>
@@ -31,6 +39,9 @@ struct DataLoaderOptions {
   /// Seed of the shuffling; when unset, drawn once from the global generator
   /// (so mg::manual_seed makes it reproducible too).
   std::optional<uint64_t> seed = std::nullopt;
+  /// Device the batches are handed out on (CPU: as the dataset makes them).
+  /// A CUDA device that does not exist is a DeviceError at construction.
+  Device device = Device::cpu();
 };
 
 class DataLoader {
@@ -38,7 +49,8 @@ class DataLoader {
   class Iterator;
 
   /// Keeps a copy of `dataset` (datasets hold tensor handles: the copy shares
-  /// their memory). Throws ValueError for batch_size < 1.
+  /// their memory). Throws ValueError for batch_size < 1 and DeviceError
+  /// for a CUDA device this process cannot use.
   template <std::derived_from<Dataset> D>
   explicit DataLoader(D dataset, const DataLoaderOptions& options = {})
       : DataLoader(std::shared_ptr<const Dataset>(std::make_shared<D>(std::move(dataset))), options) {}

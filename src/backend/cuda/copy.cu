@@ -5,10 +5,12 @@
 // checked entry points.
 #include <cuda_runtime_api.h>
 
+#include <cstring>
 #include <string>
 
 #include "backend/copy.hpp"
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/pinned.hpp"
 #include "backend/cuda/plan.hpp"
 #include "backend/cuda/stream.hpp"
 #include "backend/host_sync.hpp"
@@ -155,13 +157,27 @@ void transfer(const Tensor& src, const Tensor& dst) {
     note_host_sync();
     MIXGRAD_CUDA_CHECK(cudaStreamSynchronize(current_stream(dst.device().index())));
   }
+  if (src.device().is_cpu() && nbytes <= kMaxStagedBytes) {
+    // Host to device through a pinned staging buffer: the host bytes are
+    // copied into it before this returns (so the caller may free or reuse
+    // its memory at once), the DMA runs asynchronously on `stream` (ordered
+    // before every later kernel there), and the buffer is reused only after
+    // an event recorded behind the copy has completed.
+    const StagingBuffer staged = acquire_staging(on.index(), nbytes);
+    std::memcpy(staged.ptr, src.raw_data(), nbytes);
+    const cudaError_t st = cudaMemcpyAsync(dst.raw_data(), staged.ptr, nbytes, cudaMemcpyHostToDevice, stream);
+    release_staging(staged, stream);
+    if (st != cudaSuccess) throw_cuda_error(st, "cudaMemcpyAsync", __FILE__, __LINE__);
+    return;
+  }
   MIXGRAD_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes, cudaMemcpyDefault, stream));
   // A host destination is read as soon as this returns, and a device
   // destination on another device is used on that device's stream: wait.
-  // A host-to-device copy from mixgrad's own (pageable) host memory needs
-  // no wait: the runtime has staged the bytes when cudaMemcpyAsync returns,
-  // and later kernels on `stream` are ordered after the copy. External host
-  // memory may be pinned, which is read later, by the DMA: wait for it.
+  // A large host-to-device copy from mixgrad's own (pageable) host memory
+  // needs no wait: the runtime has staged the bytes when cudaMemcpyAsync
+  // returns, and later kernels on `stream` are ordered after the copy.
+  // External host memory may be pinned, which is read later, by the DMA:
+  // wait for it.
   const bool wait = !dst.device().is_cuda() || dst.device() != on || src.impl()->storage->is_external();
   if (wait) {
     note_host_sync();
