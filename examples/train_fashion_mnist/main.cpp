@@ -81,11 +81,16 @@ int main(int argc, char** argv) {
   const train::Precision& p = opts.precision;
   if (opts.device.is_cuda() && opts.device.index() >= mg::cuda::device_count()) {
     // Before the data set loads: say so at once.
-    const mg::DeviceError e("--device " + mg::to_string(opts.device) + ": " +
-                            (mg::cuda::device_count() == 0
-                                 ? std::string("this process sees no CUDA device") +
-                                       (mg::cuda::is_available() ? "" : " (no GPU or driver, or a build without CUDA)")
-                                 : "only " + std::to_string(mg::cuda::device_count()) + " CUDA device(s) exist"));
+    std::string why = "--device " + mg::to_string(opts.device) + ": ";
+    const int count = mg::cuda::device_count();
+    if (count == 0) {
+      why += "this process sees no CUDA device (no GPU or driver, or a build without CUDA)";
+    } else {
+      why += "only ";
+      why += std::to_string(count);
+      why += " CUDA device(s) exist";
+    }
+    const mg::DeviceError e(why);
     std::fprintf(stderr, "train_fashion_mnist: DeviceError: %s\n", e.what());
     return 1;
   }
