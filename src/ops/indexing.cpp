@@ -1,7 +1,10 @@
 // F::embedding, F::index_select, F::gather and F::scatter_add.
 //
-// Indices are read once on the host to check their range before any output
-// exists, so a bad index leaves every tensor and the tape as they were.
+// CPU indices are read once on the host to check their range before any
+// output exists, so a bad index leaves every tensor and the tape as they
+// were. CUDA indices are checked by the kernels as they read them (a bad one
+// is skipped) and reported as the same ValueError at the device's next host
+// synchronisation, as the class losses report labels.
 // Backward passes are scatter-adds into a zeroed gradient (index_add,
 // scatter_add), deterministic because the CPU kernels never split one
 // destination line across threads; scatter_add's own backward is a gather.
