@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "backend/cuda/index_plan.hpp"
 #include "backend/cuda/resize_plan.hpp"
 #include "mixgrad/mixgrad.hpp"
 
@@ -101,6 +102,32 @@ BOOST_AUTO_TEST_CASE(resampling_taps_give_the_cpu_interpolation) {
     BOOST_TEST_CONTEXT("bilinear " << c.p.bilinear << " align " << c.p.align_corners << " scale " << c.p.scale_h) {
       const mg::Tensor want = mg::F::interpolate(x, c.o);
       check_equal(run_upsample(x, want.shape()[2], want.shape()[3], c.p), want, 1e-6f);
+    }
+  }
+}
+
+// The gather kernel on the host: out[p] = x at (p's coordinates, axis
+// replaced by index[p]), through the axis-free indexer and x's strides.
+BOOST_AUTO_TEST_CASE(the_gather_plan_reads_what_the_cpu_gather_reads_from_strided_views) {
+  const mg::Tensor base = mg::uniform({5, 4, 6}, -1.0, 1.0);
+  const mg::Tensor x = mg::F::transpose(base, 0, 2);  // [6, 4, 5], not contiguous
+  const std::vector<float> storage = base.to_vector<float>();
+  for (int axis = 0; axis < 3; ++axis) {
+    BOOST_TEST_CONTEXT("axis " << axis) {
+      const mg::Shape is{3, 2, 4};
+      std::vector<int64_t> idx;
+      for (int64_t p = 0; p < is.numel(); ++p) idx.push_back((p * 7 + axis) % x.shape()[axis]);
+      const mg::Tensor index = mg::tensor<int64_t>(idx, is);
+      const mg::Tensor want = mg::F::gather(x, axis, index);
+      const auto ix = plan::axis_free_indexer(is, x.strides(), 4, axis);
+      std::vector<float> got(static_cast<size_t>(is.numel()));
+      for (int64_t p = 0; p < is.numel(); ++p) {
+        int64_t off[1];
+        ix.offsets(p, off);
+        const int64_t bytes = off[0] + idx[static_cast<size_t>(p)] * x.strides()[axis] * 4;
+        got[static_cast<size_t>(p)] = storage[static_cast<size_t>(bytes / 4)];
+      }
+      check_equal(got, want, 0.0f);
     }
   }
 }

@@ -22,6 +22,7 @@
 
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/device_ptr.hpp"
+#include "backend/cuda/index_plan.hpp"
 #include "backend/cuda/plan.hpp"
 #include "backend/cuda/stream.hpp"
 #include "backend/indexing.hpp"
@@ -243,13 +244,9 @@ void visit_bits(int64_t bytes, F&& f) {
   }
 }
 
-/// The indexer of `shape`'s coordinates into `t` (element strides), with
-/// the axis coordinate left out (stride 0): the kernels add index * stride.
+/// The indexer of `shape`'s coordinates into `t`, the axis left out.
 cuda_plan::StridedIndexer<1> without_axis(const Shape& shape, const Tensor& t, int axis) {
-  Shape s;
-  const int64_t es = element_size(t.dtype());
-  for (int d = 0; d < shape.ndim(); ++d) s.push_back(d == axis ? 0 : t.strides()[d] * es);
-  return cuda_plan::make_indexer<1>(shape, {s});
+  return cuda_plan::axis_free_indexer(shape, t.strides(), element_size(t.dtype()), axis);
 }
 
 DType acc_dtype(DType t) { return t == DType::float64 ? DType::float64 : DType::float32; }
