@@ -279,6 +279,19 @@ BOOST_AUTO_TEST_CASE(linear_ops_differentiate_through_their_recorded_gradient) {
        [](const mg::Tensor& t) {
          return F::max_pool1d(F::reshape(t, {1, 2, 20}), {.kernel_size = 3, .stride = 2, .padding = 1});
        }},
+      // Convolutions (bilinear) with a fixed weight: the recorded data gradient's own backward.
+      {"conv2d_groups_stride_padding_dilation",
+       [](const mg::Tensor& t) {
+         mg::manual_seed(5);
+         const auto w = mg::uniform({4, 1, 2, 2}, -1, 1, mg::DType::float64);
+         return F::conv2d(t, w, {}, {.stride = {1, 2}, .padding = 1, .dilation = {2, 1}, .groups = 2});
+       }},
+      {"conv_transpose2d_stride",
+       [](const mg::Tensor& t) {
+         mg::manual_seed(6);
+         const auto w = mg::uniform({2, 3, 3, 2}, -1, 1, mg::DType::float64);
+         return F::conv_transpose2d(t, w, {}, {.stride = 2, .padding = 1, .output_padding = 1});
+       }},
       {"max_pool3d",
        [](const mg::Tensor& t) {
          return F::max_pool3d(F::reshape(t, {1, 1, 2, 4, 5}), {.kernel_size = {2, 2, 2}, .stride = {1, 1, 2}});
