@@ -37,6 +37,8 @@ struct MaxPoolWorkspace {
 namespace cpu {
 MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p);
 void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Tensor& gx, const Pool2dParams& p);
+MaxPoolWorkspace max_pool2d_argmax(const Tensor& x, const Tensor& y, const Pool2dParams& p);
+void max_pool2d_gather(const Tensor& gx, const MaxPoolWorkspace& ws, const Tensor& gy);
 void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p);
 void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dParams& p);
 void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y);
@@ -59,6 +61,17 @@ inline MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, con
 /// gx (overwritten) = gy routed to the maximal input of each window.
 inline void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Tensor& gx, const Pool2dParams& p) {
   MIXGRAD_DISPATCH(gx.device(), max_pool2d_backward, (gy, ws, gx, p));
+}
+/// max_pool2d_forward on the built-in path whatever the geometry: y and the
+/// `argmax` workspace, which max_pool2d_gather reads (a recorded backward's
+/// positions; the paths agree except which of tied maxima wins).
+inline MaxPoolWorkspace max_pool2d_argmax(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
+  MIXGRAD_DISPATCH(y.device(), max_pool2d_argmax, (x, y, p));
+}
+/// gy (overwritten) = gx read at each output's maximal input (ws of kind
+/// argmax): the adjoint of max_pool2d_backward, the recorded gradient's own backward.
+inline void max_pool2d_gather(const Tensor& gx, const MaxPoolWorkspace& ws, const Tensor& gy) {
+  MIXGRAD_DISPATCH(gy.device(), max_pool2d_gather, (gx, ws, gy));
 }
 /// y = mean over each window of x, counting only positions inside x.
 inline void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p) {

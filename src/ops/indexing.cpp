@@ -13,6 +13,7 @@
 #include "backend/indexing.hpp"
 #include "core/view.hpp"
 #include "mixgrad/ops/creation.hpp"
+#include "mixgrad/ops/resize.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/op_support.hpp"
 #include "ops/untracked_copy.hpp"
@@ -176,9 +177,14 @@ Tensor scatter_add(const Tensor& x_in, int dim, const Tensor& index_in, const Te
   const Shape sshape = src.shape();
   ops::record_lazy({&x, &src}, out, [sshape, d, index] {
     return [sshape, d, index](const Tensor& g, autodiff::InputGrads& gi) {
-      if (sshape == index.shape() && gi.create_graph()) {  // (src larger than index: not recorded)
+      if (gi.create_graph()) {  // a src larger than index: the gathered block zero-padded to src's shape
         if (gi.needs(0)) gi.set(0, g);
-        if (gi.needs(1)) gi.set(1, gather(g, d, index));
+        if (gi.needs(1)) {
+          const Tensor part = gather(g, d, index);
+          std::vector<int64_t> pads;
+          for (int k = sshape.ndim() - 1; k >= 0; --k) pads.insert(pads.end(), {0, sshape[k] - index.shape()[k]});
+          gi.set(1, sshape == index.shape() ? part : pad(part, pads));
+        }
         return;
       }
       if (gi.needs(0)) gi.set(0, g);
