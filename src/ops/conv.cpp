@@ -131,10 +131,9 @@ Tensor run_conv(OpKind op, const char* name, const Tensor& x_in, const Tensor& w
   Tensor y = empty(s.y, x.dtype(), x.device());
   backend::conv2d_forward(xc, wc, bc, as_shape(y, s.y4), p);
 
-  autodiff::record({&x, &w, &b}, y, [name, x, w, xc, wc, p, x_shape = x.shape(), w_shape = w.shape(), y4 = s.y4,
+  autodiff::record({&x, &w, &b}, y, [x, w, xc, wc, p, x_shape = x.shape(), w_shape = w.shape(), y4 = s.y4,
                                      b_dtype = b.defined() ? b.dtype() : x.dtype()](const Tensor& g_in,
                                                                                    autodiff::InputGrads& gi) {
-    gi.name_op(name);  // one closure for conv1d and conv2d
     if (gi.create_graph()) {
       const ConvGeometry geo{p, xc.shape(), wc.shape(), y4};
       const Tensor g4 = reshaped(g_in.dtype() == xc.dtype() ? g_in : F::astype(g_in, xc.dtype()), y4);

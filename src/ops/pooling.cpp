@@ -119,8 +119,7 @@ Tensor run_max_pool(OpKind op, const Tensor& x_in, const Shape& x4, const Shape&
   amp::autocast_inputs(op, {&x});
   Tensor y = empty(y_shape, x.dtype(), x.device());
   const backend::MaxPoolWorkspace ws = backend::max_pool2d_forward(as_shape(ops::dense(x), x4), as_shape(y, y4), p);
-  autodiff::record({&x}, y, [op, ws, p, x, x4, y_shape, y4](const Tensor& g, autodiff::InputGrads& gi) {
-    gi.name_op(op_name(op).data());  // one closure for max_pool1d and max_pool2d (names are literals)
+  autodiff::record({&x}, y, [ws, p, x, x4, y_shape, y4](const Tensor& g, autodiff::InputGrads& gi) {
     if (gi.create_graph()) {
       gi.set(0, scatter_to_argmax(g, argmax_map(x, x.shape(), x4, y_shape, y4, p)));
       return;
