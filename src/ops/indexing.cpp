@@ -78,10 +78,10 @@ Tensor leading_block(const Tensor& t, const Shape& shape) { return view::make(t,
 /// t seen as `shape` (which t broadcasts to) without a copy: stride 0 along
 /// the dimensions t lacks or has extent 1 in.
 Tensor broadcast_view(const Tensor& t, const Shape& shape) {
-  Shape strides = shape;
+  Shape strides;
   const int lead = shape.ndim() - t.ndim();
   for (int d = 0; d < shape.ndim(); ++d)
-    strides[d] = (d < lead || t.shape()[d - lead] == 1) ? 0 : t.strides()[d - lead];
+    strides.push_back((d < lead || t.shape()[d - lead] == 1) ? 0 : t.strides()[d - lead]);
   return view::make(t, shape, strides);
 }
 
