@@ -38,19 +38,19 @@ void conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw
 /// x, w, y contiguous, one dtype; bias undefined or [O] (any floating dtype).
 inline void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
                            const Conv2dParams& p) {
-  MIXGRAD_DISPATCH(y.device(), conv2d_forward, (x, w, bias, y, p));
+  MIXGRAD_DISPATCH_CUDA(y.device(), conv2d_forward, (x, w, bias, y, p));
 }
 
 /// gx = the gradient of the input given gy (overwritten), all contiguous.
 inline void conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p) {
-  MIXGRAD_DISPATCH(gx.device(), conv2d_backward_data, (gy, w, gx, p));
+  MIXGRAD_DISPATCH_CUDA(gx.device(), conv2d_backward_data, (gy, w, gx, p));
 }
 
 /// gw (and gbias when defined) = the gradients of weight and bias given gy and
 /// the forward input x (overwritten), all contiguous.
 inline void conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gbias,
                                     const Conv2dParams& p) {
-  MIXGRAD_DISPATCH(gw.device(), conv2d_backward_weights, (gy, x, gw, gbias, p));
+  MIXGRAD_DISPATCH_CUDA(gw.device(), conv2d_backward_weights, (gy, x, gw, gbias, p));
 }
 
 }  // namespace mixgrad::backend
