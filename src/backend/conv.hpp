@@ -1,7 +1,9 @@
 // Backend seam of F::conv2d: forward, backward-data and backward-weights as
 // three calls, as the libraries (oneDNN, cuDNN) structure them. On the CPU:
 // oneDNN convolution for float32 and bfloat16 (float16 by way of float32),
-// im2col + the built-in gemm for float64 and without oneDNN.
+// im2col + the built-in gemm for float64 and without oneDNN. On CUDA:
+// cuDNN's legacy convolution calls (backend/cuda/conv.cpp), every floating
+// dtype; a DeviceError naming cuDNN when the build has none.
 //
 //   backend::conv2d_forward(x, w, b, y, params);
 //   backend::conv2d_backward_data(gy, w, gx, params);

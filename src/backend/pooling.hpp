@@ -1,7 +1,8 @@
 // Backend seam of the 2-d pooling ops (F::max_pool2d, F::avg_pool2d,
 // F::adaptive_avg_pool2d). On the CPU: mixgrad's own kernels for 2 x 2 /
 // stride 2 max pooling (backend/cpu/max_pool_2x2.hpp), oneDNN pooling for
-// float32 and bfloat16 (float16 by way of float32), direct loops otherwise. Max pooling's
+// float32 and bfloat16 (float16 by way of float32), direct loops otherwise. On
+// CUDA: own kernels (backend/cuda/pooling.cu), the argmax workspace. Max pooling's
 // forward returns what its backward needs (oneDNN's workspace, or the argmax
 // offsets of the built-in path) as a typed payload for the backward closure.
 //
