@@ -301,7 +301,9 @@ BOOST_AUTO_TEST_CASE(linear_ops_differentiate_through_their_recorded_gradient) {
          return F::interpolate(t, {.size = {5, 6}, .mode = F::InterpolateMode::bilinear});
        }},
   };
-  for (const auto& [name, op] : ops) {
+  for (const auto& entry : ops) {
+    const auto& name = entry.first;
+    const auto& op = entry.second;  // a named variable: clang 14 cannot capture a structured binding
     BOOST_TEST_CONTEXT(name) {
       mg::manual_seed(31);
       auto x = mg::uniform({1, 2, 4, 5}, -1, 1, mg::DType::float64);
