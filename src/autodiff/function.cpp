@@ -5,6 +5,7 @@
 #include "amp/autocast_state.hpp"
 #include "autodiff/tape.hpp"
 #include "mixgrad/amp/autocast.hpp"
+#include "mixgrad/autodiff/no_grad.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "ops/op_support.hpp"
 #include "ops/untracked_copy.hpp"
@@ -102,10 +103,18 @@ std::vector<Tensor> apply(const std::shared_ptr<Function>& fn, const std::vector
         devices.push_back(t.defined() ? t.device() : Device::cpu());
       }
       return BackwardFn([fn, j, state, shared_meta, shapes = std::move(shapes), dtypes = std::move(dtypes),
-                         devices = std::move(devices)](const Tensor& grad, InputGrads& gi) {
+                         devices = std::move(devices), name = fn->name()](const Tensor& grad, InputGrads& gi) {
         // The user's backward runs as written: in a recorded backward its F::
         // ops are recorded like any op, so it is differentiable when they are.
-        (void)gi.create_graph();
+        // A once_differentiable one runs unrecorded and does not ask, so its
+        // gradients are marked as not differentiable, under its name.
+        std::optional<no_grad> unrecorded;
+        if (fn->once_differentiable) {
+          gi.name_op(name.c_str());
+          unrecorded.emplace();
+        } else {
+          (void)gi.create_graph();
+        }
         std::vector<Tensor> output_grads(shared_meta->size());
         for (size_t k = 0; k < output_grads.size(); ++k) {
           const OutputMeta& m = (*shared_meta)[k];

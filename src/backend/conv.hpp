@@ -1,7 +1,9 @@
 // Backend seam of F::conv2d: forward, backward-data and backward-weights as
 // three calls, as the libraries (oneDNN, cuDNN) structure them. On the CPU:
 // oneDNN convolution for float32 and bfloat16 (float16 by way of float32),
-// im2col + the built-in gemm for float64 and without oneDNN.
+// im2col + the built-in gemm for float64 and without oneDNN. On CUDA:
+// cuDNN's legacy convolution calls (backend/cuda/conv.cpp), every floating
+// dtype; a DeviceError naming cuDNN when the build has none.
 //
 //   backend::conv2d_forward(x, w, b, y, params);
 //   backend::conv2d_backward_data(gy, w, gx, params);
@@ -38,19 +40,19 @@ void conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw
 /// x, w, y contiguous, one dtype; bias undefined or [O] (any floating dtype).
 inline void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
                            const Conv2dParams& p) {
-  MIXGRAD_DISPATCH(y.device(), conv2d_forward, (x, w, bias, y, p));
+  MIXGRAD_DISPATCH_CUDA(y.device(), conv2d_forward, (x, w, bias, y, p));
 }
 
 /// gx = the gradient of the input given gy (overwritten), all contiguous.
 inline void conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p) {
-  MIXGRAD_DISPATCH(gx.device(), conv2d_backward_data, (gy, w, gx, p));
+  MIXGRAD_DISPATCH_CUDA(gx.device(), conv2d_backward_data, (gy, w, gx, p));
 }
 
 /// gw (and gbias when defined) = the gradients of weight and bias given gy and
 /// the forward input x (overwritten), all contiguous.
 inline void conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gbias,
                                     const Conv2dParams& p) {
-  MIXGRAD_DISPATCH(gw.device(), conv2d_backward_weights, (gy, x, gw, gbias, p));
+  MIXGRAD_DISPATCH_CUDA(gw.device(), conv2d_backward_weights, (gy, x, gw, gbias, p));
 }
 
 }  // namespace mixgrad::backend

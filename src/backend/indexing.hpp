@@ -1,5 +1,5 @@
 // Backend seam of the indexing ops (index_select / embedding, gather,
-// scatter_add) and of the scans along one axis (cumsum, prod).
+// scatter_add, index_put) and of the scans along one axis (cumsum, prod).
 //
 // Tensors are contiguous and viewed as [outer, axis, inner] around the axis
 // the op works along (Axis3); index tensors are int64, validated in range by
@@ -32,6 +32,7 @@ void index_select(const Tensor& x, Axis3 a, const Tensor& index, const Tensor& o
 void index_add(const Tensor& src, Axis3 a, const Tensor& index, const Tensor& out);
 void gather(const Tensor& x, int axis, const Tensor& index, const Tensor& out);
 void scatter_add(const Tensor& src, int axis, const Tensor& index, const Tensor& out);
+void index_put(const Tensor& values, const Tensor& rows, bool accumulate, const Tensor& out);
 void cumsum(const Tensor& x, Axis3 a, bool reverse, const Tensor& out);
 void prod(const Tensor& x, Axis3 a, const Tensor& out);
 void prod_grad(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx);
@@ -65,6 +66,12 @@ inline void gather(const Tensor& x, int axis, const Tensor& index, const Tensor&
 /// index of one shape; repeated indices accumulate.
 inline void scatter_add(const Tensor& src, int axis, const Tensor& index, const Tensor& out) {
   MIXGRAD_DISPATCH_CUDA(out.device(), scatter_add, (src, axis, index, out));
+}
+/// out [N, inner] row rows[m] = values [M, inner] row m (rows [M], in
+/// range), or += with `accumulate`. Rows are written in order m = 0..M-1, so
+/// a repeated row keeps the last value written (accumulate: adds them all).
+inline void index_put(const Tensor& values, const Tensor& rows, bool accumulate, const Tensor& out) {
+  MIXGRAD_DISPATCH(out.device(), index_put, (values, rows, accumulate, out));
 }
 /// out = running sum of x along the axis (from the end when `reverse`: the
 /// backward of cumsum), accumulated in float (double for float64).

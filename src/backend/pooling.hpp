@@ -1,7 +1,8 @@
 // Backend seam of the 2-d pooling ops (F::max_pool2d, F::avg_pool2d,
 // F::adaptive_avg_pool2d). On the CPU: mixgrad's own kernels for 2 x 2 /
 // stride 2 max pooling (backend/cpu/max_pool_2x2.hpp), oneDNN pooling for
-// float32 and bfloat16 (float16 by way of float32), direct loops otherwise. Max pooling's
+// float32 and bfloat16 (float16 by way of float32), direct loops otherwise. On
+// CUDA: own kernels (backend/cuda/pooling.cu), the argmax workspace. Max pooling's
 // forward returns what its backward needs (oneDNN's workspace, or the argmax
 // offsets of the built-in path) as a typed payload for the backward closure.
 //
@@ -37,6 +38,8 @@ struct MaxPoolWorkspace {
 namespace cpu {
 MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p);
 void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Tensor& gx, const Pool2dParams& p);
+MaxPoolWorkspace max_pool2d_argmax(const Tensor& x, const Tensor& y, const Pool2dParams& p);
+void max_pool2d_gather(const Tensor& gx, const MaxPoolWorkspace& ws, const Tensor& gy);
 void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p);
 void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dParams& p);
 void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y);
@@ -54,27 +57,38 @@ void adaptive_avg_pool2d_backward(const Tensor& gy, const Tensor& gx);
 /// y = max over each window of x (both contiguous [N, C, H, W], one dtype);
 /// padded positions never win. Returns what the backward needs.
 inline MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
-  MIXGRAD_DISPATCH(y.device(), max_pool2d_forward, (x, y, p));
+  MIXGRAD_DISPATCH_CUDA(y.device(), max_pool2d_forward, (x, y, p));
 }
 /// gx (overwritten) = gy routed to the maximal input of each window.
 inline void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Tensor& gx, const Pool2dParams& p) {
-  MIXGRAD_DISPATCH(gx.device(), max_pool2d_backward, (gy, ws, gx, p));
+  MIXGRAD_DISPATCH_CUDA(gx.device(), max_pool2d_backward, (gy, ws, gx, p));
+}
+/// max_pool2d_forward on the built-in path whatever the geometry: y and the
+/// `argmax` workspace, which max_pool2d_gather reads (a recorded backward's
+/// positions; the paths agree except which of tied maxima wins).
+inline MaxPoolWorkspace max_pool2d_argmax(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
+  MIXGRAD_DISPATCH(y.device(), max_pool2d_argmax, (x, y, p));
+}
+/// gy (overwritten) = gx read at each output's maximal input (ws of kind
+/// argmax): the adjoint of max_pool2d_backward, the recorded gradient's own backward.
+inline void max_pool2d_gather(const Tensor& gx, const MaxPoolWorkspace& ws, const Tensor& gy) {
+  MIXGRAD_DISPATCH(gy.device(), max_pool2d_gather, (gx, ws, gy));
 }
 /// y = mean over each window of x, counting only positions inside x.
 inline void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
-  MIXGRAD_DISPATCH(y.device(), avg_pool2d_forward, (x, y, p));
+  MIXGRAD_DISPATCH_CUDA(y.device(), avg_pool2d_forward, (x, y, p));
 }
 /// gx (overwritten) = gy spread evenly over the inside positions of each window.
 inline void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dParams& p) {
-  MIXGRAD_DISPATCH(gx.device(), avg_pool2d_backward, (gy, gx, p));
+  MIXGRAD_DISPATCH_CUDA(gx.device(), avg_pool2d_backward, (gy, gx, p));
 }
 /// y[.., i, j] = mean of x over rows [floor(i*H/OH), ceil((i+1)*H/OH)) and
 /// the same for columns; OH, OW read from y.
 inline void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
-  MIXGRAD_DISPATCH(y.device(), adaptive_avg_pool2d_forward, (x, y));
+  MIXGRAD_DISPATCH_CUDA(y.device(), adaptive_avg_pool2d_forward, (x, y));
 }
 inline void adaptive_avg_pool2d_backward(const Tensor& gy, const Tensor& gx) {
-  MIXGRAD_DISPATCH(gx.device(), adaptive_avg_pool2d_backward, (gy, gx));
+  MIXGRAD_DISPATCH_CUDA(gx.device(), adaptive_avg_pool2d_backward, (gy, gx));
 }
 
 }  // namespace mixgrad::backend

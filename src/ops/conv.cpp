@@ -5,7 +5,8 @@
 // operands, conv_transpose2d with the roles of forward and backward-data
 // swapped (its forward is conv2d's backward-data, its input gradient conv2d's
 // forward, its weight gradient conv2d's backward-weights with the operands
-// exchanged).
+// exchanged). A recorded backward runs the same kernels as recorded nodes
+// whose own backward is again these kernels (conv_part).
 #include "backend/conv.hpp"
 
 #include "backend/elementwise.hpp"
@@ -13,6 +14,7 @@
 #include "core/sizes.hpp"
 #include "core/view.hpp"
 #include "mixgrad/ops/nn.hpp"
+#include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
@@ -61,8 +63,62 @@ struct ConvShapes {
   Shape x4, w4, y, y4;
 };
 
+// ---- the recorded backward ------------------------------------------------
+//
+// A convolution is bilinear: y = conv(x, w), and its two gradients,
+// gx = data(g, w) (conv2d's backward-data, conv_transpose2d's forward) and
+// gw = weights(g, x), are bilinear too, each one's adjoints being the other
+// two. In a recorded backward each runs its kernel and records a node whose
+// backward is again these three, so every convolution is differentiable any
+// number of times. All operate on the 4-d views of one conv2d geometry.
+
+struct ConvGeometry {
+  backend::Conv2dParams p;
+  Shape x4, w4, y4;
+};
+
+enum class ConvPart : uint8_t { forward, data, weights };
+
+// forward: conv(a = x, b = w) -> y4; data: data(a = g, b = w) -> x4;
+// weights: weights(a = g, b = x) -> w4. a and b are 4-d, of one dtype.
+Tensor conv_part(ConvPart part, const Tensor& a, const Tensor& b, const ConvGeometry& geo) {
+  const DType dt = part == ConvPart::weights ? b.dtype() : a.dtype();
+  const Tensor ac = ops::dense(a, dt), bc = ops::dense(b, dt);
+  const Shape& out_shape = part == ConvPart::forward ? geo.y4 : part == ConvPart::data ? geo.x4 : geo.w4;
+  Tensor out = empty(out_shape, dt, a.device());
+  switch (part) {
+    case ConvPart::forward: backend::conv2d_forward(ac, bc, Tensor(), out, geo.p); break;
+    case ConvPart::data: backend::conv2d_backward_data(ac, bc, out, geo.p); break;
+    case ConvPart::weights: backend::conv2d_backward_weights(ac, bc, out, Tensor(), geo.p); break;
+  }
+  autodiff::record({&a, &b}, out, [part, a, b, geo](const Tensor& gg, autodiff::InputGrads& gi) {
+    (void)gi.create_graph();  // runs conv_part: recorded as any op
+    // <gg, part(a, b)> rewritten as <., a> and <., b> (see above).
+    switch (part) {
+      case ConvPart::forward:  // a = x, b = w
+        if (gi.needs(0)) gi.set(0, conv_part(ConvPart::data, gg, b, geo));
+        if (gi.needs(1)) gi.set(1, conv_part(ConvPart::weights, gg, a, geo));
+        break;
+      case ConvPart::data:  // a = g, b = w
+        if (gi.needs(0)) gi.set(0, conv_part(ConvPart::forward, gg, b, geo));
+        if (gi.needs(1)) gi.set(1, conv_part(ConvPart::weights, a, gg, geo));
+        break;
+      case ConvPart::weights:  // a = g, b = x
+        if (gi.needs(0)) gi.set(0, conv_part(ConvPart::forward, b, gg, geo));
+        if (gi.needs(1)) gi.set(1, conv_part(ConvPart::data, a, gg, geo));
+        break;
+    }
+  });
+  return out;
+}
+
+// `t` reshaped (recorded) to `shape`.
+Tensor reshaped(const Tensor& t, const Shape& shape) { return t.shape() == shape ? t : F::reshape(t, shape); }
+
 // The autocast, forward and tape entry of a validated convolution, run by the
-// 2-d kernels on 4-d views of the operands.
+// 2-d kernels on 4-d views of the operands. The closure holds x and w
+// themselves besides the dense 4-d views its kernels read, for a recorded
+// backward.
 Tensor run_conv(OpKind op, const char* name, const Tensor& x_in, const Tensor& w_in, const Tensor& b_in,
                 const ConvShapes& s, const backend::Conv2dParams& p) {
   Tensor x = x_in, w = w_in, b = b_in;
@@ -75,10 +131,17 @@ Tensor run_conv(OpKind op, const char* name, const Tensor& x_in, const Tensor& w
   Tensor y = empty(s.y, x.dtype(), x.device());
   backend::conv2d_forward(xc, wc, bc, as_shape(y, s.y4), p);
 
-  autodiff::record({&x, &w, &b}, y, [name, xc, wc, p, x_shape = x.shape(), w_shape = w.shape(), y4 = s.y4,
+  autodiff::record({&x, &w, &b}, y, [x, w, xc, wc, p, x_shape = x.shape(), w_shape = w.shape(), y4 = s.y4,
                                      b_dtype = b.defined() ? b.dtype() : x.dtype()](const Tensor& g_in,
                                                                                    autodiff::InputGrads& gi) {
-    gi.name_op(name);  // one closure for conv1d and conv2d
+    if (gi.create_graph()) {
+      const ConvGeometry geo{p, xc.shape(), wc.shape(), y4};
+      const Tensor g4 = reshaped(g_in.dtype() == xc.dtype() ? g_in : F::astype(g_in, xc.dtype()), y4);
+      if (gi.needs(0)) gi.set(0, reshaped(conv_part(ConvPart::data, g4, reshaped(w, geo.w4), geo), x_shape));
+      if (gi.needs(1)) gi.set(1, reshaped(conv_part(ConvPart::weights, g4, reshaped(x, geo.x4), geo), w_shape));
+      if (gi.needs(2)) gi.set(2, F::sum(g4, {0, 2, 3}));
+      return;
+    }
     const Tensor g = as_shape(ops::dense(g_in, xc.dtype()), y4);
     if (gi.needs(0)) {
       Tensor gx = empty(x_shape, xc.dtype(), xc.device());
@@ -240,8 +303,17 @@ Tensor conv_transpose2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_
     backend::binary(backend::BinaryOp::add, y, as_shape(bc, Shape{1, out_ch, 1, 1}), y);
   }
 
-  autodiff::record({&x, &w, &b}, y, [xc, wc, p, b_dtype = b.defined() ? b.dtype() : x.dtype()](
+  autodiff::record({&x, &w, &b}, y, [x, w, xc, wc, p, b_dtype = b.defined() ? b.dtype() : x.dtype()](
                                         const Tensor& g_in, autodiff::InputGrads& gi) {
+    if (gi.create_graph()) {
+      // This op is conv2d's data part in the geometry mapping g's shape to x's.
+      const Tensor g = g_in.dtype() == xc.dtype() ? g_in : F::astype(g_in, xc.dtype());
+      const ConvGeometry geo{p, g.shape(), wc.shape(), xc.shape()};
+      if (gi.needs(0)) gi.set(0, conv_part(ConvPart::forward, g, w, geo));
+      if (gi.needs(1)) gi.set(1, conv_part(ConvPart::weights, x, g, geo));
+      if (gi.needs(2)) gi.set(2, F::sum(g, {0, 2, 3}));
+      return;
+    }
     const Tensor g = ops::dense(g_in, xc.dtype());
     if (gi.needs(0)) {
       Tensor gx = empty(xc.shape(), xc.dtype(), xc.device());

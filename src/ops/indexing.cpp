@@ -1,4 +1,4 @@
-// F::embedding, F::index_select, F::gather and F::scatter_add.
+// F::embedding, F::index_select, F::gather, F::scatter_add and F::index_put.
 //
 // CPU indices are read once on the host to check their range before any
 // output exists, so a bad index leaves every tensor and the tape as they
@@ -10,12 +10,15 @@
 // destination line across threads; scatter_add's own backward is a gather.
 #include "mixgrad/ops/indexing.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "backend/copy.hpp"
 #include "backend/indexing.hpp"
 #include "core/view.hpp"
 #include "mixgrad/ops/creation.hpp"
+#include "mixgrad/ops/reduction.hpp"
+#include "mixgrad/ops/resize.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/op_support.hpp"
 #include "ops/untracked_copy.hpp"
@@ -76,6 +79,22 @@ Tensor select_rows(const Tensor& x, int dim, const Tensor& index, const Shape& o
 
 /// The leading `shape` block of t, as a view.
 Tensor leading_block(const Tensor& t, const Shape& shape) { return view::make(t, shape, t.strides()); }
+
+/// t seen as `shape` (which t broadcasts to) without a copy: stride 0 along
+/// the dimensions t lacks or has extent 1 in.
+Tensor broadcast_view(const Tensor& t, const Shape& shape) {
+  Shape strides;
+  const int lead = shape.ndim() - t.ndim();
+  for (int d = 0; d < shape.ndim(); ++d)
+    strides.push_back((d < lead || t.shape()[d - lead] == 1) ? 0 : t.strides()[d - lead]);
+  return view::make(t, shape, strides);
+}
+
+/// x [N, inner] with rows[m] of g replaced by zero: index_put's gradient to x
+/// where it overwrote (a tracked op, so differentiable again).
+Tensor zero_rows(const Tensor& g2, const Tensor& rows) {
+  return index_put(g2, {rows}, zeros(Shape{}, g2.dtype(), g2.device()));
+}
 
 }  // namespace
 
@@ -180,9 +199,14 @@ Tensor scatter_add(const Tensor& x_in, int dim, const Tensor& index_in, const Te
   const Shape sshape = src.shape();
   ops::record_lazy({&x, &src}, out, [sshape, d, index] {
     return [sshape, d, index](const Tensor& g, autodiff::InputGrads& gi) {
-      if (sshape == index.shape() && gi.create_graph()) {  // (src larger than index: not recorded)
+      if (gi.create_graph()) {  // a src larger than index: the gathered block zero-padded to src's shape
         if (gi.needs(0)) gi.set(0, g);
-        if (gi.needs(1)) gi.set(1, gather(g, d, index));
+        if (gi.needs(1)) {
+          const Tensor part = gather(g, d, index);
+          std::vector<int64_t> pads;
+          for (int k = sshape.ndim() - 1; k >= 0; --k) pads.insert(pads.end(), {0, sshape[k] - index.shape()[k]});
+          gi.set(1, sshape == index.shape() ? part : pad(part, pads));
+        }
         return;
       }
       if (gi.needs(0)) gi.set(0, g);
@@ -197,6 +221,86 @@ Tensor scatter_add(const Tensor& x_in, int dim, const Tensor& index_in, const Te
           gi.set(1, ds);
         }
       }
+    };
+  });
+  return out;
+}
+
+Tensor index_put(const Tensor& x_in, const std::vector<Tensor>& indices, const Tensor& values_in,
+                 IndexPutOptions options) {
+  constexpr const char* op = "index_put";
+  ops::check_defined(op, {&x_in, &values_in});
+  ops::check_same_device(op, {&x_in, &values_in});
+  const int k = static_cast<int>(indices.size());
+  if (k == 0 || k > x_in.ndim())
+    throw ShapeError(std::string(op) + ": expected 1 to " + std::to_string(x_in.ndim()) +
+                     " index tensors (one per leading dimension) for " + ops::describe(x_in) + ", got " +
+                     std::to_string(k));
+  Shape b;  // the index tensors broadcast together
+  for (int j = 0; j < k; ++j) {
+    const Tensor& idx = indices[static_cast<size_t>(j)];
+    ops::check_defined(op, {&idx});
+    ops::check_same_device(op, {&x_in, &idx});
+    check_index_dtype(op, idx);
+    b = j == 0 ? idx.shape() : broadcast_shapes(b, idx.shape(), op);
+  }
+  Shape target = b;  // B + x.shape[k:]
+  int64_t inner = 1;
+  for (int d = k; d < x_in.ndim(); ++d) {
+    if (target.ndim() == Shape::kMaxDims)
+      throw ShapeError(std::string(op) + ": indices of shape " + to_string(b) + " and " + ops::describe(x_in) +
+                       " give too many dimensions");
+    target.push_back(x_in.shape()[d]);
+    inner *= x_in.shape()[d];
+  }
+  if (values_in.ndim() > target.ndim() || broadcast_shapes(values_in.shape(), target, op) != target)
+    throw ShapeError(std::string(op) + ": values " + ops::describe(values_in) + " do not broadcast to " +
+                     to_string(target) + " (the indices' shape " + to_string(b) + " + the indexed tensor " +
+                     ops::describe(x_in) + "'s trailing dimensions)");
+  const DType xt = x_in.dtype(), vt = values_in.dtype();
+  if (xt != vt && !(is_floating_point(xt) && is_floating_point(vt) && xt != DType::float64 &&
+                    vt != DType::float64 && amp::detail::autocast_active()))
+    throw DTypeError(std::string(op) + ": expected values of the input's dtype, got " + ops::describe(values_in) +
+                     " for " + ops::describe(x_in));
+  if (!x_in.device().is_cpu()) backend::throw_no_cuda(op);  // the row numbers are computed on the host
+
+  // Row numbers of x seen as [N, inner] (N = the leading k extents),
+  // checked before anything is written.
+  const int64_t m_count = b.numel();
+  Tensor rows = empty(b, DType::int64, x_in.device());
+  int64_t* pr = static_cast<int64_t*>(rows.raw_data());
+  std::fill(pr, pr + m_count, int64_t{0});
+  int64_t n_rows = 1;
+  for (int j = 0; j < k; ++j) {
+    const int64_t extent = x_in.shape()[j];
+    n_rows *= extent;
+    const Tensor idx = ops::dense(broadcast_view(indices[static_cast<size_t>(j)], b));
+    const int64_t* pi = idx.data<int64_t>();
+    for (int64_t m = 0; m < m_count; ++m) {
+      int64_t v = pi[m];
+      if (v < -extent || v >= extent)
+        throw ValueError(std::string(op) + ": index " + std::to_string(v) + " is out of range for dimension " +
+                         std::to_string(j) + " of " + ops::describe(x_in) + " (valid: " +
+                         std::to_string(-extent) + " to " + std::to_string(extent - 1) + ")");
+      if (v < 0) v += extent;
+      pr[m] = pr[m] * extent + v;
+    }
+  }
+  rows = reshape(rows, Shape{m_count});
+
+  Tensor x = x_in, values = values_in;
+  amp::autocast_inputs(OpKind::index_put, {&x, &values});
+  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  backend::copy(x, out);
+  backend::index_put(ops::dense(broadcast_view(values, target)), rows, options.accumulate, out);
+  const Shape xshape = x.shape(), vshape = values.shape();
+  const bool accumulate = options.accumulate;
+  ops::record_lazy({&x, &values}, out, [xshape, vshape, target, n_rows, inner, rows, accumulate] {
+    return [xshape, vshape, target, n_rows, inner, rows, accumulate](const Tensor& g, autodiff::InputGrads& gi) {
+      (void)gi.create_graph();  // tracked ops only: the same code serves both paths
+      const Tensor g2 = reshape(g, Shape{n_rows, inner});
+      if (gi.needs(0)) gi.set(0, accumulate ? g : reshape(zero_rows(g2, rows), xshape));
+      if (gi.needs(1)) gi.set(1, sum_to(reshape(index_select(g2, 0, rows), target), vshape));
     };
   });
   return out;

@@ -4,7 +4,10 @@
 // over (H, W) per depth slice, then along D (a box window is separable for
 // both the max and the padding-excluded mean). Pooling keeps its input's dtype under autocast. Max
 // pooling's backward closure holds the backend's workspace (where each
-// maximum came from), not the input.
+// maximum came from) for the ordinary backward, and the input, from which a
+// recorded backward finds the maxima again in a form it can gather by.
+#include <memory>
+
 #include "backend/pooling.hpp"
 
 #include "core/sizes.hpp"
@@ -63,19 +66,66 @@ Tensor as_shape(const Tensor& t, const Shape& shape) {
   return view::make(t, shape, contiguous_strides(shape));
 }
 
+// Where a max pooling's maxima are, for its recorded gradient: the `argmax`
+// workspace of a 2-d pass from x (x4 view, x_shape) to y (y4 view, y_shape).
+struct ArgmaxMap {
+  backend::MaxPoolWorkspace ws;
+  backend::Pool2dParams p;
+  Shape x_shape, x4, y_shape, y4;
+  DType dt;
+};
+using ArgmaxPtr = std::shared_ptr<const ArgmaxMap>;
+
+// In a recorded backward, max pooling's input gradient is linear in g (g
+// routed to the argmax positions, which are piecewise constant in x): the
+// scatter is recorded as a node on g whose backward gathers at the same
+// positions, and the gather records the scatter, so max pooling is
+// differentiable any number of times.
+Tensor gather_from_argmax(const Tensor& gg, const ArgmaxPtr& m);
+
+Tensor scatter_to_argmax(const Tensor& g, const ArgmaxPtr& m) {
+  Tensor gx = empty(m->x_shape, m->dt, g.device());
+  backend::max_pool2d_backward(as_shape(ops::dense(g, m->dt), m->y4), m->ws, as_shape(gx, m->x4), m->p);
+  ops::record_linear_grad(g, gx, [m](const Tensor& gg) { return gather_from_argmax(gg, m); });
+  return gx;
+}
+
+Tensor gather_from_argmax(const Tensor& gg, const ArgmaxPtr& m) {
+  Tensor gy = empty(m->y_shape, m->dt, gg.device());
+  backend::max_pool2d_gather(as_shape(ops::dense(gg, m->dt), m->x4), m->ws, as_shape(gy, m->y4));
+  ops::record_linear_grad(gg, gy, [m](const Tensor& g) { return scatter_to_argmax(g, m); });
+  return gy;
+}
+
+// The argmax map of pooling x (x4 view) into a fresh y_shape tensor, which
+// is returned through `y` (a 3-d pooling's second pass reads it).
+ArgmaxPtr argmax_map(const Tensor& x, const Shape& x_shape, const Shape& x4, const Shape& y_shape, const Shape& y4,
+                     const backend::Pool2dParams& p, Tensor* y = nullptr) {
+  Tensor out = empty(y_shape, x.dtype(), x.device());
+  auto m = std::make_shared<ArgmaxMap>(ArgmaxMap{
+      backend::max_pool2d_argmax(as_shape(ops::dense(x), x4), as_shape(out, y4), p), p, x_shape, x4, y_shape, y4,
+      x.dtype()});
+  if (y) *y = out;
+  return m;
+}
+
 // Autocast, forward and tape entry of a validated pooling, run by the 2-d
-// kernels on views of shape x4 / y4; y has shape y_shape.
+// kernels on views of shape x4 / y4; y has shape y_shape. The closure holds
+// x besides the workspace: a recorded backward finds the maxima again on the
+// built-in path (the oneDNN workspace cannot be read by position).
 Tensor run_max_pool(OpKind op, const Tensor& x_in, const Shape& x4, const Shape& y_shape, const Shape& y4,
                     const backend::Pool2dParams& p) {
   Tensor x = x_in;
   amp::autocast_inputs(op, {&x});
   Tensor y = empty(y_shape, x.dtype(), x.device());
   const backend::MaxPoolWorkspace ws = backend::max_pool2d_forward(as_shape(ops::dense(x), x4), as_shape(y, y4), p);
-  autodiff::record({&x}, y, [op, ws, p, x_shape = x.shape(), x4, y4, dt = x.dtype()](const Tensor& g,
-                                                                                      autodiff::InputGrads& gi) {
-    gi.name_op(op_name(op).data());  // one closure for max_pool1d and max_pool2d (names are literals)
-    Tensor gx = empty(x_shape, dt, g.device());
-    backend::max_pool2d_backward(as_shape(ops::dense(g, dt), y4), ws, as_shape(gx, x4), p);
+  autodiff::record({&x}, y, [ws, p, x, x4, y_shape, y4](const Tensor& g, autodiff::InputGrads& gi) {
+    if (gi.create_graph()) {
+      gi.set(0, scatter_to_argmax(g, argmax_map(x, x.shape(), x4, y_shape, y4, p)));
+      return;
+    }
+    Tensor gx = empty(x.shape(), x.dtype(), g.device());
+    backend::max_pool2d_backward(as_shape(ops::dense(g, x.dtype()), y4), ws, as_shape(gx, x4), p);
     gi.set(0, gx);
   });
   return y;
@@ -229,11 +279,18 @@ Tensor max_pool3d(const Tensor& x_in, const Pool3dOptions& options) {
   const backend::MaxPoolWorkspace ws_hw = backend::max_pool2d_forward(as_shape(ops::dense(x), plan.x4), mid, plan.hw);
   const backend::MaxPoolWorkspace ws_d =
       backend::max_pool2d_forward(as_shape(mid, plan.mid4), as_shape(y, plan.y4), plan.depth);
-  autodiff::record({&x}, y, [ws_hw, ws_d, plan, x_shape = x.shape(), dt = x.dtype()](const Tensor& g,
-                                                                                      autodiff::InputGrads& gi) {
+  autodiff::record({&x}, y, [ws_hw, ws_d, plan, x](const Tensor& g, autodiff::InputGrads& gi) {
+    if (gi.create_graph()) {
+      Tensor mid_again;
+      const ArgmaxPtr hw = argmax_map(x, x.shape(), plan.x4, plan.mid, plan.mid, plan.hw, &mid_again);
+      const ArgmaxPtr depth = argmax_map(mid_again, plan.mid, plan.mid4, plan.y, plan.y4, plan.depth);
+      gi.set(0, scatter_to_argmax(scatter_to_argmax(g, depth), hw));
+      return;
+    }
+    const DType dt = x.dtype();
     Tensor g_mid = empty(plan.mid, dt, g.device());
     backend::max_pool2d_backward(as_shape(ops::dense(g, dt), plan.y4), ws_d, as_shape(g_mid, plan.mid4), plan.depth);
-    Tensor gx = empty(x_shape, dt, g.device());
+    Tensor gx = empty(x.shape(), dt, g.device());
     backend::max_pool2d_backward(g_mid, ws_hw, as_shape(gx, plan.x4), plan.hw);
     gi.set(0, gx);
   });

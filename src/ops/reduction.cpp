@@ -276,9 +276,17 @@ Tensor norm(const Tensor& x_in, double p, const Axes& axes, bool keepdim) {
   ops::record_lazy({&x}, out, [&] {
     return [x, out, p, mask = plan.mask, keepdim](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, x.dtype());
-      if (std::isfinite(p) && gi.create_graph()) {
-        // g sign(x) |x|^(p-1) / ||x||^(p-1), 0 where the norm is 0; the
-        // infinity norm's gradient (to the largest |x|) is not recorded.
+      if (!std::isfinite(p) && gi.create_graph()) {
+        // g times sign(x) at the largest |x| (the kernel's choice among
+        // ties): that factor is locally constant in x, so the product is
+        // the whole gradient, as for max.
+        Tensor chosen = empty(x.shape(), x.dtype(), x.device());
+        backend::norm_grad(reduced_view(ones_like(out), x.shape(), mask, keepdim, false), x,
+                           reduced_view(out, x.shape(), mask, keepdim, false), p, chosen);
+        return gi.set(0, mul(expand_graph(g, x.shape(), mask), chosen));
+      }
+      if (gi.create_graph()) {
+        // g sign(x) |x|^(p-1) / ||x||^(p-1), 0 where the norm is 0.
         const Tensor n = expand_graph(out, x.shape(), mask);
         const Tensor nonzero = gt(n, 0.0);
         const Tensor safe = where(nonzero, n, ones_like(n));

@@ -6,6 +6,7 @@
 // prefix times a suffix product: g * prod / x would divide by zero where the
 // line holds a zero, and a line with one zero has a nonzero gradient there.
 #include "backend/indexing.hpp"
+#include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
@@ -68,8 +69,21 @@ Tensor prod(const Tensor& x_in, int dim, bool keepdim) {
   const Tensor xd = ops::dense(x);
   Tensor out = empty(out_shape, x.dtype(), x.device());
   backend::prod(xd, a, out);
-  ops::record_lazy({&x}, out, [a, xd] {
-    return [a, xd](const Tensor& g, autodiff::InputGrads& gi) {
+  ops::record_lazy({&x}, out, [a, x, xd] {
+    return [a, x, xd](const Tensor& g, autodiff::InputGrads& gi) {
+      if (gi.create_graph()) {
+        // dx_i = g prod_{j != i} x_j, exact with zeros: a recorded prod over
+        // n copies of x with x_i replaced by 1 ([outer, n, n, inner]).
+        const Shape wide{a.outer, a.axis, a.axis, a.inner};
+        const Tensor idx = arange(a.axis);
+        const Tensor eye = reshape(eq(reshape(idx, Shape{a.axis, 1}), reshape(idx, Shape{1, a.axis})),
+                                   Shape{1, a.axis, a.axis, 1})
+                               .to(x.device());
+        const Tensor xs = broadcast_to(reshape(x, Shape{a.outer, 1, a.axis, a.inner}), wide);
+        const Tensor others = prod(where(broadcast_to(eye, wide), ones_like(xs), xs), 2);
+        const Tensor g3 = reshape(g.dtype() == x.dtype() ? g : astype(g, x.dtype()), Shape{a.outer, 1, a.inner});
+        return gi.set(0, reshape(mul(others, g3), x.shape()));
+      }
       Tensor dx = empty(xd.shape(), g.dtype(), g.device());
       backend::prod_grad(ops::dense(g, xd.dtype()), xd, a, dx);
       gi.set(0, dx);

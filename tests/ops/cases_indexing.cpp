@@ -67,8 +67,29 @@ Cases cases_of<mg::OpKind::scatter_add>() {
        .run = [](const Inputs& x) { return F::scatter_add(x[0], 1, x[1], x[2]); }},
       {.name = "scatter_add_first_dim_larger_src",
        .inputs = {{4, 3}, ids({2, 3}, {1, 0, 3, 1, 2, 3}), {3, 3}},
-       .run = [](const Inputs& x) { return F::scatter_add(x[0], 0, x[1], x[2]); },
-       .twice_differentiable = false},  // a src larger than index: its recorded gradient is not written yet
+       .run = [](const Inputs& x) { return F::scatter_add(x[0], 0, x[1], x[2]); }},
+  };
+}
+
+template <>
+Cases cases_of<mg::OpKind::index_put>() {
+  namespace F = mg::F;
+  return {
+      {.name = "index_put_rows",
+       .inputs = {{5, 3}, ids({3}, {4, 0, 2}), {3, 3}},
+       .run = [](const Inputs& x) { return F::index_put(x[0], {x[1]}, x[2]); }},
+      {.name = "index_put_rows_broadcast_values_negative_index",
+       .inputs = {{5, 3}, ids({2}, {-1, 1}), {3}},
+       .run = [](const Inputs& x) { return F::index_put(x[0], {x[1]}, x[2]); }},
+      {.name = "index_put_two_indices_broadcast",
+       .inputs = {{4, 3, 2}, ids({2, 1}, {3, 0}), ids({1, 2}, {2, 1}), {2, 2, 2}},
+       .run = [](const Inputs& x) { return F::index_put(x[0], {x[1], x[2]}, x[3]); }},
+      {.name = "index_put_accumulate_repeated",
+       .inputs = {{4, 3}, ids({4}, {1, 3, 1, 1}), {4, 1}},
+       .run = [](const Inputs& x) { return F::index_put(x[0], {x[1]}, x[2], {.accumulate = true}); }},
+      {.name = "index_put_all_dims_accumulate",
+       .inputs = {{3, 4}, ids({3}, {2, 0, 2}), ids({3}, {1, 3, 1}), {3}},
+       .run = [](const Inputs& x) { return F::index_put(x[0], {x[1], x[2]}, x[3], {.accumulate = true}); }},
   };
 }
 

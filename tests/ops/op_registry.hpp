@@ -147,12 +147,12 @@ constexpr SecondOrder second_order(mg::OpKind op) {
     case K::transpose: case K::permute: case K::narrow: case K::squeeze: case K::unsqueeze:
     case K::broadcast_to: case K::concat: case K::stack: case K::astype: case K::cumsum: case K::topk:
     case K::sort: case K::dropout: case K::embedding: case K::index_select: case K::gather: case K::scatter_add:
+    case K::index_put:
     case K::max: case K::min: case K::avg_pool2d: case K::adaptive_avg_pool2d: case K::upsample_nearest:
     case K::upsample_bilinear: case K::batch_norm: case K::pad: case K::avg_pool1d: case K::avg_pool3d:
+    case K::max_pool2d: case K::max_pool1d: case K::max_pool3d: case K::prod: case K::conv2d: case K::conv1d:
+    case K::conv_transpose2d:
       return SecondOrder::twice_differentiable;
-    case K::prod: case K::conv2d: case K::conv1d: case K::conv_transpose2d: case K::max_pool2d: case K::max_pool1d:
-    case K::max_pool3d:
-      return SecondOrder::not_twice_differentiable;
     case K::compare: case K::argmax:
       return SecondOrder::no_gradient;
     default:

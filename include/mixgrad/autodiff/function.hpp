@@ -37,8 +37,10 @@
 //   once for each output that receives a gradient, with that output's
 //   gradient and zeros for the others (PyTorch's default,
 //   materialize_grads). A single-output function — the usual case — runs its
-//   backward once. Backward's ops are not recorded (no higher-order
-//   gradients through custom functions).
+//   backward once. In a recorded backward (create_graph, nested managers)
+//   backward's F:: ops are recorded like any op, so the function is
+//   differentiable again when they are; set `once_differentiable` when it
+//   is not.
 // - The function object is shared by the tape until the backward (or the
 //   end of the recording) releases it; apply() the same object only once per
 //   recording if its members hold per-call state.
@@ -83,6 +85,13 @@ class Function {
   /// When set and autocast is active at apply(): forward runs with autocast
   /// off and its floating (non-float64) inputs cast to this dtype.
   std::optional<DType> cast_inputs;
+
+  /// PyTorch's `@once_differentiable`: backward runs unrecorded even in a
+  /// recorded backward (create_graph, nested managers), and a later backward
+  /// that would differentiate through its gradients throws StateError naming
+  /// the function, instead of missing their second-order term. For backwards
+  /// written with raw kernels or host code.
+  bool once_differentiable = false;
 };
 
 /// Runs `fn->forward(inputs)` and records it as one op (one tape node per

@@ -16,6 +16,7 @@
 
 #include "backend/cpu/map_loop.hpp"
 #include "backend/elementwise.hpp"
+#include "backend/elementwise_tables.hpp"
 #include "kernels/binary.hpp"
 #include "kernels/unary.hpp"
 
@@ -76,42 +77,15 @@ void unary_grad_kernel(const Tensor& grad, const Tensor& saved, const Tensor& dx
 }
 
 template <template <class> class F>
-struct UnaryEntry {
-  static constexpr UnaryFn forward = &unary_kernel<F>;
-  static constexpr UnaryGradFn backward = &unary_grad_kernel<F>;
+struct UnaryForward {
+  static constexpr UnaryFn fn = &unary_kernel<F>;
 };
-
-// In UnaryOp's order.
-constexpr std::array<UnaryFn, static_cast<size_t>(UnaryOp::kCount)> kUnary = {
-    UnaryEntry<kernels::Neg>::forward,     UnaryEntry<kernels::Exp>::forward,   UnaryEntry<kernels::Log>::forward,
-    UnaryEntry<kernels::Sqrt>::forward,    UnaryEntry<kernels::Rsqrt>::forward, UnaryEntry<kernels::Abs>::forward,
-    UnaryEntry<kernels::Clamp>::forward,   UnaryEntry<kernels::Relu>::forward,  UnaryEntry<kernels::LeakyRelu>::forward,
-    UnaryEntry<kernels::Gelu>::forward,    UnaryEntry<kernels::Sigmoid>::forward, UnaryEntry<kernels::Tanh>::forward,
-    UnaryEntry<kernels::Silu>::forward,      UnaryEntry<kernels::Sin>::forward,   UnaryEntry<kernels::Cos>::forward,
-    UnaryEntry<kernels::Tan>::forward,       UnaryEntry<kernels::Log1p>::forward, UnaryEntry<kernels::Expm1>::forward,
-    UnaryEntry<kernels::Erf>::forward,       UnaryEntry<kernels::Softplus>::forward, UnaryEntry<kernels::Hardswish>::forward,
-    UnaryEntry<kernels::Mish>::forward,
+template <template <class> class F>
+struct UnaryBackward {
+  static constexpr UnaryGradFn fn = &unary_grad_kernel<F>;
 };
-constexpr std::array<UnaryGradFn, static_cast<size_t>(UnaryOp::kCount)> kUnaryGrad = {
-    UnaryEntry<kernels::Neg>::backward,     UnaryEntry<kernels::Exp>::backward,   UnaryEntry<kernels::Log>::backward,
-    UnaryEntry<kernels::Sqrt>::backward,    UnaryEntry<kernels::Rsqrt>::backward, UnaryEntry<kernels::Abs>::backward,
-    UnaryEntry<kernels::Clamp>::backward,   UnaryEntry<kernels::Relu>::backward,  UnaryEntry<kernels::LeakyRelu>::backward,
-    UnaryEntry<kernels::Gelu>::backward,    UnaryEntry<kernels::Sigmoid>::backward, UnaryEntry<kernels::Tanh>::backward,
-    UnaryEntry<kernels::Silu>::backward,      UnaryEntry<kernels::Sin>::backward,   UnaryEntry<kernels::Cos>::backward,
-    UnaryEntry<kernels::Tan>::backward,       UnaryEntry<kernels::Log1p>::backward, UnaryEntry<kernels::Expm1>::backward,
-    UnaryEntry<kernels::Erf>::backward,       UnaryEntry<kernels::Softplus>::backward, UnaryEntry<kernels::Hardswish>::backward,
-    UnaryEntry<kernels::Mish>::backward,
-};
-
-// std::array zero-fills missing initialisers: a UnaryOp added without its
-// table entries would otherwise be a null call at run time.
-template <class Table>
-constexpr bool all_set(const Table& table) {
-  for (auto fn : table)
-    if (fn == nullptr) return false;
-  return true;
-}
-static_assert(all_set(kUnary) && all_set(kUnaryGrad), "every UnaryOp needs a forward and a backward entry");
+constexpr auto kUnary = elementwise_tables::unary<UnaryForward>();
+constexpr auto kUnaryGrad = elementwise_tables::unary<UnaryBackward>();
 
 // ---- binary ----------------------------------------------------------------
 
@@ -128,11 +102,11 @@ void binary_kernel(const Operand& a, const Operand& b, const Tensor& out) {
   });
 }
 
-constexpr std::array<BinaryFn, static_cast<size_t>(BinaryOp::kCount)> kBinary = {
-    &binary_kernel<kernels::Add>, &binary_kernel<kernels::Sub>,     &binary_kernel<kernels::Mul>,
-    &binary_kernel<kernels::Div>, &binary_kernel<kernels::Pow>,     &binary_kernel<kernels::Maximum>,
-    &binary_kernel<kernels::Minimum>,
+template <template <class> class F>
+struct BinaryEntry {
+  static constexpr BinaryFn fn = &binary_kernel<F>;
 };
+constexpr auto kBinary = elementwise_tables::binary<BinaryEntry>();
 
 // Gradient functors are floating-only: integer tensors have no gradients.
 template <template <class> class F>
@@ -143,11 +117,11 @@ void binary_grad_kernel(const Tensor& grad, const Operand& x, const Operand& y, 
 }
 
 using BinaryGradFn = void (*)(const Tensor&, const Operand&, const Operand&, const Tensor&);
-constexpr std::array<BinaryGradFn, static_cast<size_t>(BinaryGradOp::kCount)> kBinaryGrad = {
-    &binary_grad_kernel<kernels::DivGradDivisor>, &binary_grad_kernel<kernels::PowGradBase>,
-    &binary_grad_kernel<kernels::PowGradExponent>, &binary_grad_kernel<kernels::MaximumGrad>,
-    &binary_grad_kernel<kernels::MinimumGrad>,
+template <template <class> class F>
+struct BinaryGradEntry {
+  static constexpr BinaryGradFn fn = &binary_grad_kernel<F>;
 };
+constexpr auto kBinaryGrad = elementwise_tables::binary_grad<BinaryGradEntry>();
 
 // ---- comparisons -----------------------------------------------------------
 
@@ -163,10 +137,11 @@ void compare_kernel(const Operand& a, const Operand& b, const Tensor& out) {
 }
 
 using CompareFn = void (*)(const Operand&, const Operand&, const Tensor&);
-constexpr std::array<CompareFn, static_cast<size_t>(CompareOp::kCount)> kCompare = {
-    &compare_kernel<kernels::Equal>,   &compare_kernel<kernels::NotEqual>, &compare_kernel<kernels::Less>,
-    &compare_kernel<kernels::LessEqual>, &compare_kernel<kernels::Greater>, &compare_kernel<kernels::GreaterEqual>,
+template <template <class> class F>
+struct CompareEntry {
+  static constexpr CompareFn fn = &compare_kernel<F>;
 };
+constexpr auto kCompare = elementwise_tables::compare<CompareEntry>();
 
 // ---- where -----------------------------------------------------------------
 

@@ -165,6 +165,34 @@ void scatter_add(const Tensor& src, int axis, const Tensor& index, const Tensor&
   });
 }
 
+// Rows in index order (a repeated destination row keeps the last one, or
+// sums them all with accumulate); the work inside a row is split across
+// threads, never the row order, so the result is the same on every run.
+void index_put(const Tensor& values, const Tensor& rows, bool accumulate, const Tensor& out) {
+  const int64_t m_count = rows.numel();
+  const int64_t inner = m_count == 0 ? 0 : values.numel() / m_count;
+  const int64_t* idx = rows.data<int64_t>();
+  if (!accumulate) {
+    const size_t row_bytes = static_cast<size_t>(inner) * element_size(out.dtype());
+    const auto* pv = static_cast<const std::byte*>(values.raw_data());
+    auto* po = static_cast<std::byte*>(out.raw_data());
+    for (int64_t m = 0; m < m_count; ++m)
+      std::memcpy(po + static_cast<size_t>(idx[m]) * row_bytes, pv + static_cast<size_t>(m) * row_bytes, row_bytes);
+    return;
+  }
+  visit_dtype(out.dtype(), [&]<class T>() {
+    const T* pv = values.data<T>();
+    T* po = static_cast<T*>(out.raw_data());
+    for_blocks(1, inner, values.numel(), [&](int64_t, int64_t i0, int64_t i1) {
+      for (int64_t m = 0; m < m_count; ++m) {
+        const T* s = pv + m * inner;
+        T* d = po + idx[m] * inner;
+        for (int64_t i = i0; i < i1; ++i) d[i] = cast<T>(cast<acc_t<T>>(d[i]) + cast<acc_t<T>>(s[i]));
+      }
+    });
+  });
+}
+
 void cumsum(const Tensor& x, Axis3 a, bool reverse, const Tensor& out) {
   visit_floating(out.dtype(), "cumsum", [&]<class T>() {
     using C = acc_t<T>;

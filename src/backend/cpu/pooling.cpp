@@ -147,6 +147,18 @@ void fallback_avg_backward(const Tensor& gy, const Tensor& gx, Windows wh, Windo
   });
 }
 
+template <class T>
+void fallback_max_gather(const Tensor& gx, const int32_t* argmax, const Tensor& gy) {
+  const Planes pl = planes(gx, gy);
+  const T* in = static_cast<const T*>(gx.raw_data());
+  T* out = static_cast<T*>(gy.raw_data());
+  kernels::parallel_for(pl.count, plane_grain(pl, 1), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c)
+      for (int64_t o = c * pl.oh * pl.ow; o < (c + 1) * pl.oh * pl.ow; ++o)
+        out[o] = argmax[o] >= 0 ? in[c * pl.h * pl.w + argmax[o]] : kernels::cast<T>(0.0f);
+  });
+}
+
 // Adaptive pooling whose windows tile the input evenly, as a plain avg pool.
 bool even_tiling(const Tensor& x, const Tensor& y, Pool2dParams& p) {
   const int64_t h = x.shape()[2], w = x.shape()[3], oh = y.shape()[2], ow = y.shape()[3];
@@ -203,6 +215,25 @@ void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Ten
   }
   visit_floating(gx.dtype(), "max_pool2d",
                  [&]<class T>() { fallback_max_backward<T>(gy, static_cast<const int32_t*>(ws.data.raw_data()), gx); });
+}
+
+MaxPoolWorkspace max_pool2d_argmax(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
+  MaxPoolWorkspace ws;
+  ws.kind = MaxPoolWorkspace::Kind::argmax;
+  ws.data = empty(y.shape(), DType::int32, y.device());
+  ws.compute_dtype = y.dtype();
+  if (y.numel() == 0) return ws;
+  visit_floating(y.dtype(), "max_pool2d",
+                 [&]<class T>() { fallback_max_forward<T>(x, y, p, static_cast<int32_t*>(ws.data.raw_data())); });
+  return ws;
+}
+
+void max_pool2d_gather(const Tensor& gx, const MaxPoolWorkspace& ws, const Tensor& gy) {
+  if (gy.numel() == 0) return;
+  if (ws.kind != MaxPoolWorkspace::Kind::argmax)
+    throw Error("max_pool2d: gathering a gradient needs the argmax workspace (max_pool2d_argmax)");
+  visit_floating(gy.dtype(), "max_pool2d",
+                 [&]<class T>() { fallback_max_gather<T>(gx, static_cast<const int32_t*>(ws.data.raw_data()), gy); });
 }
 
 void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
