@@ -1,6 +1,8 @@
 // Built when the CUDA backend is not: every CUDA request is a clear error.
 // No allocator is registered for DeviceType::cuda, so a CUDA storage is a
 // DeviceError from Storage itself.
+#include <cstddef>
+
 #include "backend/dispatch.hpp"
 #include "mixgrad/cuda.hpp"
 
@@ -32,3 +34,13 @@ MemoryStats memory_stats(int) { no_device("cuda::memory_stats"); }
 void reset_peak_memory_stats(int) { no_device("cuda::reset_peak_memory_stats"); }
 
 }  // namespace mixgrad::cuda
+
+namespace mixgrad::backend::cuda {
+
+// The device tests link in builds without CUDA too (they exit 77 there):
+// without a device no staging buffer is ever held. (Declared in
+// backend/cuda/pinned.hpp, which needs the CUDA headers.)
+std::size_t staging_pool_bytes(int);
+std::size_t staging_pool_bytes(int) { return 0; }
+
+}  // namespace mixgrad::backend::cuda
