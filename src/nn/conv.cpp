@@ -1,4 +1,13 @@
+// The convolution modules share one description of their geometry (ConvSpec,
+// with Conv1d's as a single spatial dimension): the constructor's validation
+// and weight shape, forward's input check and describe() all read it, so the
+// modules differ only in which F:: op they call.
 #include "mixgrad/nn/conv.hpp"
+
+#include <array>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "core/sizes.hpp"
 #include "mixgrad/ops/nn.hpp"
@@ -8,130 +17,167 @@
 namespace mixgrad::nn {
 
 namespace {
-std::string pair_str(Size2 s) { return "(" + std::to_string(s.h) + ", " + std::to_string(s.w) + ")"; }
+
+using Dims = std::array<int64_t, 2>;  // the first `rank` entries count
+
+struct ConvSpec {
+  const char* name;
+  int64_t in, out;
+  int rank;  // spatial dimensions: 1 (Conv1d) or 2
+  Dims kernel, stride, padding, dilation, output_padding;
+  int64_t groups;
+  bool transposed;  // weight [in, out / groups, k...]; output_padding applies
+};
+
+Dims dims(Size2 s) { return {s.h, s.w}; }
+Dims dims(int64_t v) { return {v, 0}; }
+
+ConvSpec spec_of(int64_t in, int64_t out, Size2 k, const Conv2dOptions& o) {
+  return {"Conv2d", in, out, 2, dims(k), dims(o.stride), dims(o.padding), dims(o.dilation), {0, 0}, o.groups, false};
+}
+
+ConvSpec spec_of(int64_t in, int64_t out, int64_t k, const Conv1dOptions& o) {
+  return {"Conv1d", in, out, 1, dims(k), dims(o.stride), dims(o.padding), dims(o.dilation), {0, 0}, o.groups, false};
+}
+
+ConvSpec spec_of(int64_t in, int64_t out, Size2 k, const ConvTranspose2dOptions& o) {
+  return {"ConvTranspose2d", in, out, 2, dims(k), dims(o.stride), dims(o.padding), dims(o.dilation),
+          dims(o.output_padding), o.groups, true};
+}
+
+// "3" for one dimension, "(3, 3)" for two.
+std::string str(const ConvSpec& s, const Dims& d) {
+  if (s.rank == 1) return std::to_string(d[0]);
+  return "(" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ")";
+}
+
+bool any_below(const ConvSpec& s, const Dims& d, int64_t least) {
+  for (int i = 0; i < s.rank; ++i)
+    if (d[static_cast<size_t>(i)] < least) return true;
+  return false;
+}
+
+bool any_other_than(const ConvSpec& s, const Dims& d, int64_t v) {
+  for (int i = 0; i < s.rank; ++i)
+    if (d[static_cast<size_t>(i)] != v) return true;
+  return false;
+}
+
+// Every extent of `d` below the matching one of `bound`.
+bool all_below(const ConvSpec& s, const Dims& d, const Dims& bound) {
+  for (int i = 0; i < s.rank; ++i)
+    if (d[static_cast<size_t>(i)] >= bound[static_cast<size_t>(i)]) return false;
+  return true;
+}
+
+Shape weight_shape(const ConvSpec& s) {
+  std::vector<int64_t> w = s.transposed ? std::vector<int64_t>{s.in, s.out / s.groups}
+                                        : std::vector<int64_t>{s.out, s.in / s.groups};
+  w.insert(w.end(), s.kernel.begin(), s.kernel.begin() + s.rank);
+  return Shape(w);
+}
+
+// ValueError naming the module for a geometry no convolution has.
+void validate(const ConvSpec& s) {
+  auto bad = [&](const std::string& what) {
+    throw ValueError(std::string(s.name) + "(" + std::to_string(s.in) + ", " + std::to_string(s.out) +
+                     ", kernel_size=" + str(s, s.kernel) + "): " + what);
+  };
+  if (s.in < 1 || s.out < 1) bad("channels must be >= 1");
+  if (any_below(s, s.kernel, 1)) bad("kernel_size must be >= 1");
+  if (any_below(s, s.stride, 1)) bad("stride must be >= 1, got " + str(s, s.stride));
+  if (any_below(s, s.dilation, 1)) bad("dilation must be >= 1, got " + str(s, s.dilation));
+  if (any_below(s, s.padding, 0)) bad("padding must be >= 0, got " + str(s, s.padding));
+  if (s.transposed && (any_below(s, s.output_padding, 0) || !all_below(s, s.output_padding, s.stride)))
+    bad("output_padding " + str(s, s.output_padding) + " must lie in [0, stride " + str(s, s.stride) + ")");
+  if (s.groups < 1 || s.in % s.groups != 0 || s.out % s.groups != 0)
+    bad("groups = " + std::to_string(s.groups) + " must divide both channel counts");
+  sizes::nbytes(weight_shape(s), DType::float32, s.name);
+}
+
+std::string describe_spec(const ConvSpec& s, bool has_bias) {
+  std::string d = std::string(s.name) + "(" + std::to_string(s.in) + ", " + std::to_string(s.out) +
+                  ", kernel_size=" + str(s, s.kernel) + ", stride=" + str(s, s.stride);
+  if (any_other_than(s, s.padding, 0)) d += ", padding=" + str(s, s.padding);
+  if (s.transposed && any_other_than(s, s.output_padding, 0)) d += ", output_padding=" + str(s, s.output_padding);
+  if (any_other_than(s, s.dilation, 1)) d += ", dilation=" + str(s, s.dilation);
+  if (s.groups != 1) d += ", groups=" + std::to_string(s.groups);
+  if (!has_bias) d += ", bias=false";
+  return d + ")";
+}
+
+// x, after a ShapeError unless it is [N, in, L] (one spatial dimension) or [N, in, H, W].
+const Tensor& checked_input(const ConvSpec& s, const Tensor& x, const Tensor& bias) {
+  ops::check_defined(s.name, {&x});
+  if (x.ndim() != 2 + s.rank || x.shape()[1] != s.in)
+    throw ShapeError(describe_spec(s, bias.defined()) + ": expected input [N, " + std::to_string(s.in) +
+                     (s.rank == 1 ? ", L]" : ", H, W]") + ", got " + ops::describe(x));
+  return x;
+}
+
+// Validates s, then the weight and (with `bias`) the bias, registered by
+// `reg` and initialised as PyTorch does.
+template <class Register>
+std::pair<Tensor, Tensor> make_parameters(const ConvSpec& s, bool bias, Register reg) {
+  validate(s);
+  Tensor w = reg("weight", empty(weight_shape(s)));
+  Tensor b = bias ? reg("bias", empty({s.out})) : Tensor();
+  detail::reset_weight_and_bias(w, b);
+  return {w, b};
+}
+
+template <class FOptions, class Options>
+FOptions op_options(const Options& o) {
+  return {.stride = o.stride, .padding = o.padding, .dilation = o.dilation, .groups = o.groups};
+}
+
+F::ConvTranspose2dOptions op_options(const ConvTranspose2dOptions& o) {
+  return {.stride = o.stride, .padding = o.padding, .output_padding = o.output_padding, .dilation = o.dilation,
+          .groups = o.groups};
+}
+
 }  // namespace
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, const Conv2dOptions& options)
     : in_(in_channels), out_(out_channels), kernel_(kernel_size), options_(options) {
-  const auto& o = options_;
-  auto bad = [&](const std::string& what) {
-    throw ValueError("Conv2d(" + std::to_string(in_) + ", " + std::to_string(out_) + ", kernel_size=" +
-                     pair_str(kernel_) + "): " + what);
-  };
-  if (in_ < 1 || out_ < 1) bad("channels must be >= 1");
-  if (kernel_.h < 1 || kernel_.w < 1) bad("kernel_size must be >= 1");
-  if (o.stride.h < 1 || o.stride.w < 1) bad("stride must be >= 1, got " + pair_str(o.stride));
-  if (o.dilation.h < 1 || o.dilation.w < 1) bad("dilation must be >= 1, got " + pair_str(o.dilation));
-  if (o.padding.h < 0 || o.padding.w < 0) bad("padding must be >= 0, got " + pair_str(o.padding));
-  if (o.groups < 1 || in_ % o.groups != 0 || out_ % o.groups != 0)
-    bad("groups = " + std::to_string(o.groups) + " must divide both channel counts");
-  sizes::nbytes(Shape{out_, in_ / o.groups, kernel_.h, kernel_.w}, DType::float32, "Conv2d");
-  weight_ = register_parameter("weight", empty({out_, in_ / o.groups, kernel_.h, kernel_.w}));
-  if (o.bias) bias_ = register_parameter("bias", empty({out_}));
-  detail::reset_weight_and_bias(weight_, bias_);
+  std::tie(weight_, bias_) = make_parameters(spec_of(in_, out_, kernel_, options_), options_.bias,
+                                             [this](const char* n, Tensor t) { return register_parameter(n, t); });
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
-  ops::check_defined("Conv2d", {&x});
-  if (x.ndim() != 4 || x.shape()[1] != in_)
-    throw ShapeError(describe() + ": expected input [N, " + std::to_string(in_) + ", H, W], got " + ops::describe(x));
-  return F::conv2d(x, weight_, bias_,
-                   {.stride = options_.stride, .padding = options_.padding, .dilation = options_.dilation,
-                    .groups = options_.groups});
+  const Tensor& in = checked_input(spec_of(in_, out_, kernel_, options_), x, bias_);
+  return F::conv2d(in, weight_, bias_, op_options<F::Conv2dOptions>(options_));
 }
 
-std::string Conv2d::describe() const {
-  std::string s = "Conv2d(" + std::to_string(in_) + ", " + std::to_string(out_) + ", kernel_size=" + pair_str(kernel_) +
-                  ", stride=" + pair_str(options_.stride);
-  if (options_.padding != Size2(0)) s += ", padding=" + pair_str(options_.padding);
-  if (options_.dilation != Size2(1)) s += ", dilation=" + pair_str(options_.dilation);
-  if (options_.groups != 1) s += ", groups=" + std::to_string(options_.groups);
-  if (!bias_.defined()) s += ", bias=false";
-  return s + ")";
-}
+std::string Conv2d::describe() const { return describe_spec(spec_of(in_, out_, kernel_, options_), bias_.defined()); }
 
 Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, const Conv1dOptions& options)
     : in_(in_channels), out_(out_channels), kernel_(kernel_size), options_(options) {
-  const auto& o = options_;
-  auto bad = [&](const std::string& what) {
-    throw ValueError("Conv1d(" + std::to_string(in_) + ", " + std::to_string(out_) +
-                     ", kernel_size=" + std::to_string(kernel_) + "): " + what);
-  };
-  if (in_ < 1 || out_ < 1) bad("channels must be >= 1");
-  if (kernel_ < 1) bad("kernel_size must be >= 1");
-  if (o.stride < 1) bad("stride must be >= 1, got " + std::to_string(o.stride));
-  if (o.dilation < 1) bad("dilation must be >= 1, got " + std::to_string(o.dilation));
-  if (o.padding < 0) bad("padding must be >= 0, got " + std::to_string(o.padding));
-  if (o.groups < 1 || in_ % o.groups != 0 || out_ % o.groups != 0)
-    bad("groups = " + std::to_string(o.groups) + " must divide both channel counts");
-  sizes::nbytes(Shape{out_, in_ / o.groups, kernel_}, DType::float32, "Conv1d");
-  weight_ = register_parameter("weight", empty({out_, in_ / o.groups, kernel_}));
-  if (o.bias) bias_ = register_parameter("bias", empty({out_}));
-  detail::reset_weight_and_bias(weight_, bias_);
+  std::tie(weight_, bias_) = make_parameters(spec_of(in_, out_, kernel_, options_), options_.bias,
+                                             [this](const char* n, Tensor t) { return register_parameter(n, t); });
 }
 
 Tensor Conv1d::forward(const Tensor& x) {
-  ops::check_defined("Conv1d", {&x});
-  if (x.ndim() != 3 || x.shape()[1] != in_)
-    throw ShapeError(describe() + ": expected input [N, " + std::to_string(in_) + ", L], got " + ops::describe(x));
-  return F::conv1d(x, weight_, bias_,
-                   {.stride = options_.stride, .padding = options_.padding, .dilation = options_.dilation,
-                    .groups = options_.groups});
+  const Tensor& in = checked_input(spec_of(in_, out_, kernel_, options_), x, bias_);
+  return F::conv1d(in, weight_, bias_, op_options<F::Conv1dOptions>(options_));
 }
 
-std::string Conv1d::describe() const {
-  std::string s = "Conv1d(" + std::to_string(in_) + ", " + std::to_string(out_) +
-                  ", kernel_size=" + std::to_string(kernel_) + ", stride=" + std::to_string(options_.stride);
-  if (options_.padding != 0) s += ", padding=" + std::to_string(options_.padding);
-  if (options_.dilation != 1) s += ", dilation=" + std::to_string(options_.dilation);
-  if (options_.groups != 1) s += ", groups=" + std::to_string(options_.groups);
-  if (!bias_.defined()) s += ", bias=false";
-  return s + ")";
-}
+std::string Conv1d::describe() const { return describe_spec(spec_of(in_, out_, kernel_, options_), bias_.defined()); }
 
 ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size,
                                  const ConvTranspose2dOptions& options)
     : in_(in_channels), out_(out_channels), kernel_(kernel_size), options_(options) {
-  const auto& o = options_;
-  auto bad = [&](const std::string& what) {
-    throw ValueError("ConvTranspose2d(" + std::to_string(in_) + ", " + std::to_string(out_) + ", kernel_size=" +
-                     pair_str(kernel_) + "): " + what);
-  };
-  if (in_ < 1 || out_ < 1) bad("channels must be >= 1");
-  if (kernel_.h < 1 || kernel_.w < 1) bad("kernel_size must be >= 1");
-  if (o.stride.h < 1 || o.stride.w < 1) bad("stride must be >= 1, got " + pair_str(o.stride));
-  if (o.dilation.h < 1 || o.dilation.w < 1) bad("dilation must be >= 1, got " + pair_str(o.dilation));
-  if (o.padding.h < 0 || o.padding.w < 0) bad("padding must be >= 0, got " + pair_str(o.padding));
-  if (o.output_padding.h < 0 || o.output_padding.w < 0 || o.output_padding.h >= o.stride.h ||
-      o.output_padding.w >= o.stride.w)
-    bad("output_padding " + pair_str(o.output_padding) + " must lie in [0, stride " + pair_str(o.stride) + ")");
-  if (o.groups < 1 || in_ % o.groups != 0 || out_ % o.groups != 0)
-    bad("groups = " + std::to_string(o.groups) + " must divide both channel counts");
-  sizes::nbytes(Shape{in_, out_ / o.groups, kernel_.h, kernel_.w}, DType::float32, "ConvTranspose2d");
-  weight_ = register_parameter("weight", empty({in_, out_ / o.groups, kernel_.h, kernel_.w}));
-  if (o.bias) bias_ = register_parameter("bias", empty({out_}));
-  detail::reset_weight_and_bias(weight_, bias_);
+  std::tie(weight_, bias_) = make_parameters(spec_of(in_, out_, kernel_, options_), options_.bias,
+                                             [this](const char* n, Tensor t) { return register_parameter(n, t); });
 }
 
 Tensor ConvTranspose2d::forward(const Tensor& x) {
-  ops::check_defined("ConvTranspose2d", {&x});
-  if (x.ndim() != 4 || x.shape()[1] != in_)
-    throw ShapeError(describe() + ": expected input [N, " + std::to_string(in_) + ", H, W], got " + ops::describe(x));
-  return F::conv_transpose2d(x, weight_, bias_,
-                             {.stride = options_.stride, .padding = options_.padding,
-                              .output_padding = options_.output_padding, .dilation = options_.dilation,
-                              .groups = options_.groups});
+  const Tensor& in = checked_input(spec_of(in_, out_, kernel_, options_), x, bias_);
+  return F::conv_transpose2d(in, weight_, bias_, op_options(options_));
 }
 
 std::string ConvTranspose2d::describe() const {
-  std::string s = "ConvTranspose2d(" + std::to_string(in_) + ", " + std::to_string(out_) +
-                  ", kernel_size=" + pair_str(kernel_) + ", stride=" + pair_str(options_.stride);
-  if (options_.padding != Size2(0)) s += ", padding=" + pair_str(options_.padding);
-  if (options_.output_padding != Size2(0)) s += ", output_padding=" + pair_str(options_.output_padding);
-  if (options_.dilation != Size2(1)) s += ", dilation=" + pair_str(options_.dilation);
-  if (options_.groups != 1) s += ", groups=" + std::to_string(options_.groups);
-  if (!bias_.defined()) s += ", bias=false";
-  return s + ")";
+  return describe_spec(spec_of(in_, out_, kernel_, options_), bias_.defined());
 }
 
 }  // namespace mixgrad::nn
