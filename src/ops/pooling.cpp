@@ -209,7 +209,91 @@ Pool3dPlan pool3d_plan(const char* op, const Tensor& x, const Pool3dOptions& o) 
   return plan;
 }
 
+// A 3-d pooling's two 2-d passes (Pool3dPlan) for max pooling: their
+// workspaces for the ordinary backward, and the input, from which a recorded
+// backward finds the maxima again (see run_max_pool).
+struct MaxPasses {
+  using Workspace = backend::MaxPoolWorkspace;
+  Tensor x;
+  Workspace hw, depth;
+
+  static MaxPasses keep(const Tensor& x, const Pool3dOptions&) { return {x, {}, {}}; }
+  static Workspace forward(const Tensor& in, const Tensor& out, const backend::Pool2dParams& p) {
+    return backend::max_pool2d_forward(in, out, p);
+  }
+  static void backward(const Tensor& gy, const Workspace& ws, const Tensor& gx, const backend::Pool2dParams& p) {
+    backend::max_pool2d_backward(gy, ws, gx, p);
+  }
+  const Shape& x_shape() const { return x.shape(); }
+  DType dtype() const { return x.dtype(); }
+  Tensor recorded_grad(const Tensor& g, const Pool3dPlan& plan) const {
+    Tensor mid_again;
+    const ArgmaxPtr hw_map = argmax_map(x, x.shape(), plan.x4, plan.mid, plan.mid, plan.hw, &mid_again);
+    const ArgmaxPtr depth_map = argmax_map(mid_again, plan.mid, plan.mid4, plan.y, plan.y4, plan.depth);
+    return scatter_to_argmax(scatter_to_argmax(g, depth_map), hw_map);
+  }
+};
+
+// The same for average pooling, whose gradient is linear: it keeps only the
+// input's shape and dtype, and records its backward as avg_pool3d's adjoint.
+struct AvgPasses {
+  struct Workspace {};
+  Shape shape;
+  DType dt;
+  Pool3dOptions options;
+  Workspace hw, depth;
+
+  static AvgPasses keep(const Tensor& x, const Pool3dOptions& o) { return {x.shape(), x.dtype(), o, {}, {}}; }
+  static Workspace forward(const Tensor& in, const Tensor& out, const backend::Pool2dParams& p) {
+    backend::avg_pool2d_forward(in, out, p);
+    return {};
+  }
+  static void backward(const Tensor& gy, const Workspace&, const Tensor& gx, const backend::Pool2dParams& p) {
+    backend::avg_pool2d_backward(gy, gx, p);
+  }
+  const Shape& x_shape() const { return shape; }
+  DType dtype() const { return dt; }
+  Tensor recorded_grad(const Tensor& g, const Pool3dPlan& plan) const;
+};
+
+// The gradient of both passes, the depth pass's first.
+template <class Passes>
+Tensor pool3d_backward(const Passes& passes, const Tensor& g, const Pool3dPlan& plan) {
+  const DType dt = passes.dtype();
+  Tensor g_mid = empty(plan.mid, dt, g.device());
+  Passes::backward(as_shape(ops::dense(g, dt), plan.y4), passes.depth, as_shape(g_mid, plan.mid4), plan.depth);
+  Tensor gx = empty(passes.x_shape(), dt, g.device());
+  Passes::backward(g_mid, passes.hw, as_shape(gx, plan.x4), plan.hw);
+  return gx;
+}
+
+Tensor AvgPasses::recorded_grad(const Tensor& g, const Pool3dPlan& plan) const {
+  Tensor gx = pool3d_backward(*this, g, plan);
+  ops::record_linear_grad(g, gx, [o = options](const Tensor& gg) { return avg_pool3d(gg, o); });
+  return gx;
+}
+
+// Validation, autocast, the two passes and the tape entry of a 3-d pooling.
+template <class Passes>
+Tensor pool3d(OpKind op, const char* name, const Tensor& x_in, const Pool3dOptions& options) {
+  const Pool3dPlan plan = pool3d_plan(name, x_in, options);
+  Tensor x = x_in;
+  amp::autocast_inputs(op, {&x});
+  sizes::nbytes(plan.mid, x.dtype(), name);
+  sizes::nbytes(plan.y, x.dtype(), name);
+  Tensor mid = empty(plan.mid, x.dtype(), x.device());
+  Tensor y = empty(plan.y, x.dtype(), x.device());
+  Passes passes = Passes::keep(x, options);
+  passes.hw = Passes::forward(as_shape(ops::dense(x), plan.x4), mid, plan.hw);
+  passes.depth = Passes::forward(as_shape(mid, plan.mid4), as_shape(y, plan.y4), plan.depth);
+  autodiff::record({&x}, y, [passes, plan](const Tensor& g, autodiff::InputGrads& gi) {
+    gi.set(0, gi.create_graph() ? passes.recorded_grad(g, plan) : pool3d_backward(passes, g, plan));
+  });
+  return y;
+}
+
 }  // namespace
+
 
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
   check_4d("max_pool2d", x);
@@ -268,56 +352,12 @@ Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
   return y;
 }
 
-Tensor max_pool3d(const Tensor& x_in, const Pool3dOptions& options) {
-  const Pool3dPlan plan = pool3d_plan("max_pool3d", x_in, options);
-  Tensor x = x_in;
-  amp::autocast_inputs(OpKind::max_pool3d, {&x});
-  sizes::nbytes(plan.mid, x.dtype(), "max_pool3d");
-  sizes::nbytes(plan.y, x.dtype(), "max_pool3d");
-  Tensor mid = empty(plan.mid, x.dtype(), x.device());
-  Tensor y = empty(plan.y, x.dtype(), x.device());
-  const backend::MaxPoolWorkspace ws_hw = backend::max_pool2d_forward(as_shape(ops::dense(x), plan.x4), mid, plan.hw);
-  const backend::MaxPoolWorkspace ws_d =
-      backend::max_pool2d_forward(as_shape(mid, plan.mid4), as_shape(y, plan.y4), plan.depth);
-  autodiff::record({&x}, y, [ws_hw, ws_d, plan, x](const Tensor& g, autodiff::InputGrads& gi) {
-    if (gi.create_graph()) {
-      Tensor mid_again;
-      const ArgmaxPtr hw = argmax_map(x, x.shape(), plan.x4, plan.mid, plan.mid, plan.hw, &mid_again);
-      const ArgmaxPtr depth = argmax_map(mid_again, plan.mid, plan.mid4, plan.y, plan.y4, plan.depth);
-      gi.set(0, scatter_to_argmax(scatter_to_argmax(g, depth), hw));
-      return;
-    }
-    const DType dt = x.dtype();
-    Tensor g_mid = empty(plan.mid, dt, g.device());
-    backend::max_pool2d_backward(as_shape(ops::dense(g, dt), plan.y4), ws_d, as_shape(g_mid, plan.mid4), plan.depth);
-    Tensor gx = empty(x.shape(), dt, g.device());
-    backend::max_pool2d_backward(g_mid, ws_hw, as_shape(gx, plan.x4), plan.hw);
-    gi.set(0, gx);
-  });
-  return y;
+Tensor max_pool3d(const Tensor& x, const Pool3dOptions& options) {
+  return pool3d<MaxPasses>(OpKind::max_pool3d, "max_pool3d", x, options);
 }
 
-Tensor avg_pool3d(const Tensor& x_in, const Pool3dOptions& options) {
-  const Pool3dPlan plan = pool3d_plan("avg_pool3d", x_in, options);
-  Tensor x = x_in;
-  amp::autocast_inputs(OpKind::avg_pool3d, {&x});
-  sizes::nbytes(plan.mid, x.dtype(), "avg_pool3d");
-  sizes::nbytes(plan.y, x.dtype(), "avg_pool3d");
-  Tensor mid = empty(plan.mid, x.dtype(), x.device());
-  Tensor y = empty(plan.y, x.dtype(), x.device());
-  backend::avg_pool2d_forward(as_shape(ops::dense(x), plan.x4), mid, plan.hw);
-  backend::avg_pool2d_forward(as_shape(mid, plan.mid4), as_shape(y, plan.y4), plan.depth);
-  autodiff::record({&x}, y, [plan, options, x_shape = x.shape(), dt = x.dtype()](const Tensor& g,
-                                                                                  autodiff::InputGrads& gi) {
-    Tensor g_mid = empty(plan.mid, dt, g.device());
-    backend::avg_pool2d_backward(as_shape(ops::dense(g, dt), plan.y4), as_shape(g_mid, plan.mid4), plan.depth);
-    Tensor gx = empty(x_shape, dt, g.device());
-    backend::avg_pool2d_backward(g_mid, as_shape(gx, plan.x4), plan.hw);
-    if (gi.create_graph())
-      ops::record_linear_grad(g, gx, [options](const Tensor& gg) { return avg_pool3d(gg, options); });
-    gi.set(0, gx);
-  });
-  return y;
+Tensor avg_pool3d(const Tensor& x, const Pool3dOptions& options) {
+  return pool3d<AvgPasses>(OpKind::avg_pool3d, "avg_pool3d", x, options);
 }
 
 }  // namespace mixgrad::F
