@@ -184,14 +184,69 @@ struct Plane2 {
   int64_t count, h, w, oh, ow;
 };
 
-template <class T, bool kLinear>
+// Nearest taps: output (oh, ow) reads one input element. A tap functor's
+// row(oh) hoists what the row shares; the row then reads (sample) or
+// accumulates into (scatter) a plane of width w at output column ow.
+template <class Acc>
+struct NearestTaps {
+  Taps<Acc> h, w;
+  NearestTaps(const Plane2& pl, const UpsampleParams& p)
+      : h(nearest_taps<Acc>(pl.h, pl.oh, p.scale_h)), w(nearest_taps<Acc>(pl.w, pl.ow, p.scale_w)) {}
+
+  struct Row {
+    int64_t off;
+    const int64_t* j;
+    template <class T>
+    T sample(const T* plane, int64_t ow) const {
+      return plane[off + j[ow]];
+    }
+    void scatter(Acc* plane, int64_t ow, Acc v) const { plane[off + j[ow]] += v; }
+  };
+  Row row(int64_t oh, int64_t width) const { return {h.i0[static_cast<size_t>(oh)] * width, w.i0.data()}; }
+};
+
+// Bilinear taps: two rows by two columns, weighted.
+template <class Acc>
+struct BilinearTaps {
+  Taps<Acc> h, w;
+  BilinearTaps(const Plane2& pl, const UpsampleParams& p)
+      : h(linear_taps<Acc>(pl.h, pl.oh, p.align_corners, p.scale_h)),
+        w(linear_taps<Acc>(pl.w, pl.ow, p.align_corners, p.scale_w)) {}
+
+  struct Row {
+    int64_t off0, off1;
+    Acc a0, a1;
+    const int64_t *j0, *j1;
+    const Acc *b0, *b1;
+    template <class T>
+    T sample(const T* plane, int64_t ow) const {
+      const T* r0 = plane + off0;
+      const T* r1 = plane + off1;
+      const int64_t c0 = j0[ow], c1 = j1[ow];
+      return cast<T>(a0 * (b0[ow] * cast<Acc>(r0[c0]) + b1[ow] * cast<Acc>(r0[c1])) +
+                     a1 * (b0[ow] * cast<Acc>(r1[c0]) + b1[ow] * cast<Acc>(r1[c1])));
+    }
+    void scatter(Acc* plane, int64_t ow, Acc v) const {
+      Acc* r0 = plane + off0;
+      Acc* r1 = plane + off1;
+      const int64_t c0 = j0[ow], c1 = j1[ow];
+      r0[c0] += a0 * b0[ow] * v;
+      r0[c1] += a0 * b1[ow] * v;
+      r1[c0] += a1 * b0[ow] * v;
+      r1[c1] += a1 * b1[ow] * v;
+    }
+  };
+  Row row(int64_t oh, int64_t width) const {
+    const auto r = static_cast<size_t>(oh);
+    return {h.i0[r] * width, h.i1[r] * width, h.w0[r], h.w1[r], w.i0.data(), w.i1.data(), w.w0.data(), w.w1.data()};
+  }
+};
+
+// x [N, C, h, w] -> y [N, C, oh, ow]: each output is its taps' sample.
+template <class T, class TapSet>
 void upsample_forward_typed(const Tensor& x, const Tensor& y, const UpsampleParams& p) {
-  using Acc = kernels::compute_t<T>;
   const Plane2 pl{x.shape()[0] * x.shape()[1], x.shape()[2], x.shape()[3], y.shape()[2], y.shape()[3]};
-  const Taps<Acc> th = kLinear ? linear_taps<Acc>(pl.h, pl.oh, p.align_corners, p.scale_h)
-                               : nearest_taps<Acc>(pl.h, pl.oh, p.scale_h);
-  const Taps<Acc> tw = kLinear ? linear_taps<Acc>(pl.w, pl.ow, p.align_corners, p.scale_w)
-                               : nearest_taps<Acc>(pl.w, pl.ow, p.scale_w);
+  const TapSet taps(pl, p);
   const T* xp = static_cast<const T*>(x.raw_data());
   T* yp = static_cast<T*>(y.raw_data());
   kernels::parallel_for(pl.count, grain_for(pl.oh * pl.ow), [&](int64_t c0, int64_t c1) {
@@ -199,37 +254,21 @@ void upsample_forward_typed(const Tensor& x, const Tensor& y, const UpsamplePara
       const T* in = xp + c * pl.h * pl.w;
       T* out = yp + c * pl.oh * pl.ow;
       for (int64_t oh = 0; oh < pl.oh; ++oh) {
-        const auto r = static_cast<size_t>(oh);
+        const auto row = taps.row(oh, pl.w);
         T* orow = out + oh * pl.ow;
-        if constexpr (kLinear) {
-          const T* r0 = in + th.i0[r] * pl.w;
-          const T* r1 = in + th.i1[r] * pl.w;
-          const Acc a0 = th.w0[r], a1 = th.w1[r];
-          for (int64_t ow = 0; ow < pl.ow; ++ow) {
-            const auto k = static_cast<size_t>(ow);
-            const int64_t j0 = tw.i0[k], j1 = tw.i1[k];
-            const Acc b0 = tw.w0[k], b1 = tw.w1[k];
-            const Acc v = a0 * (b0 * cast<Acc>(r0[j0]) + b1 * cast<Acc>(r0[j1])) +
-                          a1 * (b0 * cast<Acc>(r1[j0]) + b1 * cast<Acc>(r1[j1]));
-            orow[ow] = cast<T>(v);
-          }
-        } else {
-          const T* irow = in + th.i0[r] * pl.w;
-          for (int64_t ow = 0; ow < pl.ow; ++ow) orow[ow] = irow[tw.i0[static_cast<size_t>(ow)]];
-        }
+        for (int64_t ow = 0; ow < pl.ow; ++ow) orow[ow] = row.sample(in, ow);
       }
     }
   });
 }
 
-template <class T, bool kLinear>
+// The adjoint: each output's gradient scattered into its taps, per plane in
+// a float accumulator.
+template <class T, class TapSet>
 void upsample_backward_typed(const Tensor& gy, const Tensor& gx, const UpsampleParams& p) {
   using Acc = kernels::compute_t<T>;
   const Plane2 pl{gx.shape()[0] * gx.shape()[1], gx.shape()[2], gx.shape()[3], gy.shape()[2], gy.shape()[3]};
-  const Taps<Acc> th = kLinear ? linear_taps<Acc>(pl.h, pl.oh, p.align_corners, p.scale_h)
-                               : nearest_taps<Acc>(pl.h, pl.oh, p.scale_h);
-  const Taps<Acc> tw = kLinear ? linear_taps<Acc>(pl.w, pl.ow, p.align_corners, p.scale_w)
-                               : nearest_taps<Acc>(pl.w, pl.ow, p.scale_w);
+  const TapSet taps(pl, p);
   const T* gyp = static_cast<const T*>(gy.raw_data());
   T* gxp = static_cast<T*>(gx.raw_data());
   kernels::parallel_for(pl.count, grain_for(pl.oh * pl.ow), [&](int64_t c0, int64_t c1) {
@@ -238,25 +277,9 @@ void upsample_backward_typed(const Tensor& gy, const Tensor& gx, const UpsampleP
       std::fill(acc.begin(), acc.end(), Acc(0));
       const T* g = gyp + c * pl.oh * pl.ow;
       for (int64_t oh = 0; oh < pl.oh; ++oh) {
-        const auto r = static_cast<size_t>(oh);
+        const auto row = taps.row(oh, pl.w);
         const T* grow = g + oh * pl.ow;
-        if constexpr (kLinear) {
-          Acc* r0 = acc.data() + th.i0[r] * pl.w;
-          Acc* r1 = acc.data() + th.i1[r] * pl.w;
-          const Acc a0 = th.w0[r], a1 = th.w1[r];
-          for (int64_t ow = 0; ow < pl.ow; ++ow) {
-            const auto k = static_cast<size_t>(ow);
-            const Acc v = cast<Acc>(grow[ow]);
-            const int64_t j0 = tw.i0[k], j1 = tw.i1[k];
-            r0[j0] += a0 * tw.w0[k] * v;
-            r0[j1] += a0 * tw.w1[k] * v;
-            r1[j0] += a1 * tw.w0[k] * v;
-            r1[j1] += a1 * tw.w1[k] * v;
-          }
-        } else {
-          Acc* arow = acc.data() + th.i0[r] * pl.w;
-          for (int64_t ow = 0; ow < pl.ow; ++ow) arow[tw.i0[static_cast<size_t>(ow)]] += cast<Acc>(grow[ow]);
-        }
+        for (int64_t ow = 0; ow < pl.ow; ++ow) row.scatter(acc.data(), ow, cast<Acc>(grow[ow]));
       }
       T* out = gxp + c * pl.h * pl.w;
       for (int64_t i = 0; i < pl.h * pl.w; ++i) out[i] = cast<T>(acc[static_cast<size_t>(i)]);
@@ -281,20 +304,22 @@ void pad_backward(const Tensor& gy, const Tensor& gx, const PadParams& p) {
 void upsample2d_forward(const Tensor& x, const Tensor& y, const UpsampleParams& p) {
   if (y.numel() == 0) return;
   visit_floating(y.dtype(), "interpolate", [&]<class T>() {
+    using Acc = kernels::compute_t<T>;
     if (p.bilinear)
-      upsample_forward_typed<T, true>(x, y, p);
+      upsample_forward_typed<T, BilinearTaps<Acc>>(x, y, p);
     else
-      upsample_forward_typed<T, false>(x, y, p);
+      upsample_forward_typed<T, NearestTaps<Acc>>(x, y, p);
   });
 }
 
 void upsample2d_backward(const Tensor& gy, const Tensor& gx, const UpsampleParams& p) {
   if (gx.numel() == 0) return;
   visit_floating(gx.dtype(), "interpolate", [&]<class T>() {
+    using Acc = kernels::compute_t<T>;
     if (p.bilinear)
-      upsample_backward_typed<T, true>(gy, gx, p);
+      upsample_backward_typed<T, BilinearTaps<Acc>>(gy, gx, p);
     else
-      upsample_backward_typed<T, false>(gy, gx, p);
+      upsample_backward_typed<T, NearestTaps<Acc>>(gy, gx, p);
   });
 }
 
