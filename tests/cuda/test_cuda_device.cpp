@@ -7,11 +7,10 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstring>
 #include <vector>
 
 #include "backend/copy.hpp"
+#include "device_test_support.hpp"
 #include "mixgrad/mixgrad.hpp"
 #if MIXGRAD_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -21,24 +20,7 @@
 #endif
 
 namespace mg = mixgrad;
-
-namespace {
-
-const mg::Device kGpu = mg::Device::cuda(0);
-const mg::Device kCpu = mg::Device::cpu();
-
-// The raw bytes of a CPU tensor, contiguous: comparisons are bitwise.
-std::vector<unsigned char> bytes_of(const mg::Tensor& t) {
-  const mg::Tensor c = t.to(kCpu).contiguous();
-  std::vector<unsigned char> out(static_cast<size_t>(c.numel() * mg::element_size(c.dtype())));
-  if (!out.empty()) std::memcpy(out.data(), c.raw_data(), out.size());
-  return out;
-}
-
-const mg::DType kAllDTypes[] = {mg::DType::float32, mg::DType::float16, mg::DType::bfloat16, mg::DType::float64,
-                                mg::DType::int32,   mg::DType::int64,   mg::DType::bool_};
-
-}  // namespace
+using namespace device_test;
 
 BOOST_AUTO_TEST_CASE(round_trip_keeps_every_dtype_bit_exact) {
   for (mg::DType dt : kAllDTypes) {
@@ -231,10 +213,6 @@ BOOST_AUTO_TEST_CASE(from_blob_wraps_device_memory_and_runs_the_deleter) {
 #endif
 
 int main(int argc, char* argv[]) {
-  if (mg::backend::cuda_device_count() == 0) {
-    std::printf("no CUDA device available (CUDA backend %s): skipped\n",
-                mg::backend::cuda_built() ? "built" : "not built");
-    return 77;
-  }
+  if (!device_available()) return kSkipExitCode;
   return boost::unit_test::unit_test_main(&init_unit_test, argc, argv);
 }

@@ -6,81 +6,31 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "backend/host_sync.hpp"
+#include "device_test_support.hpp"
 #include "mixgrad/mixgrad.hpp"
 
-namespace mg = mixgrad;
+using namespace device_test;
 
 namespace {
 
-const mg::Device kGpu = mg::Device::cuda(0);
-const mg::Device kCpu = mg::Device::cpu();
+// Sums of a few dozen products; cuDNN picks its own summation order.
+constexpr Tolerances kConvTolerances{4e-3, 2e-2, 1e-5, 1e-12};
 
-// Per-dtype tolerance relative to the largest magnitude of the CPU result
-// (sums of a few dozen products; cuDNN picks its own summation order).
-double tol_of(mg::DType t) {
-  switch (t) {
-    case mg::DType::float16: return 4e-3;
-    case mg::DType::bfloat16: return 2e-2;
-    case mg::DType::float32: return 1e-5;
-    default: return 1e-12;
-  }
-}
-
-void check_close(const mg::Tensor& gpu, const mg::Tensor& cpu, double tol, const std::string& what) {
-  BOOST_TEST_REQUIRE(gpu.defined(), what);
-  BOOST_TEST_REQUIRE(cpu.defined(), what);
-  BOOST_TEST(gpu.device() == kGpu, what);
-  BOOST_TEST_REQUIRE(gpu.shape() == cpu.shape(), what);
-  BOOST_TEST(gpu.dtype() == cpu.dtype(), what);
-  const auto a = gpu.to(kCpu).to_vector<double>();
-  const auto b = cpu.to_vector<double>();
-  double scale = 1;
-  for (double v : b) scale = std::max(scale, std::abs(v));
-  for (size_t i = 0; i < a.size(); ++i)
-    BOOST_TEST(std::abs(a[i] - b[i]) <= tol * scale, what << " element " << i << ": " << a[i] << " vs " << b[i]);
-}
-
-using Run = std::function<mg::Tensor(const std::vector<mg::Tensor>&)>;
-
-// Runs `run` on CPU copies and CUDA copies of the same inputs (rounded to dt
-// first, so both see the same values), then the gradients of sum(y * r) for
-// a random r, and compares output and every input gradient.
-void compare(const std::string& name, const std::vector<mg::Shape>& shapes, const Run& run) {
-  for (mg::DType dt : {mg::DType::float32, mg::DType::float16, mg::DType::bfloat16, mg::DType::float64}) {
+// Runs `run` on uniform inputs of `shapes` in every floating dtype on both
+// devices, backpropagates one uniform upstream gradient, and compares the
+// output and every input gradient (relative to the CPU's largest magnitude,
+// at least 1).
+void compare(const std::string& name, const std::vector<mg::Shape>& shapes, const TensorFn& run) {
+  for (mg::DType dt : kFloatingDTypes) {
     BOOST_TEST_CONTEXT(name << " in " << dt) {
-      std::vector<mg::Tensor> cpu, gpu;
-      for (const mg::Shape& s : shapes) {
-        cpu.push_back(mg::uniform(s, -1.0, 1.0).to(dt));
-        gpu.push_back(cpu.back().to(kGpu));
-      }
-      auto pass = [&](const std::vector<mg::Tensor>& in, std::vector<mg::Tensor>& grads, const mg::Tensor& r_cpu) {
-        mg::autodiff::GradManager gm;
-        for (const mg::Tensor& t : in) gm.attach(t);
-        mg::Tensor y;
-        {
-          auto recording = gm.record();
-          y = run(in);
-          gm.backward(mg::F::sum(mg::F::mul(y, r_cpu.to(y.device()))));
-        }
-        for (const mg::Tensor& t : in) grads.push_back(t.grad());
-        return y;
-      };
-      std::vector<mg::Tensor> g_cpu, g_gpu;
-      mg::Tensor r;
-      {
-        const mg::Tensor probe = run(cpu);
-        r = mg::uniform(probe.shape(), -1.0, 1.0).to(dt);
-      }
-      const mg::Tensor y_cpu = pass(cpu, g_cpu, r);
-      const mg::Tensor y_gpu = pass(gpu, g_gpu, r);
-      const double tol = tol_of(dt);
-      check_close(y_gpu, y_cpu, tol, "output");
-      for (size_t i = 0; i < g_cpu.size(); ++i) check_close(g_gpu[i], g_cpu[i], tol, "gradient " + std::to_string(i));
+      std::vector<mg::Tensor> inputs;
+      for (const mg::Shape& s : shapes) inputs.push_back(mg::uniform(s, -1.0, 1.0).to(dt));
+      check_against_cpu(run, inputs, Closeness(kConvTolerances.of(dt), 1.0),
+                        [](const mg::Tensor& y) { return mg::uniform(y.shape(), -1.0, 1.0).to(y.dtype()); });
     }
   }
 }
@@ -178,11 +128,7 @@ BOOST_AUTO_TEST_CASE(a_conv_step_on_the_device_does_not_wait_for_it) {
     gm.backward(loss);
     return loss;
   };
-  step();
-  step();
-  const int64_t before = mg::backend::host_sync_count();
-  const mg::Tensor loss = step();
-  BOOST_TEST(mg::backend::host_sync_count() == before);
+  const mg::Tensor loss = warm_step_without_host_sync(step);
   BOOST_TEST(std::isfinite(loss.to(kCpu).to_vector<float>()[0]));
 }
 

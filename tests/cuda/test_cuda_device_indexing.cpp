@@ -7,80 +7,24 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "backend/cuda/pinned.hpp"
 #include "backend/host_sync.hpp"
+#include "device_test_support.hpp"
 #include "mixgrad/cuda.hpp"
 #include "mixgrad/mixgrad.hpp"
 
-namespace mg = mixgrad;
+using namespace device_test;
 
 namespace {
 
-const mg::Device kGpu = mg::Device::cuda(0);
-const mg::Device kCpu = mg::Device::cpu();
-const mg::DType kFloats[] = {mg::DType::float32, mg::DType::float16, mg::DType::bfloat16, mg::DType::float64};
-
-double tol_of(mg::DType t) {
-  switch (t) {
-    case mg::DType::float16: return 4e-3;
-    case mg::DType::bfloat16: return 3e-2;
-    case mg::DType::float32: return 1e-5;
-    default: return 1e-12;
-  }
-}
-
-// Relative to the largest magnitude of the CPU result; NaN where the CPU has NaN.
-void check_close(const mg::Tensor& gpu, const mg::Tensor& cpu, double tol, const char* what) {
-  BOOST_TEST_REQUIRE(gpu.device() == kGpu);
-  BOOST_TEST_REQUIRE(gpu.shape() == cpu.shape());
-  BOOST_TEST(gpu.dtype() == cpu.dtype());
-  const auto a = gpu.to(kCpu).to_vector<double>();
-  const auto b = cpu.to_vector<double>();
-  double scale = 1e-30;
-  for (double v : b)
-    if (!std::isnan(v)) scale = std::max(scale, std::fabs(v));
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(b[i])) {
-      BOOST_TEST(std::isnan(a[i]), what << " element " << i);
-      continue;
-    }
-    BOOST_TEST(std::fabs(a[i] - b[i]) <= tol * scale, what << " element " << i << ": " << a[i] << " vs " << b[i]);
-  }
-}
-
-// f on CPU inputs and on their GPU copies, backward with one upstream
+// f on CPU inputs and on their GPU copies, backward with one seeded upstream
 // gradient; outputs and floating inputs' gradients compared.
-void check_op(const std::function<mg::Tensor(const std::vector<mg::Tensor>&)>& f,
-              const std::vector<mg::Tensor>& inputs, double tol) {
-  auto run = [&](mg::Device d, std::vector<mg::Tensor>& grads) {
-    std::vector<mg::Tensor> xs;
-    for (const mg::Tensor& x : inputs) xs.push_back(x.to(d).clone());
-    mg::autodiff::GradManager gm;
-    for (const mg::Tensor& x : xs)
-      if (mg::is_floating_point(x.dtype())) gm.attach(x);
-    mg::Tensor y;
-    {
-      auto rec = gm.record();
-      y = f(xs);
-      mg::manual_seed(7);
-      const mg::Tensor dy = mg::normal(y.shape(), 0.0, 1.0).to(y.dtype());
-      gm.backward(y, dy.to(d));
-    }
-    for (const mg::Tensor& x : xs)
-      if (mg::is_floating_point(x.dtype())) grads.push_back(x.grad());
-    return y;
-  };
-  std::vector<mg::Tensor> gc, gg;
-  const mg::Tensor yc = run(kCpu, gc);
-  const mg::Tensor yg = run(kGpu, gg);
-  check_close(yg, yc, tol, "output");
-  BOOST_TEST_REQUIRE(gc.size() == gg.size());
-  for (size_t i = 0; i < gc.size(); ++i) check_close(gg[i], gc[i], tol, "gradient");
+void check_op(const TensorFn& f, const std::vector<mg::Tensor>& inputs, double tol) {
+  check_against_cpu(f, inputs, tol, seeded_normal(7));
 }
 
 mg::Tensor int_index(const std::vector<int64_t>& v, const mg::Shape& s) { return mg::tensor<int64_t>(v, s); }
@@ -99,64 +43,67 @@ std::vector<int64_t> random_indices(int64_t n, int64_t extent, unsigned seed) {
 BOOST_AUTO_TEST_SUITE(cuda_device_indexing)
 
 BOOST_AUTO_TEST_CASE(embedding_and_index_select_match_the_cpu_with_repeated_indices) {
-  for (mg::DType dt : kFloats) {
+  for (mg::DType dt : kFloatingDTypes) {
     BOOST_TEST_CONTEXT("dtype " << dt) {
       const mg::Tensor w = mg::uniform({10, 6}, -1.0, 1.0).to(dt);
       const mg::Tensor idx = int_index({3, 3, 0, 9, 3, 1, 9, 2}, {2, 4});
-      check_op([&](const auto& xs) { return mg::F::embedding(xs[0], idx.to(xs[0].device())); }, {w}, tol_of(dt));
+      check_op([&](const auto& xs) { return mg::F::embedding(xs[0], idx.to(xs[0].device())); }, {w},
+               kSumTolerances.of(dt));
       const mg::Tensor x = mg::uniform({4, 5, 3}, -1.0, 1.0).to(dt);
       const mg::Tensor sel = int_index({4, 0, 4, 2}, {4});
       check_op([&](const auto& xs) { return mg::F::index_select(xs[0], 1, sel.to(xs[0].device())); }, {x},
-               tol_of(dt));
+               kSumTolerances.of(dt));
     }
   }
 }
 
 BOOST_AUTO_TEST_CASE(gather_and_scatter_add_match_the_cpu_on_every_axis) {
-  for (mg::DType dt : kFloats) {
+  for (mg::DType dt : kFloatingDTypes) {
     for (int axis : {0, 1, 2}) {
       BOOST_TEST_CONTEXT("dtype " << dt << " axis " << axis) {
         const mg::Tensor x = mg::uniform({4, 5, 6}, -1.0, 1.0).to(dt);
         const mg::Shape is{3, 4, 5};
         const mg::Tensor idx = int_index(random_indices(60, x.shape()[axis], 11u + axis), is);
-        check_op([&](const auto& xs) { return mg::F::gather(xs[0], axis, idx.to(xs[0].device())); }, {x}, tol_of(dt));
+        check_op([&](const auto& xs) { return mg::F::gather(xs[0], axis, idx.to(xs[0].device())); }, {x},
+                 kSumTolerances.of(dt));
         const mg::Tensor src = mg::uniform(is, -1.0, 1.0).to(dt);
         check_op([&](const auto& xs) { return mg::F::scatter_add(xs[0], axis, idx.to(xs[0].device()), xs[1]); },
-                 {x, src}, tol_of(dt));
+                 {x, src}, kSumTolerances.of(dt));
       }
     }
   }
 }
 
 BOOST_AUTO_TEST_CASE(cumsum_and_prod_match_the_cpu_with_zeros_in_a_line) {
-  for (mg::DType dt : kFloats) {
+  for (mg::DType dt : kFloatingDTypes) {
     BOOST_TEST_CONTEXT("dtype " << dt) {
       mg::Tensor x = mg::uniform({3, 7, 4}, 0.5, 1.5);
       x = mg::F::where(mg::F::lt(mg::uniform({3, 7, 4}), 0.1), mg::zeros({3, 7, 4}), x).to(dt);
-      check_op([](const auto& xs) { return mg::F::cumsum(xs[0], 1); }, {x}, tol_of(dt));
-      check_op([](const auto& xs) { return mg::F::prod(xs[0], 1); }, {x}, tol_of(dt));
-      check_op([](const auto& xs) { return mg::F::prod(xs[0], -1); }, {x}, tol_of(dt));
+      check_op([](const auto& xs) { return mg::F::cumsum(xs[0], 1); }, {x}, kSumTolerances.of(dt));
+      check_op([](const auto& xs) { return mg::F::prod(xs[0], 1); }, {x}, kSumTolerances.of(dt));
+      check_op([](const auto& xs) { return mg::F::prod(xs[0], -1); }, {x}, kSumTolerances.of(dt));
     }
   }
 }
 
 BOOST_AUTO_TEST_CASE(pad_matches_the_cpu_in_every_mode) {
-  for (mg::DType dt : kFloats) {
+  for (mg::DType dt : kFloatingDTypes) {
     BOOST_TEST_CONTEXT("dtype " << dt) {
       const mg::Tensor x = mg::uniform({2, 3, 5, 6}, -1.0, 1.0).to(dt);
       check_op([](const auto& xs) { return mg::F::pad(xs[0], {1, 2, 3, 0}, mg::F::PadMode::constant, 0.5); }, {x},
-               tol_of(dt));
+               kSumTolerances.of(dt));
       check_op([](const auto& xs) { return mg::F::pad(xs[0], {2, 3, 1, 4}, mg::F::PadMode::reflect); }, {x},
-               tol_of(dt));
+               kSumTolerances.of(dt));
       check_op([](const auto& xs) { return mg::F::pad(xs[0], {4, 4, 2, 3}, mg::F::PadMode::replicate); }, {x},
-               tol_of(dt));
-      check_op([](const auto& xs) { return mg::F::pad(xs[0], {2, 1}, mg::F::PadMode::reflect); }, {x}, tol_of(dt));
+               kSumTolerances.of(dt));
+      check_op([](const auto& xs) { return mg::F::pad(xs[0], {2, 1}, mg::F::PadMode::reflect); }, {x},
+               kSumTolerances.of(dt));
     }
   }
 }
 
 BOOST_AUTO_TEST_CASE(nearest_and_bilinear_resampling_match_the_cpu) {
-  for (mg::DType dt : kFloats) {
+  for (mg::DType dt : kFloatingDTypes) {
     BOOST_TEST_CONTEXT("dtype " << dt) {
       const mg::Tensor x = mg::uniform({2, 3, 5, 7}, -1.0, 1.0).to(dt);
       mg::F::InterpolateOptions up2{.scale_factor = 2.0};
@@ -167,7 +114,7 @@ BOOST_AUTO_TEST_CASE(nearest_and_bilinear_resampling_match_the_cpu) {
       mg::F::InterpolateOptions bil_s{.scale_factor = mg::F::Scale2(1.5, 0.5),
                                       .mode = mg::F::InterpolateMode::bilinear};
       for (const auto& o : {up2, odd, bil, bil_ac, bil_s})
-        check_op([&](const auto& xs) { return mg::F::interpolate(xs[0], o); }, {x}, 4 * tol_of(dt));
+        check_op([&](const auto& xs) { return mg::F::interpolate(xs[0], o); }, {x}, 4 * kSumTolerances.of(dt));
     }
   }
 }
@@ -175,7 +122,7 @@ BOOST_AUTO_TEST_CASE(nearest_and_bilinear_resampling_match_the_cpu) {
 BOOST_AUTO_TEST_CASE(sort_topk_argsort_match_the_cpu_with_ties_nans_and_signed_zeros) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const std::vector<double> line{3, -0.0, nan, 1, 0.0, 3, -2, nan, 1, -1e30, 7, 0.0};
-  for (mg::DType dt : kFloats) {
+  for (mg::DType dt : kFloatingDTypes) {
     BOOST_TEST_CONTEXT("dtype " << dt) {
       std::vector<double> v;
       for (int r = 0; r < 6; ++r) v.insert(v.end(), line.begin(), line.end());

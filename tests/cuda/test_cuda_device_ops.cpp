@@ -12,38 +12,21 @@
 #include "backend/elementwise.hpp"
 #include "backend/host_sync.hpp"
 #include "backend/reduction.hpp"
+#include "device_test_support.hpp"
 #include "mixgrad/mixgrad.hpp"
 
-namespace mg = mixgrad;
+using namespace device_test;
 
 namespace {
 
-const mg::Device kGpu = mg::Device::cuda(0);
-const mg::Device kCpu = mg::Device::cpu();
-
-void check_close(const mg::Tensor& gpu, const mg::Tensor& cpu, double tol) {
-  BOOST_TEST_REQUIRE(gpu.device() == kGpu);
-  BOOST_TEST_REQUIRE(gpu.shape() == cpu.shape());
-  BOOST_TEST(gpu.dtype() == cpu.dtype());
-  const auto a = gpu.to(kCpu).to_vector<double>();
-  const auto b = cpu.to_vector<double>();
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(b[i])) {
-      BOOST_TEST(std::isnan(a[i]), "element " << i);
-      continue;
-    }
-    BOOST_TEST(std::abs(a[i] - b[i]) <= tol * (1 + std::abs(b[i])), "element " << i << ": " << a[i] << " vs " << b[i]);
-  }
+// Elementwise results are O(1) here, or exact: compared element by element,
+// relative to 1 + |CPU value|.
+void check_each(const mg::Tensor& gpu, const mg::Tensor& cpu, double tol) {
+  check_close(gpu, cpu, Closeness(tol, 0, true), "result");
 }
 
-double tol_of(mg::DType t) {
-  switch (t) {
-    case mg::DType::float16: return 2e-3;
-    case mg::DType::bfloat16: return 1e-2;
-    case mg::DType::float32: return 1e-5;
-    default: return 0.0;  // float64 (same order of operations per element) and integers: exact
-  }
-}
+// float64 and the integers: the same order of operations per element, exact.
+constexpr Tolerances kElementwiseTolerances{2e-3, 1e-2, 1e-5, 0.0};
 
 }  // namespace
 
@@ -55,13 +38,13 @@ BOOST_AUTO_TEST_CASE(integer_elementwise_and_compare_match_the_cpu) {
       const mg::Tensor a = mg::uniform({5, 7}, -50.0, 50.0).to(dt);
       const mg::Tensor b = mg::uniform({7}, 1.0, 9.0).to(dt);
       const mg::Tensor ga = a.to(kGpu), gb = b.to(kGpu);
-      check_close(mg::F::add(ga, gb), mg::F::add(a, b), 0);
-      check_close(mg::F::mul(ga, 3.0), mg::F::mul(a, 3.0), 0);
-      check_close(mg::F::maximum(ga, gb), mg::F::maximum(a, b), 0);
-      check_close(mg::F::neg(ga), mg::F::neg(a), 0);
-      check_close(mg::F::abs(ga), mg::F::abs(a), 0);
-      check_close(mg::F::lt(ga, gb), mg::F::lt(a, b), 0);
-      check_close(mg::F::eq(ga, 0.0), mg::F::eq(a, 0.0), 0);
+      check_each(mg::F::add(ga, gb), mg::F::add(a, b), 0);
+      check_each(mg::F::mul(ga, 3.0), mg::F::mul(a, 3.0), 0);
+      check_each(mg::F::maximum(ga, gb), mg::F::maximum(a, b), 0);
+      check_each(mg::F::neg(ga), mg::F::neg(a), 0);
+      check_each(mg::F::abs(ga), mg::F::abs(a), 0);
+      check_each(mg::F::lt(ga, gb), mg::F::lt(a, b), 0);
+      check_each(mg::F::eq(ga, 0.0), mg::F::eq(a, 0.0), 0);
     }
   }
 }
@@ -73,7 +56,7 @@ BOOST_AUTO_TEST_CASE(where_selects_every_dtype_bit_exact) {
     BOOST_TEST_CONTEXT("dtype " << dt) {
       const mg::Tensor a = mg::uniform({4, 6}, -3.0, 3.0).to(dt);
       const mg::Tensor b = mg::uniform({6}, -3.0, 3.0).to(dt);  // broadcast
-      check_close(mg::F::where(cond.to(kGpu), a.to(kGpu), b.to(kGpu)), mg::F::where(cond, a, b), 0);
+      check_each(mg::F::where(cond.to(kGpu), a.to(kGpu), b.to(kGpu)), mg::F::where(cond, a, b), 0);
     }
   }
 }
@@ -84,9 +67,9 @@ BOOST_AUTO_TEST_CASE(unary_ops_on_views_match_the_cpu_in_every_floating_dtype) {
       const mg::Tensor x = mg::uniform({6, 5}, -2.0, 2.0).to(dt);
       const mg::Tensor t = mg::F::transpose(x, 0, 1);
       const mg::Tensor gt = mg::F::transpose(x.to(kGpu), 0, 1);
-      check_close(mg::F::gelu(gt), mg::F::gelu(t), std::max(tol_of(dt), 1e-12));
-      check_close(mg::F::relu(gt), mg::F::relu(t), 0);
-      check_close(mg::F::pow(gt, 2.0), mg::F::pow(t, 2.0), std::max(tol_of(dt), 1e-12));
+      check_each(mg::F::gelu(gt), mg::F::gelu(t), std::max(kElementwiseTolerances.of(dt), 1e-12));
+      check_each(mg::F::relu(gt), mg::F::relu(t), 0);
+      check_each(mg::F::pow(gt, 2.0), mg::F::pow(t, 2.0), std::max(kElementwiseTolerances.of(dt), 1e-12));
     }
   }
 }
@@ -94,38 +77,38 @@ BOOST_AUTO_TEST_CASE(unary_ops_on_views_match_the_cpu_in_every_floating_dtype) {
 BOOST_AUTO_TEST_CASE(reductions_match_the_cpu_including_split_and_integer_ones) {
   for (mg::DType dt : {mg::DType::float32, mg::DType::float16, mg::DType::bfloat16, mg::DType::float64}) {
     BOOST_TEST_CONTEXT("dtype " << dt) {
-      const double tol = std::max(tol_of(dt), 1e-10) * 10;
+      const double tol = std::max(kElementwiseTolerances.of(dt), 1e-10) * 10;
       const mg::Tensor x = mg::uniform({3, 4, 5}, -1.0, 1.0).to(dt);
       const mg::Tensor g = x.to(kGpu);
-      check_close(mg::F::sum(g, {0, 2}), mg::F::sum(x, {0, 2}), tol);
-      check_close(mg::F::mean(g, {1}, true), mg::F::mean(x, {1}, true), tol);
-      check_close(mg::F::max(g, {2}), mg::F::max(x, {2}), 0);
-      check_close(mg::F::var(g, {0}, false, 1), mg::F::var(x, {0}, false, 1), tol);
-      check_close(mg::F::norm(g, 3.0, {1}), mg::F::norm(x, 3.0, {1}), tol);
-      check_close(mg::F::argmax(g, 1), mg::F::argmax(x, 1), 0);
+      check_each(mg::F::sum(g, {0, 2}), mg::F::sum(x, {0, 2}), tol);
+      check_each(mg::F::mean(g, {1}, true), mg::F::mean(x, {1}, true), tol);
+      check_each(mg::F::max(g, {2}), mg::F::max(x, {2}), 0);
+      check_each(mg::F::var(g, {0}, false, 1), mg::F::var(x, {0}, false, 1), tol);
+      check_each(mg::F::norm(g, 3.0, {1}), mg::F::norm(x, 3.0, {1}), tol);
+      check_each(mg::F::argmax(g, 1), mg::F::argmax(x, 1), 0);
       const mg::Tensor big = mg::uniform({300'000}, -1.0, 1.0).to(dt);  // split over many blocks
-      check_close(mg::F::sum(big.to(kGpu)), mg::F::sum(big), tol * 10);
+      check_each(mg::F::sum(big.to(kGpu)), mg::F::sum(big), tol * 10);
       const mg::Tensor cols = mg::uniform({50, 2048}, -1.0, 1.0).to(dt);  // a thread per column
-      check_close(mg::F::sum(cols.to(kGpu), {0}), mg::F::sum(cols, {0}), tol);
-      check_close(mg::F::max(cols.to(kGpu), {0}), mg::F::max(cols, {0}), 0);
+      check_each(mg::F::sum(cols.to(kGpu), {0}), mg::F::sum(cols, {0}), tol);
+      check_each(mg::F::max(cols.to(kGpu), {0}), mg::F::max(cols, {0}), 0);
     }
   }
   const mg::Tensor xi = mg::uniform({64, 33}, -100.0, 100.0).to(mg::DType::int64);
-  check_close(mg::F::sum(xi.to(kGpu), {0}), mg::F::sum(xi, {0}), 0);
-  check_close(mg::F::min(xi.to(kGpu)), mg::F::min(xi), 0);
+  check_each(mg::F::sum(xi.to(kGpu), {0}), mg::F::sum(xi, {0}), 0);
+  check_each(mg::F::min(xi.to(kGpu)), mg::F::min(xi), 0);
 }
 
 BOOST_AUTO_TEST_CASE(matmul_and_linear_match_the_cpu_in_every_floating_dtype) {
   for (mg::DType dt : {mg::DType::float32, mg::DType::float16, mg::DType::bfloat16, mg::DType::float64}) {
     BOOST_TEST_CONTEXT("dtype " << dt) {
-      const double tol = std::max(tol_of(dt) * 10, 1e-10);
+      const double tol = std::max(kElementwiseTolerances.of(dt) * 10, 1e-10);
       const mg::Tensor a = mg::uniform({2, 33, 70}, -1.0, 1.0).to(dt);
       const mg::Tensor b = mg::uniform({70, 17}, -1.0, 1.0).to(dt);
-      check_close(mg::F::matmul(a.to(kGpu), b.to(kGpu)), mg::F::matmul(a, b), tol);
+      check_each(mg::F::matmul(a.to(kGpu), b.to(kGpu)), mg::F::matmul(a, b), tol);
       const mg::Tensor bt = mg::F::transpose(mg::uniform({2, 17, 70}, -1.0, 1.0).to(dt), 1, 2);
-      check_close(mg::F::matmul(a.to(kGpu), bt.to(kGpu)), mg::F::matmul(a, bt), tol);
+      check_each(mg::F::matmul(a.to(kGpu), bt.to(kGpu)), mg::F::matmul(a, bt), tol);
       const mg::Tensor w = mg::uniform({9, 70}, -1.0, 1.0).to(dt), bias = mg::uniform({9}, -1.0, 1.0).to(dt);
-      check_close(mg::F::linear(a.to(kGpu), w.to(kGpu), bias.to(kGpu)), mg::F::linear(a, w, bias), tol);
+      check_each(mg::F::linear(a.to(kGpu), w.to(kGpu), bias.to(kGpu)), mg::F::linear(a, w, bias), tol);
     }
   }
 }
@@ -154,11 +137,8 @@ BOOST_AUTO_TEST_CASE(a_step_on_the_device_does_not_wait_for_it) {
     gm.backward(loss);
     return loss;
   };
-  step();  // warm-up: workspaces, handles, cached blocks
-  step();
+  const mg::Tensor loss = warm_step_without_host_sync(step);
   const int64_t before = mg::backend::host_sync_count();
-  const mg::Tensor loss = step();
-  BOOST_TEST(mg::backend::host_sync_count() == before);
   const float value = loss.to(kCpu).to_vector<float>()[0];  // the user asks for a value: one wait
   BOOST_TEST(mg::backend::host_sync_count() > before);
   BOOST_TEST(std::isfinite(value));

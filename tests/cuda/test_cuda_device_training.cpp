@@ -6,8 +6,6 @@
 #include <boost/test/unit_test.hpp>
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <functional>
 #include <limits>
 #include <vector>
 
@@ -18,27 +16,12 @@
 #include "backend/multi_tensor.hpp"
 #include "backend/optim.hpp"
 #include "backend/pending_checks.hpp"
+#include "device_test_support.hpp"
 #include "mixgrad/mixgrad.hpp"
 
-namespace mg = mixgrad;
+using namespace device_test;
 
 namespace {
-
-const mg::Device kGpu = mg::Device::cuda(0);
-const mg::Device kCpu = mg::Device::cpu();
-
-std::vector<double> values(const mg::Tensor& t) {
-  return t.to(kCpu).to(mg::DType::float64).contiguous().to_vector<double>();
-}
-
-double scalar(const mg::Tensor& t) { return values(t).at(0); }
-
-std::vector<unsigned char> raw(const mg::Tensor& t) {
-  const mg::Tensor c = t.to(kCpu).contiguous();
-  std::vector<unsigned char> out(static_cast<size_t>(c.numel() * mg::element_size(c.dtype())));
-  if (!out.empty()) std::memcpy(out.data(), c.raw_data(), out.size());
-  return out;
-}
 
 // A gradient list of every floating dtype, tiny to several chunks, and a
 // strided view, as CPU tensors.
@@ -52,60 +35,12 @@ std::vector<mg::Tensor> grad_list() {
   return g;
 }
 
-std::vector<mg::Tensor> to_gpu(const std::vector<mg::Tensor>& ts) {
-  std::vector<mg::Tensor> out;
-  for (const mg::Tensor& t : ts) out.push_back(t.to(kGpu));
-  return out;
-}
-
-// Runs f on CPU inputs and on their GPU copies, backpropagates the same
-// upstream gradient, and compares outputs and input gradients within `tol`
+// f on CPU inputs and on their GPU copies, backward with one seeded upstream
+// gradient; outputs and floating inputs' gradients compared within `tol`
 // (relative to the largest magnitude of each CPU result).
-void check_against_cpu(const std::function<mg::Tensor(const std::vector<mg::Tensor>&)>& f,
-                       const std::vector<mg::Tensor>& inputs, double tol) {
-  auto run = [&](mg::Device d, std::vector<mg::Tensor>& grads) {
-    std::vector<mg::Tensor> xs;
-    for (const mg::Tensor& x : inputs) xs.push_back(x.to(d).clone());
-    mg::autodiff::GradManager gm;
-    for (const mg::Tensor& x : xs)
-      if (mg::is_floating_point(x.dtype())) gm.attach(x);
-    mg::Tensor y;
-    {
-      auto rec = gm.record();
-      y = f(xs);
-      mg::manual_seed(99);
-      const mg::Tensor dy = mg::normal(y.shape(), 0.0, 1.0).to(y.dtype());
-      gm.backward(y, dy.to(d));
-    }
-    for (const mg::Tensor& x : xs)
-      if (mg::is_floating_point(x.dtype())) grads.push_back(x.grad());
-    return y;
-  };
-  std::vector<mg::Tensor> gc, gg;
-  const mg::Tensor yc = run(kCpu, gc);
-  const mg::Tensor yg = run(kGpu, gg);
-  BOOST_TEST(yg.device() == kGpu);
-  auto close = [tol](const mg::Tensor& want, const mg::Tensor& got, const char* what) {
-    const std::vector<double> w = values(want), g = values(got);
-    BOOST_REQUIRE(w.size() == g.size());
-    double scale = 1e-30, worst = 0;
-    for (double v : w) scale = std::max(scale, std::fabs(v));
-    for (size_t i = 0; i < w.size(); ++i) worst = std::max(worst, std::fabs(w[i] - g[i]) / scale);
-    BOOST_TEST(worst <= tol, what << ": relative difference " << worst);
-  };
-  close(yc, yg, "output");
-  BOOST_REQUIRE(gc.size() == gg.size());
-  for (size_t i = 0; i < gc.size(); ++i) {
-    BOOST_REQUIRE(gg[i].defined());
-    close(gc[i], gg[i], "gradient");
-  }
+void check_op(const TensorFn& f, const std::vector<mg::Tensor>& inputs, double tol) {
+  check_against_cpu(f, inputs, tol, seeded_normal(99));
 }
-
-double tol_of(mg::DType dt) {
-  return dt == mg::DType::float64 ? 1e-12 : dt == mg::DType::float32 ? 1e-5 : dt == mg::DType::float16 ? 4e-3 : 3e-2;
-}
-
-const mg::DType kFloating[] = {mg::DType::float32, mg::DType::float16, mg::DType::bfloat16, mg::DType::float64};
 
 }  // namespace
 
@@ -129,8 +64,8 @@ BOOST_AUTO_TEST_CASE(check_and_unscale_matches_the_cpu_bit_for_bit) {
       mg::backend::non_finite_check_and_unscale(gpu, flag_gpu, inv_cpu.to(kGpu));
       BOOST_TEST(scalar(flag_gpu) == (with_inf ? 1.0 : 0.0));
       BOOST_TEST(scalar(flag_cpu) == scalar(flag_gpu));
-      for (size_t i = 0; i + 1 < cpu.size(); ++i) BOOST_TEST(raw(gpu[i]) == raw(cpu[i]), "tensor " << i);
-      BOOST_TEST(raw(gpu_base) == raw(base));  // the view's other columns untouched, its own unscaled
+      for (size_t i = 0; i + 1 < cpu.size(); ++i) BOOST_TEST(bytes_of(gpu[i]) == bytes_of(cpu[i]), "tensor " << i);
+      BOOST_TEST(bytes_of(gpu_base) == bytes_of(base));  // the view's other columns untouched, its own unscaled
     }
   }
 }
@@ -142,7 +77,7 @@ BOOST_AUTO_TEST_CASE(a_non_finite_inv_scale_flags_the_step_and_touches_nothing) 
   // finite in double, not in float: the float grads would be multiplied by inf
   mg::backend::non_finite_check_and_unscale(gpu, flag, mg::full({1}, 1e300, mg::DType::float64, kGpu));
   BOOST_TEST(scalar(flag) == 1.0);
-  for (size_t i = 0; i < cpu.size(); ++i) BOOST_TEST(raw(gpu[i]) == raw(cpu[i]), "tensor " << i);
+  for (size_t i = 0; i < cpu.size(); ++i) BOOST_TEST(bytes_of(gpu[i]) == bytes_of(cpu[i]), "tensor " << i);
 }
 
 BOOST_AUTO_TEST_CASE(grad_norms_match_the_cpu) {
@@ -178,12 +113,12 @@ BOOST_AUTO_TEST_CASE(clip_by_norm_matches_the_cpu) {
   const mg::Tensor norm = mg::full({}, 1234.5, mg::DType::float64);
   mg::backend::clip_by_norm(cpu, norm, 10.0);
   mg::backend::clip_by_norm(gpu, norm.to(kGpu), 10.0);
-  for (size_t i = 0; i < cpu.size(); ++i) BOOST_TEST(raw(gpu[i]) == raw(cpu[i]), "tensor " << i);
+  for (size_t i = 0; i < cpu.size(); ++i) BOOST_TEST(bytes_of(gpu[i]) == bytes_of(cpu[i]), "tensor " << i);
   // a norm below max_norm, or not finite: nothing changes
-  const std::vector<unsigned char> before = raw(gpu[1]);
+  const std::vector<unsigned char> before = bytes_of(gpu[1]);
   mg::backend::clip_by_norm(gpu, mg::full({}, 5.0, mg::DType::float64, kGpu), 10.0);
   mg::backend::clip_by_norm(gpu, mg::full({}, std::numeric_limits<double>::infinity(), mg::DType::float64, kGpu), 10.0);
-  BOOST_TEST(raw(gpu[1]) == before);
+  BOOST_TEST(bytes_of(gpu[1]) == before);
 }
 
 BOOST_AUTO_TEST_CASE(scale_copy_and_update_scale_match_the_cpu) {
@@ -194,10 +129,10 @@ BOOST_AUTO_TEST_CASE(scale_copy_and_update_scale_match_the_cpu) {
       const mg::Tensor out_cpu = mg::empty({7, 5}, dt), out_gpu = mg::empty({7, 5}, dt, kGpu);
       mg::backend::scale_copy(mg::F::transpose(dy, 0, 1), out_cpu, scale);
       mg::backend::scale_copy(mg::F::transpose(dy.to(kGpu), 0, 1), out_gpu, scale.to(kGpu));
-      BOOST_TEST(raw(out_gpu) == raw(out_cpu));
+      BOOST_TEST(bytes_of(out_gpu) == bytes_of(out_cpu));
       mg::backend::scale_copy(mg::Tensor(), out_cpu, scale);
       mg::backend::scale_copy(mg::Tensor(), out_gpu, scale.to(kGpu));
-      BOOST_TEST(raw(out_gpu) == raw(out_cpu));
+      BOOST_TEST(bytes_of(out_gpu) == bytes_of(out_cpu));
     }
   }
   const mg::backend::ScaleUpdateOptions o{
@@ -257,10 +192,10 @@ BOOST_AUTO_TEST_CASE(optimizer_updates_match_the_cpu_and_skip_flagged_steps) {
         for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]) / scale);
         BOOST_TEST(worst < 1e-5);
         // a flagged step changes neither the parameter nor the count
-        const std::vector<unsigned char> before = raw(gpu.p);
+        const std::vector<unsigned char> before = bytes_of(gpu.p);
         mg::backend::fill(gpu.flag, 1.0);
         run(gpu, mg::ones({33, 17}, grad_dt, kGpu));
-        BOOST_TEST(raw(gpu.p) == before);
+        BOOST_TEST(bytes_of(gpu.p) == before);
         BOOST_TEST(scalar(gpu.step) == 3.0);
       }
     }
@@ -275,7 +210,7 @@ BOOST_AUTO_TEST_CASE(dropout_draws_the_cpu_mask_for_a_seed) {
       const mg::Tensor cpu = mg::empty({1001}, dt), gpu = mg::empty({1001}, dt, kGpu);
       mg::backend::dropout_apply(x, cpu, p);
       mg::backend::dropout_apply(x.to(kGpu), gpu, p);
-      BOOST_TEST(raw(gpu) == raw(cpu));
+      BOOST_TEST(bytes_of(gpu) == bytes_of(cpu));
     }
   }
   // through the op: one seed, one mask on both devices
@@ -283,34 +218,34 @@ BOOST_AUTO_TEST_CASE(dropout_draws_the_cpu_mask_for_a_seed) {
   const mg::Tensor a = mg::F::dropout(mg::ones({4096}), 0.5, true);
   mg::manual_seed(7);
   const mg::Tensor b = mg::F::dropout(mg::ones({4096}, mg::DType::float32, kGpu), 0.5, true);
-  BOOST_TEST(raw(b) == raw(a));
+  BOOST_TEST(bytes_of(b) == bytes_of(a));
 }
 
 BOOST_AUTO_TEST_CASE(softmax_and_log_softmax_match_the_cpu) {
-  for (mg::DType dt : kFloating) {
+  for (mg::DType dt : kFloatingDTypes) {
     BOOST_TEST_CONTEXT("dtype " << dt) {
       const mg::Tensor x = mg::normal({6, 300, 3}, 0.0, 3.0).to(dt);
       for (int axis : {1, 2, 0}) {
-        check_against_cpu([axis](const auto& v) { return mg::F::softmax(v[0], axis); }, {x}, tol_of(dt));
-        check_against_cpu([axis](const auto& v) { return mg::F::log_softmax(v[0], axis); }, {x}, tol_of(dt));
+        check_op([axis](const auto& v) { return mg::F::softmax(v[0], axis); }, {x}, kSumTolerances.of(dt));
+        check_op([axis](const auto& v) { return mg::F::log_softmax(v[0], axis); }, {x}, kSumTolerances.of(dt));
       }
     }
   }
 }
 
 BOOST_AUTO_TEST_CASE(layer_norm_and_group_norm_match_the_cpu) {
-  for (mg::DType dt : kFloating) {
+  for (mg::DType dt : kFloatingDTypes) {
     BOOST_TEST_CONTEXT("dtype " << dt) {
       const mg::Tensor x = mg::normal({5, 4, 70}, 1.0, 2.0).to(dt);
       const mg::Tensor w = mg::normal({4, 70}, 1.0, 0.5), b = mg::normal({4, 70}, 0.0, 0.5);
-      check_against_cpu(
+      check_op(
           [](const auto& v) {
             return mg::F::layer_norm(v[0], {4, 70}, v[1], v[2]);
           },
-          {x, w, b}, tol_of(dt));
-      check_against_cpu([](const auto& v) { return mg::F::layer_norm(v[0], {70}); }, {x}, tol_of(dt));
+          {x, w, b}, kSumTolerances.of(dt));
+      check_op([](const auto& v) { return mg::F::layer_norm(v[0], {70}); }, {x}, kSumTolerances.of(dt));
       const mg::Tensor img = mg::normal({2, 6, 5, 5}, 0.5, 1.0).to(dt);
-      check_against_cpu([](const auto& v) { return mg::F::group_norm(v[0], 3); }, {img}, tol_of(dt));
+      check_op([](const auto& v) { return mg::F::group_norm(v[0], 3); }, {img}, kSumTolerances.of(dt));
     }
   }
 }
@@ -318,31 +253,29 @@ BOOST_AUTO_TEST_CASE(layer_norm_and_group_norm_match_the_cpu) {
 BOOST_AUTO_TEST_CASE(losses_match_the_cpu) {
   const mg::Tensor labels = mg::tensor<int64_t>({0, 3, 9, 1, 1, 4, 7, 2}, {8});
   const mg::Tensor seg_labels = mg::tensor<int32_t>({0, 1, 2, 2, 1, 0, 0, 2, 1, 1, 0, 2}, {2, 6});
-  for (mg::DType dt : kFloating) {
+  for (mg::DType dt : kFloatingDTypes) {
     BOOST_TEST_CONTEXT("dtype " << dt) {
-      const double tol = 2 * tol_of(dt);
+      const double tol = 2 * kSumTolerances.of(dt);
       const mg::Tensor logits = mg::normal({8, 10}, 0.0, 4.0).to(dt);
       const mg::Tensor seg = mg::normal({2, 3, 6}, 0.0, 2.0).to(dt);
       for (auto r : {mg::Reduction::mean, mg::Reduction::sum, mg::Reduction::none}) {
         BOOST_TEST_CONTEXT("reduction " << static_cast<int>(r)) {
-          check_against_cpu(
+          check_op(
               [&](const auto& v) { return mg::F::cross_entropy(v[0], labels.to(v[0].device()), {.reduction = r}); },
               {logits}, tol);
-          check_against_cpu(
+          check_op(
               [&](const auto& v) {
                 return mg::F::cross_entropy(v[0], seg_labels.to(v[0].device()),
                                             {.reduction = r, .label_smoothing = 0.1});
               },
               {seg}, tol);
-          check_against_cpu(
+          check_op(
               [&](const auto& v) { return mg::F::nll_loss(v[0], labels.to(v[0].device()), {.reduction = r}); },
               {logits}, tol);
           const mg::Tensor pred = mg::normal({7, 9}, 0.0, 2.0).to(dt), target = mg::uniform({7, 9}).to(dt);
-          check_against_cpu([r](const auto& v) { return mg::F::mse_loss(v[0], v[1], {.reduction = r}); },
-                            {pred, target}, tol);
-          check_against_cpu([r](const auto& v) { return mg::F::l1_loss(v[0], v[1], {.reduction = r}); }, {pred, target},
-                            tol);
-          check_against_cpu(
+          check_op([r](const auto& v) { return mg::F::mse_loss(v[0], v[1], {.reduction = r}); }, {pred, target}, tol);
+          check_op([r](const auto& v) { return mg::F::l1_loss(v[0], v[1], {.reduction = r}); }, {pred, target}, tol);
+          check_op(
               [r](const auto& v) { return mg::F::binary_cross_entropy_with_logits(v[0], v[1], {.reduction = r}); },
               {pred, target}, tol);
         }
@@ -352,7 +285,7 @@ BOOST_AUTO_TEST_CASE(losses_match_the_cpu) {
 }
 
 BOOST_AUTO_TEST_CASE(batch_norm_matches_the_cpu_in_training_and_inference) {
-  for (mg::DType dt : kFloating) {
+  for (mg::DType dt : kFloatingDTypes) {
     BOOST_TEST_CONTEXT("dtype " << dt) {
       const mg::DType stats = dt == mg::DType::float64 ? mg::DType::float64 : mg::DType::float32;
       for (const mg::Shape& shape : {mg::Shape{6, 3, 5, 5}, mg::Shape{16, 7}}) {
@@ -362,14 +295,14 @@ BOOST_AUTO_TEST_CASE(batch_norm_matches_the_cpu_in_training_and_inference) {
           BOOST_TEST_CONTEXT("shape " << shape << " training " << training) {
             const mg::Tensor rm = mg::normal({shape[1]}, 0.0, 1.0), rv = mg::uniform({shape[1]}, 0.5, 2.0);
             const mg::Tensor rm_cpu = rm.clone(), rv_cpu = rv.clone(), rm_gpu = rm.to(kGpu), rv_gpu = rv.to(kGpu);
-            check_against_cpu(
+            check_op(
                 [&](const auto& v) {
                   const bool gpu = v[0].device() == kGpu;
                   return mg::F::batch_norm(v[0], gpu ? rm_gpu : rm_cpu, gpu ? rv_gpu : rv_cpu, v[1], v[2],
                                            {.training = training});
                 },
-                {x, w, b}, tol_of(dt));
-            // the running statistics: updated once per run of check_against_cpu's forward
+                {x, w, b}, kSumTolerances.of(dt));
+            // the running statistics: updated once per run of check_op's forward
             const auto want_m = values(rm_cpu), got_m = values(rm_gpu);
             const auto want_v = values(rv_cpu), got_v = values(rv_gpu);
             for (size_t c = 0; c < want_m.size(); ++c) {
@@ -462,11 +395,8 @@ BOOST_AUTO_TEST_CASE(an_amp_step_after_warm_up_makes_no_host_synchronisation) {
     opt.step().clear_grad();
     scaler.update();
   };
-  step();  // warm-up: handles, workspaces, cached blocks, optimizer state
-  step();
+  warm_step_without_host_sync(step);  // the warm-up also builds the optimizer state
   const int64_t before = mg::backend::host_sync_count();
-  step();
-  BOOST_TEST(mg::backend::host_sync_count() == before);
   BOOST_TEST(std::isfinite(scaler.scale_factor()));  // a host value: now it waits
   BOOST_TEST(mg::backend::host_sync_count() > before);
 }
