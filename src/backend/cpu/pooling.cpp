@@ -11,6 +11,7 @@
 
 #include "backend/copy.hpp"
 #include "backend/cpu/max_pool_2x2.hpp"
+#include "backend/cpu/plane_scatter.hpp"
 #include "backend/onednn/onednn.hpp"
 #include "backend/onednn/pooling.hpp"
 #include "backend/pooling.hpp"
@@ -85,15 +86,9 @@ void fallback_max_backward(const Tensor& gy, const int32_t* argmax, const Tensor
   using Acc = kernels::compute_t<T>;
   const Planes pl = planes(gx, gy);
   const T* gp = static_cast<const T*>(gy.raw_data());
-  T* out = static_cast<T*>(gx.raw_data());
-  kernels::parallel_for(pl.count, plane_grain(pl, 1), [&](int64_t c0, int64_t c1) {
-    std::vector<Acc> acc(static_cast<size_t>(pl.h * pl.w));
-    for (int64_t c = c0; c < c1; ++c) {
-      std::fill(acc.begin(), acc.end(), Acc(0));
-      for (int64_t o = c * pl.oh * pl.ow; o < (c + 1) * pl.oh * pl.ow; ++o)
-        if (argmax[o] >= 0) acc[argmax[o]] += kernels::cast<Acc>(gp[o]);
-      for (int64_t i = 0; i < pl.h * pl.w; ++i) out[c * pl.h * pl.w + i] = kernels::cast<T>(acc[i]);
-    }
+  scatter_planes(static_cast<T*>(gx.raw_data()), pl.count, pl.h * pl.w, plane_grain(pl, 1), [&](int64_t c, Acc* acc) {
+    for (int64_t o = c * pl.oh * pl.ow; o < (c + 1) * pl.oh * pl.ow; ++o)
+      if (argmax[o] >= 0) acc[argmax[o]] += kernels::cast<Acc>(gp[o]);
   });
 }
 
@@ -127,22 +122,17 @@ void fallback_avg_backward(const Tensor& gy, const Tensor& gx, Windows wh, Windo
   const Planes pl = planes(gx, gy);
   const T* gp = static_cast<const T*>(gy.raw_data());
   T* out = static_cast<T*>(gx.raw_data());
-  kernels::parallel_for(pl.count, plane_grain(pl, window), [&](int64_t c0, int64_t c1) {
-    std::vector<Acc> acc(static_cast<size_t>(pl.h * pl.w));
-    for (int64_t c = c0; c < c1; ++c) {
-      std::fill(acc.begin(), acc.end(), Acc(0));
-      for (int64_t oh = 0; oh < pl.oh; ++oh) {
-        const auto [h0, h1] = wh(oh);
-        for (int64_t ow = 0; ow < pl.ow; ++ow) {
-          const auto [w0, w1] = ww(ow);
-          const int64_t count = (h1 - h0) * (w1 - w0);
-          if (count == 0) continue;
-          const Acc g = kernels::cast<Acc>(gp[(c * pl.oh + oh) * pl.ow + ow]) / static_cast<Acc>(count);
-          for (int64_t ih = h0; ih < h1; ++ih)
-            for (int64_t iw = w0; iw < w1; ++iw) acc[ih * pl.w + iw] += g;
-        }
+  scatter_planes(out, pl.count, pl.h * pl.w, plane_grain(pl, window), [&](int64_t c, Acc* acc) {
+    for (int64_t oh = 0; oh < pl.oh; ++oh) {
+      const auto [h0, h1] = wh(oh);
+      for (int64_t ow = 0; ow < pl.ow; ++ow) {
+        const auto [w0, w1] = ww(ow);
+        const int64_t count = (h1 - h0) * (w1 - w0);
+        if (count == 0) continue;
+        const Acc g = kernels::cast<Acc>(gp[(c * pl.oh + oh) * pl.ow + ow]) / static_cast<Acc>(count);
+        for (int64_t ih = h0; ih < h1; ++ih)
+          for (int64_t iw = w0; iw < w1; ++iw) acc[ih * pl.w + iw] += g;
       }
-      for (int64_t i = 0; i < pl.h * pl.w; ++i) out[c * pl.h * pl.w + i] = kernels::cast<T>(acc[i]);
     }
   });
 }

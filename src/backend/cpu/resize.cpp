@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu/plane_scatter.hpp"
 #include "backend/resize.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/loops.hpp"
@@ -112,21 +113,15 @@ void pad_backward_typed(const Tensor& gy, const Tensor& gx, const PadGeometry& g
   const T* gyp = static_cast<const T*>(gy.raw_data());
   T* gxp = static_cast<T*>(gx.raw_data());
   const int64_t* last = g.maps.back().data();
-  kernels::parallel_for(g.planes, grain_for(g.out_plane), [&](int64_t c0, int64_t c1) {
-    std::vector<Acc> acc(static_cast<size_t>(g.in_plane));
-    for (int64_t c = c0; c < c1; ++c) {
-      std::fill(acc.begin(), acc.end(), Acc(0));
-      const T* plane = gyp + c * g.out_plane;
-      for (int64_t r = 0; r < g.rows; ++r) {
-        const int64_t src = source_row(g, r);
-        if (src < 0) continue;
-        Acc* a = acc.data() + src;
-        const T* row = plane + r * g.out_w;
-        for (int64_t j = 0; j < g.out_w; ++j)
-          if (last[j] >= 0) a[last[j]] += cast<Acc>(row[j]);
-      }
-      T* out = gxp + c * g.in_plane;
-      for (int64_t i = 0; i < g.in_plane; ++i) out[i] = cast<T>(acc[static_cast<size_t>(i)]);
+  scatter_planes(gxp, g.planes, g.in_plane, grain_for(g.out_plane), [&](int64_t c, Acc* acc) {
+    const T* plane = gyp + c * g.out_plane;
+    for (int64_t r = 0; r < g.rows; ++r) {
+      const int64_t src = source_row(g, r);
+      if (src < 0) continue;
+      Acc* a = acc + src;
+      const T* row = plane + r * g.out_w;
+      for (int64_t j = 0; j < g.out_w; ++j)
+        if (last[j] >= 0) a[last[j]] += cast<Acc>(row[j]);
     }
   });
 }
@@ -262,8 +257,7 @@ void upsample_forward_typed(const Tensor& x, const Tensor& y, const UpsamplePara
   });
 }
 
-// The adjoint: each output's gradient scattered into its taps, per plane in
-// a float accumulator.
+// The adjoint: each output's gradient scattered into its taps.
 template <class T, class TapSet>
 void upsample_backward_typed(const Tensor& gy, const Tensor& gx, const UpsampleParams& p) {
   using Acc = kernels::compute_t<T>;
@@ -271,18 +265,12 @@ void upsample_backward_typed(const Tensor& gy, const Tensor& gx, const UpsampleP
   const TapSet taps(pl, p);
   const T* gyp = static_cast<const T*>(gy.raw_data());
   T* gxp = static_cast<T*>(gx.raw_data());
-  kernels::parallel_for(pl.count, grain_for(pl.oh * pl.ow), [&](int64_t c0, int64_t c1) {
-    std::vector<Acc> acc(static_cast<size_t>(pl.h * pl.w));
-    for (int64_t c = c0; c < c1; ++c) {
-      std::fill(acc.begin(), acc.end(), Acc(0));
-      const T* g = gyp + c * pl.oh * pl.ow;
-      for (int64_t oh = 0; oh < pl.oh; ++oh) {
-        const auto row = taps.row(oh, pl.w);
-        const T* grow = g + oh * pl.ow;
-        for (int64_t ow = 0; ow < pl.ow; ++ow) row.scatter(acc.data(), ow, cast<Acc>(grow[ow]));
-      }
-      T* out = gxp + c * pl.h * pl.w;
-      for (int64_t i = 0; i < pl.h * pl.w; ++i) out[i] = cast<T>(acc[static_cast<size_t>(i)]);
+  scatter_planes(gxp, pl.count, pl.h * pl.w, grain_for(pl.oh * pl.ow), [&](int64_t c, Acc* acc) {
+    const T* g = gyp + c * pl.oh * pl.ow;
+    for (int64_t oh = 0; oh < pl.oh; ++oh) {
+      const auto row = taps.row(oh, pl.w);
+      const T* grow = g + oh * pl.ow;
+      for (int64_t ow = 0; ow < pl.ow; ++ow) row.scatter(acc, ow, cast<Acc>(grow[ow]));
     }
   });
 }
