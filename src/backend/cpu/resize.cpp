@@ -6,6 +6,7 @@
 // planes are independent and no two threads touch the same input element.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/plane_scatter.hpp"
@@ -180,24 +181,26 @@ struct Plane2 {
 };
 
 // Nearest taps: output (oh, ow) reads one input element. A tap functor's
-// row(oh) hoists what the row shares; the row then reads (sample) or
-// accumulates into (scatter) a plane of width w at output column ow.
+// row(oh, plane, w) binds the source rows of output row oh in a plane of
+// width w (the input, or the gradient's accumulator); the row then reads
+// (sample) or accumulates into (scatter) them for output column ow.
 template <class Acc>
 struct NearestTaps {
   Taps<Acc> h, w;
   NearestTaps(const Plane2& pl, const UpsampleParams& p)
       : h(nearest_taps<Acc>(pl.h, pl.oh, p.scale_h)), w(nearest_taps<Acc>(pl.w, pl.ow, p.scale_w)) {}
 
+  template <class P>
   struct Row {
-    int64_t off;
+    P* src;
     const int64_t* j;
-    template <class T>
-    T sample(const T* plane, int64_t ow) const {
-      return plane[off + j[ow]];
-    }
-    void scatter(Acc* plane, int64_t ow, Acc v) const { plane[off + j[ow]] += v; }
+    P& sample(int64_t ow) const { return src[j[ow]]; }
+    void scatter(int64_t ow, Acc v) const { src[j[ow]] += v; }
   };
-  Row row(int64_t oh, int64_t width) const { return {h.i0[static_cast<size_t>(oh)] * width, w.i0.data()}; }
+  template <class P>
+  Row<P> row(int64_t oh, P* plane, int64_t width) const {
+    return {plane + h.i0[static_cast<size_t>(oh)] * width, w.i0.data()};
+  }
 };
 
 // Bilinear taps: two rows by two columns, weighted.
@@ -208,22 +211,18 @@ struct BilinearTaps {
       : h(linear_taps<Acc>(pl.h, pl.oh, p.align_corners, p.scale_h)),
         w(linear_taps<Acc>(pl.w, pl.ow, p.align_corners, p.scale_w)) {}
 
+  template <class P>
   struct Row {
-    int64_t off0, off1;
+    P *r0, *r1;
     Acc a0, a1;
     const int64_t *j0, *j1;
     const Acc *b0, *b1;
-    template <class T>
-    T sample(const T* plane, int64_t ow) const {
-      const T* r0 = plane + off0;
-      const T* r1 = plane + off1;
+    std::remove_const_t<P> sample(int64_t ow) const {
       const int64_t c0 = j0[ow], c1 = j1[ow];
-      return cast<T>(a0 * (b0[ow] * cast<Acc>(r0[c0]) + b1[ow] * cast<Acc>(r0[c1])) +
-                     a1 * (b0[ow] * cast<Acc>(r1[c0]) + b1[ow] * cast<Acc>(r1[c1])));
+      return cast<std::remove_const_t<P>>(a0 * (b0[ow] * cast<Acc>(r0[c0]) + b1[ow] * cast<Acc>(r0[c1])) +
+                                          a1 * (b0[ow] * cast<Acc>(r1[c0]) + b1[ow] * cast<Acc>(r1[c1])));
     }
-    void scatter(Acc* plane, int64_t ow, Acc v) const {
-      Acc* r0 = plane + off0;
-      Acc* r1 = plane + off1;
+    void scatter(int64_t ow, Acc v) const {
       const int64_t c0 = j0[ow], c1 = j1[ow];
       r0[c0] += a0 * b0[ow] * v;
       r0[c1] += a0 * b1[ow] * v;
@@ -231,9 +230,11 @@ struct BilinearTaps {
       r1[c1] += a1 * b1[ow] * v;
     }
   };
-  Row row(int64_t oh, int64_t width) const {
+  template <class P>
+  Row<P> row(int64_t oh, P* plane, int64_t width) const {
     const auto r = static_cast<size_t>(oh);
-    return {h.i0[r] * width, h.i1[r] * width, h.w0[r], h.w1[r], w.i0.data(), w.i1.data(), w.w0.data(), w.w1.data()};
+    return {plane + h.i0[r] * width, plane + h.i1[r] * width, h.w0[r], h.w1[r],
+            w.i0.data(), w.i1.data(), w.w0.data(), w.w1.data()};
   }
 };
 
@@ -249,9 +250,9 @@ void upsample_forward_typed(const Tensor& x, const Tensor& y, const UpsamplePara
       const T* in = xp + c * pl.h * pl.w;
       T* out = yp + c * pl.oh * pl.ow;
       for (int64_t oh = 0; oh < pl.oh; ++oh) {
-        const auto row = taps.row(oh, pl.w);
+        const auto row = taps.row(oh, in, pl.w);
         T* orow = out + oh * pl.ow;
-        for (int64_t ow = 0; ow < pl.ow; ++ow) orow[ow] = row.sample(in, ow);
+        for (int64_t ow = 0; ow < pl.ow; ++ow) orow[ow] = row.sample(ow);
       }
     }
   });
@@ -268,9 +269,9 @@ void upsample_backward_typed(const Tensor& gy, const Tensor& gx, const UpsampleP
   scatter_planes(gxp, pl.count, pl.h * pl.w, grain_for(pl.oh * pl.ow), [&](int64_t c, Acc* acc) {
     const T* g = gyp + c * pl.oh * pl.ow;
     for (int64_t oh = 0; oh < pl.oh; ++oh) {
-      const auto row = taps.row(oh, pl.w);
+      const auto row = taps.row(oh, acc, pl.w);
       const T* grow = g + oh * pl.ow;
-      for (int64_t ow = 0; ow < pl.ow; ++ow) row.scatter(acc, ow, cast<Acc>(grow[ow]));
+      for (int64_t ow = 0; ow < pl.ow; ++ow) row.scatter(ow, cast<Acc>(grow[ow]));
     }
   });
 }
