@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "mixgrad/mixgrad.hpp"
@@ -64,6 +65,38 @@ BOOST_AUTO_TEST_CASE(conv_transpose2d_module) {
   BOOST_CHECK_THROW(up(mg::zeros({2, 4, 5, 5})), mg::ShapeError);
   BOOST_CHECK_THROW(nn::ConvTranspose2d(2, 2, 3, {.stride = 2, .output_padding = 2}), mg::ValueError);
   BOOST_CHECK_THROW(nn::ConvTranspose2d(3, 4, 3, {.groups = 2}), mg::ValueError);
+}
+
+// The three modules share one implementation of their checks and describe():
+// each message still names its own module and geometry, Conv1d's extents as
+// integers and the 2-d modules' as pairs.
+BOOST_AUTO_TEST_CASE(conv_module_messages_name_their_module) {
+  auto message = [](auto&& make) -> std::string {
+    try {
+      make();
+    } catch (const mg::Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  BOOST_TEST(message([] { nn::Conv1d(3, 6, 3, {.groups = 2}); }) ==
+             "Conv1d(3, 6, kernel_size=3): groups = 2 must divide both channel counts");
+  BOOST_TEST(message([] { nn::Conv1d(4, 6, 3, {.stride = 0}); }) ==
+             "Conv1d(4, 6, kernel_size=3): stride must be >= 1, got 0");
+  BOOST_TEST(message([] { nn::Conv2d(4, 6, {3, 2}, {.padding = {0, -1}}); }) ==
+             "Conv2d(4, 6, kernel_size=(3, 2)): padding must be >= 0, got (0, -1)");
+  BOOST_TEST(message([] { nn::ConvTranspose2d(2, 2, 3, {.stride = 2, .output_padding = 2}); }) ==
+             "ConvTranspose2d(2, 2, kernel_size=(3, 3)): output_padding (2, 2) must lie in [0, stride (2, 2))");
+  nn::Conv1d c1(4, 6, 3, {.stride = 2, .padding = 1, .groups = 2});
+  BOOST_TEST(message([&] { c1(mg::zeros({2, 3, 9})); }) ==
+             "Conv1d(4, 6, kernel_size=3, stride=2, padding=1, groups=2): expected input [N, 4, L], got "
+             "float32[2, 3, 9]");
+  nn::Conv2d c2(3, 8, 3);
+  BOOST_TEST(message([&] { c2(mg::zeros({1, 3, 5})); }) ==
+             "Conv2d(3, 8, kernel_size=(3, 3), stride=(1, 1)): expected input [N, 3, H, W], got float32[1, 3, 5]");
+  BOOST_TEST(nn::Conv2d(2, 4, {3, 1}, {.dilation = {2, 1}, .bias = false}).describe() ==
+             "Conv2d(2, 4, kernel_size=(3, 1), stride=(1, 1), dilation=(2, 1), bias=false)");
+  BOOST_TEST(nn::Conv1d(2, 4, 3, {.dilation = 2}).describe() == "Conv1d(2, 4, kernel_size=3, stride=1, dilation=2)");
 }
 
 // Conv2d halves the image, ConvTranspose2d restores it; SGD on the
