@@ -6,6 +6,7 @@
 // pooling's backward closure holds the backend's workspace (where each
 // maximum came from) for the ordinary backward, and the input, from which a
 // recorded backward finds the maxima again in a form it can gather by.
+#include <array>
 #include <memory>
 
 #include "backend/pooling.hpp"
@@ -109,45 +110,125 @@ ArgmaxPtr argmax_map(const Tensor& x, const Shape& x_shape, const Shape& x4, con
   return m;
 }
 
-// Autocast, forward and tape entry of a validated pooling, run by the 2-d
-// kernels on views of shape x4 / y4; y has shape y_shape. The closure holds
-// x besides the workspace: a recorded backward finds the maxima again on the
-// built-in path (the oneDNN workspace cannot be read by position).
-Tensor run_max_pool(OpKind op, const Tensor& x_in, const Shape& x4, const Shape& y_shape, const Shape& y4,
-                    const backend::Pool2dParams& p) {
-  Tensor x = x_in;
-  amp::autocast_inputs(op, {&x});
-  Tensor y = empty(y_shape, x.dtype(), x.device());
-  const backend::MaxPoolWorkspace ws = backend::max_pool2d_forward(as_shape(ops::dense(x), x4), as_shape(y, y4), p);
-  autodiff::record({&x}, y, [ws, p, x, x4, y_shape, y4](const Tensor& g, autodiff::InputGrads& gi) {
-    if (gi.create_graph()) {
-      gi.set(0, scatter_to_argmax(g, argmax_map(x, x.shape(), x4, y_shape, y4, p)));
-      return;
-    }
-    Tensor gx = empty(x.shape(), x.dtype(), g.device());
-    backend::max_pool2d_backward(as_shape(ops::dense(g, x.dtype()), y4), ws, as_shape(gx, x4), p);
-    gi.set(0, gx);
-  });
-  return y;
+// One 2-d pass of a pooling: the kernels see its input as x4 and its output
+// (shape y) as y4. The 1-d and 2-d poolings are one pass, the 3-d ones two.
+struct PoolPass {
+  Shape x4, y, y4;
+  backend::Pool2dParams p;
+};
+
+struct PoolPlan {
+  std::array<PoolPass, 2> pass;
+  int passes = 1;
+};
+
+PoolPlan one_pass(const Shape& x4, const Shape& y, const Shape& y4, const backend::Pool2dParams& p) {
+  return {{PoolPass{x4, y, y4, p}, PoolPass{}}, 1};
 }
 
-Tensor run_avg_pool(OpKind op, const Tensor& x_in, const Shape& x4, const Shape& y_shape, const Shape& y4,
-                    const backend::Pool2dParams& p) {
+// Max pooling: each pass keeps its workspace (where each maximum came from)
+// for the ordinary backward, and the closure holds the input, from which a
+// recorded backward finds the maxima again on the built-in path (the oneDNN
+// workspace cannot be read by position).
+struct MaxPool {
+  using Workspace = backend::MaxPoolWorkspace;
+  struct Saved {
+    Tensor x;
+    std::array<Workspace, 2> ws;
+    const Shape& x_shape() const { return x.shape(); }
+    DType dtype() const { return x.dtype(); }
+  };
+
+  static Saved keep(const Tensor& x) { return {x, {}}; }
+  static Workspace forward(const Tensor& in, const Tensor& out, const backend::Pool2dParams& p) {
+    return backend::max_pool2d_forward(in, out, p);
+  }
+  static void backward(const Tensor& gy, const Workspace& ws, const Tensor& gx, const backend::Pool2dParams& p) {
+    backend::max_pool2d_backward(gy, ws, gx, p);
+  }
+  static Tensor recorded_grad(const Saved& s, const Tensor& g, OpKind op, const PoolPlan& plan);
+};
+
+// Average pooling keeps only the input's shape and dtype: its gradient is
+// linear, and a recorded backward records the pooling itself as its adjoint.
+struct AvgPool {
+  struct Workspace {};
+  struct Saved {
+    Shape shape;
+    DType dt;
+    std::array<Workspace, 2> ws;
+    const Shape& x_shape() const { return shape; }
+    DType dtype() const { return dt; }
+  };
+
+  static Saved keep(const Tensor& x) { return {x.shape(), x.dtype(), {}}; }
+  static Workspace forward(const Tensor& in, const Tensor& out, const backend::Pool2dParams& p) {
+    backend::avg_pool2d_forward(in, out, p);
+    return {};
+  }
+  static void backward(const Tensor& gy, const Workspace&, const Tensor& gx, const backend::Pool2dParams& p) {
+    backend::avg_pool2d_backward(gy, gx, p);
+  }
+  static Tensor recorded_grad(const Saved& s, const Tensor& g, OpKind op, const PoolPlan& plan);
+};
+
+// The shape of pass i's input: x's own for the first pass.
+template <class Saved>
+const Shape& pass_input(const Saved& s, const PoolPlan& plan, int i) {
+  return i == 0 ? s.x_shape() : plan.pass[static_cast<size_t>(i - 1)].y;
+}
+
+// The input gradient: the passes' backwards, last pass first.
+template <class Kind>
+Tensor pool_backward(const typename Kind::Saved& s, const Tensor& g, const PoolPlan& plan) {
+  const DType dt = s.dtype();
+  Tensor gy = ops::dense(g, dt);
+  for (int i = plan.passes - 1; i >= 0; --i) {
+    const PoolPass& ps = plan.pass[static_cast<size_t>(i)];
+    Tensor gx = empty(pass_input(s, plan, i), dt, g.device());
+    Kind::backward(as_shape(gy, ps.y4), s.ws[static_cast<size_t>(i)], as_shape(gx, ps.x4), ps.p);
+    gy = gx;
+  }
+  return gy;
+}
+
+// Autocast, the passes and the tape entry of a validated pooling.
+template <class Kind>
+Tensor run_pool(OpKind op, const Tensor& x_in, const PoolPlan& plan) {
   Tensor x = x_in;
   amp::autocast_inputs(op, {&x});
-  Tensor y = empty(y_shape, x.dtype(), x.device());
-  backend::avg_pool2d_forward(as_shape(ops::dense(x), x4), as_shape(y, y4), p);
-  autodiff::record({&x}, y, [op, p, x_shape = x.shape(), x4, y_shape, y4, dt = x.dtype()](const Tensor& g,
-                                                                                         autodiff::InputGrads& gi) {
-    Tensor gx = empty(x_shape, dt, g.device());
-    backend::avg_pool2d_backward(as_shape(ops::dense(g, dt), y4), as_shape(gx, x4), p);
-    if (gi.create_graph())
-      ops::record_linear_grad(g, gx, [op, x4, y_shape, y4, p](const Tensor& gg) {
-        return run_avg_pool(op, gg, x4, y_shape, y4, p);
-      });
-    gi.set(0, gx);
+  typename Kind::Saved s = Kind::keep(x);
+  Tensor in = ops::dense(x), out;
+  for (int i = 0; i < plan.passes; ++i) {
+    const PoolPass& ps = plan.pass[static_cast<size_t>(i)];
+    out = empty(ps.y, x.dtype(), x.device());
+    s.ws[static_cast<size_t>(i)] = Kind::forward(as_shape(in, ps.x4), as_shape(out, ps.y4), ps.p);
+    in = out;
+  }
+  autodiff::record({&x}, out, [s, op, plan](const Tensor& g, autodiff::InputGrads& gi) {
+    gi.set(0, gi.create_graph() ? Kind::recorded_grad(s, g, op, plan) : pool_backward<Kind>(s, g, plan));
   });
-  return y;
+  return out;
+}
+
+Tensor MaxPool::recorded_grad(const Saved& s, const Tensor& g, OpKind, const PoolPlan& plan) {
+  std::array<ArgmaxPtr, 2> maps;
+  Tensor in = s.x;
+  for (int i = 0; i < plan.passes; ++i) {
+    const PoolPass& ps = plan.pass[static_cast<size_t>(i)];
+    Tensor next;
+    maps[static_cast<size_t>(i)] = argmax_map(in, pass_input(s, plan, i), ps.x4, ps.y, ps.y4, ps.p, &next);
+    in = next;
+  }
+  Tensor gx = g;
+  for (int i = plan.passes - 1; i >= 0; --i) gx = scatter_to_argmax(gx, maps[static_cast<size_t>(i)]);
+  return gx;
+}
+
+Tensor AvgPool::recorded_grad(const Saved& s, const Tensor& g, OpKind op, const PoolPlan& plan) {
+  Tensor gx = pool_backward<AvgPool>(s, g, plan);
+  ops::record_linear_grad(g, gx, [op, plan](const Tensor& gg) { return run_pool<AvgPool>(op, gg, plan); });
+  return gx;
 }
 
 void check_3d(const char* op, const Tensor& x) {
@@ -176,12 +257,7 @@ std::string size3(Size3 s) {
 
 // The two 2-d passes of a 3-d pooling: (H, W) windows on [N*C, D, H, W],
 // then D windows on the result seen as [N*C, 1, D, OH*OW].
-struct Pool3dPlan {
-  Shape x4, mid, mid4, y4, y;
-  backend::Pool2dParams hw, depth;
-};
-
-Pool3dPlan pool3d_plan(const char* op, const Tensor& x, const Pool3dOptions& o) {
+PoolPlan pool3d_plan(const char* op, const Tensor& x, const Pool3dOptions& o) {
   ops::check_defined(op, {&x});
   ops::check_floating(op, x);
   if (x.ndim() != 5) throw ShapeError(std::string(op) + ": expected input [N, C, D, H, W], got " + ops::describe(x));
@@ -198,98 +274,17 @@ Pool3dPlan pool3d_plan(const char* op, const Tensor& x, const Pool3dOptions& o) 
     throw ShapeError(std::string(op) + ": kernel_size " + size3(k) + " larger than padded input " +
                      ops::describe(x) + " with padding " + size3(pad));
   const int64_t planes = sizes::mul(s[0], s[1], op, [&] { return "input " + ops::describe(x); });
-  Pool3dPlan plan;
-  plan.x4 = Shape{planes, s[2], s[3], s[4]};
-  plan.hw = pool_params(op, x, plan.x4, {.kernel_size = {k.h, k.w}, .stride = {st.h, st.w}, .padding = {pad.h, pad.w}},
-                        plan.mid);
-  plan.mid4 = Shape{planes, 1, s[2], plan.mid[2] * plan.mid[3]};
-  plan.depth = pool_params(op, x, plan.mid4, {.kernel_size = {k.d, 1}, .stride = {st.d, 1}, .padding = {pad.d, 0}},
-                           plan.y4);
-  plan.y = Shape{s[0], s[1], plan.y4[2], plan.mid[2], plan.mid[3]};
-  return plan;
-}
-
-// A 3-d pooling's two 2-d passes (Pool3dPlan) for max pooling: their
-// workspaces for the ordinary backward, and the input, from which a recorded
-// backward finds the maxima again (see run_max_pool).
-struct MaxPasses {
-  using Workspace = backend::MaxPoolWorkspace;
-  Tensor x;
-  Workspace hw, depth;
-
-  static MaxPasses keep(const Tensor& x, const Pool3dOptions&) { return {x, {}, {}}; }
-  static Workspace forward(const Tensor& in, const Tensor& out, const backend::Pool2dParams& p) {
-    return backend::max_pool2d_forward(in, out, p);
-  }
-  static void backward(const Tensor& gy, const Workspace& ws, const Tensor& gx, const backend::Pool2dParams& p) {
-    backend::max_pool2d_backward(gy, ws, gx, p);
-  }
-  const Shape& x_shape() const { return x.shape(); }
-  DType dtype() const { return x.dtype(); }
-  Tensor recorded_grad(const Tensor& g, const Pool3dPlan& plan) const {
-    Tensor mid_again;
-    const ArgmaxPtr hw_map = argmax_map(x, x.shape(), plan.x4, plan.mid, plan.mid, plan.hw, &mid_again);
-    const ArgmaxPtr depth_map = argmax_map(mid_again, plan.mid, plan.mid4, plan.y, plan.y4, plan.depth);
-    return scatter_to_argmax(scatter_to_argmax(g, depth_map), hw_map);
-  }
-};
-
-// The same for average pooling, whose gradient is linear: it keeps only the
-// input's shape and dtype, and records its backward as avg_pool3d's adjoint.
-struct AvgPasses {
-  struct Workspace {};
-  Shape shape;
-  DType dt;
-  Pool3dOptions options;
-  Workspace hw, depth;
-
-  static AvgPasses keep(const Tensor& x, const Pool3dOptions& o) { return {x.shape(), x.dtype(), o, {}, {}}; }
-  static Workspace forward(const Tensor& in, const Tensor& out, const backend::Pool2dParams& p) {
-    backend::avg_pool2d_forward(in, out, p);
-    return {};
-  }
-  static void backward(const Tensor& gy, const Workspace&, const Tensor& gx, const backend::Pool2dParams& p) {
-    backend::avg_pool2d_backward(gy, gx, p);
-  }
-  const Shape& x_shape() const { return shape; }
-  DType dtype() const { return dt; }
-  Tensor recorded_grad(const Tensor& g, const Pool3dPlan& plan) const;
-};
-
-// The gradient of both passes, the depth pass's first.
-template <class Passes>
-Tensor pool3d_backward(const Passes& passes, const Tensor& g, const Pool3dPlan& plan) {
-  const DType dt = passes.dtype();
-  Tensor g_mid = empty(plan.mid, dt, g.device());
-  Passes::backward(as_shape(ops::dense(g, dt), plan.y4), passes.depth, as_shape(g_mid, plan.mid4), plan.depth);
-  Tensor gx = empty(passes.x_shape(), dt, g.device());
-  Passes::backward(g_mid, passes.hw, as_shape(gx, plan.x4), plan.hw);
-  return gx;
-}
-
-Tensor AvgPasses::recorded_grad(const Tensor& g, const Pool3dPlan& plan) const {
-  Tensor gx = pool3d_backward(*this, g, plan);
-  ops::record_linear_grad(g, gx, [o = options](const Tensor& gg) { return avg_pool3d(gg, o); });
-  return gx;
-}
-
-// Validation, autocast, the two passes and the tape entry of a 3-d pooling.
-template <class Passes>
-Tensor pool3d(OpKind op, const char* name, const Tensor& x_in, const Pool3dOptions& options) {
-  const Pool3dPlan plan = pool3d_plan(name, x_in, options);
-  Tensor x = x_in;
-  amp::autocast_inputs(op, {&x});
-  sizes::nbytes(plan.mid, x.dtype(), name);
-  sizes::nbytes(plan.y, x.dtype(), name);
-  Tensor mid = empty(plan.mid, x.dtype(), x.device());
-  Tensor y = empty(plan.y, x.dtype(), x.device());
-  Passes passes = Passes::keep(x, options);
-  passes.hw = Passes::forward(as_shape(ops::dense(x), plan.x4), mid, plan.hw);
-  passes.depth = Passes::forward(as_shape(mid, plan.mid4), as_shape(y, plan.y4), plan.depth);
-  autodiff::record({&x}, y, [passes, plan](const Tensor& g, autodiff::InputGrads& gi) {
-    gi.set(0, gi.create_graph() ? passes.recorded_grad(g, plan) : pool3d_backward(passes, g, plan));
-  });
-  return y;
+  const Shape x4{planes, s[2], s[3], s[4]};
+  Shape mid, y4;
+  const backend::Pool2dParams hw =
+      pool_params(op, x, x4, {.kernel_size = {k.h, k.w}, .stride = {st.h, st.w}, .padding = {pad.h, pad.w}}, mid);
+  const Shape mid4{planes, 1, s[2], mid[2] * mid[3]};
+  const backend::Pool2dParams depth =
+      pool_params(op, x, mid4, {.kernel_size = {k.d, 1}, .stride = {st.d, 1}, .padding = {pad.d, 0}}, y4);
+  const Shape y{s[0], s[1], y4[2], mid[2], mid[3]};
+  sizes::nbytes(mid, x.dtype(), op);  // pooling keeps the input's dtype
+  sizes::nbytes(y, x.dtype(), op);
+  return {{PoolPass{x4, mid, mid, hw}, PoolPass{mid4, y, y4, depth}}, 2};
 }
 
 }  // namespace
@@ -299,28 +294,28 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
   check_4d("max_pool2d", x);
   Shape out_shape;
   const backend::Pool2dParams p = pool_params("max_pool2d", x, x.shape(), options, out_shape);
-  return run_max_pool(OpKind::max_pool2d, x, x.shape(), out_shape, out_shape, p);
+  return run_pool<MaxPool>(OpKind::max_pool2d, x, one_pass(x.shape(), out_shape, out_shape, p));
 }
 
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options) {
   check_4d("avg_pool2d", x);
   Shape out_shape;
   const backend::Pool2dParams p = pool_params("avg_pool2d", x, x.shape(), options, out_shape);
-  return run_avg_pool(OpKind::avg_pool2d, x, x.shape(), out_shape, out_shape, p);
+  return run_pool<AvgPool>(OpKind::avg_pool2d, x, one_pass(x.shape(), out_shape, out_shape, p));
 }
 
 Tensor max_pool1d(const Tensor& x, const Pool1dOptions& options) {
   check_3d("max_pool1d", x);
   Shape x4, y_shape, y4;
   const backend::Pool2dParams p = pool1d_params("max_pool1d", x, options, x4, y_shape, y4);
-  return run_max_pool(OpKind::max_pool1d, x, x4, y_shape, y4, p);
+  return run_pool<MaxPool>(OpKind::max_pool1d, x, one_pass(x4, y_shape, y4, p));
 }
 
 Tensor avg_pool1d(const Tensor& x, const Pool1dOptions& options) {
   check_3d("avg_pool1d", x);
   Shape x4, y_shape, y4;
   const backend::Pool2dParams p = pool1d_params("avg_pool1d", x, options, x4, y_shape, y4);
-  return run_avg_pool(OpKind::avg_pool1d, x, x4, y_shape, y4, p);
+  return run_pool<AvgPool>(OpKind::avg_pool1d, x, one_pass(x4, y_shape, y4, p));
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
@@ -353,11 +348,11 @@ Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
 }
 
 Tensor max_pool3d(const Tensor& x, const Pool3dOptions& options) {
-  return pool3d<MaxPasses>(OpKind::max_pool3d, "max_pool3d", x, options);
+  return run_pool<MaxPool>(OpKind::max_pool3d, x, pool3d_plan("max_pool3d", x, options));
 }
 
 Tensor avg_pool3d(const Tensor& x, const Pool3dOptions& options) {
-  return pool3d<AvgPasses>(OpKind::avg_pool3d, "avg_pool3d", x, options);
+  return run_pool<AvgPool>(OpKind::avg_pool3d, x, pool3d_plan("avg_pool3d", x, options));
 }
 
 }  // namespace mixgrad::F
