@@ -78,6 +78,16 @@ inline std::vector<double> values(const mg::Tensor& t) {
 /// The first of values(t).
 inline double scalar(const mg::Tensor& t) { return values(t).at(0); }
 
+/// Boost.Test's strong relative closeness, `BOOST_TEST(a == b, tolerance(t))`,
+/// spelled so the stand-in for Boost.Test (shim/) can check it too: the
+/// difference is within `t` of each magnitude. Equal values (infinities
+/// included) are close; NaN is close to nothing.
+inline bool relatively_close(double a, double b, double t) {
+  if (a == b) return true;
+  const double d = std::fabs(a - b);
+  return d <= t * std::fabs(a) && d <= t * std::fabs(b);
+}
+
 /// Copies of CPU tensors on the device.
 inline std::vector<mg::Tensor> to_gpu(const std::vector<mg::Tensor>& ts) {
   std::vector<mg::Tensor> out;
