@@ -12,6 +12,8 @@
 // with dlopen.
 #include <dlfcn.h>
 
+#include <string>
+
 #include <ATen/autocast_mode.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -257,25 +259,24 @@ std::unique_ptr<Runner> make_matmul(int64_t m, int64_t k, int64_t n, Precision p
 
 int cuda_device_count(const char** why) {
   // Loads LibTorch's CUDA backend once (it registers itself on load); the
-  // handle is kept for the life of the process.
-  static const char* load_error = [] {
+  // handle is kept for the life of the process. The reason for a failure
+  // (dlerror's text) is kept too, for the benchmark's header.
+  static const std::string load_error = [] {
     const char* names[] = {
 #ifdef MIXGRAD_BENCH_TORCH_LIBDIR
         MIXGRAD_BENCH_TORCH_LIBDIR "/libtorch_cuda.so",
 #endif
         "libtorch_cuda.so"};
-    const char* err = "libtorch_cuda.so not found";
+    std::string err = "libtorch_cuda.so not found";
     for (const char* n : names) {
-      if (dlopen(n, RTLD_NOW | RTLD_GLOBAL)) return static_cast<const char*>(nullptr);
-      err = dlerror();
+      if (dlopen(n, RTLD_NOW | RTLD_GLOBAL)) return std::string();
+      if (const char* e = dlerror()) err = e;
     }
-    return err;
+    return "LibTorch has no CUDA here (a CPU-only LibTorch, or its NVIDIA libraries missing or older than "
+           "the CUDA runtime mixgrad loaded): " + err;
   }();
-  const int n = torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
-  if (n == 0 && why)
-    *why = load_error ? "LibTorch has no CUDA here (libtorch_cuda.so did not load: a CPU-only LibTorch, or "
-                        "NVIDIA libraries missing)"
-                      : "LibTorch sees no CUDA device";
+  const int n = load_error.empty() && torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+  if (n == 0 && why) *why = load_error.empty() ? "LibTorch sees no CUDA device" : load_error.c_str();
   return n;
 }
 
