@@ -236,21 +236,12 @@ void GradScaler::unscale_recorded(const std::vector<Tensor>& tensors) {
   const detail::GradList list = detail::collect_grads("GradScaler::backward", tensors);
   check_not_unscaled("GradScaler::backward", list.owners);
   if (list.owners.empty()) return;
-  std::vector<Tensor> unscaled;
-  {
-    autodiff::NoRecordScope no_record;
-    place_state(list.grads.front().device());
-    Tensor found_inf = step_open_ ? found_inf_ : zeros(Shape{}, DType::float32, scale_.device());
-    // Read-only: the scaled gradients stay as the recorded backward made them.
-    backend::non_finite_check(list.grads, found_inf, inv_scale_);
-    if (!step_open_) unscaled_.clear();
-    step_open_ = true;
-    found_inf_ = std::move(found_inf);
-    found_inf_synced_ = false;
-  }
+  place_state(list.grads.front().device());
   // Recorded (the manager records on after a create_graph backward): a
   // penalty on the unscaled gradients differentiates through the product.
   // 16-bit gradients are multiplied in float32, as the fused pass does.
+  // Computed before any state changes, so a throw leaves the step as it was.
+  std::vector<Tensor> unscaled;
   for (const Tensor& t : list.owners) {
     const Tensor g = t.grad();
     const DType dt = g.dtype();
@@ -258,6 +249,24 @@ void GradScaler::unscale_recorded(const std::vector<Tensor>& tensors) {
     Tensor u = F::mul(dt == compute ? g : g.to(compute), inv_scale_.to(compute));
     if (u.dtype() != dt) u = u.to(dt);
     unscaled.push_back(std::move(u));
+  }
+  {
+    autodiff::NoRecordScope no_record;
+    Tensor found_inf = step_open_ ? found_inf_ : zeros(Shape{}, DType::float32, scale_.device());
+    // The scaled gradients stay as the recorded backward made them: the
+    // check reads them (CPU), or unscales scratch copies of them (devices
+    // whose backend has only the fused check-and-unscale pass).
+    if (scale_.device().is_cpu()) {
+      backend::non_finite_check(list.grads, found_inf, inv_scale_);
+    } else {
+      std::vector<Tensor> scratch;
+      for (const Tensor& g : list.grads) scratch.push_back(g.detach().clone());
+      backend::non_finite_check_and_unscale(scratch, found_inf, inv_scale_);
+    }
+    if (!step_open_) unscaled_.clear();
+    step_open_ = true;
+    found_inf_ = std::move(found_inf);
+    found_inf_synced_ = false;  // this check may have set it: the hook sees it again
   }
   for (size_t i = 0; i < list.owners.size(); ++i) {
     list.owners[i].set_grad(unscaled[i]);

@@ -210,7 +210,7 @@ class GradScaler {
   /// replaced by `grad * (1 / scale)` (computed in float32 for 16-bit
   /// gradients, in the gradient's dtype otherwise), a new tracked tensor, so
   /// a penalty on it differentiates through the unscale; the scaled
-  /// gradients are left untouched by a read-only pass that sets the step's
+  /// gradients are left untouched by the pass that sets the step's
   /// found-inf flag, and the unscaled ones carry the flag. Such a backward
   /// is the first pass of a step, not its end: `if_unscale_grad` does not
   /// update here (`always` still does). Clear the gradients and finish with
