@@ -16,6 +16,7 @@
 #include "backend/multi_tensor.hpp"
 #include "kernels/grad_scaling.hpp"
 #include "mixgrad/autodiff/grad_manager.hpp"
+#include "mixgrad/functional.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "ops/op_support.hpp"
 
@@ -187,14 +188,29 @@ void GradScaler::backward(autodiff::GradManager& gm, const Tensor& y, const Tens
 
 void GradScaler::backward(autodiff::GradManager& gm, const std::vector<Tensor>& ys, const std::vector<Tensor>& dys,
                           bool unscale_grad, UpdateScale update_scale) {
+  backward(gm, ys, dys, autodiff::BackwardOptions{}, unscale_grad, update_scale);
+}
+
+void GradScaler::backward(autodiff::GradManager& gm, const Tensor& y, const Tensor& dy,
+                          const autodiff::BackwardOptions& options, bool unscale_grad, UpdateScale update_scale) {
+  backward(gm, std::vector<Tensor>{y}, std::vector<Tensor>{dy}, options, unscale_grad, update_scale);
+}
+
+void GradScaler::backward(autodiff::GradManager& gm, const std::vector<Tensor>& ys, const std::vector<Tensor>& dys,
+                          const autodiff::BackwardOptions& options, bool unscale_grad, UpdateScale update_scale) {
   if (!options_.enabled) {
-    gm.backward(ys, dys);
+    gm.backward(ys, dys, options);
     return;
   }
   if (!dys.empty() && dys.size() != ys.size())
     throw ShapeError("GradScaler::backward: " + std::to_string(ys.size()) + " outputs but " +
                      std::to_string(dys.size()) + " output gradients");
   const std::vector<Tensor> attached = gm.attached_tensors();
+  // A gradient unscaled earlier in this step and cleared since holds nothing
+  // a new backward could be summed with: its tensor starts afresh (the
+  // second pass of a gradient penalty).
+  for (const Tensor& t : attached)
+    if (t.defined() && !t.grad().defined()) unscaled_.erase(t.id());
   check_not_unscaled("GradScaler::backward", attached);
   const auto first = std::find_if(ys.begin(), ys.end(), [](const Tensor& y) { return y.defined(); });
   if (first != ys.end()) place_state(first->device());
@@ -202,14 +218,61 @@ void GradScaler::backward(autodiff::GradManager& gm, const std::vector<Tensor>& 
   for (size_t i = 0; i < ys.size(); ++i)
     scaled[i] = scale_.defined() ? scaled_dy(ys[i], dys.empty() ? Tensor() : dys[i], scale_)
                                  : (dys.empty() ? Tensor() : dys[i]);
-  gm.backward(ys, scaled);
-  if (unscale_grad) {
+  gm.backward(ys, scaled, options);
+  if (unscale_grad && options.create_graph) {
+    unscale_recorded(gm.attached_tensors());
+  } else if (unscale_grad) {
     unscale(gm.attached_tensors());
   } else {
     for (const Tensor& t : gm.attached_tensors())
       if (t.grad().defined()) detail::mark_scaled(t.grad(), this);
   }
-  if (update_scale == UpdateScale::always || (update_scale == UpdateScale::if_unscale_grad && unscale_grad)) update();
+  // A create_graph backward is a step's first pass: the step ends with the next one.
+  const bool step_ends = unscale_grad && !options.create_graph;
+  if (update_scale == UpdateScale::always || (update_scale == UpdateScale::if_unscale_grad && step_ends)) update();
+}
+
+void GradScaler::unscale_recorded(const std::vector<Tensor>& tensors) {
+  const detail::GradList list = detail::collect_grads("GradScaler::backward", tensors);
+  check_not_unscaled("GradScaler::backward", list.owners);
+  if (list.owners.empty()) return;
+  place_state(list.grads.front().device());
+  // Recorded (the manager records on after a create_graph backward): a
+  // penalty on the unscaled gradients differentiates through the product.
+  // 16-bit gradients are multiplied in float32, as the fused pass does.
+  // Computed before any state changes, so a throw leaves the step as it was.
+  std::vector<Tensor> unscaled;
+  for (const Tensor& t : list.owners) {
+    const Tensor g = t.grad();
+    const DType dt = g.dtype();
+    const DType compute = dt == DType::float64 ? DType::float64 : DType::float32;
+    Tensor u = F::mul(dt == compute ? g : g.to(compute), inv_scale_.to(compute));
+    if (u.dtype() != dt) u = u.to(dt);
+    unscaled.push_back(std::move(u));
+  }
+  {
+    autodiff::NoRecordScope no_record;
+    Tensor found_inf = step_open_ ? found_inf_ : zeros(Shape{}, DType::float32, scale_.device());
+    // The scaled gradients stay as the recorded backward made them: the
+    // check reads them (CPU), or unscales scratch copies of them (devices
+    // whose backend has only the fused check-and-unscale pass).
+    if (scale_.device().is_cpu()) {
+      backend::non_finite_check(list.grads, found_inf, inv_scale_);
+    } else {
+      std::vector<Tensor> scratch;
+      for (const Tensor& g : list.grads) scratch.push_back(g.detach().clone());
+      backend::non_finite_check_and_unscale(scratch, found_inf, inv_scale_);
+    }
+    if (!step_open_) unscaled_.clear();
+    step_open_ = true;
+    found_inf_ = std::move(found_inf);
+    found_inf_synced_ = false;  // this check may have set it: the hook sees it again
+  }
+  for (size_t i = 0; i < list.owners.size(); ++i) {
+    list.owners[i].set_grad(unscaled[i]);
+    detail::mark_unscaled(unscaled[i], found_inf_);
+    unscaled_.emplace(list.owners[i].id(), list.owners[i].impl_ptr());
+  }
 }
 
 GradScaler& GradScaler::unscale(const std::vector<Tensor>& tensors) {

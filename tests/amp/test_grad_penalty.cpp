@@ -1,6 +1,8 @@
 // A gradient penalty under GradScaler: the scaled loss is differentiated with
 // create_graph, the gradients are unscaled by hand for the penalty, and the
-// penalised loss goes through the scaler's usual backward / step / update.
+// penalised loss goes through the scaler's usual backward / step / update
+// (the manual gear); or the scaler's own backward takes create_graph and
+// unscales the tracked gradients itself (the automatic gear).
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -105,6 +107,169 @@ BOOST_AUTO_TEST_CASE(scaled_gradient_penalty_matches_an_unscaled_control) {
   double moved = 0;
   for (size_t j = 0; j < start.size(); ++j) moved += std::abs(start[j] - end[j]);
   BOOST_TEST(moved > 1e-3);
+}
+
+// The fp32 reference of one step: d(loss + ||dloss/dp||)/dp, no scaling.
+std::vector<std::vector<double>> reference_grads(const std::vector<mg::Tensor>& start, const mg::Tensor& x,
+                                                 const mg::Tensor& y) {
+  std::vector<mg::Tensor> p;
+  for (const auto& t : start) p.push_back(t.clone());
+  mg::autodiff::GradManager gm;
+  gm.attach(p);
+  auto rec = gm.record();
+  mg::Tensor loss = F::mse_loss(model(p, x), y);
+  gm.backward(loss, {}, {.create_graph = true});
+  std::vector<mg::Tensor> grads;
+  for (const auto& t : p) grads.push_back(t.grad());
+  for (const auto& t : p) t.set_grad(mg::Tensor());
+  gm.backward(F::add(loss, grad_norm(grads)));
+  std::vector<std::vector<double>> out;
+  for (const auto& t : p) out.push_back(t.grad().to_vector<double>());
+  return out;
+}
+
+// The automatic gear: scaler.backward(gm, loss, {}, {.create_graph = true})
+// leaves unscaled, tracked gradients (no update: the step goes on), the
+// penalised loss's scaler.backward unscales and updates. Same four batches,
+// scaler and skipped iteration as above; the overflow comes from an inf
+// upstream gradient of the first pass at iteration 2, so both passes see it.
+BOOST_AUTO_TEST_CASE(automatic_gear_penalty_matches_the_fp32_reference) {
+  constexpr int kSkipIter = 2;
+  mg::manual_seed(7);
+  std::vector<std::pair<mg::Tensor, mg::Tensor>> data;
+  for (int i = 0; i < 4; ++i) data.emplace_back(mg::normal({8, 8}), mg::normal({8, 8}));
+
+  std::vector<mg::Tensor> control = make_params();
+  std::vector<mg::Tensor> scaled = make_params();
+  mg::amp::GradScaler scaler({.init_scale = 128.0, .growth_interval = 1});
+  mg::autodiff::GradManager gm;
+  gm.attach(scaled);
+  mg::optim::SGD opt(scaled, {.lr = 1.0});
+  mg::optim::SGD control_opt(control, {.lr = 1.0});
+  for (int i = 0; i < 4; ++i) {
+    const auto& [x, y] = data[i];
+    const auto expected = reference_grads(control, x, y);
+    const double scale_before = scaler.scale_factor();
+    opt.clear_grad();
+    {
+      auto rec = gm.record();
+      mg::Tensor loss = F::mse_loss(model(scaled, x), y);
+      const mg::Tensor dy = i == kSkipIter ? mg::full({}, std::numeric_limits<double>::infinity()) : mg::Tensor();
+      scaler.backward(gm, loss, dy, {.create_graph = true});
+      BOOST_TEST(gm.is_recording());
+      BOOST_TEST(scaler.scale_factor() == scale_before);  // not updated by the first pass
+      std::vector<mg::Tensor> grads;
+      for (const auto& p : scaled) grads.push_back(p.grad());
+      if (i != kSkipIter) {  // unscaled: the fp32 gradient of the loss alone
+        std::vector<mg::Tensor> ref;
+        for (const auto& t : control) ref.push_back(t.clone());
+        mg::autodiff::GradManager gm2;
+        gm2.attach(ref);
+        auto rec2 = gm2.record();
+        gm2.backward(F::mse_loss(model(ref, x), y));
+        for (size_t k = 0; k < ref.size(); ++k) {
+          const auto a = grads[k].to_vector<double>(), b = ref[k].grad().to_vector<double>();
+          for (size_t j = 0; j < a.size(); ++j) BOOST_TEST(std::abs(a[j] - b[j]) <= 1e-5 * (1 + std::abs(b[j])));
+        }
+      }
+      opt.clear_grad();
+      scaler.backward(gm, F::add(loss, grad_norm(grads)));
+    }
+    if (i != kSkipIter) {
+      for (size_t k = 0; k < scaled.size(); ++k) {
+        const auto a = scaled[k].grad().to_vector<double>();
+        for (size_t j = 0; j < a.size(); ++j)
+          BOOST_TEST(std::abs(a[j] - expected[k][j]) <= 1e-5 * (1 + std::abs(expected[k][j])),
+                     "iteration " << i << " parameter " << k << " element " << j << ": " << a[j] << " vs "
+                                  << expected[k][j]);
+      }
+      BOOST_TEST(!scaler.found_non_finite());
+      for (size_t k = 0; k < control.size(); ++k)
+        control[k].set_grad(mg::tensor(expected[k], control[k].shape(), control[k].dtype()));
+      control_opt.step().clear_grad();
+    } else {
+      BOOST_TEST(scaler.found_non_finite());
+    }
+    opt.step();  // skipped at kSkipIter: the gradients carry the step's flag
+  }
+  BOOST_TEST(scaler.scale_factor() == 128.0 * 8.0 * 0.5);
+  for (size_t k = 0; k < control.size(); ++k) {
+    const auto a = scaled[k].to_vector<double>(), b = control[k].to_vector<double>();
+    for (size_t j = 0; j < a.size(); ++j)
+      BOOST_TEST(std::abs(a[j] - b[j]) <= 1e-5 * (1 + std::abs(b[j])), "parameter " << k << " element " << j << ": "
+                                                                                     << a[j] << " vs " << b[j]);
+  }
+  const auto start = make_params()[0].to_vector<double>(), end = scaled[0].to_vector<double>();
+  double moved = 0;
+  for (size_t j = 0; j < start.size(); ++j) moved += std::abs(start[j] - end[j]);
+  BOOST_TEST(moved > 1e-3);
+}
+
+// The two passes of a step share its found-inf flag: an overflow of the
+// create_graph pass alone (a clean second pass) still skips the step.
+BOOST_AUTO_TEST_CASE(an_overflow_of_the_first_pass_alone_skips_the_step) {
+  std::vector<mg::Tensor> p = make_params();
+  const auto before = p[0].to_vector<double>();
+  mg::amp::GradScaler scaler({.init_scale = 128.0, .growth_interval = 1});
+  mg::autodiff::GradManager gm;
+  gm.attach(p);
+  mg::optim::SGD opt(p, {.lr = 1.0});
+  mg::manual_seed(3);
+  const mg::Tensor x = mg::normal({8, 8}), y = mg::normal({8, 8});
+  {
+    auto rec = gm.record();
+    mg::Tensor loss = F::mse_loss(model(p, x), y);
+    scaler.backward(gm, loss, mg::full({}, std::numeric_limits<double>::infinity()), {.create_graph = true});
+    opt.clear_grad();
+    scaler.backward(gm, loss);  // clean: the usual scaled dy
+  }
+  BOOST_TEST(std::isfinite(p[0].grad().to_vector<double>()[0]));
+  BOOST_TEST(scaler.found_non_finite());
+  BOOST_TEST(scaler.scale_factor() == 64.0);  // one backoff
+  opt.step();
+  BOOST_TEST(p[0].to_vector<double>() == before, boost::test_tools::per_element());
+}
+
+// A create_graph backward whose gradients are not cleared must not be summed
+// with the next pass's scaled ones: refused as for any unscaled gradient.
+BOOST_AUTO_TEST_CASE(uncleared_create_graph_gradients_are_refused) {
+  std::vector<mg::Tensor> p = make_params();
+  mg::amp::GradScaler scaler;
+  mg::autodiff::GradManager gm;
+  gm.attach(p);
+  const mg::Tensor x = mg::ones({8, 8}), y = mg::zeros({8, 8});
+  auto rec = gm.record();
+  mg::Tensor loss = F::mse_loss(model(p, x), y);
+  scaler.backward(gm, loss, {}, {.create_graph = true});
+  const auto g = p[0].grad().to_vector<double>();
+  BOOST_CHECK_THROW(scaler.backward(gm, F::add(loss, grad_norm({p[0].grad()}))), mg::StateError);
+  BOOST_TEST(p[0].grad().to_vector<double>() == g, boost::test_tools::per_element());
+}
+
+// A disabled scaler passes create_graph on: the penalty differentiates
+// through gradients it never touched.
+BOOST_AUTO_TEST_CASE(a_disabled_scaler_passes_create_graph_through) {
+  std::vector<mg::Tensor> p = make_params();
+  mg::manual_seed(5);
+  const mg::Tensor x = mg::normal({8, 8}), y = mg::normal({8, 8});
+  const auto expected = reference_grads(p, x, y);
+  mg::amp::GradScaler scaler({.enabled = false});
+  mg::autodiff::GradManager gm;
+  gm.attach(p);
+  {
+    auto rec = gm.record();
+    mg::Tensor loss = F::mse_loss(model(p, x), y);
+    scaler.backward(gm, loss, {}, {.create_graph = true});
+    std::vector<mg::Tensor> grads;
+    for (const auto& t : p) grads.push_back(t.grad());
+    for (const auto& t : p) t.set_grad(mg::Tensor());
+    scaler.backward(gm, F::add(loss, grad_norm(grads)));
+  }
+  for (size_t k = 0; k < p.size(); ++k) {
+    const auto a = p[k].grad().to_vector<double>();
+    for (size_t j = 0; j < a.size(); ++j)
+      BOOST_TEST(std::abs(a[j] - expected[k][j]) <= 1e-6 * (1 + std::abs(expected[k][j])));
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -9,7 +9,12 @@
 //
 //   build/tests/perf/bench_vs_libtorch [--rounds 7] [--reps 3] [--warmup 3] [--threads 2]
 //                                      [--models mlp,cnn,resnet] [--sections train,overhead,rss]
-//                                      [--rss-steps 5] [--side mixgrad|LibTorch]
+//                                      [--rss-steps 5] [--side mixgrad|LibTorch] [--device cpu|cuda|cuda:N]
+//
+// --device cuda (or cuda:N) runs the GPU benchmark of bench_gpu.cpp instead:
+// models, data and optimizers of both sides on that device (see
+// docs/cuda.md, "GPU benchmark"); without a CUDA device it prints why and
+// exits 77. --device cpu (the default) is the CPU benchmark described here.
 //
 // --side runs one framework alone (to profile it); `--rss-child SIDE MODEL
 // fp32|bf16 STEPS THREADS` is the child process of the memory table and also
@@ -31,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_gpu.hpp"
 #include "bench_harness.hpp"
 #include "bench_sides.hpp"
 #include "onednn_gemm.hpp"
@@ -46,7 +52,7 @@ namespace {
 
 struct Side {
   const char* name;
-  std::unique_ptr<Runner> (*make_trainer)(Model, Precision);
+  std::unique_ptr<Runner> (*make_trainer)(Model, Precision, int);
   std::unique_ptr<Runner> (*make_tiny_op)(TinyOp);
   void (*set_threads)(int);
   const char* (*version)();
@@ -74,7 +80,8 @@ struct Config {
 [[noreturn]] void usage(const char* argv0, int code = 2) {
   std::fprintf(code == 0 ? stdout : stderr,
                "usage: %s [--rounds N] [--reps N] [--warmup N] [--threads N] [--models mlp,cnn,resnet]\n"
-               "          [--sections train,overhead,rss] [--rss-steps N] [--side mixgrad|LibTorch]\n",
+               "          [--sections train,overhead,rss] [--rss-steps N] [--side mixgrad|LibTorch]\n"
+               "          [--device cpu|cuda|cuda:N]   (cuda: the GPU benchmark; models also mlp-4096)\n",
                argv0);
   std::exit(code);
 }
@@ -101,6 +108,16 @@ std::vector<std::string> split(const std::string& s) {
     start = end + 1;
   }
   return out;
+}
+
+// "cpu" -> kCpu, "cuda" -> 0, "cuda:N" -> N.
+bool parse_device(const std::string& s, int& device) {
+  if (s == "cpu") device = kCpu;
+  else if (s == "cuda") device = 0;
+  else if (s.rfind("cuda:", 0) == 0 && s.size() > 5 && s.find_first_not_of("0123456789", 5) == std::string::npos)
+    device = std::atoi(s.c_str() + 5);
+  else return false;
+  return true;
 }
 
 std::string cpu_model() {
@@ -135,7 +152,7 @@ ModelResult time_model(Model m, const std::vector<Side>& sides, const Config& cf
   std::vector<std::string> labels;
   for (const Side& s : sides)
     for (Precision p : kPrecisions) {
-      runners.push_back(s.make_trainer(m, p));
+      runners.push_back(s.make_trainer(m, p, kCpu));
       labels.push_back(std::string(s.name) + " " + name(m) + " " + name(p));
     }
   ModelResult result{m, {}, {}, {}};
@@ -283,7 +300,7 @@ int rss_child(const std::string& side, const std::string& model, const std::stri
     for (const Side& s : all_sides())
       if (side == s.name) {
         s.set_threads(threads);
-        auto r = s.make_trainer(m, p);
+        auto r = s.make_trainer(m, p, kCpu);
         for (int i = 0; i < steps; ++i) r->run();
         rc = std::isfinite(r->value()) ? 0 : 1;
       }
@@ -345,6 +362,8 @@ int main(int argc, char** argv) {
     return rss_child(argv[2], argv[3], argv[4], std::atoi(argv[5]), std::atoi(argv[6]));
 
   Config cfg;
+  int device = kCpu;
+  bool sections_given = false, models_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") usage(argv[0], 0);
@@ -356,14 +375,19 @@ int main(int argc, char** argv) {
     else if (a == "--threads") cfg.threads = std::max(1, std::atoi(v.c_str()));
     else if (a == "--rss-steps") cfg.rss_steps = std::max(1, std::atoi(v.c_str()));
     else if (a == "--side") cfg.only_side = v;  // one framework alone, for profiling
-    else if (a == "--models") {
+    else if (a == "--device") {
+      if (!parse_device(v, device)) usage(argv[0]);
+    } else if (a == "--models") {
+      models_given = true;
       cfg.models.clear();
       for (const auto& s : split(v)) {
         Model m{};
-        if (!parse_model(s, m)) usage(argv[0]);
+        if (s == "mlp-4096") m = Model::mlp_large;  // the GPU benchmark's large MLP
+        else if (!parse_model(s, m)) usage(argv[0]);
         cfg.models.push_back(m);
       }
     } else if (a == "--sections") {
+      sections_given = true;
       cfg.train = cfg.overhead = cfg.rss = false;
       for (const auto& s : split(v)) {
         if (s == "train") cfg.train = true;
@@ -373,6 +397,18 @@ int main(int argc, char** argv) {
       }
     } else usage(argv[0]);
   }
+
+  if (device != kCpu) {
+    GpuConfig g{.device = device, .timing = cfg.timing, .models = {}, .only_side = cfg.only_side};
+    if (models_given) g.models = cfg.models;
+    if (sections_given && !cfg.train) {
+      std::fprintf(stderr, "%s: on CUDA only the train section runs\n", argv[0]);
+      return 2;
+    }
+    return run_gpu_benchmark(g);
+  }
+  for (Model m : cfg.models)
+    if (m == Model::mlp_large) usage(argv[0]);  // a GPU model
 
   auto sides = all_sides();
   if (!cfg.only_side.empty()) {

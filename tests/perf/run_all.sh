@@ -6,6 +6,7 @@
 #
 #   tests/perf/run_all.sh [--install-libtorch] [--build-dir DIR] [-- bench options]
 #   tests/perf/run_all.sh -- --rounds 9 --sections train
+#   tests/perf/run_all.sh -- --device cuda     # the GPU benchmark (docs/cuda.md); 77 without a GPU
 #
 # --install-libtorch  pip-installs the torch wheel (without its CUDA
 #                     dependencies: the benchmark links only libtorch_cpu and
@@ -23,7 +24,7 @@ while [ $# -gt 0 ]; do
     --install-libtorch) install_torch=1; shift ;;
     --build-dir) build=$2; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "run_all.sh: unknown option $1 (bench options go after --)" >&2; exit 2 ;;
   esac
 done

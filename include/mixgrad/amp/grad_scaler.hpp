@@ -21,6 +21,14 @@
 //   scaler.update();
 //   scaler.step(opt);                            // the optimizer step, skipped on inf / NaN
 //
+//   // a gradient penalty (PyTorch's test_grad_scaling_penalty) through the automatic gear
+//   { auto rec = gm.record(); auto loss = ...;
+//     scaler.backward(gm, loss, {}, {.create_graph = true});  // w.grad(): unscaled, tracked
+//     auto penalty = F::sum(F::pow(w.grad(), 2.0));
+//     opt.clear_grad();
+//     scaler.backward(gm, F::add(loss, penalty)); }           // unscale, update
+//   opt.step().clear_grad();                                   // skipped if either pass overflowed
+//
 // PyTorch's loop works too: `scaler.backward(gm, loss, {}, false,
 // UpdateScale::never); scaler.step(opt); scaler.update();` — step() unscales
 // the optimizer's gradients that this scaler scaled and has not unscaled,
@@ -113,6 +121,7 @@
 
 namespace mixgrad::autodiff {
 class GradManager;
+struct BackwardOptions;
 }
 
 namespace mixgrad::amp {
@@ -194,6 +203,24 @@ class GradScaler {
   /// undefined entry stands for ones).
   void backward(autodiff::GradManager& gm, const std::vector<Tensor>& ys, const std::vector<Tensor>& dys = {},
                 bool unscale_grad = true, UpdateScale update_scale = UpdateScale::if_unscale_grad);
+  /// As above with GradManager's options, passed on to its backward:
+  /// `scaler.backward(gm, loss, {}, {.create_graph = true})` for a gradient
+  /// penalty. With create_graph the backward is recorded (gm keeps
+  /// recording) and so is the unscale: each attached tensor's gradient is
+  /// replaced by `grad * (1 / scale)` (computed in float32 for 16-bit
+  /// gradients, in the gradient's dtype otherwise), a new tracked tensor, so
+  /// a penalty on it differentiates through the unscale; the scaled
+  /// gradients are left untouched by the pass that sets the step's
+  /// found-inf flag, and the unscaled ones carry the flag. Such a backward
+  /// is the first pass of a step, not its end: `if_unscale_grad` does not
+  /// update here (`always` still does). Clear the gradients and finish with
+  /// the usual backward of the penalised loss: it unscales and updates, and
+  /// shares the step's flag, so an overflow in either pass skips the step.
+  void backward(autodiff::GradManager& gm, const Tensor& y, const Tensor& dy, const autodiff::BackwardOptions& options,
+                bool unscale_grad = true, UpdateScale update_scale = UpdateScale::if_unscale_grad);
+  void backward(autodiff::GradManager& gm, const std::vector<Tensor>& ys, const std::vector<Tensor>& dys,
+                const autodiff::BackwardOptions& options, bool unscale_grad = true,
+                UpdateScale update_scale = UpdateScale::if_unscale_grad);
 
   /// The current scale: what the loss's upstream gradient is multiplied by
   /// (1 for a disabled scaler). Reads the scale tensor: a synchronisation.
@@ -325,6 +352,8 @@ class GradScaler {
   struct Loaded;
   Loaded check_load(const StateDict& state) const;
   void check_not_unscaled(const char* op, const std::vector<Tensor>& tensors) const;
+  // create_graph's unscale: recorded, out of place (see backward).
+  void unscale_recorded(const std::vector<Tensor>& tensors);
   // Creates the state tensors on `device`, or moves them there.
   void place_state(Device device);
   // Sets the scale (and its reciprocal) from the host.

@@ -170,6 +170,26 @@ void transfer(const Tensor& src, const Tensor& dst) {
     if (st != cudaSuccess) throw_cuda_error(st, "cudaMemcpyAsync", __FILE__, __LINE__);
     return;
   }
+  if (src.device().is_cuda() && dst.device().is_cpu() && nbytes <= kMaxStagedBytes) {
+    // Device to host through a pinned staging buffer: the DMA runs at the
+    // pinned rate (a pageable destination makes the runtime stage it in
+    // chunks), the host waits for `stream` (it reads the result next, as
+    // before), then copies the bytes out. The buffer goes back to the pool
+    // behind the finished copy, so it is free at once.
+    const StagingBuffer staged = acquire_staging(on.index(), nbytes);
+    cudaError_t st = cudaMemcpyAsync(staged.ptr, src.raw_data(), nbytes, cudaMemcpyDeviceToHost, stream);
+    const char* what = "cudaMemcpyAsync";
+    if (st == cudaSuccess) {
+      note_host_sync();
+      st = cudaStreamSynchronize(stream);
+      what = "cudaStreamSynchronize";
+    }
+    if (st == cudaSuccess) std::memcpy(dst.raw_data(), staged.ptr, nbytes);
+    release_staging(staged, stream);
+    if (st != cudaSuccess) throw_cuda_error(st, what, __FILE__, __LINE__);
+    run_pending_checks(on.index());
+    return;
+  }
   MIXGRAD_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(), nbytes, cudaMemcpyDefault, stream));
   // A host destination is read as soon as this returns, and a device
   // destination on another device is used on that device's stream: wait.

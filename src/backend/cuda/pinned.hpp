@@ -1,4 +1,4 @@
-// Page-locked (pinned) staging buffers for host-to-device copies. A copy
+// Page-locked (pinned) staging buffers for host <-> device copies. A copy
 // from pageable memory makes the CUDA runtime stage the bytes itself and
 // return only once they are staged, at the pageable copy engine's rate;
 // copying into a pinned buffer first lets the DMA run at full rate while
@@ -12,6 +12,9 @@
 //   std::memcpy(s.ptr, host, bytes);
 //   cudaMemcpyAsync(dst, s.ptr, bytes, cudaMemcpyHostToDevice, stream);
 //   release_staging(s, stream);   // reusable once the copy has run
+//
+// Device-to-host copies use the same pool: cudaMemcpyAsync into the buffer,
+// synchronise the stream, memcpy out, release (the buffer is free at once).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -32,7 +35,7 @@ struct StagingBuffer {
   int slot = -1;
 };
 
-/// A pinned buffer of at least `bytes` (<= kMaxStagedBytes) for a copy to `device`.
+/// A pinned buffer of at least `bytes` (<= kMaxStagedBytes) for a copy to or from `device`.
 StagingBuffer acquire_staging(int device, size_t bytes);
 
 /// Returns `s` to the pool once the work queued on `stream` so far (its copy) has run.
