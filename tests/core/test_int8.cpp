@@ -269,6 +269,13 @@ BOOST_AUTO_TEST_CASE(comparisons_where_and_reductions) {
   BOOST_TEST(mx.item<int>() == 250);
   BOOST_TEST(F::min(i8({3, -128, 7})).item<int>() == -128);
   BOOST_TEST(F::argmax(u8({3, 250, 7}), 0).item<int64_t>() == 1);
+  // Sorting compares the values, not their bytes as signed or unsigned.
+  const auto [sv, si] = F::sort(i8({5, -128, 127, -1}));
+  BOOST_TEST(ints<int8_t>(sv) == std::vector<int>({-128, -1, 5, 127}), boost::test_tools::per_element());
+  BOOST_TEST(si.to_vector<int64_t>() == std::vector<int64_t>({1, 3, 0, 2}), boost::test_tools::per_element());
+  const auto [tv, ti] = F::topk(u8({3, 250, 7, 128}), 2);
+  BOOST_TEST(ints<uint8_t>(tv) == std::vector<int>({250, 128}), boost::test_tools::per_element());
+  BOOST_TEST(ti.to_vector<int64_t>() == std::vector<int64_t>({1, 3}), boost::test_tools::per_element());
   // Shape ops keep the dtype and the bytes.
   const mg::Tensor c = F::concat({u8({1, 2}), u8({255})}, 0);
   BOOST_TEST(ints<uint8_t>(c) == std::vector<int>({1, 2, 255}), boost::test_tools::per_element());
