@@ -118,6 +118,20 @@ BOOST_AUTO_TEST_CASE(uint8_images_are_the_raw_bytes) {
   }
   BOOST_TEST(kept.at<int>({4, 0, 27, 27}) == (static_cast<int>(5 * 784 - 1) * 7 + 4) % 256);
 
+  // Batches keep the dtype: convert on the fly (x.to(float32) / 255), as with torchvision's ToTensor.
+  mg::data::DataLoader loader(raw, {.batch_size = 2});
+  int batches = 0;
+  for (const auto& [bx, by] : loader) {
+    BOOST_TEST(bx.dtype() == mg::DType::uint8);
+    BOOST_TEST(by.dtype() == mg::DType::int64);
+    if (batches == 0) {
+      BOOST_TEST(bx.shape() == mg::Shape({2, 1, 28, 28}));
+      BOOST_TEST(bx.at<int>({1, 0, 0, 3}) == (787 * 7 + 1) % 256);
+    }
+    ++batches;
+  }
+  BOOST_TEST(batches == 3);
+
   // Other floating dtypes hold the float32 values converted.
   mg::data::FashionMNIST f64(d.root(), mg::data::Split::train, {.normalize = false, .dtype = mg::DType::float64});
   BOOST_TEST(f64.images().dtype() == mg::DType::float64);
