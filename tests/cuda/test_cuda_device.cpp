@@ -36,7 +36,8 @@ std::vector<unsigned char> bytes_of(const mg::Tensor& t) {
 }
 
 const mg::DType kAllDTypes[] = {mg::DType::float32, mg::DType::float16, mg::DType::bfloat16, mg::DType::float64,
-                                mg::DType::int32,   mg::DType::int64,   mg::DType::bool_};
+                                mg::DType::int32,   mg::DType::int64,   mg::DType::bool_,    mg::DType::int8,
+                                mg::DType::uint8};
 
 }  // namespace
 
