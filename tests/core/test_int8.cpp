@@ -309,6 +309,12 @@ BOOST_AUTO_TEST_CASE(indices_must_be_int64) {
   test_util::check_error<mg::DTypeError>([&] { (void)F::gather(x, 0, u8({1})); }, {"gather", "uint8[1]"});
   BOOST_TEST(F::index_select(x, 0, u8({0, 2}).to(DType::int64)).to_vector<float>() == std::vector<float>({1, 3}),
              boost::test_tools::per_element());
+  // As data, int8 / uint8 tensors are picked like any other.
+  const mg::Tensor idx = mg::tensor(std::vector<int64_t>{2, 0, 2}, {3});
+  BOOST_TEST(ints<uint8_t>(F::index_select(u8({10, 20, 255}), 0, idx)) == std::vector<int>({255, 10, 255}),
+             boost::test_tools::per_element());
+  BOOST_TEST(ints<int8_t>(F::gather(i8({-1, 5, -128}), 0, idx)) == std::vector<int>({-128, -1, -128}),
+             boost::test_tools::per_element());
   // Labels too: cross_entropy takes int32 / int64 classes, as PyTorch takes int64 only.
   test_util::check_error<mg::DTypeError>([&] { (void)F::cross_entropy(w, u8({0, 1})); },
                                          {"cross_entropy", "uint8[2]"});
