@@ -16,7 +16,9 @@
 
 namespace mixgrad {
 
-enum class DType : uint8_t { float32, float16, bfloat16, float64, int32, int64, bool_ };
+// New values go at the end: checkpoints and the distributed wire format store
+// the enumerator's number.
+enum class DType : uint8_t { float32, float16, bfloat16, float64, int32, int64, bool_, int8, uint8 };
 
 /// The name PyTorch and MegEngine users know: "float32", "bfloat16", "bool".
 std::string_view to_string(DType t);
@@ -32,6 +34,8 @@ constexpr int64_t element_size(DType t) {
     case DType::int32: return 4;
     case DType::int64: return 8;
     case DType::bool_: return 1;
+    case DType::int8: return 1;
+    case DType::uint8: return 1;
   }
   return 0;
 }
@@ -43,9 +47,15 @@ constexpr bool is_floating_point(DType t) {
 /// float16 or bfloat16.
 constexpr bool is_low_precision(DType t) { return t == DType::float16 || t == DType::bfloat16; }
 
+/// True for int8, uint8, int32 and int64 (not bool).
+constexpr bool is_integral(DType t) {
+  return t == DType::int8 || t == DType::uint8 || t == DType::int32 || t == DType::int64;
+}
+
 /// The dtype that holds both a and b without loss in the usual sense
-/// (float64 > float32 > {float16, bfloat16} > int64 > int32 > bool;
-/// float16 with bfloat16 gives float32).
+/// (float64 > float32 > {float16, bfloat16} > int64 > int32 > {int8, uint8} > bool;
+/// float16 with bfloat16 gives float32, and int8 with uint8 gives int32, since
+/// there is no int16: PyTorch gives int16 there).
 DType promote_types(DType a, DType b);
 
 /// The C++ type that stores one element of a dtype.
@@ -57,6 +67,8 @@ template <> struct dtype_traits<DType::float64> { using type = double; };
 template <> struct dtype_traits<DType::int32> { using type = int32_t; };
 template <> struct dtype_traits<DType::int64> { using type = int64_t; };
 template <> struct dtype_traits<DType::bool_> { using type = bool; };
+template <> struct dtype_traits<DType::int8> { using type = int8_t; };
+template <> struct dtype_traits<DType::uint8> { using type = uint8_t; };
 
 /// The dtype of a C++ element type.
 template <class T> constexpr DType dtype_of();
@@ -67,6 +79,8 @@ template <> constexpr DType dtype_of<double>() { return DType::float64; }
 template <> constexpr DType dtype_of<int32_t>() { return DType::int32; }
 template <> constexpr DType dtype_of<int64_t>() { return DType::int64; }
 template <> constexpr DType dtype_of<bool>() { return DType::bool_; }
+template <> constexpr DType dtype_of<int8_t>() { return DType::int8; }
+template <> constexpr DType dtype_of<uint8_t>() { return DType::uint8; }
 
 /// Calls `f.template operator()<T>()` with T the element type of `t`.
 template <class F>
@@ -79,6 +93,8 @@ decltype(auto) visit_dtype(DType t, F&& f) {
     case DType::int32: return f.template operator()<int32_t>();
     case DType::int64: return f.template operator()<int64_t>();
     case DType::bool_: return f.template operator()<bool>();
+    case DType::int8: return f.template operator()<int8_t>();
+    case DType::uint8: return f.template operator()<uint8_t>();
   }
   throw DTypeError("visit_dtype: invalid dtype");
 }

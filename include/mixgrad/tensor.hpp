@@ -44,7 +44,10 @@ class Tensor {
   bool is_contiguous() const;
 
   /// A copy converted to `dtype` (the same tensor if it already is). Recorded
-  /// by a recording GradManager like any op (see F::astype).
+  /// by a recording GradManager like any op (see F::astype). Floating values
+  /// become integers truncated toward zero; into int8 / uint8 through int64,
+  /// keeping the low 8 bits as PyTorch does (300.0 -> int8 44, -1.0 -> uint8
+  /// 255), with NaN, infinities and values beyond int64 giving 0.
   Tensor to(DType dtype) const;
   /// A copy on `device` (the same tensor if it already is there).
   Tensor to(Device device) const;

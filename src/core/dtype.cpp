@@ -13,6 +13,8 @@ std::string_view to_string(DType t) {
     case DType::int32: return "int32";
     case DType::int64: return "int64";
     case DType::bool_: return "bool";
+    case DType::int8: return "int8";
+    case DType::uint8: return "uint8";
   }
   return "invalid";
 }
@@ -23,12 +25,14 @@ namespace {
 int rank(DType t) {
   switch (t) {
     case DType::bool_: return 0;
-    case DType::int32: return 1;
-    case DType::int64: return 2;
-    case DType::float16: return 3;
-    case DType::bfloat16: return 3;
-    case DType::float32: return 4;
-    case DType::float64: return 5;
+    case DType::int8: return 1;
+    case DType::uint8: return 1;
+    case DType::int32: return 2;
+    case DType::int64: return 3;
+    case DType::float16: return 4;
+    case DType::bfloat16: return 4;
+    case DType::float32: return 5;
+    case DType::float64: return 6;
   }
   return -1;
 }
@@ -37,6 +41,8 @@ int rank(DType t) {
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
   if (is_low_precision(a) && is_low_precision(b)) return DType::float32;
+  // No int16: the smallest signed type that holds both int8 and uint8 is int32.
+  if ((a == DType::int8 && b == DType::uint8) || (a == DType::uint8 && b == DType::int8)) return DType::int32;
   return rank(a) >= rank(b) ? a : b;
 }
 

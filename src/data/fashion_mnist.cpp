@@ -1,9 +1,12 @@
 #include "mixgrad/data/fashion_mnist.hpp"
 
 #include <filesystem>
+#include <memory>
+#include <vector>
 
 #include "data/idx_file.hpp"
 #include "kernels/loops.hpp"
+#include "mixgrad/ops/creation.hpp"
 
 namespace mixgrad::data {
 
@@ -11,8 +14,18 @@ namespace {
 
 constexpr int64_t kNumClasses = 10;
 
+// The raw pixels as a uint8 tensor that owns the bytes read from the file.
+Tensor raw_images(idx::UByteArray&& images, int64_t n) {
+  auto bytes = std::make_shared<std::vector<uint8_t>>(std::move(images.values));
+  uint8_t* data = bytes->data();
+  return from_blob(data, {n, 1, 28, 28}, DType::uint8, Device::cpu(), [bytes](void*) mutable { bytes.reset(); });
+}
+
 TensorDataset load(const std::string& root, Split split, const FashionMNISTOptions& o) {
-  if (o.normalize && !(o.std > 0))
+  if (o.dtype != DType::uint8 && !is_floating_point(o.dtype))
+    throw DTypeError("FashionMNIST: images can be uint8 (raw pixels) or a floating dtype, got " +
+                     std::string(to_string(o.dtype)));
+  if (o.dtype != DType::uint8 && o.normalize && !(o.std > 0))
     throw ValueError("FashionMNIST: normalisation std must be > 0, got " + std::to_string(o.std));
   const std::string prefix = split == Split::train ? "train" : "t10k";
   const std::filesystem::path dir(root);
@@ -34,6 +47,16 @@ TensorDataset load(const std::string& root, Split split, const FashionMNISTOptio
     throw IOError("FashionMNIST: " + images_path + " holds " + std::to_string(n) + " images but " + labels_path +
                   " holds " + std::to_string(labels.dims[0]) + " labels");
 
+  Tensor y = empty({n}, DType::int64);
+  int64_t* yd = y.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    yd[i] = labels.values[i];
+    if (yd[i] >= kNumClasses)
+      throw IOError("FashionMNIST: " + labels_path + ": label " + std::to_string(yd[i]) + " of sample " +
+                    std::to_string(i) + " is not a class in 0..9");
+  }
+  if (o.dtype == DType::uint8) return TensorDataset(raw_images(std::move(images), n), y);
+
   Tensor x = empty({n, 1, 28, 28}, DType::float32);
   const double scale = o.normalize ? 1.0 / (255.0 * o.std) : 1.0 / 255.0;
   const double shift = o.normalize ? -o.mean / o.std : 0.0;
@@ -43,16 +66,7 @@ TensorDataset load(const std::string& root, Split split, const FashionMNISTOptio
   kernels::parallel_for(x.numel(), kernels::kParallelGrain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) xd[i] = static_cast<float>(src[i]) * fscale + fshift;
   });
-
-  Tensor y = empty({n}, DType::int64);
-  int64_t* yd = y.data<int64_t>();
-  for (int64_t i = 0; i < n; ++i) {
-    yd[i] = labels.values[i];
-    if (yd[i] >= kNumClasses)
-      throw IOError("FashionMNIST: " + labels_path + ": label " + std::to_string(yd[i]) + " of sample " +
-                    std::to_string(i) + " is not a class in 0..9");
-  }
-  return TensorDataset(x, y);
+  return TensorDataset(o.dtype == DType::float32 ? x : x.to(o.dtype), y);
 }
 
 }  // namespace

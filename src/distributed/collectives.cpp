@@ -89,7 +89,7 @@ void check_tensor(const char* fn, const Tensor& t) {
 
 void check_op(const Tensor& t, ReduceOp op) {
   const DType d = t.dtype();
-  const bool ok = is_floating_point(d) || ((d == DType::int32 || d == DType::int64) && op != ReduceOp::mean) ||
+  const bool ok = is_floating_point(d) || (is_integral(d) && op != ReduceOp::mean) ||
                   (d == DType::bool_ && op == ReduceOp::max);
   if (!ok)
     throw DTypeError(std::string("distributed::all_reduce: ") + op_name(op) + " of " + ops::describe(t) +
@@ -103,6 +103,8 @@ MPI_Datatype mpi_type(DType d) {
     case DType::int32: return MPI_INT32_T;
     case DType::int64: return MPI_INT64_T;
     case DType::bool_: return MPI_UINT8_T;
+    case DType::int8: return MPI_INT8_T;  // sums wrap modulo 256, as in PyTorch
+    case DType::uint8: return MPI_UINT8_T;
     default: return MPI_FLOAT;  // float16 / bfloat16 are staged as float32
   }
 }

@@ -75,6 +75,8 @@ ncclDataType_t nccl_type(DType d) {
     case DType::int32: return ncclInt32;
     case DType::int64: return ncclInt64;
     case DType::bool_: return ncclUint8;
+    case DType::int8: return ncclInt8;
+    case DType::uint8: return ncclUint8;
   }
   return ncclUint8;
 }

@@ -42,7 +42,8 @@ const std::string kByDevice = "by_device";
 const std::string kAutocastHigh = "mixgrad.autocast.high_prec_dtype";
 
 constexpr DType kAllDTypes[] = {DType::float32, DType::float16, DType::bfloat16, DType::float64,
-                                DType::int32,   DType::int64,   DType::bool_};
+                                DType::int32,   DType::int64,   DType::bool_,    DType::int8,
+                                DType::uint8};
 
 // Turns the messages of a failed check into an IOError naming the file.
 class Reader {

@@ -31,7 +31,8 @@ constexpr std::string_view kMetadataKey = "__metadata__";
 // The safetensors dtype names mixgrad has a dtype for.
 constexpr std::pair<DType, std::string_view> kDTypeNames[] = {
     {DType::float32, "F32"}, {DType::float16, "F16"}, {DType::bfloat16, "BF16"}, {DType::float64, "F64"},
-    {DType::int32, "I32"},   {DType::int64, "I64"},   {DType::bool_, "BOOL"},
+    {DType::int32, "I32"},   {DType::int64, "I64"},   {DType::bool_, "BOOL"},    {DType::int8, "I8"},
+    {DType::uint8, "U8"},
 };
 
 std::string_view dtype_name(DType t) {

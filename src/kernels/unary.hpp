@@ -11,7 +11,8 @@
 //   float y = f(0.5f);
 //   float dx = f.grad(1.0f, y);   // 1 - y * y
 //
-// `kIntegers` says whether the op is meaningful on int32 / int64 tensors.
+// `kIntegers` says whether the op is meaningful on integer tensors (int8,
+// uint8, int32, int64).
 // Where a result is chosen by a comparison, both candidates are computed
 // before the `?:`: a select of ready values compiles to a vector blend,
 // while arithmetic inside a branch keeps the loop scalar and branchy.
@@ -19,6 +20,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "mixgrad/half.hpp"
@@ -76,10 +78,17 @@ struct Rsqrt {
 template <class C>
 struct Abs {
   static constexpr bool kIntegers = true;
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return x < C(0) ? -x : x; }
+  MIXGRAD_HOST_DEVICE C operator()(C x) const {
+    if constexpr (std::is_unsigned_v<C>) return x;  // uint8
+    else return x < C(0) ? -x : x;
+  }
   MIXGRAD_HOST_DEVICE C grad(C g, C x) const {
-    const C neg = -g;
-    return x > C(0) ? g : (x < C(0) ? neg : C(0));
+    if constexpr (std::is_unsigned_v<C>) {
+      return x > C(0) ? g : C(0);
+    } else {
+      const C neg = -g;
+      return x > C(0) ? g : (x < C(0) ? neg : C(0));
+    }
   }
 };
 
@@ -88,7 +97,18 @@ template <class C>
 struct Clamp {
   static constexpr bool kIntegers = true;
   C lo, hi;
-  MIXGRAD_HOST_DEVICE explicit Clamp(const UnaryParams& p) : lo(static_cast<C>(p.alpha)), hi(static_cast<C>(p.beta)) {}
+  MIXGRAD_HOST_DEVICE explicit Clamp(const UnaryParams& p) : lo(bound(p.alpha)), hi(bound(p.beta)) {}
+  // Integer bounds saturate to C's range: clamp(uint8, -1, 300) is clamp(0, 255),
+  // where a plain conversion would be undefined.
+  MIXGRAD_HOST_DEVICE static C bound(double v) {
+    if constexpr (std::is_integral_v<C>) {
+      constexpr double kLo = static_cast<double>(std::numeric_limits<C>::lowest());
+      constexpr double kHi = static_cast<double>(std::numeric_limits<C>::max());
+      return v <= kLo ? std::numeric_limits<C>::lowest() : (!(v < kHi) ? std::numeric_limits<C>::max() : static_cast<C>(v));
+    } else {
+      return static_cast<C>(v);
+    }
+  }
   MIXGRAD_HOST_DEVICE C operator()(C x) const { return x < lo ? lo : (x > hi ? hi : x); }
   MIXGRAD_HOST_DEVICE C grad(C g, C x) const { return (x >= lo && x <= hi) ? g : C(0); }
 };

@@ -51,8 +51,29 @@ void manual_seed(uint64_t seed) {
 }
 
 namespace {
+
+// [lo, hi): the values (after truncation toward zero) an integer dtype holds.
+std::pair<double, double> integer_range(DType dtype) {
+  switch (dtype) {
+    case DType::int8: return {-128.0, 128.0};
+    case DType::uint8: return {0.0, 256.0};
+    case DType::int32: return {-2147483648.0, 2147483648.0};
+    default: return {-9223372036854775808.0, 9223372036854775808.0};
+  }
+}
+
+/// Whether `value`, truncated toward zero, is one of integer `dtype`'s values.
+bool fits_integer(double value, DType dtype) {
+  const auto [lo, hi] = integer_range(dtype);
+  const double t = std::trunc(value);  // NaN fails both comparisons
+  return t >= lo && t < hi;
+}
+
 Tensor filled(const char* op, const Shape& shape, double value, DType dtype, Device device) {
   sizes::nbytes(shape, dtype, op);  // so that a bad size names the op the caller called
+  if (is_integral(dtype) && !fits_integer(value, dtype))
+    throw ValueError(std::string(op) + ": value " + std::to_string(value) + " does not fit " +
+                     std::string(to_string(dtype)) + " (shape " + to_string(shape) + ")");
   Tensor t = empty(shape, dtype, device);
   backend::fill(t, value);
   return t;
@@ -91,11 +112,9 @@ int64_t arange_count(double start, double end, double step, DType dtype) {
     throw ValueError("arange: " + range_text(start, end, step, dtype) + " would have " + std::to_string(count) +
                      " elements, more than 2^53");
   const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
-  if (n > 0 && (dtype == DType::int32 || dtype == DType::int64)) {
+  if (n > 0 && is_integral(dtype)) {
     const double last = start + static_cast<double>(n - 1) * step;
-    const double lo = dtype == DType::int32 ? -2147483648.0 : -9223372036854775808.0;
-    const double hi = dtype == DType::int32 ? 2147483648.0 : 9223372036854775808.0;  // exclusive
-    if (!(std::min(start, last) >= lo && std::max(start, last) < hi))
+    if (!fits_integer(std::min(start, last), dtype) || !fits_integer(std::max(start, last), dtype))
       throw ValueError("arange: values of " + range_text(start, end, step, dtype) + " do not fit " +
                        std::string(to_string(dtype)));
   }
@@ -132,6 +151,8 @@ template Tensor tensor<double>(const std::vector<double>&, const Shape&);
 template Tensor tensor<int32_t>(const std::vector<int32_t>&, const Shape&);
 template Tensor tensor<int64_t>(const std::vector<int64_t>&, const Shape&);
 template Tensor tensor<bool>(const std::vector<bool>&, const Shape&);
+template Tensor tensor<int8_t>(const std::vector<int8_t>&, const Shape&);
+template Tensor tensor<uint8_t>(const std::vector<uint8_t>&, const Shape&);
 
 Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype) {
   Tensor t64 = tensor<double>(values, shape);

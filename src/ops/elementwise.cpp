@@ -40,7 +40,7 @@ using backend::UnaryParams;
 /// Which dtypes an op takes.
 enum class Accepts : uint8_t {
   floating,  // float16, bfloat16, float32, float64
-  numeric,   // and int32, int64
+  numeric,   // and int8, uint8, int32, int64
   any,       // and bool
 };
 

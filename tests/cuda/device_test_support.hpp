@@ -43,7 +43,7 @@ inline constexpr mg::DType kFloatingDTypes[] = {mg::DType::float32, mg::DType::f
                                                 mg::DType::float64};
 inline constexpr mg::DType kAllDTypes[] = {mg::DType::float32, mg::DType::float16, mg::DType::bfloat16,
                                            mg::DType::float64, mg::DType::int32,   mg::DType::int64,
-                                           mg::DType::bool_};
+                                           mg::DType::bool_,   mg::DType::int8,    mg::DType::uint8};
 
 // ---- skipping ------------------------------------------------------------------
 

@@ -99,6 +99,59 @@ BOOST_AUTO_TEST_CASE(reads_and_normalises_small_files) {
   BOOST_TEST(mg::data::FashionMNIST::kClassNames[9] == "Ankle boot");
 }
 
+BOOST_AUTO_TEST_CASE(uint8_images_are_the_raw_bytes) {
+  TempData d;
+  mg::data::FashionMNIST raw(d.root(), mg::data::Split::train, {.dtype = mg::DType::uint8});
+  const mg::Tensor x = raw.images();
+  BOOST_TEST(x.dtype() == mg::DType::uint8);
+  BOOST_TEST(x.shape() == mg::Shape({5, 1, 28, 28}));
+  BOOST_TEST(raw.labels().dtype() == mg::DType::int64);
+  // Every byte as written by idx_images, normalisation ignored.
+  const uint8_t* p = x.data<uint8_t>();
+  for (uint32_t i = 0; i < 5 * 784; ++i) BOOST_TEST_REQUIRE(p[i] == static_cast<uint8_t>((i * 7 + i / 784) % 256));
+  BOOST_TEST(x.at<int>({1, 0, 0, 3}) == (787 * 7 + 1) % 256);
+  // The tensor keeps the bytes alive after its dataset is gone.
+  mg::Tensor kept;
+  {
+    mg::data::FashionMNIST other(d.root(), mg::data::Split::train, {.dtype = mg::DType::uint8});
+    kept = other.images();
+  }
+  BOOST_TEST(kept.at<int>({4, 0, 27, 27}) == (static_cast<int>(5 * 784 - 1) * 7 + 4) % 256);
+
+  // Batches keep the dtype: convert on the fly (x.to(float32) / 255), as with torchvision's ToTensor.
+  mg::data::DataLoader loader(raw, {.batch_size = 2});
+  int batches = 0;
+  for (const auto& [bx, by] : loader) {
+    BOOST_TEST(bx.dtype() == mg::DType::uint8);
+    BOOST_TEST(by.dtype() == mg::DType::int64);
+    if (batches == 0) {
+      BOOST_TEST(bx.shape() == mg::Shape({2, 1, 28, 28}));
+      BOOST_TEST(bx.at<int>({1, 0, 0, 3}) == (787 * 7 + 1) % 256);
+    }
+    ++batches;
+  }
+  BOOST_TEST(batches == 3);
+
+  // Other floating dtypes hold the float32 values converted.
+  mg::data::FashionMNIST f64(d.root(), mg::data::Split::train, {.normalize = false, .dtype = mg::DType::float64});
+  BOOST_TEST(f64.images().dtype() == mg::DType::float64);
+  BOOST_TEST(f64.images().at<double>({1, 0, 0, 3}) == ((787 * 7 + 1) % 256) / 255.0, boost::test_tools::tolerance(1e-6));
+
+  // The uint8 pixels convert to the float path's values.
+  mg::data::FashionMNIST f32(d.root(), mg::data::Split::train, {.normalize = false});
+  const auto a = mg::F::div(x.to(mg::DType::float32), 255.0).to_vector<float>();
+  const auto b = f32.images().to_vector<float>();
+  BOOST_TEST(a == b, boost::test_tools::tolerance(1e-6f) << boost::test_tools::per_element());
+
+  for (mg::DType bad : {mg::DType::int8, mg::DType::int32, mg::DType::int64, mg::DType::bool_})
+    BOOST_CHECK_EXCEPTION(mg::data::FashionMNIST(d.root(), mg::data::Split::train, {.dtype = bad}), mg::DTypeError,
+                          [&](const mg::DTypeError& e) {
+                            const std::string m = e.what();
+                            return m.find("FashionMNIST") != std::string::npos &&
+                                   m.find(std::string(mg::to_string(bad))) != std::string::npos;
+                          });
+}
+
 BOOST_AUTO_TEST_CASE(missing_files_say_how_to_install) {
   TempData d;
   fs::remove(d.dir / "t10k-labels-idx1-ubyte.gz");
@@ -174,6 +227,16 @@ BOOST_AUTO_TEST_CASE(real_dataset_when_installed) {
   for (double x : v) sq += (x - mean) * (x - mean);
   BOOST_TEST(std::abs(mean) < 0.02);
   BOOST_TEST(std::abs(std::sqrt(sq / v.size()) - 1.0) < 0.02);
+
+  mg::data::FashionMNIST raw(mg::data::Split::test, {.dtype = mg::DType::uint8});
+  BOOST_TEST(raw.images().dtype() == mg::DType::uint8);
+  BOOST_TEST(raw.images().shape() == mg::Shape({10000, 1, 28, 28}));
+  // The same pixels: (x / 255 - mean) / std of the raw bytes is the default path's value.
+  const uint8_t* p = raw.images().data<uint8_t>();
+  int64_t mismatches = 0;
+  for (size_t i = 0; i < v.size(); i += 97)
+    mismatches += std::abs((p[i] / 255.0 - 0.2860) / 0.3530 - v[i]) > 1e-5;
+  BOOST_TEST(mismatches == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -23,7 +23,8 @@ mg::Tensor filled(int r, int64_t n, mg::DType d) {
 }
 
 const mg::DType kNumeric[] = {mg::DType::float32, mg::DType::float64, mg::DType::float16,
-                              mg::DType::bfloat16, mg::DType::int32,   mg::DType::int64};
+                              mg::DType::bfloat16, mg::DType::int32,   mg::DType::int64,
+                              mg::DType::int8,     mg::DType::uint8};
 const int64_t kSizes[] = {1, 7, 1001, 0};
 
 }  // namespace
@@ -69,11 +70,29 @@ BOOST_AUTO_TEST_CASE(bool_max_is_logical_or) {
   }
 }
 
+// As PyTorch's: an int8 / uint8 sum wraps modulo 256 instead of saturating.
+BOOST_AUTO_TEST_CASE(int8_and_uint8_sums_wrap) {
+  const int W = world().world_size(), r = world().rank();
+  mg::Tensor s8 = mg::tensor(std::vector<int8_t>{100, -100, static_cast<int8_t>(r)}, mg::Shape{3});
+  mg::Tensor u8 = mg::tensor(std::vector<uint8_t>{200, 1, static_cast<uint8_t>(r)}, mg::Shape{3});
+  dist::all_reduce(world(), s8, dist::ReduceOp::sum);
+  dist::all_reduce(world(), u8, dist::ReduceOp::sum);
+  const auto wrap8 = [](int64_t v) { return static_cast<double>(static_cast<int8_t>(static_cast<uint8_t>(v & 0xff))); };
+  const auto wrapu8 = [](int64_t v) { return static_cast<double>(v & 0xff); };
+  const int64_t ranks = W * (W - 1) / 2;  // 0 + 1 + ... + (W - 1)
+  BOOST_TEST(values(s8) == std::vector<double>({wrap8(100 * W), wrap8(-100 * W), wrap8(ranks)}),
+             boost::test_tools::per_element());
+  BOOST_TEST(values(u8) == std::vector<double>({wrapu8(200 * W), wrapu8(W), wrapu8(ranks)}),
+             boost::test_tools::per_element());
+  test_util::check_error<mg::DTypeError>([&] { dist::all_reduce(world(), u8, dist::ReduceOp::mean); },
+                                         {"all_reduce", "mean", "uint8[3]"});
+}
+
 BOOST_AUTO_TEST_CASE(broadcast_and_all_gather_every_dtype) {
   const int W = world().world_size(), r = world().rank();
   const int root = W - 1;
   for (mg::DType d : {mg::DType::float32, mg::DType::float64, mg::DType::float16, mg::DType::bfloat16,
-                      mg::DType::int32, mg::DType::int64, mg::DType::bool_})
+                      mg::DType::int32, mg::DType::int64, mg::DType::bool_, mg::DType::int8, mg::DType::uint8})
     for (int64_t n : kSizes) {
       BOOST_TEST_CONTEXT(mg::to_string(d) << "[" << n << "]") {
         mg::Tensor t = filled(r, n, d);

@@ -38,7 +38,7 @@ BOOST_AUTO_TEST_CASE(collectives_on_cuda_tensors) {
   auto group = dist::init_process_group();
   BOOST_TEST_REQUIRE(group.world_size() == 1);  // one GPU: one rank
   for (mg::DType d : {mg::DType::float32, mg::DType::float16, mg::DType::bfloat16, mg::DType::float64,
-                      mg::DType::int32, mg::DType::int64})
+                      mg::DType::int32, mg::DType::int64, mg::DType::int8, mg::DType::uint8})
     for (int64_t n : {1, 7, 1001}) {
       BOOST_TEST_CONTEXT(mg::to_string(d) << "[" << n << "]") {
         const auto want = filled(n, d).to_vector<double>();

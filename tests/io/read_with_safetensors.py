@@ -31,6 +31,8 @@ SPECS = [
     ("int64", "I64", np.int64, (2, 3)),
     ("bool", "BOOL", np.bool_, (7,)),
     ("scalar", "F32", np.float32, ()),
+    ("int8", "I8", np.int8, (3, 3)),
+    ("uint8", "U8", np.uint8, (2, 5)),
 ]
 
 
@@ -44,6 +46,10 @@ def expected(name, np_dtype, shape):
         v = sign * i * 7
     elif name == "int64":
         v = sign * i * i * 1000003
+    elif name == "int8":
+        v = (i * 37) % 256 - 128
+    elif name == "uint8":
+        v = (i * 53) % 256
     else:
         v = (i - 3) / 4.0
     return np.asarray(v, dtype=np_dtype if np_dtype is not None else np.float32).reshape(shape)

@@ -300,6 +300,33 @@ BOOST_AUTO_TEST_CASE(scaler_state_is_a_state_dict_and_old_files_load) {
   BOOST_TEST(loaded.options().growth_interval == 7);
 }
 
+// A model's int8 / uint8 buffers (quantisation codes, pixel lookup tables)
+// are saved as I8 / U8 and restored bit for bit.
+BOOST_AUTO_TEST_CASE(int8_and_uint8_buffers_round_trip) {
+  struct Codes : mg::nn::Module {
+    mg::Tensor lut, zero_point;
+    Codes() {
+      lut = register_buffer("lut", mg::tensor<uint8_t>({0, 7, 128, 255}, {4}));
+      zero_point = register_buffer("zero_point", mg::tensor<int8_t>({-128, -3, 127}, {3}));
+    }
+    mg::Tensor forward(const mg::Tensor& x) override { return x; }
+  };
+  io_test::TempDir dir;
+  Codes saved;
+  const auto path = mg::io::save_checkpoint(dir.path / "codes.safetensors", {.model = &saved, .rng = false});
+  const mg::StateDict file = mg::io::load_file(path);
+  BOOST_TEST(file.at("model.lut").dtype() == mg::DType::uint8);
+  BOOST_TEST(file.at("model.zero_point").dtype() == mg::DType::int8);
+
+  Codes loaded;
+  std::fill_n(loaded.lut.data<uint8_t>(), 4, uint8_t{1});
+  std::fill_n(loaded.zero_point.data<int8_t>(), 3, int8_t{1});
+  mg::io::load_checkpoint(path, {.model = &loaded, .rng = false, .autocast = false});
+  BOOST_TEST(loaded.lut.to_vector<int>() == std::vector<int>({0, 7, 128, 255}), boost::test_tools::per_element());
+  BOOST_TEST(loaded.zero_point.to_vector<int>() == std::vector<int>({-128, -3, 127}), boost::test_tools::per_element());
+  BOOST_TEST(loaded.lut.dtype() == mg::DType::uint8);
+}
+
 BOOST_AUTO_TEST_CASE(parts_left_out_are_neither_saved_nor_required) {
   io_test::TempDir dir;
   Run r(Opt::adam, 7);

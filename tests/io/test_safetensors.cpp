@@ -25,6 +25,8 @@ mg::StateDict every_dtype() {
   sd.insert("i32", mg::tensor<int32_t>({-2147483647 - 1, 0, 2147483647}, {3}));
   sd.insert("i64", mg::tensor<int64_t>({int64_t{1} << 40, -7}, {1, 2}));
   sd.insert("bool", mg::tensor<bool>({true, false, true}, {3}));
+  sd.insert("i8", mg::tensor<int8_t>({-128, -1, 0, 127}, {2, 2}));
+  sd.insert("u8", mg::tensor<uint8_t>({0, 1, 128, 255}, {4}));
   sd.insert("scalar", mg::scalar(42.0, mg::DType::float64));
   sd.insert("empty", mg::zeros({0, 4}));
   return sd;
@@ -64,6 +66,30 @@ BOOST_AUTO_TEST_CASE(round_trip_every_dtype_in_memory_and_on_disk) {
   BOOST_TEST((mg::io::load_metadata(path) == meta_file));
   // No temporary left next to the file.
   BOOST_TEST(std::distance(std::filesystem::directory_iterator(dir.path), {}) == 1);
+}
+
+// The safetensors names of the 1-byte integers, and their bytes as stored.
+BOOST_AUTO_TEST_CASE(int8_and_uint8_are_I8_and_U8) {
+  mg::StateDict sd;
+  sd.insert("a", mg::tensor<int8_t>({-2, 3}, {2}));
+  sd.insert("b", mg::tensor<uint8_t>({255}, {1}));
+  const std::vector<std::byte> file = mg::io::save_bytes(sd);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(file[static_cast<size_t>(i)]);
+  const auto header = nlohmann::json::parse(std::string(reinterpret_cast<const char*>(file.data()) + 8, n));
+  BOOST_TEST(header["a"]["dtype"] == "I8");
+  BOOST_TEST(header["a"]["data_offsets"] == nlohmann::json({0, 2}));
+  BOOST_TEST(header["b"]["dtype"] == "U8");
+  BOOST_TEST(header["b"]["data_offsets"] == nlohmann::json({2, 3}));
+  BOOST_TEST_REQUIRE(file.size() == 8 + n + 3);
+  BOOST_TEST(static_cast<int>(file[file.size() - 3]) == 0xfe);  // -2 as a byte
+  BOOST_TEST(static_cast<int>(file[file.size() - 2]) == 3);
+  BOOST_TEST(static_cast<int>(file[file.size() - 1]) == 255);
+  const mg::StateDict back = mg::io::load_bytes(file);
+  BOOST_TEST(back.at("a").dtype() == mg::DType::int8);
+  BOOST_TEST(back.at("b").dtype() == mg::DType::uint8);
+  BOOST_TEST(back.at("a").to_vector<int>() == std::vector<int>({-2, 3}), boost::test_tools::per_element());
+  BOOST_TEST(back.at("b").item<int>() == 255);
 }
 
 BOOST_AUTO_TEST_CASE(layout_is_the_safetensors_one) {
@@ -190,7 +216,7 @@ BOOST_AUTO_TEST_CASE(malformed_headers) {
       {R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"y":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})",
        d8, {"overlaps"}},
       {R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", d8, {"gap", "'x'"}},
-      {R"({"x":{"dtype":"U8","shape":[8],"data_offsets":[0,8]}})", d8, {"'x'", "'U8' is not supported"}},
+      {R"({"x":{"dtype":"I16","shape":[4],"data_offsets":[0,8]}})", d8, {"'x'", "'I16' is not supported"}},
       {R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", d8, {"'x'", "non-negative integers"}},
       {R"({"x":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", d8, {"'x'", "non-negative integers"}},
       {R"({"x":{"dtype":"F32","shape":[4611686018427387904,4611686018427387904],"data_offsets":[0,8]}})", d8,

@@ -26,9 +26,12 @@ struct Spec {
 };
 
 // The float tensors hold (i - 3) / 4 (exact in every float dtype), the
-// integer ones i * i * (-1)^i * 1000003 (past 2^31 for I64), bool i % 3 == 0.
+// integer ones i * i * (-1)^i * 1000003 (past 2^31 for I64), bool i % 3 == 0,
+// int8 (37 i mod 256) - 128 and uint8 53 i mod 256 (both ends of their ranges).
 double value(const Spec& s, int64_t i) {
   if (s.dtype == mg::DType::bool_) return i % 3 == 0;
+  if (s.dtype == mg::DType::int8) return static_cast<double>((i * 37) % 256 - 128);
+  if (s.dtype == mg::DType::uint8) return static_cast<double>((i * 53) % 256);
   if (s.dtype == mg::DType::int32) return static_cast<double>((i % 2 ? -1 : 1) * i * 7);
   if (s.dtype == mg::DType::int64) return static_cast<double>((i % 2 ? -1 : 1) * i * i * int64_t{1000003});
   return static_cast<double>(i - 3) / 4.0;
@@ -40,6 +43,7 @@ const std::vector<Spec>& specs() {
       {"bfloat16", mg::DType::bfloat16, {2, 2}}, {"float64", mg::DType::float64, {3, 1, 2}},
       {"int32", mg::DType::int32, {4}},          {"int64", mg::DType::int64, {2, 3}},
       {"bool", mg::DType::bool_, {7}},           {"scalar", mg::DType::float32, {}},
+      {"int8", mg::DType::int8, {3, 3}},         {"uint8", mg::DType::uint8, {2, 5}},
   };
   return s;
 }

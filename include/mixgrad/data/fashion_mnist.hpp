@@ -6,6 +6,8 @@
 //   mg::data::FashionMNIST test("/data/fmnist", mg::data::Split::test);
 //   train.images();   // float32 [60000, 1, 28, 28], (x/255 - 0.2860) / 0.3530
 //   train.labels();   // int64 [60000], 0..9
+//   mg::data::FashionMNIST raw(mg::data::Split::test, {.dtype = mg::DType::uint8});
+//   raw.images();     // uint8 [10000, 1, 28, 28], the file's bytes 0..255
 //   mg::data::FashionMNIST::kClassNames[train.labels().at<int64_t>({0})];
 //
 // The files (train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,
@@ -26,9 +28,15 @@ enum class Split : uint8_t { train, test };
 
 struct FashionMNISTOptions {
   /// When true, pixels become (x / 255 - mean) / std; when false, x / 255.
+  /// Ignored for uint8 images.
   bool normalize = true;
   double mean = 0.2860;  // of the training pixels in [0, 1]
   double std = 0.3530;
+  /// The images' dtype: float32, another floating dtype (the float32 values
+  /// converted), or uint8 for the raw pixels 0..255 as stored in the file
+  /// (no scaling, no copy: torchvision's `dataset.data`). DTypeError for
+  /// any other dtype.
+  DType dtype = DType::float32;
 };
 
 class FashionMNIST : public TensorDataset {

@@ -15,6 +15,8 @@
 
 namespace mixgrad {
 
+/// full: ValueError when an integer dtype cannot hold `value` (truncated
+/// toward zero), e.g. 300 as int8 or -1 as uint8, as PyTorch refuses it.
 Tensor zeros(const Shape& shape, DType dtype = DType::float32, Device device = Device::cpu());
 Tensor ones(const Shape& shape, DType dtype = DType::float32, Device device = Device::cpu());
 Tensor full(const Shape& shape, double value, DType dtype = DType::float32, Device device = Device::cpu());
@@ -62,5 +64,7 @@ extern template Tensor tensor<double>(const std::vector<double>&, const Shape&);
 extern template Tensor tensor<int32_t>(const std::vector<int32_t>&, const Shape&);
 extern template Tensor tensor<int64_t>(const std::vector<int64_t>&, const Shape&);
 extern template Tensor tensor<bool>(const std::vector<bool>&, const Shape&);
+extern template Tensor tensor<int8_t>(const std::vector<int8_t>&, const Shape&);
+extern template Tensor tensor<uint8_t>(const std::vector<uint8_t>&, const Shape&);
 
 }  // namespace mixgrad

@@ -1,9 +1,11 @@
 // mixgrad/ops/elementwise.hpp — elementwise math with NumPy broadcasting.
 //
 // Binary ops promote mixed dtypes to the wider one (float16 with bfloat16
-// gives float32); a scalar takes the tensor's dtype. Each op has a gradient.
-// add, sub, mul, maximum, minimum, neg, abs, clamp and relu also take int32 /
-// int64 tensors; the other arithmetic needs floating tensors (convert with
+// gives float32, int8 with uint8 int32); a scalar takes the tensor's dtype
+// (converted as Tensor::to converts). Each op has a gradient.
+// add, sub, mul, maximum, minimum, neg, abs, clamp and relu also take integer
+// tensors (int8, uint8, int32, int64; the result wraps on overflow, as in
+// PyTorch); the other arithmetic needs floating tensors (convert with
 // .to(DType::float32)); comparisons and where take any dtype. Errors name
 // the op, shapes and dtypes (ShapeError, DTypeError).
 //

@@ -2,7 +2,7 @@
 // the outer * inner lines. A first kernel turns each element into an
 // unsigned key whose unsigned order is the CPU's order (floats: sign-flipped
 // bits, -0 folded onto +0, every NaN the largest key; integers: sign bit
-// flipped; descending: the key complemented, so the ascending sort is used
+// flipped, uint8 as it is; descending: the key complemented, so the ascending sort is used
 // either way) and lays the lines out contiguously with their positions as
 // the values. Radix sort is stable, so equal values keep their input order,
 // as on the CPU. A last kernel writes the first k of each line.
@@ -34,6 +34,8 @@ template <> struct KeyOf<bfloat16> { using type = uint16_t; };
 template <> struct KeyOf<int32_t> { using type = uint32_t; };
 template <> struct KeyOf<int64_t> { using type = uint64_t; };
 template <> struct KeyOf<bool> { using type = uint8_t; };
+template <> struct KeyOf<int8_t> { using type = uint8_t; };
+template <> struct KeyOf<uint8_t> { using type = uint8_t; };
 
 template <class T>
 __device__ __forceinline__ typename KeyOf<T>::type order_key(T v) {
@@ -41,6 +43,8 @@ __device__ __forceinline__ typename KeyOf<T>::type order_key(T v) {
   constexpr K sign = K(1) << (sizeof(K) * 8 - 1);
   if constexpr (std::is_same_v<T, bool>) {
     return v ? 1 : 0;
+  } else if constexpr (std::is_unsigned_v<T>) {
+    return static_cast<K>(v);  // uint8: already in order
   } else if constexpr (std::is_integral_v<T>) {
     return static_cast<K>(v) ^ sign;
   } else {

@@ -98,6 +98,8 @@ dnnl::memory::data_type data_type(DType t) {
     case DType::float16: return dt::f16;
     case DType::int32: return dt::s32;
     case DType::bool_: return dt::u8;
+    case DType::int8: return dt::s8;
+    case DType::uint8: return dt::u8;
     default: break;
   }
   throw DTypeError("oneDNN: no data type for " + std::string(to_string(t)));
