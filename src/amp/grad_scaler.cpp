@@ -291,9 +291,7 @@ void GradScaler::step(optim::Optimizer& opt, bool fused_unscale) {
     if (mark.scaled && mark.scaler == this && !unscaled_.contains(p.id()))
       pending.push_back(p);  // another scaler's: opt.step() refuses it
   }
-  const bool fused = fused_unscale && !pending.empty() && std::all_of(pending.begin(), pending.end(), [](const Tensor& p) {
-    return p.grad().device().is_cpu();
-  });
+  const bool fused = fused_unscale && !pending.empty();
   if (!fused) {
     if (!pending.empty()) unscale(pending);
     sync_found_inf();  // every rank steps on the flag they agree on
