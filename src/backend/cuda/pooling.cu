@@ -207,7 +207,7 @@ MaxPoolWorkspace max_pool2d_argmax(const Tensor& x, const Tensor& y, const Pool2
 }
 
 MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
-  return max_pool2d_argmax(x, y, p);
+  return cuda::max_pool2d_argmax(x, y, p);
 }
 
 namespace {
