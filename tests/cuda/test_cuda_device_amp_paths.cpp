@@ -120,9 +120,9 @@ GradList grad_list(mg::DType dt, double poison, bool poisoned) {
   b = b.to(dt);
   const mg::Tensor c = mg::uniform({30, 20}, -2.0, 2.0).to(dt);
   GradList l;
-  l.cpu = {a, b, c.transpose(0, 1)};
+  l.cpu = {a, b, mg::F::transpose(c, 0, 1)};
   for (const mg::Tensor& t : {a, b, c}) l.gpu.push_back(t.to(kGpu));
-  l.gpu[2] = l.gpu[2].transpose(0, 1);
+  l.gpu[2] = mg::F::transpose(l.gpu[2], 0, 1);
   return l;
 }
 
