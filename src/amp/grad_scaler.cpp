@@ -254,15 +254,8 @@ void GradScaler::unscale_recorded(const std::vector<Tensor>& tensors) {
     autodiff::NoRecordScope no_record;
     Tensor found_inf = step_open_ ? found_inf_ : zeros(Shape{}, DType::float32, scale_.device());
     // The scaled gradients stay as the recorded backward made them: the
-    // check reads them (CPU), or unscales scratch copies of them (devices
-    // whose backend has only the fused check-and-unscale pass).
-    if (scale_.device().is_cpu()) {
-      backend::non_finite_check(list.grads, found_inf, inv_scale_);
-    } else {
-      std::vector<Tensor> scratch;
-      for (const Tensor& g : list.grads) scratch.push_back(g.detach().clone());
-      backend::non_finite_check_and_unscale(scratch, found_inf, inv_scale_);
-    }
+    // check only reads them, on either device.
+    backend::non_finite_check(list.grads, found_inf, inv_scale_);
     if (!step_open_) unscaled_.clear();
     step_open_ = true;
     found_inf_ = std::move(found_inf);
@@ -354,9 +347,7 @@ void GradScaler::step(optim::Optimizer& opt, bool fused_unscale) {
     if (mark.scaled && mark.scaler == this && !unscaled_.contains(p.id()))
       pending.push_back(p);  // another scaler's: opt.step() refuses it
   }
-  const bool fused = fused_unscale && !pending.empty() && std::all_of(pending.begin(), pending.end(), [](const Tensor& p) {
-    return p.grad().device().is_cpu();
-  });
+  const bool fused = fused_unscale && !pending.empty();
   if (!fused) {
     if (!pending.empty()) unscale(pending);
     sync_found_inf();  // every rank steps on the flag they agree on

@@ -15,6 +15,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string>
 
 #include "backend/dispatch.hpp"
 
@@ -32,6 +34,8 @@ void index_select(const Tensor& x, Axis3 a, const Tensor& index, const Tensor& o
 void index_add(const Tensor& src, Axis3 a, const Tensor& index, const Tensor& out);
 void gather(const Tensor& x, int axis, const Tensor& index, const Tensor& out);
 void scatter_add(const Tensor& src, int axis, const Tensor& index, const Tensor& out);
+void index_put_rows(std::span<const Tensor> indices, const Shape& extents, const std::string& x_desc,
+                    const Tensor& rows);
 void index_put(const Tensor& values, const Tensor& rows, bool accumulate, const Tensor& out);
 void cumsum(const Tensor& x, Axis3 a, bool reverse, const Tensor& out);
 void prod(const Tensor& x, Axis3 a, const Tensor& out);
@@ -43,6 +47,9 @@ void index_select(const Tensor& x, Axis3 a, const Tensor& index, const Tensor& o
 void index_add(const Tensor& src, Axis3 a, const Tensor& index, const Tensor& out);
 void gather(const Tensor& x, int axis, const Tensor& index, const Tensor& out);
 void scatter_add(const Tensor& src, int axis, const Tensor& index, const Tensor& out);
+void index_put_rows(std::span<const Tensor> indices, const Shape& extents, const std::string& x_desc,
+                    const Tensor& rows);
+void index_put(const Tensor& values, const Tensor& rows, bool accumulate, const Tensor& out);
 void cumsum(const Tensor& x, Axis3 a, bool reverse, const Tensor& out);
 void prod(const Tensor& x, Axis3 a, const Tensor& out);
 void prod_grad(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx);
@@ -67,11 +74,27 @@ inline void gather(const Tensor& x, int axis, const Tensor& index, const Tensor&
 inline void scatter_add(const Tensor& src, int axis, const Tensor& index, const Tensor& out) {
   MIXGRAD_DISPATCH_CUDA(out.device(), scatter_add, (src, axis, index, out));
 }
+/// rows [M] (int64, contiguous, on the indices' device) = the rows of x
+/// seen as [N, inner] (N = the product of `extents`, x's leading k extents)
+/// named by the k index tensors (int64, contiguous, M elements each): the
+/// indices' row-major number, a negative index counting from the end of its
+/// dimension. An index outside [-extent, extent) is a ValueError naming
+/// x_desc and the dimension: thrown here on the CPU before anything is
+/// written; on CUDA its row is set to -1 (index_put then skips it) and the
+/// error is thrown at the device's next host sync (backend/pending_checks.hpp).
+inline void index_put_rows(std::span<const Tensor> indices, const Shape& extents, const std::string& x_desc,
+                           const Tensor& rows) {
+  MIXGRAD_DISPATCH_CUDA(rows.device(), index_put_rows, (indices, extents, x_desc, rows));
+}
 /// out [N, inner] row rows[m] = values [M, inner] row m (rows [M], in
-/// range), or += with `accumulate`. Rows are written in order m = 0..M-1, so
-/// a repeated row keeps the last value written (accumulate: adds them all).
+/// range; CUDA skips a row of -1, index_put_rows' mark of a bad index), or
+/// += with `accumulate`. Rows are written in order m = 0..M-1, so a repeated
+/// row keeps the last value written (accumulate: adds them all). On CUDA the
+/// same result, deterministically: the last entry naming a row claims it and
+/// only it writes; accumulate adds as index_add does (atomics in float32 /
+/// float64, entries in order in the other dtypes).
 inline void index_put(const Tensor& values, const Tensor& rows, bool accumulate, const Tensor& out) {
-  MIXGRAD_DISPATCH(out.device(), index_put, (values, rows, accumulate, out));
+  MIXGRAD_DISPATCH_CUDA(out.device(), index_put, (values, rows, accumulate, out));
 }
 /// out = running sum of x along the axis (from the end when `reverse`: the
 /// backward of cumsum), accumulated in float (double for float64).

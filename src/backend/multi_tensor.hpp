@@ -83,7 +83,7 @@ inline void non_finite_check(std::span<const Tensor> tensors, const Tensor& foun
   const Device device = tensors.front().device();
   detail::check_scalar_arg("non_finite_check", "found_inf", found_inf, device, false);
   detail::check_scalar_arg("non_finite_check", "inv_scale", inv_scale, device, true);
-  MIXGRAD_DISPATCH(device, non_finite_check, (tensors, found_inf, inv_scale));
+  MIXGRAD_DISPATCH_CUDA(device, non_finite_check, (tensors, found_inf, inv_scale));
 }
 
 /// The p-norm (`norm_type` > 0, or +inf for the largest |x|) of all elements

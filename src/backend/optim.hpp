@@ -50,9 +50,10 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
 }  // namespace cpu
 namespace cuda {
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
-                const Tensor& found_inf, const SgdStep& s);
+                const Tensor& found_inf, const SgdStep& s, const AmpUpdate& amp = {});
 void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                 const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf, const AdamStep& s);
+                 const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf, const AdamStep& s,
+                 const AmpUpdate& amp = {});
 }  // namespace cuda
 
 /// param <- SGD(param, grad), unless found_inf is set; momentum_buffer is
@@ -61,11 +62,7 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
 /// float32 (float64 for float64 parameters) with the parameter's shape.
 inline void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
                        const Tensor& found_inf, const SgdStep& s, const AmpUpdate& amp = {}) {
-  // The AMP inputs are a CPU feature so far: elsewhere the plain update runs
-  // (a fused unscale is never asked of it: GradScaler::step unscales first).
-  if (param.device().is_cpu()) return cpu::sgd_update(param, grad, momentum_buffer, step, found_inf, s, amp);
-  if (amp.inv_scale.defined() || amp.master.defined()) throw_no_cuda("sgd_update with master weights");
-  MIXGRAD_DISPATCH_CUDA(param.device(), sgd_update, (param, grad, momentum_buffer, step, found_inf, s));
+  MIXGRAD_DISPATCH_CUDA(param.device(), sgd_update, (param, grad, momentum_buffer, step, found_inf, s, amp));
 }
 
 /// param <- Adam(param, grad), unless found_inf is set, with the bias
@@ -73,10 +70,8 @@ inline void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& mo
 inline void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                         const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf,
                         const AdamStep& s, const AmpUpdate& amp = {}) {
-  if (param.device().is_cpu())
-    return cpu::adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, found_inf, s, amp);
-  if (amp.inv_scale.defined() || amp.master.defined()) throw_no_cuda("adam_update with master weights");
-  MIXGRAD_DISPATCH_CUDA(param.device(), adam_update, (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, found_inf, s));
+  MIXGRAD_DISPATCH_CUDA(param.device(), adam_update,
+                        (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, found_inf, s, amp));
 }
 
 }  // namespace mixgrad::backend

@@ -48,6 +48,8 @@ void adaptive_avg_pool2d_backward(const Tensor& gy, const Tensor& gx);
 namespace cuda {
 MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p);
 void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Tensor& gx, const Pool2dParams& p);
+MaxPoolWorkspace max_pool2d_argmax(const Tensor& x, const Tensor& y, const Pool2dParams& p);
+void max_pool2d_gather(const Tensor& gx, const MaxPoolWorkspace& ws, const Tensor& gy);
 void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p);
 void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dParams& p);
 void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y);
@@ -67,12 +69,12 @@ inline void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, co
 /// `argmax` workspace, which max_pool2d_gather reads (a recorded backward's
 /// positions; the paths agree except which of tied maxima wins).
 inline MaxPoolWorkspace max_pool2d_argmax(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
-  MIXGRAD_DISPATCH(y.device(), max_pool2d_argmax, (x, y, p));
+  MIXGRAD_DISPATCH_CUDA(y.device(), max_pool2d_argmax, (x, y, p));
 }
 /// gy (overwritten) = gx read at each output's maximal input (ws of kind
 /// argmax): the adjoint of max_pool2d_backward, the recorded gradient's own backward.
 inline void max_pool2d_gather(const Tensor& gx, const MaxPoolWorkspace& ws, const Tensor& gy) {
-  MIXGRAD_DISPATCH(gy.device(), max_pool2d_gather, (gx, ws, gy));
+  MIXGRAD_DISPATCH_CUDA(gy.device(), max_pool2d_gather, (gx, ws, gy));
 }
 /// y = mean over each window of x, counting only positions inside x.
 inline void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p) {

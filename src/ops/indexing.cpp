@@ -262,31 +262,20 @@ Tensor index_put(const Tensor& x_in, const std::vector<Tensor>& indices, const T
                     vt != DType::float64 && amp::detail::autocast_active()))
     throw DTypeError(std::string(op) + ": expected values of the input's dtype, got " + ops::describe(values_in) +
                      " for " + ops::describe(x_in));
-  if (!x_in.device().is_cpu()) backend::throw_no_cuda(op);  // the row numbers are computed on the host
-
   // Row numbers of x seen as [N, inner] (N = the leading k extents),
-  // checked before anything is written.
+  // computed where x lives; a bad index is reported before anything is
+  // written on the CPU, at the next host sync on a device.
   const int64_t m_count = b.numel();
-  Tensor rows = empty(b, DType::int64, x_in.device());
-  int64_t* pr = static_cast<int64_t*>(rows.raw_data());
-  std::fill(pr, pr + m_count, int64_t{0});
+  std::vector<Tensor> dense_indices;
+  Shape extents;
   int64_t n_rows = 1;
   for (int j = 0; j < k; ++j) {
-    const int64_t extent = x_in.shape()[j];
-    n_rows *= extent;
-    const Tensor idx = ops::dense(broadcast_view(indices[static_cast<size_t>(j)], b));
-    const int64_t* pi = idx.data<int64_t>();
-    for (int64_t m = 0; m < m_count; ++m) {
-      int64_t v = pi[m];
-      if (v < -extent || v >= extent)
-        throw ValueError(std::string(op) + ": index " + std::to_string(v) + " is out of range for dimension " +
-                         std::to_string(j) + " of " + ops::describe(x_in) + " (valid: " +
-                         std::to_string(-extent) + " to " + std::to_string(extent - 1) + ")");
-      if (v < 0) v += extent;
-      pr[m] = pr[m] * extent + v;
-    }
+    extents.push_back(x_in.shape()[j]);
+    n_rows *= x_in.shape()[j];
+    dense_indices.push_back(ops::dense(broadcast_view(indices[static_cast<size_t>(j)], b)));
   }
-  rows = reshape(rows, Shape{m_count});
+  const Tensor rows = empty(Shape{m_count}, DType::int64, x_in.device());
+  backend::index_put_rows(dense_indices, extents, ops::describe(x_in), rows);
 
   Tensor x = x_in, values = values_in;
   amp::autocast_inputs(OpKind::index_put, {&x, &values});

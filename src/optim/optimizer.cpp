@@ -71,11 +71,6 @@ Optimizer::Optimizer(std::vector<Tensor> params, std::string name, bool master_w
       throw ValueError(name_ + ": parameter " + std::to_string(i) + " appears more than once in the parameter list");
   }
   state_.resize(params_.size());
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (uses_master(i) && !params_[i].device().is_cpu())
-      throw DeviceError(name_ + ": master_weights: parameter " + std::to_string(i) + " " + ops::describe(params_[i]) +
-                        " is on " + to_string(params_[i].device()) +
-                        "; master weights are updated on the CPU only in this version");
   autodiff::NoRecordScope no_record;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!uses_master(i)) continue;
@@ -119,8 +114,6 @@ void Optimizer::check_grads(const amp::GradScaler* scaler) const {
     if (g.shape() != p.shape()) throw ShapeError(which + " has a gradient of shape " + to_string(g.shape()));
     if (!is_floating_point(g.dtype())) throw DTypeError(which + " has a " + ops::describe(g) + " gradient");
     if (g.device() != p.device()) throw DeviceError(which + " has a gradient on " + to_string(g.device()));
-    if (uses_master(i) && !p.device().is_cpu())
-      throw DeviceError(which + " has master weights, which are updated on the CPU only in this version");
     const amp::detail::GradMark mark = amp::detail::grad_mark(g);
     if (mark.scaled && (scaler == nullptr || mark.scaler != scaler))
       throw StateError(which + " has a gradient that GradScaler::backward scaled and no unscale has unscaled; "

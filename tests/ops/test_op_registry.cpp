@@ -343,6 +343,55 @@ BOOST_AUTO_TEST_CASE(every_op_on_cuda_matches_the_cpu,
     }
 }
 
+// The second-derivative setup above (float64) on CUDA against the CPU: the
+// recorded (create_graph) backward of every twice differentiable op and the
+// backward through it, so the kernels only recorded gradients use (max
+// pooling's argmax and its gather, ...) are compared too. Skipped without a
+// CUDA device.
+BOOST_AUTO_TEST_CASE(every_twice_differentiable_op_second_derivative_on_cuda_matches_the_cpu,
+                     *boost::unit_test::precondition([](boost::unit_test::test_unit_id) { return has_cuda(); })) {
+  for (const auto& c : all_op_cases()) {
+    if (!c.check_gradient || !twice_differentiable(c) || !c.same_on_every_device) continue;
+    BOOST_TEST_CONTEXT("op case " << c.name << " (" << mg::op_name(c.op) << ")") {
+      auto hessian_vector = [&c](mg::Device device) {
+        SecondOrderSetup s = second_order_setup(c);
+        for (auto& x : s.xs) x = x.to(device);
+        s.w = s.w.to(device);
+        for (auto& v : s.v)
+          if (v.defined()) v = v.to(device);
+        mg::autodiff::GradManager gm;
+        for (size_t i : s.checked) gm.attach(s.xs[i]);
+        {
+          auto rec = gm.record();
+          const mg::Tensor d = recorded_directional_derivative(c, s, gm);
+          if (d.defined()) gm.backward(d);
+        }
+        std::vector<std::vector<double>> out;
+        for (size_t i : s.checked) {
+          const mg::Tensor h = s.xs[i].grad();
+          out.push_back(h.defined() ? h.to(mg::Device::cpu()).to_vector<double>()
+                                    : std::vector<double>(s.xs[i].numel(), 0.0));
+        }
+        return out;
+      };
+      try {
+        const auto want = hessian_vector(mg::Device::cpu());
+        const auto got = hessian_vector(mg::Device::cuda(0));
+        BOOST_TEST_REQUIRE(got.size() == want.size());
+        for (size_t i = 0; i < want.size(); ++i) {
+          double scale = 0;
+          for (double v : want[i]) scale = std::max(scale, std::abs(v));
+          for (size_t k = 0; k < want[i].size(); ++k)
+            BOOST_TEST(std::abs(got[i][k] - want[i][k]) <= 1e-9 * (scale + 1.0),
+                       "input " << i << " element " << k << ": " << got[i][k] << " on CUDA vs " << want[i][k]);
+        }
+      } catch (const mg::DeviceError& e) {
+        BOOST_ERROR("op case " << c.name << " (" << mg::op_name(c.op) << ") second order on CUDA: " << e.what());
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(every_op_reads_its_autocast_entry) {
   for (const auto& c : all_op_cases()) {
     if (mg::amp::policy_is_fixed(c.op) || !c.check_low_precision || !c.reads_autocast_entry) continue;

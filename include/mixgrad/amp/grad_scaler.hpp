@@ -270,7 +270,7 @@ class GradScaler {
   /// (one fused pass over all of them), then `opt.step()` runs. For an
   /// optimizer built with `step_supports_amp_scaling` (PyTorch's
   /// `_step_supports_amp_scaling`; `opt.step(scaler)` asks for the same),
-  /// on the CPU, the unscale is fused into the update instead: one read-only
+  /// on any device, the unscale is fused into the update instead: one read-only
   /// pass over those gradients sets the flag, and the update kernel
   /// multiplies each gradient by 1 / scale as it reads it, so the gradients
   /// are never written and stay scaled in memory afterwards (unscale() first

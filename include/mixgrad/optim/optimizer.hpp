@@ -35,9 +35,9 @@
 // its master copy's rounding has its master copy taken from it again at the
 // next step; a write of the same values (loading the model of the
 // checkpoint the master copies came from, in either order) keeps them.
-// float32 / float64 parameters need no copy and get none. Master weights
-// are a CPU feature in this version: a 16-bit parameter on a CUDA device
-// with master_weights is a DeviceError at construction and at step().
+// float32 / float64 parameters need no copy and get none. On a CUDA device
+// the master copy lives beside its parameter and the update reads it there
+// (one kernel per parameter, no host read).
 //
 //   net.to(mg::DType::bfloat16);
 //   mg::optim::SGD opt(net.parameters(), {.lr = 0.05, .momentum = 0.9, .master_weights = true});

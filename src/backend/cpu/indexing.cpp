@@ -168,6 +168,26 @@ void scatter_add(const Tensor& src, int axis, const Tensor& index, const Tensor&
 // Rows in index order (a repeated destination row keeps the last one, or
 // sums them all with accumulate); the work inside a row is split across
 // threads, never the row order, so the result is the same on every run.
+void index_put_rows(std::span<const Tensor> indices, const Shape& extents, const std::string& x_desc,
+                    const Tensor& rows) {
+  const int64_t m_count = rows.numel();
+  int64_t* pr = static_cast<int64_t*>(rows.raw_data());
+  std::fill(pr, pr + m_count, int64_t{0});
+  for (size_t j = 0; j < indices.size(); ++j) {
+    const int64_t extent = extents[static_cast<int>(j)];
+    const int64_t* pi = indices[j].data<int64_t>();
+    for (int64_t m = 0; m < m_count; ++m) {
+      int64_t v = pi[m];
+      if (v < -extent || v >= extent)
+        throw ValueError("index_put: index " + std::to_string(v) + " is out of range for dimension " +
+                         std::to_string(j) + " of " + x_desc + " (valid: " + std::to_string(-extent) + " to " +
+                         std::to_string(extent - 1) + ")");
+      if (v < 0) v += extent;
+      pr[m] = pr[m] * extent + v;
+    }
+  }
+}
+
 void index_put(const Tensor& values, const Tensor& rows, bool accumulate, const Tensor& out) {
   const int64_t m_count = rows.numel();
   const int64_t inner = m_count == 0 ? 0 : values.numel() / m_count;

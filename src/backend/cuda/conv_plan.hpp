@@ -137,4 +137,29 @@ MIXGRAD_PLAN_HD inline void adaptive_outputs_of(int64_t i, int64_t in, int64_t o
   if (last > out) last = out;
 }
 
+/// The maximum of a max-pooling window as the CPU's built-in path picks it
+/// (backend/cpu/pooling.cpp), which the argmax workspace records: the window
+/// [h0, h1) x [w0, w1) of a plane of width `width` is walked in row-major
+/// order and a value replaces the best so far when it is greater, or when it
+/// is NaN and the best is not. So the first of tied maxima wins, the first
+/// NaN beats everything, and -inf is a maximum like any other. Returns the
+/// winner's offset in its plane (row * width + column), or -1 for an empty
+/// window (wholly in the padding); `load(offset)` reads a value in the
+/// compute type A.
+template <class A, class Load>
+MIXGRAD_PLAN_HD inline int64_t window_argmax(int64_t h0, int64_t h1, int64_t w0, int64_t w1, int64_t width,
+                                             const Load& load) {
+  int64_t best_at = -1;
+  A best = A(0);
+  for (int64_t ih = h0; ih < h1; ++ih)
+    for (int64_t iw = w0; iw < w1; ++iw) {
+      const A v = load(ih * width + iw);
+      if (best_at < 0 || v > best || (v != v && best == best)) {  // v != v: NaN, without fast-math's help
+        best = v;
+        best_at = ih * width + iw;
+      }
+    }
+  return best_at;
+}
+
 }  // namespace mixgrad::backend::cuda_plan

@@ -1,6 +1,10 @@
 // CUDA indexing kernels and scans along one axis (backend/indexing.hpp).
 //
 // Gathers (index_select, gather) are grid-stride loops over the output.
+// index_put computes its rows on the device (cuda_plan::put_row) and, when it
+// overwrites, lets the last entry naming a row claim it (an atomicMax) and
+// only that entry copy: the CPU's last-write-wins result, deterministically;
+// with accumulate it runs index_add's kernels.
 // The scatters (index_add, scatter_add) add with atomics in float32 and
 // float64 (the order of additions into one destination then varies between
 // runs, as in every GPU framework); in the 16-bit and integer dtypes, which
@@ -47,9 +51,11 @@ struct On {
   explicit On(const Tensor& t) : device(t.device().index()), guard(device), stream(current_stream(device)) {}
 };
 
+// first_bad null: skip the index without recording it (index_put's rows of
+// -1, whose bad index index_put_rows already recorded).
 __device__ __forceinline__ bool bad_index(int64_t v, int64_t extent, int64_t pos, unsigned long long* first_bad) {
   if (static_cast<uint64_t>(v) < static_cast<uint64_t>(extent)) return false;
-  atomicMin(first_bad, static_cast<unsigned long long>(pos));
+  if (first_bad != nullptr) atomicMin(first_bad, static_cast<unsigned long long>(pos));
   return true;
 }
 
@@ -134,6 +140,54 @@ __global__ void index_add_ordered_kernel(const T* src, const int64_t* idx, Axis3
       T& d = out[(o * a.axis + v) * a.inner + i];
       d = cast<T>(cast<Acc>(d) + cast<Acc>(src[(o * k_count + k) * a.inner + i]));
     }
+  }
+}
+
+// ---- index_put ----------------------------------------------------------------
+
+struct PutIndices {
+  const int64_t* idx[Shape::kMaxDims];
+  int64_t extent[Shape::kMaxDims];
+  int k;
+};
+
+// rows[m] = the row entry m names (cuda_plan::put_row), -1 for a bad index,
+// whose first position (j * M + m: the CPU's check order) is recorded.
+__global__ void put_rows_kernel(PutIndices a, int64_t m_count, int64_t* rows, unsigned long long* first_bad) {
+  MIXGRAD_GRID_STRIDE_LOOP(m, m_count) {
+    int bad_j = -1;
+    rows[m] = cuda_plan::put_row(a.idx, a.extent, a.k, m, bad_j);
+    if (bad_j >= 0) atomicMin(first_bad, static_cast<unsigned long long>(bad_j * m_count + m));
+  }
+}
+
+// status = {the bad index tensor's number or -1, the index value}.
+__global__ void put_rows_status_kernel(PutIndices a, int64_t m_count, const unsigned long long* first_bad,
+                                       int64_t* status) {
+  const unsigned long long f = *first_bad;
+  const bool bad = f != ULLONG_MAX;
+  const int64_t j = bad ? static_cast<int64_t>(f) / m_count : -1;
+  status[0] = j;
+  status[1] = bad ? a.idx[j][static_cast<int64_t>(f) % m_count] : 0;
+}
+
+// last[rows[m]] = the largest m naming that row.
+__global__ void put_claim_kernel(const int64_t* rows, int64_t m_count, int64_t n_rows, long long* last) {
+  MIXGRAD_GRID_STRIDE_LOOP(m, m_count) {
+    const int64_t r = rows[m];
+    if (r >= 0 && r < n_rows) atomicMax(last + r, static_cast<long long>(m));
+  }
+}
+
+// Each element of the rows that won their claim is copied; the others are
+// skipped, so every destination is written once, by the last entry naming it.
+template <class U>
+__global__ void put_write_kernel(const U* values, const int64_t* rows, const int64_t* last, int64_t n_rows,
+                                 int64_t inner, U* out, int64_t n) {
+  MIXGRAD_GRID_STRIDE_LOOP(p, n) {
+    const int64_t m = p / inner;
+    const int64_t r = rows[m];
+    if (cuda_plan::put_wins(last, n_rows, r, m)) out[r * inner + p % inner] = values[p];
   }
 }
 
@@ -343,6 +397,75 @@ void scatter_add(const Tensor& src, int axis, const Tensor& index, const Tensor&
   });
   MIXGRAD_CUDA_CHECK(cudaGetLastError());
   check.finish();
+}
+
+void index_put_rows(std::span<const Tensor> indices, const Shape& extents, const std::string& x_desc,
+                    const Tensor& rows) {
+  const int64_t m_count = rows.numel();
+  if (m_count == 0) return;
+  PutIndices a{};
+  a.k = static_cast<int>(indices.size());
+  for (int j = 0; j < a.k; ++j) {
+    a.idx[j] = device_ptr<const int64_t>(indices[static_cast<size_t>(j)]);
+    a.extent[j] = extents[j];
+  }
+  On on(rows);
+  const Tensor first_bad = empty(Shape{1}, DType::int64, rows.device());
+  auto* word = static_cast<unsigned long long*>(first_bad.raw_data());
+  MIXGRAD_CUDA_CHECK(cudaMemsetAsync(word, 0xff, sizeof(unsigned long long), on.stream));
+  const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(m_count);
+  put_rows_kernel<<<lc.blocks, lc.threads, 0, on.stream>>>(a, m_count, device_ptr<int64_t>(rows), word);
+  MIXGRAD_CUDA_CHECK(cudaGetLastError());
+  const Tensor status = empty(Shape{2}, DType::int64, rows.device());
+  put_rows_status_kernel<<<1, 1, 0, on.stream>>>(a, m_count, word, device_ptr<int64_t>(status));
+  MIXGRAD_CUDA_CHECK(cudaGetLastError());
+  defer_status_check(status, [x_desc, extents](const int64_t* st) {
+    if (st[0] < 0) return;
+    const int64_t extent = extents[static_cast<int>(st[0])];
+    throw ValueError("index_put: index " + std::to_string(st[1]) + " is out of range for dimension " +
+                     std::to_string(st[0]) + " of " + x_desc + " (valid: " + std::to_string(-extent) + " to " +
+                     std::to_string(extent - 1) + ")");
+  });
+}
+
+void index_put(const Tensor& values, const Tensor& rows, bool accumulate, const Tensor& out) {
+  const int64_t m_count = rows.numel();
+  if (m_count == 0 || values.numel() == 0) return;
+  const int64_t inner = values.numel() / m_count;
+  const int64_t n_rows = out.numel() / inner;
+  On on(out);
+  const Axis3 a{.outer = 1, .axis = n_rows, .inner = inner};
+  if (accumulate) {  // index_add's kernels over [1, N, inner]; bad rows (-1) skipped unrecorded
+    visit_dtype(out.dtype(), [&]<class T>() {
+      if constexpr (kAtomic<T>) {
+        const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(values.numel());
+        index_add_atomic_kernel<T><<<lc.blocks, lc.threads, 0, on.stream>>>(
+            device_ptr<const T>(values), device_ptr<const int64_t>(rows), a, m_count, device_ptr<T>(out),
+            values.numel(), nullptr);
+      } else {
+        const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(inner);
+        index_add_ordered_kernel<T><<<lc.blocks, lc.threads, 0, on.stream>>>(
+            device_ptr<const T>(values), device_ptr<const int64_t>(rows), a, m_count, device_ptr<T>(out), inner,
+            nullptr);
+      }
+    });
+    MIXGRAD_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
+  // Claim each row for its last entry, then copy only the claimed rows.
+  const Tensor last = empty(Shape{n_rows}, DType::int64, out.device());
+  MIXGRAD_CUDA_CHECK(cudaMemsetAsync(last.raw_data(), 0xff, static_cast<size_t>(n_rows) * sizeof(int64_t), on.stream));
+  const cuda_plan::LaunchConfig lc_claim = cuda_plan::launch_config(m_count);
+  put_claim_kernel<<<lc_claim.blocks, lc_claim.threads, 0, on.stream>>>(
+      device_ptr<const int64_t>(rows), m_count, n_rows, static_cast<long long*>(last.raw_data()));
+  MIXGRAD_CUDA_CHECK(cudaGetLastError());
+  const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(values.numel());
+  visit_bits(element_size(out.dtype()), [&]<class U>() {
+    put_write_kernel<U><<<lc.blocks, lc.threads, 0, on.stream>>>(
+        static_cast<const U*>(values.raw_data()), device_ptr<const int64_t>(rows),
+        device_ptr<const int64_t>(last), n_rows, inner, static_cast<U*>(out.raw_data()), values.numel());
+  });
+  MIXGRAD_CUDA_CHECK(cudaGetLastError());
 }
 
 void cumsum(const Tensor& x, Axis3 a, bool reverse, const Tensor& out) {

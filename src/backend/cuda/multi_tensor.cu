@@ -5,7 +5,8 @@
 // kChunkElements elements. The element math is kernels/grad_scaling.hpp's.
 //
 // Nothing here reads a device value on the host: the unscale factor, the
-// found-inf flag, the norm and the clip factor live in one-element device
+// found-inf flag (also set by the read-only check of an unscale fused into
+// the optimizer update), the norm and the clip factor live in one-element device
 // tensors and are read by the kernels, so GradScaler::unscale and
 // clip_grad_norm queue work and return.
 //
@@ -107,6 +108,23 @@ __global__ void __launch_bounds__(kMultiThreads) scale_check_kernel(Table tab, F
   int bad = 0;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) bad |= op(*element<T>(tab, t, i)) ? 1 : 0;
   if (__syncthreads_or(bad) && threadIdx.x == 0 && found_inf != nullptr) *found_inf = 1.0f;
+}
+
+// The read-only check of an unscale fused into the optimizer update
+// (non_finite_check): flags g * inv_scale that is inf or NaN in T's
+// arithmetic type, as kernels::ProductCheck; nothing is written but the flag.
+// A factor that is not finite makes every product non-finite, so it flags
+// too (the CPU's result, computed the same way).
+template <class T>
+__global__ void __launch_bounds__(kMultiThreads) check_kernel(Table tab, const void* inv_scale, bool is64,
+                                                             float* found_inf) {
+  const kernels::ProductCheck<T> op{kernels::applied_factor<T>(scalar_at(inv_scale, is64))};
+  const int t = tab.block_tensor[blockIdx.x];
+  const int64_t begin = static_cast<int64_t>(tab.block_chunk[blockIdx.x]) * cuda_plan::kChunkElements;
+  const int64_t end = min(tab.numel[t], begin + cuda_plan::kChunkElements);
+  int bad = 0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) bad |= op(*element<const T>(tab, t, i)) ? 1 : 0;
+  if (__syncthreads_or(bad) && threadIdx.x == 0) *found_inf = 1.0f;
 }
 
 // ---- norms -----------------------------------------------------------------
@@ -268,6 +286,24 @@ void non_finite_check_and_unscale(std::span<const Tensor> tensors, const Tensor&
   for (const Tensor& t : tensors) in_float = in_float || t.dtype() != DType::float64;
   const FactorSource src{inv_scale.raw_data(), inv_scale.dtype() == DType::float64, false, in_float, 0.0};
   scale_pass(tensors, src, static_cast<float*>(found_inf.raw_data()), "non_finite_check_and_unscale");
+}
+
+void non_finite_check(std::span<const Tensor> tensors, const Tensor& found_inf, const Tensor& inv_scale) {
+  constexpr const char* op = "non_finite_check";
+  const std::vector<cuda_plan::MultiLaunch> plan = cuda_plan::plan_multi_tensor(refs_of(tensors, op));
+  const int device = tensors.front().device().index();
+  DeviceGuard guard(device);
+  const cudaStream_t stream = current_stream(device);
+  const bool is64 = inv_scale.dtype() == DType::float64;
+  auto* flag = static_cast<float*>(found_inf.raw_data());
+  for (const cuda_plan::MultiLaunch& l : plan) {
+    const Table tab = table_of(l, tensors);
+    visit_floating(dtype_of(l, tensors), op, [&]<class T>() {
+      check_kernel<T><<<static_cast<unsigned>(l.blocks.size()), kMultiThreads, 0, stream>>>(tab, inv_scale.raw_data(),
+                                                                                           is64, flag);
+    });
+    MIXGRAD_CUDA_CHECK(cudaGetLastError());
+  }
 }
 
 void grad_norm(std::span<const Tensor> tensors, double norm_type, const Tensor& out) {

@@ -5,6 +5,15 @@
 // are formed from the device's count, and a one-thread kernel queued after
 // the update advances the count unless the step was skipped. So an AMP step
 // queues its optimizer work without waiting for the overflow check.
+//
+// The two mixed-precision parts of a step (backend::AmpUpdate) go through
+// kernels::apply_update, as on the CPU: the inverse loss scale is read by the
+// kernel from its one-element float64 device tensor (a GradScaler's unscale
+// fused into the update, no host read), and a 16-bit parameter's float32
+// master copy is one more operand of the strided walk, updated in place with
+// its rounding written to the parameter in the same pass. Both are runtime
+// operands (a null pointer when absent), not template parameters, so they add
+// no kernel instantiations.
 #include <cuda_runtime_api.h>
 
 #include <array>
@@ -78,15 +87,19 @@ struct AmsgradRuleMaker {
   __device__ kernels::AmsgradRule<C> operator()(int64_t count) const { return {m.template make<C>(count)}; }
 };
 
+// Operands of the walk: 0 the parameter, 1 its master copy (null without),
+// 2 the gradient, 3... the state buffers.
+constexpr int kFixedOperands = 3;
+
 template <class P, class G, class C, int K, class Rule, size_t... I>
-__device__ void update_one(const StridedIndexer<2 + K>& ix, char* const* ptr, int64_t i, const Rule& rule,
-                           std::index_sequence<I...>) {
-  int64_t off[2 + K];
+__device__ void update_one(const StridedIndexer<kFixedOperands + K>& ix, char* const* ptr, int64_t i,
+                           const Rule& rule, C inv_scale, std::index_sequence<I...>) {
+  int64_t off[kFixedOperands + K];
   ix.offsets(i, off);
   P& p = *reinterpret_cast<P*>(ptr[0] + off[0]);
-  const G g = *reinterpret_cast<const G*>(ptr[1] + off[1]);
-  p = kernels::cast<P>(
-      rule(kernels::cast<C>(p), kernels::cast<C>(g), *reinterpret_cast<C*>(ptr[2 + I] + off[2 + I])...));
+  C* master = ptr[1] != nullptr ? reinterpret_cast<C*>(ptr[1] + off[1]) : nullptr;
+  const G g = *reinterpret_cast<const G*>(ptr[2] + off[2]);
+  kernels::apply_update(rule, inv_scale, p, master, g, *reinterpret_cast<C*>(ptr[3 + I] + off[3 + I])...);
 }
 
 template <int N>
@@ -94,14 +107,17 @@ struct Pointers {
   char* p[N];
 };
 
+// inv_scale: the factor the gradient is multiplied by, rounded once to C as
+// the CPU does (null for 1).
 template <class P, class G, class C, int K, class Maker>
-__global__ void update_kernel(StridedIndexer<2 + K> ix, Pointers<2 + K> ptr, int64_t n, Maker maker,
-                              const int64_t* step, const float* found_inf) {
+__global__ void update_kernel(StridedIndexer<kFixedOperands + K> ix, Pointers<kFixedOperands + K> ptr, int64_t n,
+                              Maker maker, const int64_t* step, const float* found_inf, const double* inv_scale) {
   if (flagged(found_inf)) return;
   const auto rule = maker(*step);
+  const C factor = inv_scale != nullptr ? C(*inv_scale) : C(1);
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    update_one<P, G, C, K>(ix, ptr.p, i, rule, std::make_index_sequence<K>());
+    update_one<P, G, C, K>(ix, ptr.p, i, rule, factor, std::make_index_sequence<K>());
 }
 
 // Queued after the update, so every block has read the count first.
@@ -111,17 +127,21 @@ __global__ void advance_step_kernel(int64_t* step, const float* found_inf) {
 
 template <class P, class G, class C, int K, class Maker>
 void launch_update(const Tensor& param, const Tensor& grad, const std::array<Tensor, K>& state, const Maker& maker,
-                   const Tensor& step, const Tensor& found_inf, const char* op) {
-  constexpr int N = 2 + K;
-  std::array<Shape, N> strides{byte_strides(param), byte_strides(grad)};
+                   const Tensor& step, const Tensor& found_inf, const AmpUpdate& amp, const char* op) {
+  constexpr int N = kFixedOperands + K;
+  constexpr bool k16 = std::is_same_v<P, half> || std::is_same_v<P, bfloat16>;
+  const bool with_master = k16 && amp.master.defined();  // ignored for other dtypes, as on the CPU
+  std::array<Shape, N> strides{byte_strides(param), byte_strides(with_master ? amp.master : param),
+                               byte_strides(grad)};
   Pointers<N> ptr{};
   ptr.p[0] = static_cast<char*>(param.raw_data());
-  ptr.p[1] = static_cast<char*>(grad.raw_data());
+  ptr.p[1] = with_master ? static_cast<char*>(amp.master.raw_data()) : nullptr;
+  ptr.p[2] = static_cast<char*>(grad.raw_data());
   for (int k = 0; k < K; ++k) {
     if (state[k].shape() != param.shape() || state[k].dtype() != dtype_of<C>() || state[k].device() != param.device())
       throw_mismatch(op, param, state[k]);
-    strides[2 + k] = byte_strides(state[k]);
-    ptr.p[2 + k] = static_cast<char*>(state[k].raw_data());
+    strides[3 + k] = byte_strides(state[k]);
+    ptr.p[3 + k] = static_cast<char*>(state[k].raw_data());
   }
   const auto ix = cuda_plan::make_indexer<N>(param.shape(), strides);
   const int device = param.device().index();
@@ -130,7 +150,9 @@ void launch_update(const Tensor& param, const Tensor& grad, const std::array<Ten
   auto* count = static_cast<int64_t*>(step.raw_data());
   const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(param.numel());
   if (lc.blocks != 0) {
-    update_kernel<P, G, C, K, Maker><<<lc.blocks, lc.threads, 0, stream>>>(ix, ptr, param.numel(), maker, count, flag);
+    update_kernel<P, G, C, K, Maker><<<lc.blocks, lc.threads, 0, stream>>>(
+        ix, ptr, param.numel(), maker, count, flag,
+        amp.inv_scale.defined() ? static_cast<const double*>(amp.inv_scale.raw_data()) : nullptr);
     MIXGRAD_CUDA_CHECK(cudaGetLastError());
   }
   advance_step_kernel<<<1, 1, 0, stream>>>(count, flag);
@@ -138,7 +160,16 @@ void launch_update(const Tensor& param, const Tensor& grad, const std::array<Ten
 }
 
 void check_operands(const char* op, const Tensor& param, const Tensor& grad, const Tensor& step,
-                    const Tensor& found_inf) {
+                    const Tensor& found_inf, const AmpUpdate& amp) {
+  if (amp.inv_scale.defined() && (amp.inv_scale.numel() != 1 || amp.inv_scale.dtype() != DType::float64 ||
+                                  amp.inv_scale.device() != param.device()))
+    throw StateError(std::string(op) + ": inv_scale must be a one-element float64 tensor on " +
+                     to_string(param.device()) + ", got " + std::string(to_string(amp.inv_scale.dtype())) +
+                     to_string(amp.inv_scale.shape()) + " on " + to_string(amp.inv_scale.device()));
+  if (amp.master.defined() && (param.dtype() == DType::float16 || param.dtype() == DType::bfloat16) &&
+      (amp.master.shape() != param.shape() || amp.master.dtype() != DType::float32 ||
+       amp.master.device() != param.device()))
+    throw_mismatch(op, param, amp.master);
   if (grad.shape() != param.shape() || grad.device() != param.device()) throw_mismatch(op, param, grad);
   if (step.numel() != 1 || step.dtype() != DType::int64 || step.device() != param.device())
     throw StateError(std::string(op) + ": the step count must be a one-element int64 tensor on " +
@@ -160,34 +191,35 @@ void visit_param_grad(const Tensor& param, const Tensor& grad, const char* op, F
 }  // namespace
 
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
-                const Tensor& found_inf, const SgdStep& s) {
-  check_operands("sgd_update", param, grad, step, found_inf);
+                const Tensor& found_inf, const SgdStep& s, const AmpUpdate& amp) {
+  check_operands("sgd_update", param, grad, step, found_inf, amp);
   DeviceGuard guard(param.device().index());
   visit_param_grad(param, grad, "sgd_update", [&]<class P, class G>() {
     using C = state_t<P>;
     if (!momentum_buffer.defined()) {
-      launch_update<P, G, C, 0>(param, grad, {}, PlainSgdMaker<C>{C(s.lr), C(s.weight_decay)}, step, found_inf,
+      launch_update<P, G, C, 0>(param, grad, {}, PlainSgdMaker<C>{C(s.lr), C(s.weight_decay)}, step, found_inf, amp,
                                 "sgd_update");
       return;
     }
     const SgdMaker<C> maker{C(s.lr), C(s.weight_decay), C(s.momentum), C(1.0 - s.dampening), s.nesterov};
-    launch_update<P, G, C, 1>(param, grad, {momentum_buffer}, maker, step, found_inf, "sgd_update");
+    launch_update<P, G, C, 1>(param, grad, {momentum_buffer}, maker, step, found_inf, amp, "sgd_update");
   });
 }
 
 void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                 const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf, const AdamStep& s) {
-  check_operands("adam_update", param, grad, step, found_inf);
+                 const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf, const AdamStep& s,
+                 const AmpUpdate& amp) {
+  check_operands("adam_update", param, grad, step, found_inf, amp);
   DeviceGuard guard(param.device().index());
   const AdamMaker m{s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.decoupled};
   visit_param_grad(param, grad, "adam_update", [&]<class P, class G>() {
     using C = state_t<P>;
     if (max_exp_avg_sq.defined()) {
       launch_update<P, G, C, 3>(param, grad, {exp_avg, exp_avg_sq, max_exp_avg_sq}, AmsgradRuleMaker<C>{m}, step,
-                                found_inf, "adam_update");
+                                found_inf, amp, "adam_update");
     } else {
       launch_update<P, G, C, 2>(param, grad, {exp_avg, exp_avg_sq}, AdamRuleMaker<C>{m}, step, found_inf,
-                                "adam_update");
+                                amp, "adam_update");
     }
   });
 }

@@ -7,10 +7,15 @@
 // do, averages count only the inside positions) in every floating dtype.
 //
 // Forward: one thread per output walks its window (cuda_plan::fixed_window /
-// adaptive_window). Backward: one thread per input gathers from the outputs
-// whose window holds it (cuda_plan::fixed_outputs_of / adaptive_outputs_of),
-// so there are no atomics and the sum order is fixed (deterministic). Math
-// in kernels::compute_t<T> (float for the 16-bit types), as the CPU.
+// adaptive_window; the maximum by cuda_plan::window_argmax, the CPU's tie
+// rule). Backward: one thread per input gathers from the outputs whose
+// window holds it (cuda_plan::fixed_outputs_of / adaptive_outputs_of), so
+// there are no atomics and the sum order is fixed (deterministic). Max and
+// average pooling share these two kernel bodies; a policy (Max / Avg) says
+// what an output makes of its window. Math in kernels::compute_t<T> (float
+// for the 16-bit types), as the CPU. The recorded (higher-order) max-pool
+// gradient runs the same forward (max_pool2d_argmax) and gathers its
+// gradient through the argmax (max_pool2d_gather).
 #include <cuda_runtime_api.h>
 
 #include "backend/copy.hpp"
@@ -65,53 +70,53 @@ struct Adaptive {
   }
 };
 
-template <class T>
-__global__ void max_forward_kernel(Geometry g, const T* x, T* y, int32_t* argmax) {
-  using A = kernels::compute_t<T>;
-  const int64_t n = g.planes * g.oh * g.ow;
-  for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < n;
-       o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t ow = o % g.ow, oh = (o / g.ow) % g.oh, c = o / (g.ow * g.oh);
-    int64_t h0, h1, w0, w1;
-    Fixed::window(g, oh, ow, h0, h1, w0, w1);
-    const T* in = x + c * g.h * g.w;
-    int64_t best_at = -1;
-    A best = -INFINITY;
+// What an output makes of its window (forward) and what an input takes from
+// the outputs whose window holds it (backward): the only difference between
+// max and average pooling. One kernel body per direction serves both, with
+// the window walker (Fixed / Adaptive) and this policy as template
+// parameters; instantiated for (Fixed, Max), (Fixed, Avg), (Adaptive, Avg).
+struct Max {
+  // y = the window's maximum, its plane offset to argmax (the CPU's tie rule).
+  template <class T, class A>
+  __device__ static void forward(const Geometry&, const T* in, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
+                                 int64_t width, T& y, int32_t* argmax) {
+    const int64_t at = cp::window_argmax<A>(h0, h1, w0, w1, width, [in](int64_t k) { return cast<A>(in[k]); });
+    y = at < 0 ? cast<T>(-INFINITY) : in[at];
+    *argmax = static_cast<int32_t>(at);
+  }
+  // gy[o] when input `at` is output o's maximum.
+  template <class A, class T, class W>
+  __device__ static A share(const Geometry&, const T* gy, const int32_t* argmax, int64_t o, int64_t, int64_t,
+                            int32_t at) {
+    return argmax[o] == at ? cast<A>(gy[o]) : A(0);
+  }
+};
+
+struct Avg {
+  // y = the mean over the window's inside positions.
+  template <class T, class A>
+  __device__ static void forward(const Geometry&, const T* in, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
+                                 int64_t width, T& y, int32_t*) {
+    A s = 0;
     for (int64_t ih = h0; ih < h1; ++ih)
-      for (int64_t iw = w0; iw < w1; ++iw) {
-        const A v = cast<A>(in[ih * g.w + iw]);
-        if (best_at < 0 || v > best || (isnan(v) && !isnan(best))) {  // NaN wins, as in max
-          best = v;
-          best_at = ih * g.w + iw;
-        }
-      }
-    y[o] = best_at < 0 ? cast<T>(best) : in[best_at];
-    argmax[o] = static_cast<int32_t>(best_at);
+      for (int64_t iw = w0; iw < w1; ++iw) s += cast<A>(in[ih * width + iw]);
+    const int64_t count = (h1 - h0) * (w1 - w0);
+    y = cast<T>(count > 0 ? s / static_cast<A>(count) : A(0));
   }
-}
-
-template <class T>
-__global__ void max_backward_kernel(Geometry g, const T* gy, const int32_t* argmax, T* gx) {
-  using A = kernels::compute_t<T>;
-  const int64_t n = g.planes * g.h * g.w;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t iw = i % g.w, ih = (i / g.w) % g.h, c = i / (g.w * g.h);
-    const int32_t at = static_cast<int32_t>(ih * g.w + iw);
-    int64_t o0, o1, p0, p1;
-    Fixed::outputs(g, ih, iw, o0, o1, p0, p1);
-    A acc = 0;
-    for (int64_t oh = o0; oh < o1; ++oh)
-      for (int64_t ow = p0; ow < p1; ++ow) {
-        const int64_t o = (c * g.oh + oh) * g.ow + ow;
-        if (argmax[o] == at) acc += cast<A>(gy[o]);
-      }
-    gx[i] = cast<T>(acc);
+  // gy[o] spread evenly over output o's inside positions.
+  template <class A, class T, class W>
+  __device__ static A share(const Geometry& g, const T* gy, const int32_t*, int64_t o, int64_t oh, int64_t ow,
+                            int32_t) {
+    int64_t h0, h1, w0, w1;
+    W::window(g, oh, ow, h0, h1, w0, w1);
+    const int64_t count = (h1 - h0) * (w1 - w0);
+    return count > 0 ? cast<A>(gy[o]) / static_cast<A>(count) : A(0);
   }
-}
+};
 
-template <class T, class W>
-__global__ void avg_forward_kernel(Geometry g, const T* x, T* y) {
+// A thread per output walks its window.
+template <class T, class W, class Pool>
+__global__ void pool_forward_kernel(Geometry g, const T* x, T* y, int32_t* argmax) {
   using A = kernels::compute_t<T>;
   const int64_t n = g.planes * g.oh * g.ow;
   for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < n;
@@ -119,33 +124,41 @@ __global__ void avg_forward_kernel(Geometry g, const T* x, T* y) {
     const int64_t ow = o % g.ow, oh = (o / g.ow) % g.oh, c = o / (g.ow * g.oh);
     int64_t h0, h1, w0, w1;
     W::window(g, oh, ow, h0, h1, w0, w1);
-    const T* in = x + c * g.h * g.w;
-    A s = 0;
-    for (int64_t ih = h0; ih < h1; ++ih)
-      for (int64_t iw = w0; iw < w1; ++iw) s += cast<A>(in[ih * g.w + iw]);
-    const int64_t count = (h1 - h0) * (w1 - w0);
-    y[o] = cast<T>(count > 0 ? s / static_cast<A>(count) : A(0));
+    Pool::template forward<T, A>(g, x + c * g.h * g.w, h0, h1, w0, w1, g.w, y[o],
+                                 argmax != nullptr ? argmax + o : nullptr);
   }
 }
 
-template <class T, class W>
-__global__ void avg_backward_kernel(Geometry g, const T* gy, T* gx) {
+// A thread per input gathers from the outputs whose window holds it, in a
+// fixed order: no atomics, deterministic.
+template <class T, class W, class Pool>
+__global__ void pool_backward_kernel(Geometry g, const T* gy, const int32_t* argmax, T* gx) {
   using A = kernels::compute_t<T>;
   const int64_t n = g.planes * g.h * g.w;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t iw = i % g.w, ih = (i / g.w) % g.h, c = i / (g.w * g.h);
+    const int32_t at = static_cast<int32_t>(ih * g.w + iw);
     int64_t o0, o1, p0, p1;
     W::outputs(g, ih, iw, o0, o1, p0, p1);
     A acc = 0;
     for (int64_t oh = o0; oh < o1; ++oh)
-      for (int64_t ow = p0; ow < p1; ++ow) {
-        int64_t h0, h1, w0, w1;
-        W::window(g, oh, ow, h0, h1, w0, w1);
-        const int64_t count = (h1 - h0) * (w1 - w0);
-        if (count > 0) acc += cast<A>(gy[(c * g.oh + oh) * g.ow + ow]) / static_cast<A>(count);
-      }
+      for (int64_t ow = p0; ow < p1; ++ow)
+        acc += Pool::template share<A, T, W>(g, gy, argmax, (c * g.oh + oh) * g.ow + ow, oh, ow, at);
     gx[i] = cast<T>(acc);
+  }
+}
+
+// gy[o] = gx at output o's maximum (0 for an empty window): the adjoint of
+// the max backward. A plain copy of the stored bits, so one kernel per
+// element size; the zero of every floating dtype is all zero bits.
+template <class U>
+__global__ void max_gather_kernel(int64_t plane_in, int64_t plane_out, int64_t n, const U* gx, const int32_t* argmax,
+                                  U* gy) {
+  for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < n;
+       o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int32_t at = argmax[o];
+    gy[o] = at >= 0 ? gx[(o / plane_out) * plane_in + at] : U(0);
   }
 }
 
@@ -174,7 +187,10 @@ void launch(const Tensor& out, int64_t n, Launch&& l) {
 
 }  // namespace
 
-MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
+// The argmax workspace of y's shape on y's device, and y, from the built-in
+// kernel: the CUDA backend's only max-pooling path, so the forward and the
+// recorded (higher-order) gradient's argmax are one function.
+MaxPoolWorkspace max_pool2d_argmax(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
   check_pair("max_pool2d", x, y);
   MaxPoolWorkspace ws;
   ws.kind = MaxPoolWorkspace::Kind::argmax;
@@ -183,24 +199,50 @@ MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool
   const Geometry g = geometry(x, y, p);
   visit_floating(y.dtype(), "max_pool2d", [&]<class T>() {
     launch(y, y.numel(), [&](const cp::LaunchConfig& lc, cudaStream_t s) {
-      max_forward_kernel<T><<<lc.blocks, lc.threads, 0, s>>>(g, device_ptr<const T>(x), device_ptr<T>(y),
-                                                             device_ptr<int32_t>(ws.data));
+      pool_forward_kernel<T, Fixed, Max><<<lc.blocks, lc.threads, 0, s>>>(g, device_ptr<const T>(x), device_ptr<T>(y),
+                                                                          device_ptr<int32_t>(ws.data));
     });
   });
   return ws;
 }
 
+MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
+  return cuda::max_pool2d_argmax(x, y, p);
+}
+
+namespace {
+void check_argmax(const MaxPoolWorkspace& ws, const Tensor& gy, const Tensor& on) {
+  if (ws.kind != MaxPoolWorkspace::Kind::argmax || !ws.data.defined() || ws.data.device() != gy.device() ||
+      ws.data.shape() != gy.shape() || ws.data.dtype() != DType::int32 || !ws.data.is_contiguous())
+    throw StateError("max_pool2d: the backward on " + to_string(on.device()) + " needs the argmax workspace of a "
+                     "forward on that device for output " + to_string(gy.shape()));
+}
+}  // namespace
+
 void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Tensor& gx, const Pool2dParams& p) {
   check_pair("max_pool2d", gx, gy);
-  if (ws.kind != MaxPoolWorkspace::Kind::argmax || !ws.data.defined() || ws.data.device() != gy.device() ||
-      ws.data.shape() != gy.shape())
-    throw StateError("max_pool2d: the backward on " + to_string(gx.device()) + " needs the argmax workspace of a "
-                     "forward on that device for output " + to_string(gy.shape()));
+  check_argmax(ws, gy, gx);
   const Geometry g = geometry(gx, gy, p);
   visit_floating(gx.dtype(), "max_pool2d", [&]<class T>() {
     launch(gx, gx.numel(), [&](const cp::LaunchConfig& lc, cudaStream_t s) {
-      max_backward_kernel<T><<<lc.blocks, lc.threads, 0, s>>>(g, device_ptr<const T>(gy),
-                                                              device_ptr<const int32_t>(ws.data), device_ptr<T>(gx));
+      pool_backward_kernel<T, Fixed, Max><<<lc.blocks, lc.threads, 0, s>>>(
+          g, device_ptr<const T>(gy), device_ptr<const int32_t>(ws.data), device_ptr<T>(gx));
+    });
+  });
+}
+
+void max_pool2d_gather(const Tensor& gx, const MaxPoolWorkspace& ws, const Tensor& gy) {
+  check_pair("max_pool2d", gx, gy);
+  check_argmax(ws, gy, gy);
+  if (gy.numel() == 0) return;
+  const int64_t plane_in = gx.shape()[2] * gx.shape()[3], plane_out = gy.shape()[2] * gy.shape()[3];
+  visit_floating(gy.dtype(), "max_pool2d", [&]<class T>() {
+    using U = std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
+    launch(gy, gy.numel(), [&](const cp::LaunchConfig& lc, cudaStream_t s) {
+      max_gather_kernel<U><<<lc.blocks, lc.threads, 0, s>>>(plane_in, plane_out, gy.numel(),
+                                                            static_cast<const U*>(gx.raw_data()),
+                                                            device_ptr<const int32_t>(ws.data),
+                                                            static_cast<U*>(gy.raw_data()));
     });
   });
 }
@@ -210,7 +252,8 @@ void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p)
   const Geometry g = geometry(x, y, p);
   visit_floating(y.dtype(), "avg_pool2d", [&]<class T>() {
     launch(y, y.numel(), [&](const cp::LaunchConfig& lc, cudaStream_t s) {
-      avg_forward_kernel<T, Fixed><<<lc.blocks, lc.threads, 0, s>>>(g, device_ptr<const T>(x), device_ptr<T>(y));
+      pool_forward_kernel<T, Fixed, Avg><<<lc.blocks, lc.threads, 0, s>>>(g, device_ptr<const T>(x), device_ptr<T>(y),
+                                                                         nullptr);
     });
   });
 }
@@ -220,7 +263,8 @@ void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dParams&
   const Geometry g = geometry(gx, gy, p);
   visit_floating(gx.dtype(), "avg_pool2d", [&]<class T>() {
     launch(gx, gx.numel(), [&](const cp::LaunchConfig& lc, cudaStream_t s) {
-      avg_backward_kernel<T, Fixed><<<lc.blocks, lc.threads, 0, s>>>(g, device_ptr<const T>(gy), device_ptr<T>(gx));
+      pool_backward_kernel<T, Fixed, Avg><<<lc.blocks, lc.threads, 0, s>>>(g, device_ptr<const T>(gy), nullptr,
+                                                                          device_ptr<T>(gx));
     });
   });
 }
@@ -231,7 +275,8 @@ void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
   const Geometry g = geometry(x, y, Pool2dParams{});
   visit_floating(y.dtype(), "adaptive_avg_pool2d", [&]<class T>() {
     launch(y, y.numel(), [&](const cp::LaunchConfig& lc, cudaStream_t s) {
-      avg_forward_kernel<T, Adaptive><<<lc.blocks, lc.threads, 0, s>>>(g, device_ptr<const T>(x), device_ptr<T>(y));
+      pool_forward_kernel<T, Adaptive, Avg><<<lc.blocks, lc.threads, 0, s>>>(g, device_ptr<const T>(x), device_ptr<T>(y),
+                                                                         nullptr);
     });
   });
 }
@@ -246,7 +291,8 @@ void adaptive_avg_pool2d_backward(const Tensor& gy, const Tensor& gx) {
   }
   visit_floating(gx.dtype(), "adaptive_avg_pool2d", [&]<class T>() {
     launch(gx, gx.numel(), [&](const cp::LaunchConfig& lc, cudaStream_t s) {
-      avg_backward_kernel<T, Adaptive><<<lc.blocks, lc.threads, 0, s>>>(g, device_ptr<const T>(gy), device_ptr<T>(gx));
+      pool_backward_kernel<T, Adaptive, Avg><<<lc.blocks, lc.threads, 0, s>>>(g, device_ptr<const T>(gy), nullptr,
+                                                                             device_ptr<T>(gx));
     });
   });
 }
