@@ -202,7 +202,7 @@ FUNCTION_DEF = re.compile(r"^(?:(?:inline|static|constexpr|consteval|virtual|exp
 
 
 def is_namespace_scope(code):
-    """True when a chunk starting with `code` is a definition to hoist out of the function."""
+    """True when a chunk (its code, comments and literals blanked) is a definition to hoist out of the function."""
     code = code.strip()
     if re.match(r"(template\s*<|struct\s|class\s|union\s|enum\s|namespace\s+[\w:]*\s*\{|namespace\s*\{)", code):
         return True
@@ -221,21 +221,22 @@ def is_namespace_scope(code):
 def split_chunks(lines):
     """Top-level chunks of a fragment: (first index, last index, namespace scope?)."""
     state = {"comment": False}
-    chunks, start, depth, first_code = [], None, 0, None
+    chunks, start, depth, code_so_far = [], None, 0, []
     for idx, line in enumerate(lines):
         code = strip_code(line, state)
         stripped = code.strip()
         if start is None:
             if not stripped or stripped.startswith("#"):
                 continue
-            start, first_code = idx, stripped
+            start, code_so_far = idx, []
+        code_so_far.append(stripped)
         for c in code:
             depth += {"{": 1, "(": 1, "[": 1, "}": -1, ")": -1, "]": -1}.get(c, 0)
         if depth <= 0 and stripped and stripped[-1] in ";}":
-            chunks.append((start, idx, is_namespace_scope(first_code)))
+            chunks.append((start, idx, is_namespace_scope(" ".join(code_so_far))))
             start, depth = None, 0
     if start is not None:
-        chunks.append((start, len(lines) - 1, is_namespace_scope(first_code)))
+        chunks.append((start, len(lines) - 1, is_namespace_scope(" ".join(code_so_far))))
     return chunks
 
 
@@ -267,9 +268,9 @@ def includes_of(block):
 
 
 def given_of(block):
-    """(text, line) of the block's context: its own directive first, the file's defaults before it."""
+    """(text, line) of the block's context: the file's defaults, then its own directive."""
     parts = []
-    if isinstance(block.defaults.get("given"), str) and "given" not in block.attrs:
+    if isinstance(block.defaults.get("given"), str):
         parts.append((block.defaults["given"], block.defaults_line))
     if isinstance(block.attrs.get("given"), str):
         parts.append((block.attrs["given"], block.attrs_line))
@@ -312,16 +313,20 @@ def fragment_source(path, blocks, out_name):
                 for k in range(first, last + 1):
                     body[k] = ""
         src.generated()
+        # The defaults, the block's own context and the block each open a
+        # scope, so each may redeclare (shadow) a name of the one before.
         src.add("[[maybe_unused]] void snippet() {")
-        for text, line in given_of(b):
+        givens = given_of(b)
+        for text, line in givens:
+            src.add("{")
             src.at(path, line)
             src.add(text)
-        src.generated()
+            src.generated()
         src.add("{")
         src.at(path, b.first_line)
         src.add("\n".join(body))
         src.generated()
-        src.add("}")
+        src.add("}" * (len(givens) + 1))
         src.add("}")
         src.add("}")
     return src
