@@ -49,9 +49,15 @@ namespace mg = mixgrad;
 namespace F = mixgrad::F;
 """
 
+# Warnings are errors, as they are what a user copying a block would see
+# first (a deprecated call, a discarded [[nodiscard]] result), except the
+# unused names a fragment and its context leave behind by design.
+WARNING_FLAGS = ["-Werror", "-Wno-unused-variable", "-Wno-unused-parameter", "-Wno-unused-but-set-variable",
+                 "-Wno-unused-local-typedefs"]
+
 KEYS = {"skip", "reason", "given", "scope", "namespace", "include", "internal"}
 SCOPES = {"auto", "function", "namespace", "file"}
-DIRECTIVE = re.compile(r"<!--\s*snippet(-defaults)?\s*:(.*?)-->", re.S)
+DIRECTIVE = re.compile(r"<!--\s*snippet(-defaults)?\s*:(.*?)-->$", re.S)
 ATTR = re.compile(r"""\s*([A-Za-z_]+)(?:\s*=\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'|([^\s"']+)))?""", re.S)
 FENCE_OPEN = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+#-]*)")
 STATEMENT_KEYWORDS = {"if", "for", "while", "switch", "return", "do", "else", "try", "catch", "case", "default",
@@ -112,58 +118,63 @@ def parse_attrs(text, where):
     return attrs
 
 
-def line_of(text, offset):
-    return text.count("\n", 0, offset) + 1
-
-
 def extract(root, path):
-    """The ```cpp blocks of one Markdown file, with their directives."""
+    """The ```cpp blocks of one Markdown file, with their directives.
+
+    A directive is an HTML comment that starts a line outside code blocks;
+    one in a code block or in running text is an example, not a directive.
+    """
     with open(os.path.join(root, path), encoding="utf-8") as f:
-        text = f.read()
-    lines = text.split("\n")
-    # Directive comments, by the line they end on.
-    pending = {}
-    for m in DIRECTIVE.finditer(text):
-        start, end = line_of(text, m.start()), line_of(text, m.end())
-        pending[end] = (start, bool(m.group(1)), parse_attrs(m.group(2), f"{path}:{start}"))
+        lines = f.read().split("\n")
     blocks, defaults, defaults_line = [], {}, 0
-    used = set()
+    pending = None  # (first line, last line, attrs) of a directive waiting for its block
     i = 0
     while i < len(lines):
-        m = FENCE_OPEN.match(lines[i])
-        if m and lines[i].lstrip().startswith(m.group(2)):
+        line = lines[i]
+        if re.match(r"\s*<!--\s*snippet", line):
+            j = i
+            while "-->" not in lines[j]:
+                j += 1
+                if j == len(lines):
+                    raise DocError(f"{path}:{i + 1}: snippet directive never closed (-->)")
+            text = "\n".join(lines[i:j + 1])
+            m = DIRECTIVE.match(text.strip())
+            if not m:
+                raise DocError(f"{path}:{i + 1}: cannot read snippet directive (<!-- snippet: ... --> or "
+                               f"<!-- snippet-defaults: ... -->)")
+            attrs = parse_attrs(m.group(2), f"{path}:{i + 1}")
+            if m.group(1):
+                if "skip" in attrs or "reason" in attrs:
+                    raise DocError(f"{path}:{i + 1}: skip is for one block: <!-- snippet: skip reason=... -->")
+                defaults, defaults_line = attrs, i + 1
+            else:
+                if pending:
+                    raise DocError(f"{path}:{pending[0]}: snippet directive is not right above a ```cpp block")
+                pending = (i + 1, j + 1, attrs)
+            i = j + 1
+            continue
+        m = FENCE_OPEN.match(line)
+        if m and line.lstrip().startswith(m.group(2)):
             indent, fence, lang = m.group(1), m.group(2), m.group(3).lower()
             j = i + 1
             while j < len(lines) and not re.match(r"^\s*" + re.escape(fence) + r"\s*$", lines[j]):
                 j += 1
             if j == len(lines):
                 raise DocError(f"{path}:{i + 1}: code block never closed")
-            # Directives between the previous block and this fence apply.
-            for end in sorted(pending):
-                if end <= i and end not in used:
-                    start, is_default, attrs = pending[end]
-                    if is_default:
-                        defaults, defaults_line = attrs, start
-                        used.add(end)
             if lang in ("cpp", "c++"):
                 block = Block(path, i + 1, [l[len(indent):] if l.startswith(indent) else l for l in lines[i + 1:j]],
                               defaults=defaults, defaults_line=defaults_line)
-                k = i  # line number (1-based) of the line above the fence is i
-                while k >= 1 and not lines[k - 1].strip():
-                    k -= 1
-                if k in pending and not pending[k][1]:
-                    block.attrs_line, _, block.attrs = pending[k]
-                    used.add(k)
+                if pending:
+                    block.attrs_line, _, block.attrs = pending
+                    pending = None
                 blocks.append(block)
             i = j + 1
             continue
+        if pending and line.strip():
+            raise DocError(f"{path}:{pending[0]}: snippet directive is not right above a ```cpp block")
         i += 1
-    for end, (start, is_default, _) in pending.items():
-        if end not in used and not is_default:
-            raise DocError(f"{path}:{start}: snippet directive is not right above a ```cpp block")
-        if end not in used and is_default:
-            # Defaults after the last block: applied to nothing.
-            raise DocError(f"{path}:{start}: snippet-defaults directive has no ```cpp block after it")
+    if pending:
+        raise DocError(f"{path}:{pending[0]}: snippet directive is not right above a ```cpp block")
     return blocks
 
 
@@ -377,7 +388,7 @@ def plan(root, paths, out_dir):
 def compile_unit(unit, compiler, root, build):
     with open(unit.name, "w", encoding="utf-8") as f:
         f.write("\n".join(unit.source.lines) + "\n")
-    cmd = list(compiler) + ["-fsyntax-only", "-I", os.path.join(root, "include")]
+    cmd = list(compiler) + WARNING_FLAGS + ["-fsyntax-only", "-I", os.path.join(root, "include")]
     if unit.internal:
         cmd += ["-I", os.path.join(root, "src"), "-I", build, "-include", "mixgrad_config.h"]
     cmd.append(unit.name)
@@ -426,7 +437,7 @@ def main():
         return 1
     total = sum(len(u.blocks) for u in units)
     print(f"compiling {total} ```cpp blocks of {len(paths)} files in {len(units)} translation units "
-          f"({args.jobs} at a time): {shlex.join(compiler)} -fsyntax-only")
+          f"({args.jobs} at a time): {shlex.join(compiler + WARNING_FLAGS)} -fsyntax-only")
     failed, t0 = [], time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = [pool.submit(compile_unit, u, compiler, root, build) for u in units]
