@@ -77,6 +77,7 @@ class Block:
     attrs_line: int = 0  # line of the directive comment (0: none)
     defaults: dict = field(default_factory=dict)
     defaults_line: int = 0
+    defaults_end: int = 0
 
     @property
     def first_line(self):
@@ -126,7 +127,7 @@ def extract(root, path):
     """
     with open(os.path.join(root, path), encoding="utf-8") as f:
         lines = f.read().split("\n")
-    blocks, defaults, defaults_line = [], {}, 0
+    blocks, defaults, defaults_line, defaults_end = [], {}, 0, 0
     pending = None  # (first line, last line, attrs) of a directive waiting for its block
     i = 0
     while i < len(lines):
@@ -146,7 +147,7 @@ def extract(root, path):
             if m.group(1):
                 if "skip" in attrs or "reason" in attrs:
                     raise DocError(f"{path}:{i + 1}: skip is for one block: <!-- snippet: skip reason=... -->")
-                defaults, defaults_line = attrs, i + 1
+                defaults, defaults_line, defaults_end = attrs, i + 1, j + 1
             else:
                 if pending:
                     raise DocError(f"{path}:{pending[0]}: snippet directive is not right above a ```cpp block")
@@ -163,7 +164,7 @@ def extract(root, path):
                 raise DocError(f"{path}:{i + 1}: code block never closed")
             if lang in ("cpp", "c++"):
                 block = Block(path, i + 1, [l[len(indent):] if l.startswith(indent) else l for l in lines[i + 1:j]],
-                              defaults=defaults, defaults_line=defaults_line)
+                              defaults=defaults, defaults_line=defaults_line, defaults_end=defaults_end)
                 if pending:
                     block.attrs_line, _, block.attrs = pending
                     pending = None
@@ -401,11 +402,10 @@ def blame(unit, output):
     """The blocks a compiler output points at (by the Markdown line numbers)."""
     hit = []
     for b in unit.blocks:
-        lines = {b.attrs_line, b.defaults_line} - {0}
         pattern = re.compile(re.escape(b.path) + r":(\d+)")
         for m in pattern.finditer(output):
             n = int(m.group(1))
-            if b.fence_line <= n <= b.last_line or n in lines:
+            if (b.attrs_line or b.fence_line) <= n <= b.last_line or b.defaults_line <= n <= b.defaults_end:
                 hit.append(b)
                 break
     return hit
