@@ -26,6 +26,8 @@ template <class T> struct accumulate_type { using type = float; };
 template <> struct accumulate_type<double> { using type = double; };
 template <> struct accumulate_type<int32_t> { using type = int64_t; };
 template <> struct accumulate_type<int64_t> { using type = int64_t; };
+template <> struct accumulate_type<int8_t> { using type = int64_t; };
+template <> struct accumulate_type<uint8_t> { using type = int64_t; };
 template <> struct accumulate_type<bool> { using type = int64_t; };
 template <class T> using acc_t = typename accumulate_type<T>::type;
 

@@ -264,6 +264,10 @@ BOOST_AUTO_TEST_CASE(comparisons_where_and_reductions) {
   BOOST_TEST(F::sum(mg::tensor(std::vector<int8_t>{1, 2, 3, 4}, {2, 2}), {0}).to_vector<int64_t>() ==
                  std::vector<int64_t>({4, 6}),
              boost::test_tools::per_element());
+  // Exact past float32's 2^24: the sums accumulate in int64, not float.
+  const int64_t n = int64_t{1} << 22;
+  BOOST_TEST(F::sum(mg::full({n}, 255.0, DType::uint8)).item<int64_t>() == 255 * n);
+  BOOST_TEST(F::sum(mg::full({n}, -127.0, DType::int8)).item<int64_t>() == -127 * n);
   const mg::Tensor mx = F::max(u8({3, 250, 7}));
   BOOST_TEST(mx.dtype() == DType::uint8);
   BOOST_TEST(mx.item<int>() == 250);
