@@ -69,9 +69,11 @@ BOOST_AUTO_TEST_CASE(megengine_test_basic) {
   Affine a;
   GradManager gm;
   gm.attach({a.w, a.b});
-  gm.record();
+  // MegEngine's bare gm.record(): here the returned scope must be held (a
+  // discarded one ends the recording at once; record() is [[nodiscard]]).
+  auto recording = gm.record();
   gm.backward(a.y());
-  gm.release();  // not necessary
+  gm.release();  // not necessary; the scope's end after it is a no-op
   BOOST_TEST(a.w.grad().shape() == mg::Shape({3, 1}));
   BOOST_TEST(values(a.w.grad()) == std::vector<double>({1, 3, 5}), tt::per_element());
   BOOST_TEST(values(a.b.grad()) == std::vector<double>({1}), tt::per_element());
@@ -150,7 +152,8 @@ BOOST_AUTO_TEST_CASE(megengine_test_attach_tensor_dtypes) {
   }
   for (DType dt : {DType::float32, DType::float16}) {
     GradManager gm;
-    BOOST_CHECK_NO_THROW(gm.attach(mg::ones({1}, dt)));
+    const mg::Tensor x = mg::ones({1}, dt);  // held: attach keeps tensors weakly
+    BOOST_CHECK_NO_THROW(gm.attach(x));
     BOOST_TEST(gm.attached_tensors().size() == 1u);
   }
 }
