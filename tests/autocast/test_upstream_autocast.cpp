@@ -107,7 +107,7 @@ BOOST_AUTO_TEST_CASE(pytorch_test_autocast_torch_bf16_and_nn_bf16) {
 
 // PyTorch TestAutocastCPU.test_autocast_torch_fp32 / test_autocast_nn_fp32
 // (torch_fp32 and nn_fp32 lists: binary_cross_entropy_with_logits, nll_loss,
-// l1_loss, mse_loss; avg_pool3d is in tests/ops/test_pool_1d_3d.cpp):
+// nll_loss2d (nll_loss over [N, C, H, W]), l1_loss, mse_loss; avg_pool3d is in tests/ops/test_pool_1d_3d.cpp):
 // bfloat16 inputs run in float32.
 BOOST_AUTO_TEST_CASE(pytorch_test_autocast_torch_fp32_and_nn_fp32) {
   mg::manual_seed(3);
@@ -118,6 +118,9 @@ BOOST_AUTO_TEST_CASE(pytorch_test_autocast_torch_fp32_and_nn_fp32) {
   run_autocast_outofplace("nll_loss", [](const auto& v) { return F::nll_loss(v[0], v[1]); },
                           {mg::uniform({n, n}, 0.0, 1.0, bf), mg::zeros({n}, DType::int64)}, DType::float32,
                           DType::float32);
+  run_autocast_outofplace("nll_loss2d", [](const auto& v) { return F::nll_loss(v[0], v[1]); },
+                          {mg::uniform({n, n, n, n}, 0.0, 1.0, bf), mg::zeros({n, n, n}, DType::int64)},
+                          DType::float32, DType::float32);
   run_autocast_outofplace("l1_loss", [](const auto& v) { return F::l1_loss(v[0], v[1]); },
                           {randn({n, n}, bf), randn({n, n}, bf)}, DType::float32, DType::float32);
   run_autocast_outofplace("mse_loss", [](const auto& v) { return F::mse_loss(v[0], v[1]); },
