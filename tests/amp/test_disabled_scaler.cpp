@@ -53,6 +53,7 @@ std::vector<std::vector<float>> train(mg::amp::GradScaler* scaler) {
 
 }  // namespace
 
+// Upstream: PyTorch test_cuda.py / test_torch.py _run_scaling_case's enabled=False pass.
 BOOST_AUTO_TEST_CASE(float32_loop_with_disabled_scaler_is_bit_identical_to_no_scaler) {
   const auto plain = train(nullptr);
   auto scaler = disabled();

@@ -156,6 +156,7 @@ BOOST_AUTO_TEST_CASE(fused_step_is_bit_exact_for_a_power_of_two_scale) {
 // scaler.step(opt) fuses for an optimizer built with
 // step_supports_amp_scaling: the gradients are read, never written, so they
 // stay scaled; a default optimizer gets them unscaled in place as before.
+// Upstream: PyTorch test_cuda.py / test_torch.py test_grad_scaler_pass_itself (_step_supports_amp_scaling).
 BOOST_AUTO_TEST_CASE(scaler_step_fuses_only_for_optimizers_that_ask) {
   for (bool fused : {false, true}) {
     BOOST_TEST_CONTEXT("step_supports_amp_scaling " << fused) {

@@ -166,6 +166,7 @@ BOOST_AUTO_TEST_CASE(unscale_low_precision_grads) {
   }
 }
 
+// Upstream: PyTorch test_cuda.py / test_torch.py test_grad_scaling_unscale (ported in full in test_upstream_scaler.cpp).
 BOOST_AUTO_TEST_CASE(unscale_strided_shared_and_repeated_grads_once) {
   mg::amp::GradScaler s(4.0);
   mg::Tensor p = mg::zeros({3, 2});
@@ -237,6 +238,7 @@ BOOST_AUTO_TEST_CASE(unscale_takes_any_range_once) {
   BOOST_TEST(b.grad().item<float>() == 4.f);
 }
 
+// Upstream: PyTorch test_cuda.py / test_torch.py test_grad_scaling_update_scale (its values: test_upstream_scaler.cpp).
 BOOST_AUTO_TEST_CASE(growth_after_exactly_growth_interval_clean_steps) {
   mg::amp::GradScaler s({.init_scale = 16.0, .growth_interval = 3});
   mg::Tensor p = param_with_grad({1.0}, mg::DType::float32);
@@ -402,6 +404,7 @@ BOOST_AUTO_TEST_CASE(step_calls_the_optimizer_only_without_overflow) {
   BOOST_TEST(opt.steps == 3);
 }
 
+// Upstream: PyTorch test_cuda.py / test_torch.py test_grad_scaling_state_dict (its values: test_upstream_scaler.cpp).
 BOOST_AUTO_TEST_CASE(state_dict_round_trip) {
   // The default scaler's dict has the floor.
   const auto defaults = mg::amp::GradScaler().state_dict();

@@ -143,6 +143,7 @@ BOOST_AUTO_TEST_CASE(training_recovers_after_hundreds_of_non_finite_losses) {
   }
 }
 
+// Upstream: PyTorch test_cuda.py / test_torch.py test_grad_scale_will_not_overflow.
 BOOST_AUTO_TEST_CASE(growth_never_overflows_a_float32_dy) {
   // From 2^120, growing every clean step: the scale stops at 2^126, every
   // step stays clean (a float32 dy of 2^126 is finite), none is wasted.

@@ -34,6 +34,7 @@ std::vector<float> times(const std::vector<double>& v, double k) {
 
 BOOST_AUTO_TEST_SUITE(scaler_backward)
 
+// Upstream: MegEngine test_grad_scaler.py test_grad_scaler (ported in test_upstream_scaler.cpp).
 BOOST_AUTO_TEST_CASE(default_dy_is_the_scale_and_grads_come_back_unscaled) {
   mg::Tensor w = make_weight();
   mg::autodiff::GradManager gm;
@@ -63,6 +64,7 @@ BOOST_AUTO_TEST_CASE(given_dy_is_multiplied_by_the_scale) {
   BOOST_TEST(scaler.growth_tracker() == 0);  // no unscale, so no update by default
 }
 
+// Upstream: the MegEngine-gear form of PyTorch test_grad_scaling_accumulation (ported in test_upstream_scaler.cpp).
 BOOST_AUTO_TEST_CASE(accumulating_micro_batches_then_unscaling) {
   mg::Tensor w = make_weight();
   mg::autodiff::GradManager gm;
@@ -117,6 +119,7 @@ BOOST_AUTO_TEST_CASE(update_scale_choices) {
 // PyTorch's loop: backward without unscaling, scaler.step(opt), update. The
 // gradients scaler.backward scaled are marked: opt.step() refuses them, and
 // scaler.step(opt) unscales them (once) before stepping.
+// Upstream: PyTorch test_cuda.py / test_torch.py test_grad_scaling_autocast's loop (scale, backward, step, update).
 BOOST_AUTO_TEST_CASE(scaled_gradients_are_unscaled_by_step_and_refused_by_opt_step) {
   mg::Tensor w = make_weight();
   const std::vector<float> w0 = w.to_vector<float>();

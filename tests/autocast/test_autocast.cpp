@@ -179,6 +179,7 @@ BOOST_AUTO_TEST_CASE(float32_parameters_get_float32_gradients) {
   for (float v : b.grad().to_vector<float>()) BOOST_TEST(v == 4.f);
 }
 
+// Upstream: PyTorch test_autocast.py TestAutocastGPU.test_cast_cache_is_global (the CPU analogue).
 BOOST_AUTO_TEST_CASE(weight_cast_cache_casts_each_parameter_once_per_region) {
   mg::autodiff::GradManager gm;
   auto w = param({3, 3});

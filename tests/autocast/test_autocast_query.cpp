@@ -40,6 +40,7 @@ BOOST_AUTO_TEST_CASE(disabled_scope_ignores_its_dtypes) {
   BOOST_TEST(!amp::is_autocast_enabled());
 }
 
+// Upstream: MegEngine test_autocast.py (ported in test_upstream_autocast.cpp).
 BOOST_AUTO_TEST_CASE(is_autocast_enabled_follows_scope_then_global_default) {
   GlobalsGuard guard;
   BOOST_TEST(!amp::is_autocast_enabled());

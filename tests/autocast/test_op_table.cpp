@@ -70,6 +70,7 @@ BOOST_AUTO_TEST_CASE(policy_differs_per_device_type_as_in_pytorch) {
 
 // ---- the low-precision dtype follows the device until chosen -------------
 
+// Upstream: PyTorch test_autocast.py TestTorchAutocast.test_autocast_fast_dtype.
 BOOST_AUTO_TEST_CASE(unset_low_dtype_is_bfloat16_on_cpu_and_float16_on_cuda) {
   LowDTypeGuard guard;
   amp::low_prec_dtype.reset();
@@ -119,6 +120,7 @@ BOOST_AUTO_TEST_CASE(scope_dtype_wins_over_device_default) {
 
 // ---- concat and stack read their entries -----------------------------------
 
+// Upstream: PyTorch test_autocast.py TestAutocastCPU.test_autocast_torch_need_autocast_promote.
 BOOST_AUTO_TEST_CASE(concat_and_stack_promote_under_autocast) {
   amp::autocast scope(true, DType::bfloat16);
   const auto h = input({2, 3}, DType::float16), f = input({2, 3}), b = input({2, 3}, DType::bfloat16);

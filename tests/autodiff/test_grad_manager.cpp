@@ -14,6 +14,7 @@ mg::Tensor vec(std::initializer_list<float> v) { return mg::tensor(v, {static_ca
 std::vector<float> values(const mg::Tensor& t) { return t.to_vector<float>(); }
 }  // namespace
 
+// Upstream: MegEngine test_grad_manager.py test_attached_tensors.
 BOOST_AUTO_TEST_CASE(attach_is_chainable_ordered_and_deduplicated) {
   GradManager gm;
   auto a = vec({1}), b = vec({2}), c = vec({3});
@@ -26,6 +27,7 @@ BOOST_AUTO_TEST_CASE(attach_is_chainable_ordered_and_deduplicated) {
   BOOST_TEST(att[2].id() == c.id());
 }
 
+// Upstream: MegEngine test_grad_manager.py test_attach_invalid_tensor_dtype (also in test_upstream_grad_manager.cpp).
 BOOST_AUTO_TEST_CASE(attach_rejects_non_floating_and_changes_nothing) {
   GradManager gm;
   auto f = vec({1});
@@ -39,6 +41,7 @@ BOOST_AUTO_TEST_CASE(attach_rejects_non_floating_and_changes_nothing) {
   }
 }
 
+// Upstream: MegEngine test_grad_manager.py test_attach_temporary (the weak hold; the callback in test_upstream_grad_manager.cpp).
 BOOST_AUTO_TEST_CASE(attached_tensors_are_held_weakly) {
   GradManager gm;
   auto keep = vec({1});
@@ -110,6 +113,7 @@ BOOST_AUTO_TEST_CASE(grads_accumulate_across_backward_calls) {
   BOOST_TEST(values(w.grad()) == std::vector<float>({9, 9}), tt::per_element());
 }
 
+// Upstream: MegEngine test_grad_manager.py test_dy.
 BOOST_AUTO_TEST_CASE(dy_scales_the_gradient_and_defaults_to_ones_for_non_scalar_y) {
   GradManager gm;
   auto w = vec({1, 2});
@@ -152,6 +156,7 @@ BOOST_AUTO_TEST_CASE(several_outputs_sum_their_gradients) {
   BOOST_TEST(values(w.grad()) == std::vector<float>({2 + 2, 2 + 40}), tt::per_element());
 }
 
+// Upstream: MegEngine test_grad_manager.py test_no_dependency.
 BOOST_AUTO_TEST_CASE(tensor_without_path_keeps_empty_grad) {
   GradManager gm;
   auto w = vec({1}), unused = vec({5});
@@ -172,6 +177,7 @@ BOOST_AUTO_TEST_CASE(unattached_inputs_are_not_tracked) {
   BOOST_TEST(!x.grad().defined());
 }
 
+// Upstream: MegEngine test_grad_manager.py test_attach_in_with_block.
 BOOST_AUTO_TEST_CASE(tensor_attached_during_recording_is_tracked_from_then_on) {
   GradManager gm;
   auto w = vec({1, 2}), v = vec({3, 4});

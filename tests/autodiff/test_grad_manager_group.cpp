@@ -93,6 +93,7 @@ BOOST_AUTO_TEST_CASE(an_inner_manager_does_not_see_the_outer_backward) {
 
 // MegEngine test_2nd_grad_with_manager: the outer manager records the inner
 // backward, so differentiating x.grad = -sin(x) again adds -cos(x).
+// Upstream: MegEngine test_grad_manager.py test_2nd_grad_with_manager.
 BOOST_AUTO_TEST_CASE(an_outer_manager_differentiates_an_inner_backward) {
   auto x = x_tensor();
   GradManager gm, gm2;
@@ -156,10 +157,13 @@ BOOST_AUTO_TEST_CASE(an_outer_backward_through_a_non_differentiable_inner_backwa
 // MegEngine test_emulate_forward_mode_with_reverse_mode: the jvp trick. The
 // outer manager differentiates the inner backward with respect to the inner
 // dy (attached to the outer one while it records): d(sum dL/dx)/d(dy) is
-// f'(x), here for f(x) = 2x and f = cos, against central differences.
+// f'(x), here for upstream's three targets 2x + 1, cos and sin, against
+// central differences.
 BOOST_AUTO_TEST_CASE(forward_mode_emulation_with_reverse_mode) {
-  for (int target = 0; target < 2; ++target) {
-    auto f = [target](const mg::Tensor& t) { return target == 0 ? F::add(F::mul(t, 2.0), 1.0) : F::cos(t); };
+  for (int target = 0; target < 3; ++target) {
+    auto f = [target](const mg::Tensor& t) {
+      return target == 0 ? F::add(F::mul(t, 2.0), 1.0) : target == 1 ? F::cos(t) : F::sin(t);
+    };
     auto inp = x_tensor();
     GradManager gm, gm2;
     gm2.attach(inp);
