@@ -229,26 +229,38 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   const int device = y.device().index();
   DeviceGuard guard(device);
   const cudnnHandle_t h = handle(device);
-  Entry& e = entry(x.shape(), w.shape(), y.shape(), p, Direction::forward, t, y.dtype(), device, h);
   const Scale s(y.dtype());
+  // cudnnAddTensor reads the bias in y's dtype, contiguous.
+  Tensor b = bias;
+  if (b.defined() && (b.dtype() != y.dtype() || !b.is_contiguous())) {
+    b = empty(bias.shape(), y.dtype(), y.device());
+    backend::copy(bias, b);
+  }
   if (x.numel() == 0 || w.numel() == 0) {
+    // A sum of nothing (no input channels, or an empty input that the
+    // padding still gives outputs): zeros plus the bias. No cached entry:
+    // cuDNN refuses descriptors with an extent of 0, so building one here
+    // would throw where the CPU returns the bias.
     backend::fill(y, 0.0);
-  } else {
-    const Tensor ws = workspace(e.workspace, device);
-    MIXGRAD_CUDNN_CHECK(cudnnConvolutionForward(h, s.one(), e.x, x.raw_data(), e.w, w.raw_data(), e.conv,
-                                                static_cast<cudnnConvolutionFwdAlgo_t>(e.algo),
-                                                ws.defined() ? ws.raw_data() : nullptr, e.workspace, s.zero(), e.y,
-                                                y.raw_data()));
+    if (!b.defined()) return;
+    const cuda_plan::ConvDescPlan plan = cuda_plan::make_conv_desc_plan(x.shape(), w.shape(), y.shape(), p);
+    struct Owned {
+      cudnnTensorDescriptor_t d;
+      ~Owned() { cudnnDestroyTensorDescriptor(d); }
+    };
+    const Owned yd{tensor_desc(t.data, plan.y)};
+    const Owned bd{tensor_desc(t.data, cuda_plan::bias_desc(plan))};
+    MIXGRAD_CUDNN_CHECK(cudnnAddTensor(h, s.one(), bd.d, b.raw_data(), s.one(), yd.d, y.raw_data()));
+    return;
   }
-  if (bias.defined()) {
-    // cudnnAddTensor reads the bias in y's dtype, contiguous.
-    Tensor b = bias;
-    if (b.dtype() != y.dtype() || !b.is_contiguous()) {
-      b = empty(bias.shape(), y.dtype(), y.device());
-      backend::copy(bias, b);
-    }
+  Entry& e = entry(x.shape(), w.shape(), y.shape(), p, Direction::forward, t, y.dtype(), device, h);
+  const Tensor ws = workspace(e.workspace, device);
+  MIXGRAD_CUDNN_CHECK(cudnnConvolutionForward(h, s.one(), e.x, x.raw_data(), e.w, w.raw_data(), e.conv,
+                                              static_cast<cudnnConvolutionFwdAlgo_t>(e.algo),
+                                              ws.defined() ? ws.raw_data() : nullptr, e.workspace, s.zero(), e.y,
+                                              y.raw_data()));
+  if (b.defined())
     MIXGRAD_CUDNN_CHECK(cudnnAddTensor(h, s.one(), e.bias, b.raw_data(), s.one(), e.y, y.raw_data()));
-  }
 }
 
 void conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p) {
