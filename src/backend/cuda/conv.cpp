@@ -88,6 +88,7 @@ struct Entry {
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   int algo = 0;  // the direction's algorithm enum
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;  // the math type the algorithm was chosen with
   size_t workspace = 0;
   ~Entry() {
     if (x) cudnnDestroyTensorDescriptor(x);
@@ -105,17 +106,25 @@ cudnnTensorDescriptor_t tensor_desc(cudnnDataType_t type, const cuda_plan::Desc4
   return t;
 }
 
+// Takes the heuristic's first usable result. Its math type goes on the
+// convolution descriptor with it: cuDNN decides whether an algorithm runs on
+// the tensor cores from the (algorithm, math type) pair, and a result may come
+// with another math type than the one requested. float32 (requested: FMA)
+// takes FMA results only, so no TF32 kernel is ever chosen.
 template <class Perf, class Find>
-void pick(Entry& e, int count, Find&& find, const char* call) {
+void pick(Entry& e, const Types& t, int count, Find&& find, const char* call) {
   std::array<Perf, 16> perf{};
   int returned = 0;
   check_dnn(find(static_cast<int>(perf.size()) < count ? static_cast<int>(perf.size()) : count, &returned,
                  perf.data()),
             call);
   for (int i = 0; i < returned; ++i) {
+    if (t.math == CUDNN_FMA_MATH && perf[i].mathType != CUDNN_FMA_MATH) continue;
     if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kMaxWorkspaceBytes) {
       e.algo = static_cast<int>(perf[i].algo);
       e.workspace = perf[i].memory;
+      e.math = perf[i].mathType;
+      MIXGRAD_CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, e.math));
       return;
     }
   }
@@ -140,7 +149,7 @@ std::unique_ptr<Entry> make_entry(const cuda_plan::ConvDescPlan& p, const Types&
       int count = 0;
       MIXGRAD_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count));
       pick<cudnnConvolutionFwdAlgoPerf_t>(
-          *e, count,
+          *e, t, count,
           [&](int n, int* r, cudnnConvolutionFwdAlgoPerf_t* perf) {
             return cudnnGetConvolutionForwardAlgorithm_v7(h, e->x, e->w, e->conv, e->y, n, r, perf);
           },
@@ -151,7 +160,7 @@ std::unique_ptr<Entry> make_entry(const cuda_plan::ConvDescPlan& p, const Types&
       int count = 0;
       MIXGRAD_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
       pick<cudnnConvolutionBwdDataAlgoPerf_t>(
-          *e, count,
+          *e, t, count,
           [&](int n, int* r, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
             return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, e->w, e->y, e->conv, e->x, n, r, perf);
           },
@@ -162,7 +171,7 @@ std::unique_ptr<Entry> make_entry(const cuda_plan::ConvDescPlan& p, const Types&
       int count = 0;
       MIXGRAD_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
       pick<cudnnConvolutionBwdFilterAlgoPerf_t>(
-          *e, count,
+          *e, t, count,
           [&](int n, int* r, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
             return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, e->x, e->y, e->conv, e->w, n, r, perf);
           },
