@@ -118,15 +118,14 @@ void pick(Entry& e, const Types& t, int count, Find&& find, const char* call) {
   check_dnn(find(static_cast<int>(perf.size()) < count ? static_cast<int>(perf.size()) : count, &returned,
                  perf.data()),
             call);
-  for (int i = 0; i < returned; ++i) {
-    if (t.math == CUDNN_FMA_MATH && perf[i].mathType != CUDNN_FMA_MATH) continue;
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kMaxWorkspaceBytes) {
-      e.algo = static_cast<int>(perf[i].algo);
-      e.workspace = perf[i].memory;
-      e.math = perf[i].mathType;
-      MIXGRAD_CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, e.math));
-      return;
-    }
+  const int i = cuda_plan::usable_algorithm(perf.data(), returned, CUDNN_STATUS_SUCCESS, kMaxWorkspaceBytes,
+                                            t.math == CUDNN_FMA_MATH ? static_cast<int>(CUDNN_FMA_MATH) : -1);
+  if (i >= 0) {
+    e.algo = static_cast<int>(perf[i].algo);
+    e.workspace = perf[i].memory;
+    e.math = perf[i].mathType;
+    MIXGRAD_CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, e.math));
+    return;
   }
   throw DeviceError(std::string("conv2d: cuDNN's heuristic ") + call + " offers no algorithm for this problem");
 }
