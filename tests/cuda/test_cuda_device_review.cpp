@@ -35,7 +35,11 @@ BOOST_AUTO_TEST_CASE(a_class_loss_with_no_classes_reports_the_first_label_as_bad
         (void)loss.item<double>();  // the deferred label check runs here at the latest
         BOOST_ERROR("the device reduced a loss over no classes without an error");
       } catch (const mg::ValueError& e) {
-        BOOST_TEST(std::string(e.what()) == cpu_what);
+        // The CPU's report (the descriptions differ only by the device suffix).
+        const std::string what = e.what();
+        BOOST_TEST(cpu_what.find("label 0 at index 0") != std::string::npos, cpu_what);
+        BOOST_TEST(what.find("label 0 at index 0") != std::string::npos, what);
+        BOOST_TEST(what.find("with 0 classes") != std::string::npos, what);
       }
       BOOST_CHECK_THROW((void)mg::F::nll_loss(logits.to(kGpu), labels.to(kGpu)).item<double>(), mg::ValueError);
     }
