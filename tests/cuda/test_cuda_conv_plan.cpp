@@ -292,6 +292,31 @@ BOOST_AUTO_TEST_CASE(descriptors_match_the_cpu_shapes_for_every_registry_family)
   }
 }
 
+// The heuristic's result to run: statuses, workspace limit and, for
+// float32, FMA math only (the values stand for cuDNN's enums).
+BOOST_AUTO_TEST_CASE(the_usable_algorithm_is_the_first_successful_one_that_fits_and_has_the_asked_math) {
+  struct Perf {
+    int status;
+    size_t memory;
+    int mathType;
+  };
+  constexpr int kOk = 0, kFailed = 3, kDefault = 0, kTensorOp = 1, kFma = 3;
+  const std::vector<Perf> perf = {
+      {kFailed, 0, kFma}, {kOk, 1000, kFma}, {kOk, 10, kTensorOp}, {kOk, 10, kFma}, {kOk, 0, kDefault}};
+  const int n = static_cast<int>(perf.size());
+  // Any math type: the first success within the workspace limit.
+  BOOST_TEST(plan::usable_algorithm(perf.data(), n, kOk, 100, -1) == 2);
+  BOOST_TEST(plan::usable_algorithm(perf.data(), n, kOk, 1000, -1) == 1);
+  // FMA only: the tensor-op (TF32) result is skipped, whatever its cost.
+  BOOST_TEST(plan::usable_algorithm(perf.data(), n, kOk, 100, kFma) == 3);
+  BOOST_TEST(plan::usable_algorithm(perf.data(), n, kOk, 1000, kFma) == 1);
+  BOOST_TEST(perf[static_cast<size_t>(plan::usable_algorithm(perf.data(), n, kOk, 100, kFma))].mathType == kFma);
+  // Nothing fits: -1 (the backend then throws DeviceError).
+  BOOST_TEST(plan::usable_algorithm(perf.data(), n, kOk, 5, kFma) == -1);
+  BOOST_TEST(plan::usable_algorithm(perf.data(), 1, kOk, 1000, -1) == -1);
+  BOOST_TEST(plan::usable_algorithm(perf.data(), 0, kOk, 1000, -1) == -1);
+}
+
 BOOST_AUTO_TEST_CASE(conv2d_and_conv1d_plans_executed_match_the_cpu_in_every_direction) {
   for (const ConvCase& c : conv_cases()) {
     BOOST_TEST_CONTEXT(c.name) {

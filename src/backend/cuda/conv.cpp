@@ -88,6 +88,7 @@ struct Entry {
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   int algo = 0;  // the direction's algorithm enum
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;  // the math type the algorithm was chosen with
   size_t workspace = 0;
   ~Entry() {
     if (x) cudnnDestroyTensorDescriptor(x);
@@ -105,19 +106,26 @@ cudnnTensorDescriptor_t tensor_desc(cudnnDataType_t type, const cuda_plan::Desc4
   return t;
 }
 
+// Takes the heuristic's first usable result. Its math type goes on the
+// convolution descriptor with it: cuDNN decides whether an algorithm runs on
+// the tensor cores from the (algorithm, math type) pair, and a result may come
+// with another math type than the one requested. float32 (requested: FMA)
+// takes FMA results only, so no TF32 kernel is ever chosen.
 template <class Perf, class Find>
-void pick(Entry& e, int count, Find&& find, const char* call) {
+void pick(Entry& e, const Types& t, int count, Find&& find, const char* call) {
   std::array<Perf, 16> perf{};
   int returned = 0;
   check_dnn(find(static_cast<int>(perf.size()) < count ? static_cast<int>(perf.size()) : count, &returned,
                  perf.data()),
             call);
-  for (int i = 0; i < returned; ++i) {
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kMaxWorkspaceBytes) {
-      e.algo = static_cast<int>(perf[i].algo);
-      e.workspace = perf[i].memory;
-      return;
-    }
+  const int i = cuda_plan::usable_algorithm(perf.data(), returned, CUDNN_STATUS_SUCCESS, kMaxWorkspaceBytes,
+                                            t.math == CUDNN_FMA_MATH ? static_cast<int>(CUDNN_FMA_MATH) : -1);
+  if (i >= 0) {
+    e.algo = static_cast<int>(perf[i].algo);
+    e.workspace = perf[i].memory;
+    e.math = perf[i].mathType;
+    MIXGRAD_CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, e.math));
+    return;
   }
   throw DeviceError(std::string("conv2d: cuDNN's heuristic ") + call + " offers no algorithm for this problem");
 }
@@ -140,7 +148,7 @@ std::unique_ptr<Entry> make_entry(const cuda_plan::ConvDescPlan& p, const Types&
       int count = 0;
       MIXGRAD_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &count));
       pick<cudnnConvolutionFwdAlgoPerf_t>(
-          *e, count,
+          *e, t, count,
           [&](int n, int* r, cudnnConvolutionFwdAlgoPerf_t* perf) {
             return cudnnGetConvolutionForwardAlgorithm_v7(h, e->x, e->w, e->conv, e->y, n, r, perf);
           },
@@ -151,7 +159,7 @@ std::unique_ptr<Entry> make_entry(const cuda_plan::ConvDescPlan& p, const Types&
       int count = 0;
       MIXGRAD_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &count));
       pick<cudnnConvolutionBwdDataAlgoPerf_t>(
-          *e, count,
+          *e, t, count,
           [&](int n, int* r, cudnnConvolutionBwdDataAlgoPerf_t* perf) {
             return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, e->w, e->y, e->conv, e->x, n, r, perf);
           },
@@ -162,7 +170,7 @@ std::unique_ptr<Entry> make_entry(const cuda_plan::ConvDescPlan& p, const Types&
       int count = 0;
       MIXGRAD_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &count));
       pick<cudnnConvolutionBwdFilterAlgoPerf_t>(
-          *e, count,
+          *e, t, count,
           [&](int n, int* r, cudnnConvolutionBwdFilterAlgoPerf_t* perf) {
             return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, e->x, e->y, e->conv, e->w, n, r, perf);
           },
@@ -229,26 +237,38 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   const int device = y.device().index();
   DeviceGuard guard(device);
   const cudnnHandle_t h = handle(device);
-  Entry& e = entry(x.shape(), w.shape(), y.shape(), p, Direction::forward, t, y.dtype(), device, h);
   const Scale s(y.dtype());
+  // cudnnAddTensor reads the bias in y's dtype, contiguous.
+  Tensor b = bias;
+  if (b.defined() && (b.dtype() != y.dtype() || !b.is_contiguous())) {
+    b = empty(bias.shape(), y.dtype(), y.device());
+    backend::copy(bias, b);
+  }
   if (x.numel() == 0 || w.numel() == 0) {
+    // A sum of nothing (no input channels, or an empty input that the
+    // padding still gives outputs): zeros plus the bias. No cached entry:
+    // cuDNN refuses descriptors with an extent of 0, so building one here
+    // would throw where the CPU returns the bias.
     backend::fill(y, 0.0);
-  } else {
-    const Tensor ws = workspace(e.workspace, device);
-    MIXGRAD_CUDNN_CHECK(cudnnConvolutionForward(h, s.one(), e.x, x.raw_data(), e.w, w.raw_data(), e.conv,
-                                                static_cast<cudnnConvolutionFwdAlgo_t>(e.algo),
-                                                ws.defined() ? ws.raw_data() : nullptr, e.workspace, s.zero(), e.y,
-                                                y.raw_data()));
+    if (!b.defined()) return;
+    const cuda_plan::ConvDescPlan plan = cuda_plan::make_conv_desc_plan(x.shape(), w.shape(), y.shape(), p);
+    struct Owned {
+      cudnnTensorDescriptor_t d;
+      ~Owned() { cudnnDestroyTensorDescriptor(d); }
+    };
+    const Owned yd{tensor_desc(t.data, plan.y)};
+    const Owned bd{tensor_desc(t.data, cuda_plan::bias_desc(plan))};
+    MIXGRAD_CUDNN_CHECK(cudnnAddTensor(h, s.one(), bd.d, b.raw_data(), s.one(), yd.d, y.raw_data()));
+    return;
   }
-  if (bias.defined()) {
-    // cudnnAddTensor reads the bias in y's dtype, contiguous.
-    Tensor b = bias;
-    if (b.dtype() != y.dtype() || !b.is_contiguous()) {
-      b = empty(bias.shape(), y.dtype(), y.device());
-      backend::copy(bias, b);
-    }
+  Entry& e = entry(x.shape(), w.shape(), y.shape(), p, Direction::forward, t, y.dtype(), device, h);
+  const Tensor ws = workspace(e.workspace, device);
+  MIXGRAD_CUDNN_CHECK(cudnnConvolutionForward(h, s.one(), e.x, x.raw_data(), e.w, w.raw_data(), e.conv,
+                                              static_cast<cudnnConvolutionFwdAlgo_t>(e.algo),
+                                              ws.defined() ? ws.raw_data() : nullptr, e.workspace, s.zero(), e.y,
+                                              y.raw_data()));
+  if (b.defined())
     MIXGRAD_CUDNN_CHECK(cudnnAddTensor(h, s.one(), e.bias, b.raw_data(), s.one(), e.y, y.raw_data()));
-  }
 }
 
 void conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p) {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -99,6 +100,22 @@ inline ConvDescPlan make_conv_desc_plan(const Shape& x, const Shape& w, const Sh
 
 /// The bias descriptor of cudnnAddTensor: [1, O, 1, 1], broadcast over y.
 inline Desc4 bias_desc(const ConvDescPlan& plan) { return {{1, plan.y.dims[1], 1, 1}, {plan.y.dims[1], 1, 1, 1}}; }
+
+/// The index of the result of a cuDNN `_v7` heuristic (perf[0, n)) to run:
+/// the first whose status is `success` and whose workspace fits
+/// `max_workspace`, and, where `only_math` is not negative, whose math type
+/// is that one (float32 asks for FMA results only: no TF32); -1 when none
+/// fits. The caller puts the result's math type on the convolution
+/// descriptor with its algorithm. Perf is any of cuDNN's *AlgoPerf_t (its
+/// status, memory and mathType members).
+template <class Perf>
+int usable_algorithm(const Perf* perf, int n, int success, size_t max_workspace, int only_math) {
+  for (int i = 0; i < n; ++i) {
+    if (only_math >= 0 && static_cast<int>(perf[i].mathType) != only_math) continue;
+    if (static_cast<int>(perf[i].status) == success && perf[i].memory <= max_workspace) return i;
+  }
+  return -1;
+}
 
 // ---- pooling windows ------------------------------------------------------
 

@@ -273,6 +273,11 @@ void cross_entropy_forward(const ClassLossArgs& a, const Tensor& out, const Tens
             rp, device_ptr<const T>(a.input), device_ptr<const L>(a.labels), static_cast<Acc>(a.label_smoothing),
             static_cast<Acc*>(sc.loss.raw_data()), device_ptr<Acc>(stats), sc.first());
         MIXGRAD_CUDA_CHECK(cudaGetLastError());
+      } else if (a.layout.samples() > 0) {
+        // No classes: no row kernel runs, yet every label is out of [0, 0),
+        // so sample 0 is the first bad one (the CPU's report). Without this
+        // the finish kernel would reduce the unwritten scratch as a loss.
+        MIXGRAD_CUDA_CHECK(cudaMemsetAsync(sc.first(), 0, sizeof(unsigned long long), on.stream));
       }
       finish_class_loss<T, L>(a, sc, label_status, out, on.stream);
     });
