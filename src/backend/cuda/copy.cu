@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backend/copy.hpp"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/pinned.hpp"
 #include "backend/cuda/plan.hpp"
@@ -24,10 +25,6 @@ namespace {
 using cuda_plan::StridedIndexer;
 
 // ---- kernels: grid-stride loops over the linear index -------------------
-
-#define MIXGRAD_GRID_STRIDE_LOOP(i, n)                                                    \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 template <class From, class To>
 __global__ void convert_kernel(StridedIndexer<2> ix, char* dst, const char* src, int64_t n) {
@@ -58,8 +55,6 @@ __global__ void accumulate_kernel(StridedIndexer<2> ix, char* dst, const char* s
     d = kernels::cast<To>(kernels::cast<Acc>(d) + kernels::cast<Acc>(s));
   }
 }
-
-#undef MIXGRAD_GRID_STRIDE_LOOP
 
 // ---- launchers: plan the grid, launch on `stream`, check the launch --------
 

@@ -24,6 +24,7 @@
 #include <climits>
 #include <string>
 
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/device_ptr.hpp"
 #include "backend/cuda/index_plan.hpp"
@@ -39,17 +40,6 @@ namespace {
 
 using kernels::cast;
 using kernels::compute_t;
-
-#define MIXGRAD_GRID_STRIDE_LOOP(i, n)                                                   \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-
-struct On {
-  int device;
-  DeviceGuard guard;
-  cudaStream_t stream;
-  explicit On(const Tensor& t) : device(t.device().index()), guard(device), stream(current_stream(device)) {}
-};
 
 // first_bad null: skip the index without recording it (index_put's rows of
 // -1, whose bad index index_put_rows already recorded).
@@ -312,7 +302,7 @@ void index_select(const Tensor& x, Axis3 a, const Tensor& index, const Tensor& o
   const int64_t n = out.numel();
   const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(n);
   if (lc.blocks == 0) return;
-  On on(out);
+  LaunchOn on(out);
   IndexCheck check("index_select", index, a.axis, on.stream);
   visit_bits(element_size(x.dtype()), [&]<class U>() {
     index_select_kernel<U><<<lc.blocks, lc.threads, 0, on.stream>>>(
@@ -326,7 +316,7 @@ void index_select(const Tensor& x, Axis3 a, const Tensor& index, const Tensor& o
 void index_add(const Tensor& src, Axis3 a, const Tensor& index, const Tensor& out) {
   const int64_t k_count = index.numel();
   if (src.numel() == 0) return;
-  On on(out);
+  LaunchOn on(out);
   IndexCheck check("index_add", index, a.axis, on.stream);
   visit_dtype(out.dtype(), [&]<class T>() {
     if constexpr (std::is_same_v<T, bool>) {
@@ -352,7 +342,7 @@ void gather(const Tensor& x, int axis, const Tensor& index, const Tensor& out) {
   const int64_t n = out.numel();
   const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(n);
   if (lc.blocks == 0) return;
-  On on(out);
+  LaunchOn on(out);
   const int64_t extent = x.shape()[axis];
   IndexCheck check("gather", index, extent, on.stream);
   const auto ix = without_axis(index.shape(), x, axis);
@@ -370,7 +360,7 @@ void scatter_add(const Tensor& src, int axis, const Tensor& index, const Tensor&
   const Shape& s = index.shape();
   const int64_t n = index.numel();
   if (n == 0) return;
-  On on(out);
+  LaunchOn on(out);
   const int64_t extent = out.shape()[axis];
   IndexCheck check("scatter_add", index, extent, on.stream);
   const auto ix = without_axis(s, out, axis);
@@ -409,7 +399,7 @@ void index_put_rows(std::span<const Tensor> indices, const Shape& extents, const
     a.idx[j] = device_ptr<const int64_t>(indices[static_cast<size_t>(j)]);
     a.extent[j] = extents[j];
   }
-  On on(rows);
+  LaunchOn on(rows);
   const Tensor first_bad = empty(Shape{1}, DType::int64, rows.device());
   auto* word = static_cast<unsigned long long*>(first_bad.raw_data());
   MIXGRAD_CUDA_CHECK(cudaMemsetAsync(word, 0xff, sizeof(unsigned long long), on.stream));
@@ -433,7 +423,7 @@ void index_put(const Tensor& values, const Tensor& rows, bool accumulate, const 
   if (m_count == 0 || values.numel() == 0) return;
   const int64_t inner = values.numel() / m_count;
   const int64_t n_rows = out.numel() / inner;
-  On on(out);
+  LaunchOn on(out);
   const Axis3 a{.outer = 1, .axis = n_rows, .inner = inner};
   if (accumulate) {  // index_add's kernels over [1, N, inner]; bad rows (-1) skipped unrecorded
     visit_dtype(out.dtype(), [&]<class T>() {
@@ -472,7 +462,7 @@ void cumsum(const Tensor& x, Axis3 a, bool reverse, const Tensor& out) {
   const int64_t columns = a.outer * a.inner;
   const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(columns);
   if (lc.blocks == 0 || a.axis == 0) return;
-  On on(out);
+  LaunchOn on(out);
   visit_floating(out.dtype(), "cumsum", [&]<class T>() {
     cumsum_kernel<T><<<lc.blocks, lc.threads, 0, on.stream>>>(device_ptr<const T>(x), a, reverse, device_ptr<T>(out),
                                                                columns);
@@ -484,7 +474,7 @@ void prod(const Tensor& x, Axis3 a, const Tensor& out) {
   const int64_t columns = a.outer * a.inner;
   const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(columns);
   if (lc.blocks == 0) return;
-  On on(out);
+  LaunchOn on(out);
   visit_floating(out.dtype(), "prod", [&]<class T>() {
     prod_kernel<T><<<lc.blocks, lc.threads, 0, on.stream>>>(device_ptr<const T>(x), a, device_ptr<T>(out), columns);
   });
@@ -495,7 +485,7 @@ void prod_grad(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx) {
   const int64_t columns = a.outer * a.inner;
   const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(columns);
   if (lc.blocks == 0 || a.axis == 0) return;
-  On on(dx);
+  LaunchOn on(dx);
   const Tensor prefix = empty(x.shape(), acc_dtype(x.dtype()), x.device());
   visit_floating(dx.dtype(), "prod_grad", [&]<class T>() {
     prod_grad_kernel<T><<<lc.blocks, lc.threads, 0, on.stream>>>(

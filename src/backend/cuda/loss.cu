@@ -15,6 +15,7 @@
 #include <climits>
 
 #include "backend/copy.hpp"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/block_reduce.cuh"
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/device_ptr.hpp"
@@ -31,10 +32,6 @@ namespace {
 
 using cuda_plan::RowPlan;
 using kernels::cast;
-
-#define MIXGRAD_GRID_STRIDE_LOOP(i, n)                                                   \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 constexpr int64_t kSumChunk = 8192;  // elements per partial sum of the pointwise losses
 
@@ -204,8 +201,6 @@ __global__ void pointwise_backward_kernel(const T* p, const T* t, GradScale<T> s
   }
 }
 
-#undef MIXGRAD_GRID_STRIDE_LOOP
-
 // ---- host side -----------------------------------------------------------------
 
 template <class F>
@@ -227,13 +222,6 @@ void visit_pointwise(PointwiseLoss kind, F&& f) {
       return f.template operator()<kernels::BceWithLogitsLoss>();
   }
 }
-
-struct On {
-  int device;
-  DeviceGuard guard;
-  cudaStream_t stream;
-  explicit On(const Tensor& t) : device(t.device().index()), guard(device), stream(current_stream(device)) {}
-};
 
 // The per-sample scratch and the first-bad-sample word of a class loss.
 struct ClassScratch {
@@ -262,7 +250,7 @@ DType acc_dtype(DType t) { return t == DType::float64 ? DType::float64 : DType::
 }  // namespace
 
 void cross_entropy_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& stats, const Tensor& label_status) {
-  On on(out);
+  LaunchOn on(out);
   const ClassScratch sc(a, acc_dtype(a.input.dtype()), on.stream);
   const RowPlan rp = cuda_plan::row_plan(a.layout.outer, a.layout.classes, a.layout.inner);
   visit_floating(a.input.dtype(), "cross_entropy", [&]<class T>() {
@@ -286,7 +274,7 @@ void cross_entropy_forward(const ClassLossArgs& a, const Tensor& out, const Tens
 
 void cross_entropy_backward(const ClassLossArgs& a, const Tensor& stats, const Tensor& grad_out,
                             const Tensor& grad_input) {
-  On on(grad_input);
+  LaunchOn on(grad_input);
   const int64_t n = grad_input.numel();
   const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(n);
   if (lc.blocks == 0) return;
@@ -304,7 +292,7 @@ void cross_entropy_backward(const ClassLossArgs& a, const Tensor& stats, const T
 }
 
 void nll_loss_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& label_status) {
-  On on(out);
+  LaunchOn on(out);
   const ClassScratch sc(a, acc_dtype(a.input.dtype()), on.stream);
   const int64_t samples = a.layout.samples();
   const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(samples);
@@ -323,7 +311,7 @@ void nll_loss_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& l
 }
 
 void nll_loss_backward(const ClassLossArgs& a, const Tensor& grad_out, const Tensor& grad_input) {
-  On on(grad_input);
+  LaunchOn on(grad_input);
   const int64_t n = grad_input.numel();
   const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(n);
   if (lc.blocks == 0) return;
@@ -338,7 +326,7 @@ void nll_loss_backward(const ClassLossArgs& a, const Tensor& grad_out, const Ten
 }
 
 void pointwise_loss_forward(const PointwiseLossArgs& a, const Tensor& out) {
-  On on(out);
+  LaunchOn on(out);
   const int64_t n = a.pred.numel();
   visit_pointwise(a.kind, [&]<template <class> class Loss>() {
     visit_floating(a.pred.dtype(), "loss", [&]<class T>() {
@@ -365,7 +353,7 @@ void pointwise_loss_forward(const PointwiseLossArgs& a, const Tensor& out) {
 }
 
 void pointwise_loss_backward(const PointwiseLossArgs& a, const Tensor& grad_out, const LossGrads& grads) {
-  On on(grad_out);
+  LaunchOn on(grad_out);
   const int64_t n = a.pred.numel();
   const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(n);
   if (lc.blocks == 0) return;

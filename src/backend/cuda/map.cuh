@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "backend/copy.hpp"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/plan.hpp"
 #include "backend/cuda/stream.hpp"
@@ -25,10 +26,6 @@
 #include "kernels/cast.hpp"
 
 namespace mixgrad::backend::cuda::detail {
-
-#define MIXGRAD_GRID_STRIDE_LOOP(i, n)                                                    \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 /// The operands of a map kernel: out's pointer first, then one per input;
 /// a scalar input has no pointer and its value in `scalar`.

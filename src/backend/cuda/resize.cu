@@ -8,6 +8,7 @@
 // from the CPU's in the last bits.
 #include <cuda_runtime_api.h>
 
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/device_ptr.hpp"
 #include "backend/cuda/plan.hpp"
@@ -24,16 +25,6 @@ using cuda_plan::AxisTaps;
 using cuda_plan::PadPlan;
 using kernels::cast;
 using kernels::compute_t;
-
-#define MIXGRAD_GRID_STRIDE_LOOP(i, n)                                                   \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-
-struct On {
-  DeviceGuard guard;
-  cudaStream_t stream;
-  explicit On(const Tensor& t) : guard(t.device().index()), stream(current_stream(t.device().index())) {}
-};
 
 template <class T>
 __global__ void pad_forward_kernel(const T* x, PadPlan pp, T fill, T* y, int64_t n) {
@@ -129,7 +120,7 @@ void pad_forward(const Tensor& x, const Tensor& y, const PadParams& p) {
   const int64_t n = y.numel();
   const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(n);
   if (lc.blocks == 0) return;
-  On on(y);
+  LaunchOn on(y);
   const PadPlan pp = cuda_plan::pad_plan(x.shape(), y.shape(), p);
   visit_floating(y.dtype(), "pad", [&]<class T>() {
     pad_forward_kernel<T><<<lc.blocks, lc.threads, 0, on.stream>>>(device_ptr<const T>(x), pp, cast<T>(p.value),
@@ -140,7 +131,7 @@ void pad_forward(const Tensor& x, const Tensor& y, const PadParams& p) {
 
 void pad_backward(const Tensor& gy, const Tensor& gx, const PadParams& p) {
   if (gx.numel() == 0) return;
-  On on(gx);
+  LaunchOn on(gx);
   const PadPlan pp = cuda_plan::pad_plan(gx.shape(), gy.shape(), p);
   const int64_t n = gy.numel();
   const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(n);
@@ -156,7 +147,7 @@ void upsample2d_forward(const Tensor& x, const Tensor& y, const UpsampleParams& 
   const int64_t n = y.numel();
   const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(n);
   if (lc.blocks == 0) return;
-  On on(y);
+  LaunchOn on(y);
   const Upsample u = upsample_of(x, y, p);
   visit_floating(y.dtype(), "interpolate", [&]<class T>() {
     upsample_forward_kernel<T><<<lc.blocks, lc.threads, 0, on.stream>>>(device_ptr<const T>(x), u, device_ptr<T>(y), n);
@@ -166,7 +157,7 @@ void upsample2d_forward(const Tensor& x, const Tensor& y, const UpsampleParams& 
 
 void upsample2d_backward(const Tensor& gy, const Tensor& gx, const UpsampleParams& p) {
   if (gx.numel() == 0) return;
-  On on(gx);
+  LaunchOn on(gx);
   const Upsample u = upsample_of(gx, gy, p);
   const int64_t n = gy.numel();
   const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(n);

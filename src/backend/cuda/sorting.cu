@@ -12,6 +12,7 @@
 #include <cub/device/device_segmented_radix_sort.cuh>
 #include <string>
 
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/device_ptr.hpp"
 #include "backend/cuda/plan.hpp"
@@ -21,10 +22,6 @@
 namespace mixgrad::backend::cuda {
 
 namespace {
-
-#define MIXGRAD_GRID_STRIDE_LOOP(i, n)                                                   \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 template <class T> struct KeyOf;
 template <> struct KeyOf<float> { using type = uint32_t; };
