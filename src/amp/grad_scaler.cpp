@@ -252,14 +252,9 @@ void GradScaler::unscale_recorded(const std::vector<Tensor>& tensors) {
   }
   {
     autodiff::NoRecordScope no_record;
-    Tensor found_inf = step_open_ ? found_inf_ : zeros(Shape{}, DType::float32, scale_.device());
     // The scaled gradients stay as the recorded backward made them: the
     // check only reads them, on either device.
-    backend::non_finite_check(list.grads, found_inf, inv_scale_);
-    if (!step_open_) unscaled_.clear();
-    step_open_ = true;
-    found_inf_ = std::move(found_inf);
-    found_inf_synced_ = false;  // this check may have set it: the hook sees it again
+    check_into_step([&](const Tensor& found_inf) { backend::non_finite_check(list.grads, found_inf, inv_scale_); });
   }
   for (size_t i = 0; i < list.owners.size(); ++i) {
     list.owners[i].set_grad(unscaled[i]);
@@ -276,23 +271,29 @@ GradScaler& GradScaler::unscale(const std::vector<Tensor>& tensors) {
   autodiff::NoRecordScope no_record;
   place_state(!list.grads.empty() ? list.grads.front().device()
                                   : scale_.defined() ? scale_.device() : Device::cpu());
-  // A new step starts with the first unscale after update(), with a new
-  // flag: gradients of earlier steps keep theirs.
-  Tensor found_inf = step_open_ ? found_inf_ : zeros(Shape{}, DType::float32, scale_.device());
   // In range, the reciprocal is a finite, normal number in float and in
   // double: zero gradients stay zero (never 0 * inf = NaN).
-  backend::non_finite_check_and_unscale(list.grads, found_inf, inv_scale_);
+  check_into_step([&](const Tensor& found_inf) {
+    backend::non_finite_check_and_unscale(list.grads, found_inf, inv_scale_);
+  });
   for (const Tensor& g : list.grads) g.bump_version();  // written in place
-
-  if (!step_open_) unscaled_.clear();
-  step_open_ = true;
-  found_inf_ = std::move(found_inf);
-  found_inf_synced_ = false;  // this unscale may have set it: the hook sees it again
   for (const Tensor& t : list.owners) {
     detail::mark_unscaled(t.grad(), found_inf_);
     unscaled_.emplace(t.id(), t.impl_ptr());
   }
   return *this;
+}
+
+// A new step starts with the first check after update(), with a new flag:
+// gradients of earlier steps keep theirs. The flag is committed only after
+// `check` returns, so a throw leaves the step as it was.
+void GradScaler::check_into_step(const std::function<void(const Tensor& found_inf)>& check) {
+  Tensor found_inf = step_open_ ? found_inf_ : zeros(Shape{}, DType::float32, scale_.device());
+  check(found_inf);
+  if (!step_open_) unscaled_.clear();
+  step_open_ = true;
+  found_inf_ = std::move(found_inf);
+  found_inf_synced_ = false;  // this check may have set it: the hook sees it again
 }
 
 GradScaler& GradScaler::set_found_inf_hook(FoundInfHook hook) {
@@ -361,12 +362,7 @@ void GradScaler::step(optim::Optimizer& opt, bool fused_unscale) {
   const detail::GradList list = detail::collect_grads("GradScaler::step", pending);
   autodiff::NoRecordScope no_record;
   place_state(list.grads.front().device());
-  Tensor found_inf = step_open_ ? found_inf_ : zeros(Shape{}, DType::float32, scale_.device());
-  backend::non_finite_check(list.grads, found_inf, inv_scale_);
-  if (!step_open_) unscaled_.clear();
-  step_open_ = true;
-  found_inf_ = std::move(found_inf);
-  found_inf_synced_ = false;  // this check may have set it: the hook sees it again
+  check_into_step([&](const Tensor& found_inf) { backend::non_finite_check(list.grads, found_inf, inv_scale_); });
   // Counted as unscaled in this step: a second unscale of them would
   // divide values the optimizer already consumed.
   for (const Tensor& t : list.owners) unscaled_.emplace(t.id(), t.impl_ptr());

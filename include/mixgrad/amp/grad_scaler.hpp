@@ -356,6 +356,9 @@ class GradScaler {
   void unscale_recorded(const std::vector<Tensor>& tensors);
   // Creates the state tensors on `device`, or moves them there.
   void place_state(Device device);
+  // Runs `check` on the step's found-inf flag (a fresh one when no step is
+  // open: a new step starts here) and opens the step with it.
+  void check_into_step(const std::function<void(const Tensor& found_inf)>& check);
   // Sets the scale (and its reciprocal) from the host.
   void set_scale(double scale);
 
