@@ -91,16 +91,25 @@ class IndexCheck {
 template <class T>
 constexpr bool kAtomic = std::is_same_v<T, float> || std::is_same_v<T, double>;
 
+// For element p of a [outer, K, inner] selection, the offset of its row
+// idx[k] in the [outer, axis, inner] tensor; -1 for an index out of range
+// (recorded in first_bad).
+__device__ inline int64_t selected_offset(int64_t p, const int64_t* idx, Axis3 a, int64_t k_count,
+                                          unsigned long long* first_bad) {
+  const int64_t i = p % a.inner;
+  const int64_t r = p / a.inner;
+  const int64_t k = r % k_count, o = r / k_count;
+  const int64_t v = idx[k];
+  if (bad_index(v, a.axis, k, first_bad)) return -1;
+  return (o * a.axis + v) * a.inner + i;
+}
+
 template <class U>
 __global__ void index_select_kernel(const U* x, const int64_t* idx, Axis3 a, int64_t k_count, U* out, int64_t n,
                                     unsigned long long* first_bad) {
   MIXGRAD_GRID_STRIDE_LOOP(p, n) {
-    const int64_t i = p % a.inner;
-    const int64_t r = p / a.inner;
-    const int64_t k = r % k_count, o = r / k_count;
-    const int64_t v = idx[k];
-    if (bad_index(v, a.axis, k, first_bad)) continue;
-    out[p] = x[(o * a.axis + v) * a.inner + i];
+    const int64_t at = selected_offset(p, idx, a, k_count, first_bad);
+    if (at >= 0) out[p] = x[at];
   }
 }
 
@@ -108,12 +117,8 @@ template <class T>
 __global__ void index_add_atomic_kernel(const T* src, const int64_t* idx, Axis3 a, int64_t k_count, T* out, int64_t n,
                                         unsigned long long* first_bad) {
   MIXGRAD_GRID_STRIDE_LOOP(p, n) {
-    const int64_t i = p % a.inner;
-    const int64_t r = p / a.inner;
-    const int64_t k = r % k_count, o = r / k_count;
-    const int64_t v = idx[k];
-    if (bad_index(v, a.axis, k, first_bad)) continue;
-    atomicAdd(out + (o * a.axis + v) * a.inner + i, src[p]);
+    const int64_t at = selected_offset(p, idx, a, k_count, first_bad);
+    if (at >= 0) atomicAdd(out + at, src[p]);
   }
 }
 
