@@ -34,6 +34,24 @@ mg::Tensor grad_norm(const std::vector<mg::Tensor>& grads) {
   return F::sqrt(total);
 }
 
+// After the runs: the scaled parameters equal the control's, the scale ended
+// at 128 grown twice and halved once (one skipped step), and the run trained
+// (the control moved away from its start).
+void check_matches_control(const std::vector<mg::Tensor>& scaled, const std::vector<mg::Tensor>& control,
+                           const mg::amp::GradScaler& scaler) {
+  BOOST_TEST(scaler.scale_factor() == 128.0 * 8.0 * 0.5);
+  for (size_t k = 0; k < control.size(); ++k) {
+    const auto a = scaled[k].to_vector<double>(), b = control[k].to_vector<double>();
+    for (size_t j = 0; j < a.size(); ++j)
+      BOOST_TEST(std::abs(a[j] - b[j]) <= 1e-5 * (1 + std::abs(b[j])), "parameter " << k << " element " << j << ": "
+                                                                                     << a[j] << " vs " << b[j]);
+  }
+  const auto start = make_params()[0].to_vector<double>(), end = control[0].to_vector<double>();
+  double moved = 0;
+  for (size_t j = 0; j < start.size(); ++j) moved += std::abs(start[j] - end[j]);
+  BOOST_TEST(moved > 1e-3);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(grad_penalty)
@@ -95,18 +113,7 @@ BOOST_AUTO_TEST_CASE(scaled_gradient_penalty_matches_an_unscaled_control) {
     }
   }
 
-  BOOST_TEST(scaler.scale_factor() == 128.0 * 8.0 * 0.5);
-  for (size_t k = 0; k < control.size(); ++k) {
-    const auto a = scaled[k].to_vector<double>(), b = control[k].to_vector<double>();
-    for (size_t j = 0; j < a.size(); ++j)
-      BOOST_TEST(std::abs(a[j] - b[j]) <= 1e-5 * (1 + std::abs(b[j])), "parameter " << k << " element " << j << ": "
-                                                                                     << a[j] << " vs " << b[j]);
-  }
-  // The run did train: the control moved away from its start.
-  const auto start = make_params()[0].to_vector<double>(), end = control[0].to_vector<double>();
-  double moved = 0;
-  for (size_t j = 0; j < start.size(); ++j) moved += std::abs(start[j] - end[j]);
-  BOOST_TEST(moved > 1e-3);
+  check_matches_control(scaled, control, scaler);
 }
 
 // The fp32 reference of one step: d(loss + ||dloss/dp||)/dp, no scaling.
@@ -192,17 +199,7 @@ BOOST_AUTO_TEST_CASE(automatic_gear_penalty_matches_the_fp32_reference) {
     }
     opt.step();  // skipped at kSkipIter: the gradients carry the step's flag
   }
-  BOOST_TEST(scaler.scale_factor() == 128.0 * 8.0 * 0.5);
-  for (size_t k = 0; k < control.size(); ++k) {
-    const auto a = scaled[k].to_vector<double>(), b = control[k].to_vector<double>();
-    for (size_t j = 0; j < a.size(); ++j)
-      BOOST_TEST(std::abs(a[j] - b[j]) <= 1e-5 * (1 + std::abs(b[j])), "parameter " << k << " element " << j << ": "
-                                                                                     << a[j] << " vs " << b[j]);
-  }
-  const auto start = make_params()[0].to_vector<double>(), end = scaled[0].to_vector<double>();
-  double moved = 0;
-  for (size_t j = 0; j < start.size(); ++j) moved += std::abs(start[j] - end[j]);
-  BOOST_TEST(moved > 1e-3);
+  check_matches_control(scaled, control, scaler);
 }
 
 // The two passes of a step share its found-inf flag: an overflow of the
