@@ -127,6 +127,7 @@ struct Contender {
 
 int main(int argc, char** argv) {
   using namespace perf;
+  keep_freed_memory();
   TimingOptions timing{.warmup = 3, .rounds = 9, .reps = 3};
   int threads = 1;
   std::string only;

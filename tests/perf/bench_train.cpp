@@ -360,6 +360,7 @@ int main(int argc, char** argv) {
   using namespace perf;
   if (argc == 7 && std::strcmp(argv[1], "--rss-child") == 0)
     return rss_child(argv[2], argv[3], argv[4], std::atoi(argv[5]), std::atoi(argv[6]));
+  keep_freed_memory();  // the timed sections only: the RSS child keeps glibc's defaults
 
   Config cfg;
   int device = kCpu;
