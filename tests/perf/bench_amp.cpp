@@ -18,6 +18,10 @@
 //   fp16 O1 / O2 ...   the same with float16 and a GradScaler, its unscale either a
 //                      separate pass ("unscale pass") or inside the update ("fused")
 // --only NAME runs one contender in a loop for a profiler (perf record).
+// After the table: the ceiling, the step's products at the CPU's bf16
+// dot-product peak (cpu_peak.hpp) and at oneDNN's GEMM rate, against
+// LibTorch's step. The heap keeps what contenders free (keep_freed_memory in
+// bench_harness.hpp), so LibTorch is not timed re-faulting its pages.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +33,7 @@
 
 #include "bench_harness.hpp"
 #include "bench_sides.hpp"
+#include "cpu_peak.hpp"
 #include "mixgrad/mixgrad.hpp"
 #include "mixgrad/nn.hpp"
 #include "mixgrad/optim.hpp"
@@ -121,6 +126,22 @@ struct Contender {
   bool is_gemm = false;
   bool is_torch = false;
 };
+
+// What no step can beat: the step's matrix products at the CPU's bf16
+// dot-product peak (cpu_peak.hpp) and at oneDNN's GEMM rate, in CPU ms per
+// step and as a fraction of LibTorch's step (CPU time, as the table).
+void print_ceiling(double flops, double gemm_rate, double torch_ms, int threads) {
+  const double peak = bf16_dot_peak_gflops(threads) / threads;  // per thread
+  if (peak <= 0) return;
+  const double at_peak = flops / (peak * 1e6), at_gemm = gemm_rate > 0 ? flops / (gemm_rate * 1e6) : 0;
+  auto of_torch = [&](double ms) { return torch_ms > 0 ? ", " + fixed(ms / torch_ms, 2) + " of LibTorch's step" : ""; };
+  std::printf("\n## The ceiling: the step's %.2f GFLOP of matrix products at this CPU's bf16 peak\n\n", flops / 1e9);
+  std::printf("- bf16 dot-product peak (vdpbf16ps loop, %d thread(s) at once): %.1f GFLOP/s per thread; oneDNN's GEMM "
+              "above runs at %.2f of it\n", threads, peak, gemm_rate > 0 ? gemm_rate / peak : 0.0);
+  std::printf("- the products alone at that peak: %.2f CPU ms per step%s\n", at_peak, of_torch(at_peak).c_str());
+  if (at_gemm > 0)
+    std::printf("- the products alone at oneDNN's GEMM rate: %.2f CPU ms per step%s\n", at_gemm, of_torch(at_gemm).c_str());
+}
 
 }  // namespace
 }  // namespace perf
@@ -219,5 +240,6 @@ int main(int argc, char** argv) {
            torch && step ? fixed(s.median / torch->median, 2) : "-", step ? fixed(cs[i].runner->value(), 3) : "-"});
   }
   t.print();
+  print_ceiling(flops, gemm ? gemm_flops / (gemm->median * 1e6) : 0, torch ? torch->median : 0, threads);
   return 0;
 }
