@@ -1,8 +1,13 @@
-// The allocator registry (mixgrad/allocator.hpp) and storages over external
-// memory (Storage's wrapping constructor, from_blob).
+// The allocator registry (mixgrad/allocator.hpp), storages over external
+// memory (Storage's wrapping constructor, from_blob), and the CPU cache's
+// huge-page advice.
 #include <boost/test/unit_test.hpp>
 
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -139,4 +144,40 @@ BOOST_AUTO_TEST_CASE(external_storage_rejects_bad_arguments_without_taking_owner
   BOOST_CHECK_THROW(mg::from_blob(&x, {-1}, mg::DType::float32, mg::Device::cpu(), deleter), mg::ShapeError);
   BOOST_TEST(deleted == 0);
   BOOST_CHECK_NO_THROW(mg::from_blob(nullptr, {0, 3}, mg::DType::float32));  // empty: no memory needed
+}
+
+namespace {
+
+// The VmFlags line of /proc/self/smaps for the mapping holding `p`, or ""
+// where there is none.
+std::string vm_flags_of(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR, &lo, &hi) == 2 && line.find(' ') > line.find('-')) {
+      inside = lo <= addr && addr < hi;
+      continue;
+    }
+    if (inside && line.rfind("VmFlags:", 0) == 0) return line;
+  }
+  return "";
+}
+
+}  // namespace
+
+// Blocks of 2 MiB and more start on a 2 MiB boundary and carry the kernel's
+// huge-page advice over the pages their first tensor fills (storage.cpp).
+BOOST_AUTO_TEST_CASE(large_cpu_blocks_start_on_a_huge_page_boundary_with_huge_page_advice) {
+  const char* env = std::getenv("MIXGRAD_HUGE_PAGES");
+  if (env != nullptr && std::string(env) == "0") return;  // turned off for this process
+  const mg::Tensor t = mg::zeros({5 << 20}, mg::DType::uint8);  // every request of its class is over 4 MiB
+  const auto addr = reinterpret_cast<uintptr_t>(t.raw_data());
+  BOOST_TEST(addr % (uintptr_t{2} << 20) == 0u);
+  if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) return;  // a kernel without THP
+  const std::string flags = vm_flags_of(t.raw_data());
+  BOOST_TEST_INFO("smaps: " << flags);
+  BOOST_TEST(flags.find(" hg") != std::string::npos);
 }
