@@ -1,9 +1,10 @@
 // Storage and the allocator registry, with the CPU's caching allocator:
 // freed blocks are kept in per-size-class free lists and handed out again.
 // Size classes are powers of two and 1.5x powers of two above 4 KiB, so at
-// most a third of a block is slack. Blocks of 2 MiB and more start on a
-// 2 MiB boundary and ask the kernel for transparent huge pages over their
-// whole 2 MiB pages (MIXGRAD_HUGE_PAGES=0 turns that off).
+// most a third of a block is slack. A block first requested for 2 MiB or
+// more starts on a 2 MiB boundary and asks the kernel for transparent huge
+// pages over the 2 MiB pages that request fills (MIXGRAD_HUGE_PAGES=0 turns
+// that off).
 #include "mixgrad/storage.hpp"
 
 #include <algorithm>

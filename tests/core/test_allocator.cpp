@@ -168,8 +168,9 @@ std::string vm_flags_of(const void* p) {
 
 }  // namespace
 
-// Blocks of 2 MiB and more start on a 2 MiB boundary and carry the kernel's
-// huge-page advice over the pages their first tensor fills (storage.cpp).
+// A block first requested for 2 MiB or more starts on a 2 MiB boundary and
+// carries the kernel's huge-page advice over the pages that request fills
+// (storage.cpp).
 BOOST_AUTO_TEST_CASE(large_cpu_blocks_start_on_a_huge_page_boundary_with_huge_page_advice) {
   const char* env = std::getenv("MIXGRAD_HUGE_PAGES");
   if (env != nullptr && std::string(env) == "0") return;  // turned off for this process
