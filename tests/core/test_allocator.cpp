@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/mman.h>
+
 #include "mixgrad/allocator.hpp"
 #include "mixgrad/mixgrad.hpp"
 #include "mixgrad/storage.hpp"
@@ -166,6 +168,18 @@ std::string vm_flags_of(const void* p) {
   return "";
 }
 
+// Whether this process can see huge-page advice at all: a kernel without
+// THP, no smaps, or a sandbox that ignores madvise shows none for a block
+// advised here directly, and the allocator's advice is then unobservable.
+bool huge_page_advice_is_visible() {
+  constexpr size_t kBlock = size_t{4} << 20;
+  void* p = nullptr;
+  if (posix_memalign(&p, size_t{2} << 20, kBlock) != 0) return false;
+  const bool visible = madvise(p, kBlock, MADV_HUGEPAGE) == 0 && vm_flags_of(p).find(" hg") != std::string::npos;
+  std::free(p);
+  return visible;
+}
+
 }  // namespace
 
 // A block first requested for 2 MiB or more starts on a 2 MiB boundary and
@@ -177,8 +191,10 @@ BOOST_AUTO_TEST_CASE(large_cpu_blocks_start_on_a_huge_page_boundary_with_huge_pa
   const mg::Tensor t = mg::zeros({5 << 20}, mg::DType::uint8);  // every request of its class is over 4 MiB
   const auto addr = reinterpret_cast<uintptr_t>(t.raw_data());
   BOOST_TEST(addr % (uintptr_t{2} << 20) == 0u);
-  if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled") || !std::ifstream("/proc/self/smaps"))
-    return;  // a kernel without THP, or no smaps to read the advice from
+  if (!huge_page_advice_is_visible()) {
+    BOOST_TEST_MESSAGE("huge-page advice is not visible in /proc/self/smaps here: only the alignment is checked");
+    return;
+  }
   const std::string flags = vm_flags_of(t.raw_data());
   BOOST_TEST_INFO("smaps: " << flags);
   BOOST_TEST(flags.find(" hg") != std::string::npos);
