@@ -87,7 +87,7 @@ void run_put(const std::vector<T>& values, const std::vector<int64_t>& rows, int
              std::vector<T>& out) {
   const int64_t m_count = static_cast<int64_t>(rows.size());
   std::vector<int64_t> last(static_cast<size_t>(n_rows), -1);
-  for (int64_t m : shuffled(m_count, 5u)) plan::put_claim(last.data(), rows[static_cast<size_t>(m)], m);
+  for (int64_t m : shuffled(m_count, 5u)) plan::put_claim(last.data(), n_rows, rows[static_cast<size_t>(m)], m);
   for (int64_t p : shuffled(m_count * inner, 7u)) {
     const int64_t m = p / inner, r = rows[static_cast<size_t>(m)];
     if (plan::put_wins(last.data(), n_rows, r, m))

@@ -17,7 +17,7 @@
 // (tests/cuda/test_cuda_put_argmax_plan.cpp).
 //
 //   int bad_j;  const int64_t r = cuda_plan::put_row(idx, extent, k, m, bad_j);   // -1: idx[bad_j][m] out of range
-//   cuda_plan::put_claim(last, r, m);   // last[r] = max(last[r], m), all m first
+//   cuda_plan::put_claim(last, n_rows, r, m);   // last[r] = max(last[r], m), all m first
 //   if (cuda_plan::put_wins(last, r, m)) copy values row m to out row r;
 #pragma once
 
@@ -53,16 +53,19 @@ MIXGRAD_HOST_DEVICE inline int64_t put_row(const int64_t* const* idx, const int6
   return r;
 }
 
-/// Host form of the kernel's claim: row r (in range) remembers the largest
-/// entry naming it (`last` starts at -1).
-inline void put_claim(int64_t* last, int64_t r, int64_t m) {
-  if (r >= 0 && m > last[r]) last[r] = m;
+/// Whether row r takes part in the claim: -1 marks a bad entry.
+MIXGRAD_HOST_DEVICE inline bool put_claims(int64_t n_rows, int64_t r) { return r >= 0 && r < n_rows; }
+
+/// Host form of the kernel's claim (there an atomicMax): row r remembers the
+/// largest entry naming it (`last` starts at -1).
+inline void put_claim(int64_t* last, int64_t n_rows, int64_t r, int64_t m) {
+  if (put_claims(n_rows, r) && m > last[r]) last[r] = m;
 }
 
 /// True when entry m, naming row r, is the one whose values the row keeps
 /// (the last entry naming it); false for a row out of range.
 MIXGRAD_HOST_DEVICE inline bool put_wins(const int64_t* last, int64_t n_rows, int64_t r, int64_t m) {
-  return r >= 0 && r < n_rows && last[r] == m;
+  return put_claims(n_rows, r) && last[r] == m;
 }
 
 }  // namespace mixgrad::backend::cuda_plan

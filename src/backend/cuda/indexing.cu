@@ -170,7 +170,7 @@ __global__ void put_rows_status_kernel(PutIndices a, int64_t m_count, const unsi
 __global__ void put_claim_kernel(const int64_t* rows, int64_t m_count, int64_t n_rows, long long* last) {
   MIXGRAD_GRID_STRIDE_LOOP(m, m_count) {
     const int64_t r = rows[m];
-    if (r >= 0 && r < n_rows) atomicMax(last + r, static_cast<long long>(m));
+    if (cuda_plan::put_claims(n_rows, r)) atomicMax(last + r, static_cast<long long>(m));
   }
 }
 
