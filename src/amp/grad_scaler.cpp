@@ -241,12 +241,15 @@ void GradScaler::unscale_recorded(const std::vector<Tensor>& tensors) {
   // penalty on the unscaled gradients differentiates through the product.
   // 16-bit gradients are multiplied in float32, as the fused pass does.
   // Computed before any state changes, so a throw leaves the step as it was.
+  // The factor is a copy taken now: the product saves it for the penalty's
+  // backward, and update() rewrites inv_scale_ in place.
+  const Tensor inv64 = inv_scale_.clone(), inv32 = inv_scale_.to(DType::float32);
   std::vector<Tensor> unscaled;
   for (const Tensor& t : list.owners) {
     const Tensor g = t.grad();
     const DType dt = g.dtype();
     const DType compute = dt == DType::float64 ? DType::float64 : DType::float32;
-    Tensor u = F::mul(dt == compute ? g : g.to(compute), inv_scale_.to(compute));
+    Tensor u = F::mul(dt == compute ? g : g.to(compute), compute == DType::float64 ? inv64 : inv32);
     if (u.dtype() != dt) u = u.to(dt);
     unscaled.push_back(std::move(u));
   }

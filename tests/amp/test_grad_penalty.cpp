@@ -227,6 +227,32 @@ BOOST_AUTO_TEST_CASE(an_overflow_of_the_first_pass_alone_skips_the_step) {
   BOOST_TEST(p[0].to_vector<double>() == before, boost::test_tools::per_element());
 }
 
+// The recorded unscale keeps the factor of its own pass: with `always`, the
+// create_graph pass updates the scale (4 -> 8) before the penalty's
+// backward, which must still differentiate through 1/4. float64, whose
+// product takes the factor without a cast. loss = sum(x * w^3): the
+// gradient g = 3 x w^2, the penalty sum(g^2), its gradient 36 x^2 w^3.
+BOOST_AUTO_TEST_CASE(the_recorded_unscale_keeps_its_pass_scale_when_the_scale_updates_between_passes) {
+  const std::vector<double> wv = {0.5, -1.25, 2.0}, xv = {1.5, 0.75, -2.0};
+  mg::Tensor w = mg::tensor(wv, {3}, mg::DType::float64);
+  const mg::Tensor x = mg::tensor(xv, {3}, mg::DType::float64);
+  mg::amp::GradScaler scaler({.init_scale = 4.0, .growth_interval = 1});
+  mg::autodiff::GradManager gm;
+  gm.attach(w);
+  {
+    auto rec = gm.record();
+    const mg::Tensor loss = F::sum(F::mul(x, F::pow(w, 3.0)));
+    scaler.backward(gm, loss, mg::Tensor(), {.create_graph = true}, true, mg::amp::UpdateScale::always);
+    BOOST_TEST(scaler.scale_factor() == 8.0);
+    const mg::Tensor penalty = F::sum(F::pow(w.grad(), 2.0));
+    w.set_grad(mg::Tensor());
+    scaler.backward(gm, penalty);
+  }
+  const std::vector<double> got = w.grad().to_vector<double>();
+  for (size_t i = 0; i < wv.size(); ++i)
+    BOOST_TEST(got[i] == 36.0 * xv[i] * xv[i] * wv[i] * wv[i] * wv[i], boost::test_tools::tolerance(1e-12));
+}
+
 // A create_graph backward whose gradients are not cleared must not be summed
 // with the next pass's scaled ones: refused as for any unscaled gradient.
 BOOST_AUTO_TEST_CASE(uncleared_create_graph_gradients_are_refused) {

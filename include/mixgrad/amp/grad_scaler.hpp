@@ -213,7 +213,9 @@ class GradScaler {
   /// gradients are left untouched by the pass that sets the step's
   /// found-inf flag, and the unscaled ones carry the flag. Such a backward
   /// is the first pass of a step, not its end: `if_unscale_grad` does not
-  /// update here (`always` still does). Clear the gradients and finish with
+  /// update here. (`always` still does, and so ends the step there: the
+  /// penalty's backward differentiates through the scale of this pass, and
+  /// only the next pass's overflow skips the update.) Clear the gradients and finish with
   /// the usual backward of the penalised loss: it unscales and updates, and
   /// shares the step's flag, so an overflow in either pass skips the step.
   void backward(autodiff::GradManager& gm, const Tensor& y, const Tensor& dy, const autodiff::BackwardOptions& options,
