@@ -45,7 +45,7 @@ struct TimingOptions {
 /// happens depends on what else the process holds: in bench_amp it cost
 /// LibTorch's bf16 MLP step a third of its time (20.5 against 14.8 ms, 19% of
 /// its samples in page faults and brk), which flattered every ratio against
-/// it. mixgrad's tensors come from its own cache and do not reach malloc.
+/// it. mixgrad's tensors come from its own cache, which keeps freed blocks.
 inline void keep_freed_memory() {
 #if defined(__GLIBC__)
   mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest: blocks up to 32 MiB from the heap
