@@ -27,8 +27,8 @@ struct GpuConfig {
 };
 
 /// Prints the GPU benchmark's tables; returns the process exit status: 0,
-/// 77 (skipped: no CUDA device; the last line printed says why) or 2 (no
-/// such device).
+/// 1 (a model failed), 77 (skipped: no CUDA device; the last line printed
+/// says why) or 2 (no such device or side).
 int run_gpu_benchmark(const GpuConfig& config);
 
 }  // namespace perf

@@ -3,7 +3,7 @@
 // autodiff op, and the thread count.
 //
 //   auto step = perf::mixgrad_side::make_trainer(perf::Model::cnn, perf::Precision::bf16);
-//   step->step();                     // forward, loss, backward, SGD step, zero grads
+//   step->run();                      // forward, loss, backward, SGD step, zero grads
 //   auto gpu = perf::mixgrad_side::make_trainer(perf::Model::mlp, perf::Precision::fp16, 0);  // on cuda:0
 //   gpu->run(); perf::mixgrad_side::synchronize(0);  // a step queues work: wait for it
 //

@@ -14,6 +14,7 @@
 
 #include <string>
 
+#include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -245,15 +246,24 @@ class Tiny final : public Runner {
   torch::Tensor a_, b_, dy_, y_;
 };
 
+// float32 on the GPU as mixgrad computes it: no TF32. LibTorch's default
+// keeps TF32 off for cuBLAS but on for cuDNN's convolutions.
+void float32_without_tf32() {
+  at::globalContext().setAllowTF32CuDNN(false);
+  at::globalContext().setAllowTF32CuBLAS(false);
+}
+
 }  // namespace
 
 std::unique_ptr<Runner> make_trainer(Model model, Precision precision, int device) {
   torch::manual_seed(0);
+  if (device != kCpu) float32_without_tf32();
   return std::make_unique<Trainer>(model, precision, device);
 }
 
 std::unique_ptr<Runner> make_matmul(int64_t m, int64_t k, int64_t n, Precision precision, int device) {
   torch::manual_seed(0);
+  if (device != kCpu) float32_without_tf32();
   return std::make_unique<Matmul>(m, k, n, precision, device);
 }
 
