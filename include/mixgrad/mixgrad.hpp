@@ -12,6 +12,7 @@
 #include "mixgrad/autodiff/grad_manager.hpp"
 #include "mixgrad/autodiff/grad_manager_group.hpp"
 #include "mixgrad/autodiff/no_grad.hpp"
+#include "mixgrad/cpu.hpp"
 #include "mixgrad/cuda.hpp"
 #include "mixgrad/data.hpp"
 #include "mixgrad/device.hpp"

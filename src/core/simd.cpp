@@ -1,6 +1,12 @@
 #include "core/simd.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
+#include "mixgrad/error.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -18,23 +24,62 @@ bool cpuid_f16c() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
 }
+
+// CPUID leaf 7: subleaf 1 EAX bit 5 is AVX512-BF16, subleaf 0 EDX bit 22 AMX-BF16.
+bool cpuid_bf16_dot() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const bool avx512_bf16 = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)) != 0;
+  const bool amx_bf16 = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22)) != 0;
+  return avx512_bf16 || amx_bf16;
+}
 #endif
 
 Level detect() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-                      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpuid_f16c() &&
-                      __builtin_cpu_supports("bmi2");
-  return avx512 ? Level::avx512 : Level::portable;
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpuid_f16c() &&
+                    __builtin_cpu_supports("bmi2");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  return avx512 ? Level::avx512 : avx2 ? Level::avx2 : Level::portable;
 #else
   return Level::portable;
 #endif
 }
 
+// MIXGRAD_MAX_CPU_ISA, parsed: the kernel level it allows and whether it
+// allows 16-bit math.
+struct ProcessCap {
+  Level level = Level::avx512;
+  bool half_math = true;
+  std::string_view name;
+};
+
+ProcessCap parse_cap() {
+  const char* env = std::getenv("MIXGRAD_MAX_CPU_ISA");
+  if (env == nullptr || *env == '\0') return {};
+  std::string v(env);
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  if (v == "portable" || v == "baseline") return {Level::portable, false, "portable"};
+  if (v == "avx2") return {Level::avx2, false, "avx2"};
+  if (v == "avx512") return {Level::avx512, false, "avx512"};
+  if (v == "avx512_bf16" || v == "all") return {Level::avx512, true, "all"};
+  throw ValueError("MIXGRAD_MAX_CPU_ISA=" + std::string(env) +
+                   ": expected portable, avx2, avx512, avx512_bf16 or all");
+}
+
+const ProcessCap& process_cap() {
+  static const ProcessCap cap = parse_cap();
+  return cap;
+}
+
+Level min_level(Level a, Level b) { return static_cast<uint8_t>(a) < static_cast<uint8_t>(b) ? a : b; }
+
+// The process's level: detected() under MIXGRAD_MAX_CPU_ISA.
+Level capped() { return min_level(detected(), process_cap().level); }
+
 std::atomic<Level>& current() {
-  static std::atomic<Level> l{detected()};
+  static std::atomic<Level> l{capped()};
   return l;
 }
 
@@ -57,12 +102,33 @@ bool has_avx2_f16c() {
 #endif
 }
 
+bool has_bf16_dot() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool yes = detected() == Level::avx512 && cpuid_bf16_dot();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+Level available() { return capped(); }
+
+std::string_view max_isa_name() { return process_cap().name; }
+
 Level level() { return current().load(std::memory_order_relaxed); }
 
-LevelScope::LevelScope(Level cap) : previous_(level()) {
-  const Level d = detected();
-  current().store(static_cast<uint8_t>(cap) < static_cast<uint8_t>(d) ? cap : d, std::memory_order_relaxed);
+bool bf16_math() { return has_bf16_dot() && process_cap().half_math && level() == Level::avx512; }
+
+std::string_view to_string(Level l) {
+  switch (l) {
+    case Level::portable: return "portable";
+    case Level::avx2: return "avx2";
+    case Level::avx512: return "avx512";
+  }
+  return "?";
 }
+
+LevelScope::LevelScope(Level cap) : previous_(level()) { current().store(min_level(cap, capped()), std::memory_order_relaxed); }
 
 LevelScope::~LevelScope() { current().store(previous_, std::memory_order_relaxed); }
 

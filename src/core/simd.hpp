@@ -1,40 +1,71 @@
 // Which vector instruction set the CPU kernels use, chosen once at run time.
-// Kernels written as plain loops are compiled twice: as they are (portable,
-// the build's baseline), and inside functions marked kAvx512Target, which
-// run only when simd_level() says the CPU has those instructions. Both
-// variants compute the same thing in the same order, so results do not
-// depend on the machine; tests use SimdLevelScope to run the portable
-// variant on a CPU that has AVX-512 too.
+// Kernels written as plain loops are compiled for the build's baseline and,
+// inside functions marked with MIXGRAD_AVX2_TARGET or MIXGRAD_AVX512_TARGET,
+// for those instruction sets; level() says which variant runs. Every variant
+// computes the same thing in the same order, so results do not depend on the
+// machine. Whether bfloat16 matrix products run on 16-bit dot-product units
+// (AVX512-BF16, AMX) or are computed in float32 from 16-bit storage is
+// bf16_math().
 //
-//   if (simd::level() == simd::Level::avx512) return sum_avx512(p, n);
-//   return sum_portable(p, n);
+// The environment variable MIXGRAD_MAX_CPU_ISA caps all of it for the process
+// (and oneDNN's ISA with it, unless ONEDNN_MAX_CPU_ISA is set): `portable`,
+// `avx2`, `avx512` (no 16-bit math) or `avx512_bf16` / `all` (no cap). CI runs
+// the op registry at `avx2`, so the paths of a CPU without AVX-512 are tested
+// on every machine. Tests cap it within a process with LevelScope:
 //
+//   if (simd::level() >= simd::Level::avx2) return sum_avx2(p, n);
 //   simd::LevelScope portable(simd::Level::portable);  // tests: baseline code only
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 namespace mixgrad::simd {
 
 enum class Level : uint8_t {
   portable,  // the build's baseline instruction set
+  avx2,      // AVX2 with FMA and F16C (x86-64-v3)
   avx512,    // AVX-512 F/BW/DQ/VL with FMA and F16C (x86-64-v4)
 };
 
-/// The instruction-set list of the AVX-512 variants, for __attribute__((target(...))).
+/// The instruction-set lists of the variants, for __attribute__((target(...))).
+#define MIXGRAD_AVX2_TARGET "avx2,fma,f16c,bmi2"
 #define MIXGRAD_AVX512_TARGET "avx2,fma,f16c,bmi2,avx512f,avx512bw,avx512dq,avx512vl"
 
-/// What this CPU supports (detected once).
+/// What this CPU supports (detected once), before any cap.
 Level detected();
+
+/// detected() under MIXGRAD_MAX_CPU_ISA: the highest level a LevelScope can
+/// give. Tests compare the variants up to this one.
+Level available();
 
 /// Whether the CPU (x86) has AVX2 and F16C, whatever level() says.
 bool has_avx2_f16c();
 
-/// The level kernels use now: detected(), or lower while a LevelScope caps it.
+/// Whether the CPU has bfloat16 dot-product instructions (AVX512-BF16 or
+/// AMX-BF16), whatever the caps say.
+bool has_bf16_dot();
+
+/// The cap MIXGRAD_MAX_CPU_ISA sets, as its canonical name ("" when unset).
+/// ValueError naming the variable and the accepted values for anything else.
+std::string_view max_isa_name();
+
+/// The level kernels use now: detected(), lowered by MIXGRAD_MAX_CPU_ISA and
+/// by an open LevelScope.
 Level level();
 
-/// Caps the level for its lifetime (never raises it above detected()), then
-/// restores the previous cap. Process-wide: for tests, not for concurrent use.
+/// True when bfloat16 matrix products and convolutions run on the CPU's
+/// 16-bit dot-product units now: has_bf16_dot(), level() is avx512 and
+/// MIXGRAD_MAX_CPU_ISA allows 16-bit math. When false they are computed in
+/// float32 from 16-bit storage.
+bool bf16_math();
+
+/// Name of a level: "portable", "avx2", "avx512".
+std::string_view to_string(Level l);
+
+/// Caps the level for its lifetime (never raises it above the process cap),
+/// then restores the previous cap. Process-wide: for tests, not for
+/// concurrent use.
 class [[nodiscard]] LevelScope {
  public:
   explicit LevelScope(Level cap);

@@ -37,7 +37,7 @@ std::vector<std::vector<double>> train(const MakeOptimizer& make, mg::DType dt) 
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(portable_and_avx512_updates_agree) {
-  if (mg::simd::detected() != mg::simd::Level::avx512) return;
+  if (mg::simd::available() != mg::simd::Level::avx512) return;
   const std::vector<std::pair<const char*, MakeOptimizer>> makers{
       {"sgd momentum", [](std::vector<mg::Tensor> p) {
          return std::make_unique<mg::optim::SGD>(p, mg::optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01});

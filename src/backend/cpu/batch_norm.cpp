@@ -518,14 +518,18 @@ struct Forward {
 // of kChannelBlock channels when S == 1.
 int64_t units_of(const Geometry& g) { return g.s == 1 ? (g.c + kChannelBlock - 1) / kChannelBlock : g.c; }
 
-// One pass of a Forward or Backward, compiled twice: for the baseline ISA and
-// (where the compiler can) for AVX-512; `run` is inlined into each.
+// One pass of a Forward or Backward, compiled for the baseline ISA and (where
+// the compiler can) for AVX2 and AVX-512; `run` is inlined into each.
 template <class Args>
 void run_portable(const Args& a, int pass, int64_t i0, int64_t i1) {
   a.run(pass, i0, i1);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
+template <class Args>
+__attribute__((target(MIXGRAD_AVX2_TARGET))) void run_avx2(const Args& a, int pass, int64_t i0, int64_t i1) {
+  a.run(pass, i0, i1);
+}
 template <class Args>
 __attribute__((target(MIXGRAD_AVX512_TARGET))) void run_avx512(const Args& a, int pass, int64_t i0, int64_t i1) {
   a.run(pass, i0, i1);
@@ -561,6 +565,7 @@ void forward(const BatchNormForward& a) {
   if (g.c == 0) return;
   PassFn<Forward<T, S>> fn = &run_portable<Forward<T, S>>;
 #if defined(__x86_64__) || defined(__i386__)
+  if (simd::level() == simd::Level::avx2) fn = &run_avx2<Forward<T, S>>;
   if (simd::level() == simd::Level::avx512) fn = &run_avx512<Forward<T, S>>;
 #endif
   const int threads = threads_for(g);
@@ -682,6 +687,7 @@ void backward(const BatchNormBackward& a) {
   k.need_sums = (a.training && k.gx) || k.gw || k.gb;
   PassFn<Backward<T, S>> fn = &run_portable<Backward<T, S>>;
 #if defined(__x86_64__) || defined(__i386__)
+  if (simd::level() == simd::Level::avx2) fn = &run_avx2<Backward<T, S>>;
   if (simd::level() == simd::Level::avx512) fn = &run_avx512<Backward<T, S>>;
 #endif
   const int threads = threads_for(g);

@@ -146,6 +146,11 @@ struct MapRun<T, O, Fn, std::index_sequence<I...>> {
     contiguous(fn, o, x, n);
   }
 #if defined(__x86_64__) || defined(__i386__)
+  __attribute__((target(MIXGRAD_AVX2_TARGET))) static void contiguous_avx2(const Fn& fn, O* o,
+                                                                         const std::array<const T*, N>& x,
+                                                                         int64_t n) {
+    contiguous(fn, o, x, n);
+  }
   __attribute__((target(MIXGRAD_AVX512_TARGET))) static void contiguous_avx512(const Fn& fn, O* o,
                                                                              const std::array<const T*, N>& x,
                                                                              int64_t n) {
@@ -160,7 +165,11 @@ struct MapRun<T, O, Fn, std::index_sequence<I...>> {
         O* o = reinterpret_cast<O*>(p[0]);
         const std::array<const T*, N> x{reinterpret_cast<const T*>(p[I + 1])...};
 #if defined(__x86_64__) || defined(__i386__)
-        if (simd::level() == simd::Level::avx512) return contiguous_avx512(fn, o, x, n);
+        switch (simd::level()) {
+          case simd::Level::avx512: return contiguous_avx512(fn, o, x, n);
+          case simd::Level::avx2: return contiguous_avx2(fn, o, x, n);
+          case simd::Level::portable: break;
+        }
 #endif
         return contiguous_portable(fn, o, x, n);
       }

@@ -1,5 +1,6 @@
-// CPU matrix products: oneDNN matmul (float32, bfloat16 natively; float16 by
-// way of float32, as oneDNN 2.6 has no float16 kernels for this CPU), the
+// CPU matrix products: oneDNN matmul (float32; bfloat16 natively where the
+// CPU has bfloat16 dot products; float16, and bfloat16 elsewhere, computed in
+// float32 from the 16-bit operands: onednn::computes_in_float32), the
 // built-in gemm for float64, for configurations oneDNN lacks and for builds
 // without oneDNN.
 #include <vector>
@@ -74,7 +75,7 @@ std::shared_ptr<MatmulEntry> make_matmul(const Tensor& a, const Tensor& b, const
 }
 
 bool onednn_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_in, const Tensor& out) {
-  if (out.dtype() == DType::float16) {
+  if (onednn::computes_in_float32(out.dtype())) {
     Tensor out32 = empty(out.shape(), DType::float32, out.device());
     const Tensor bias32 = bias_in.defined() ? onednn::to_float32(bias_in) : Tensor();
     if (!onednn_matmul(onednn::to_float32(a_in), onednn::to_float32(b_in), bias32, out32)) return false;

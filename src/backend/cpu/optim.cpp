@@ -73,6 +73,11 @@ void rule_portable(const Rule& rule, C inv_scale, P* p, C* m, const G* g, const 
 
 #if defined(__x86_64__) || defined(__i386__)
 template <bool kMaster, class P, class G, class C, size_t K, class Rule>
+__attribute__((target(MIXGRAD_AVX2_TARGET))) void rule_avx2(const Rule& rule, C inv_scale, P* p, C* m, const G* g,
+                                                            const std::array<C*, K>& s, int64_t n) {
+  rule_loop<kMaster, P, G, C, K>(rule, inv_scale, p, m, g, s, n, std::make_index_sequence<K>());
+}
+template <bool kMaster, class P, class G, class C, size_t K, class Rule>
 __attribute__((target(MIXGRAD_AVX512_TARGET))) void rule_avx512(const Rule& rule, C inv_scale, P* p, C* m,
                                                                 const G* g, const std::array<C*, K>& s, int64_t n) {
   rule_loop<kMaster, P, G, C, K>(rule, inv_scale, p, m, g, s, n, std::make_index_sequence<K>());
@@ -88,6 +93,7 @@ void run_rule_impl(const Tensor& param, const Tensor& master, const Tensor& grad
   constexpr int N = 2 + M + static_cast<int>(K);
   auto contiguous_loop = &rule_portable<kMaster, P, G, C, K, Rule>;
 #if defined(__x86_64__) || defined(__i386__)
+  if (simd::level() == simd::Level::avx2) contiguous_loop = &rule_avx2<kMaster, P, G, C, K, Rule>;
   if (simd::level() == simd::Level::avx512) contiguous_loop = &rule_avx512<kMaster, P, G, C, K, Rule>;
 #endif
   std::array<Shape, N> strides;

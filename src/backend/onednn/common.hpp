@@ -140,8 +140,16 @@ PrimitiveCache<Entry>& cache() {
 /// Counts one primitive-descriptor creation on this thread (see primitives_created()).
 void count_primitive();
 
-/// True for dtypes oneDNN computes natively here: float32, bfloat16.
+/// True for dtypes oneDNN's primitives take here: float32, bfloat16.
 constexpr bool native(DType t) { return t == DType::float32 || t == DType::bfloat16; }
+
+/// True when a 16-bit matrix product or convolution in `t` is computed in
+/// float32 from its 16-bit storage: float16 always (oneDNN 2.6 has no
+/// float16 kernels for CPUs), bfloat16 where the CPU has no bfloat16 dot
+/// products or MIXGRAD_MAX_CPU_ISA forbids them (simd::bf16_math()). oneDNN's
+/// bfloat16 kernels for such CPUs emulate the products and run several times
+/// slower than float32.
+bool computes_in_float32(DType t);
 
 dnnl::memory::data_type data_type(DType t);
 dnnl::memory::dims dims(const Shape& s);

@@ -2,8 +2,9 @@
 // the choice and the built-in path). Tensors stay plain NCHW / OIHW (GOIHW
 // for groups) and are reordered per call into the blocked layouts the
 // primitives choose, which measured about 2x faster here than the
-// plain-layout (gemm) kernels, reorders included. float16 runs by way of
-// float32; other dtypes return false.
+// plain-layout (gemm) kernels, reorders included. 16-bit convolutions that
+// oneDNN cannot run at float32 speed run in float32 (computes_in_float32);
+// other dtypes return false.
 #include "backend/onednn/conv.hpp"
 
 #if MIXGRAD_WITH_ONEDNN
@@ -103,7 +104,7 @@ Tensor onednn_bias(const Tensor& bias) {
 }  // namespace
 
 bool conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias_in, const Tensor& y, const Conv2dParams& p) {
-  if (y.dtype() == DType::float16) {
+  if (onednn::computes_in_float32(y.dtype())) {
     Tensor y32 = empty(y.shape(), DType::float32, y.device());
     const Tensor b32 = bias_in.defined() ? onednn::to_float32(bias_in) : Tensor();
     if (!onednn::conv2d_forward(onednn::to_float32(x), onednn::to_float32(w), b32, y32, p)) return false;
@@ -136,7 +137,7 @@ bool conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias_in, con
 }
 
 bool conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p) {
-  if (gx.dtype() == DType::float16) {
+  if (onednn::computes_in_float32(gx.dtype())) {
     Tensor gx32 = empty(gx.shape(), DType::float32, gx.device());
     if (!onednn::conv2d_backward_data(onednn::to_float32(gy), onednn::to_float32(w), gx32, p)) return false;
     backend::copy(gx32, gx);
@@ -174,7 +175,7 @@ bool conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, c
 
 bool conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gb,
                              const Conv2dParams& p) {
-  if (gw.dtype() == DType::float16) {
+  if (onednn::computes_in_float32(gw.dtype())) {
     Tensor gw32 = empty(gw.shape(), DType::float32, gw.device());
     Tensor gb32 = gb.defined() ? empty(gb.shape(), DType::float32, gb.device()) : Tensor();
     if (!onednn::conv2d_backward_weights(onednn::to_float32(gy), onednn::to_float32(x), gw32, gb32, p)) return false;

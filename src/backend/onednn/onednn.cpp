@@ -1,6 +1,11 @@
 // The oneDNN switch, engine, stream, status check and descriptor helpers.
 #include "backend/onednn/onednn.hpp"
 
+#include <cstdlib>
+#include <string_view>
+
+#include "core/simd.hpp"
+
 #include <atomic>
 
 #if MIXGRAD_WITH_ONEDNN
@@ -33,9 +38,37 @@ bool use_for(int64_t work) {
 
 #if MIXGRAD_WITH_ONEDNN
 
+namespace {
+// MIXGRAD_MAX_CPU_ISA caps oneDNN's kernels too, unless oneDNN's own
+// variable says otherwise. Runs before the first primitive, as oneDNN
+// requires; if oneDNN was already used in the process (another library
+// linking it), the cap stays mixgrad's own and cpu::capabilities() shows
+// oneDNN's effective ISA.
+void apply_isa_cap() {
+  if (std::getenv("ONEDNN_MAX_CPU_ISA") != nullptr || std::getenv("DNNL_MAX_CPU_ISA") != nullptr) return;
+  const std::string_view cap = simd::max_isa_name();
+  dnnl::cpu_isa isa = dnnl::cpu_isa::all;
+  if (cap == "portable") isa = dnnl::cpu_isa::sse41;
+  if (cap == "avx2") isa = dnnl::cpu_isa::avx2;
+  if (cap == "avx512") isa = dnnl::cpu_isa::avx512_core;
+  if (isa == dnnl::cpu_isa::all) return;
+  try {
+    dnnl::set_max_cpu_isa(isa);
+  } catch (const dnnl::error&) {
+  }
+}
+}  // namespace
+
 dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine e = [] {
+    apply_isa_cap();
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return e;
+}
+
+bool computes_in_float32(DType t) {
+  return t == DType::float16 || (t == DType::bfloat16 && !simd::bf16_math());
 }
 
 // A stream per thread: a stream is not meant to be shared by threads that

@@ -1,0 +1,136 @@
+// mg::cpu::capabilities(): CPUID for the hardware, core/simd for the level
+// mixgrad's loops use, oneDNN for its version and effective ISA.
+#include "mixgrad/cpu.hpp"
+
+#include <cstring>
+
+#include "core/simd.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+#if MIXGRAD_WITH_ONEDNN
+#include <dnnl.hpp>
+
+#include "backend/onednn/common.hpp"
+#endif
+
+namespace mixgrad::cpu {
+
+namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+bool bit(unsigned reg, int b) { return (reg >> b) & 1u; }
+
+std::string brand_string() {
+  unsigned regs[12] = {};
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000004u) return "unknown x86-64 CPU";
+  for (unsigned leaf = 0; leaf < 3; ++leaf)
+    __get_cpuid(0x80000002u + leaf, &regs[4 * leaf], &regs[4 * leaf + 1], &regs[4 * leaf + 2], &regs[4 * leaf + 3]);
+  char text[sizeof(regs) + 1] = {};
+  std::memcpy(text, regs, sizeof(regs));
+  std::string s(text);
+  const auto first = s.find_first_not_of(' ');
+  return first == std::string::npos ? "unknown x86-64 CPU" : s.substr(first, s.find_last_not_of(' ') - first + 1);
+}
+#endif
+
+// The hardware half of Capabilities, detected once. AVX-512 counts only
+// where the operating system saves its registers (simd::detected() checks
+// through __builtin_cpu_supports).
+Capabilities detect_hardware() {
+  Capabilities c;
+#if defined(__x86_64__) || defined(__i386__)
+  c.model = brand_string();
+  __builtin_cpu_init();
+  c.avx2 = __builtin_cpu_supports("avx2");
+  c.fma = __builtin_cpu_supports("fma");
+  c.f16c = simd::has_avx2_f16c();
+  c.avx512 = simd::detected() == simd::Level::avx512;
+  unsigned a = 0, b = 0, cx = 0, d = 0;
+  if (c.avx512 && __get_cpuid_count(7, 0, &a, &b, &cx, &d)) {
+    c.avx512_fp16 = bit(d, 23);
+    c.amx_bf16 = bit(d, 22) && bit(d, 24);
+  }
+  if (c.avx512 && __get_cpuid_count(7, 1, &a, &b, &cx, &d)) {
+    c.avx512_bf16 = bit(a, 5);
+    c.amx_fp16 = bit(a, 21) && c.amx_bf16;
+  }
+#else
+  c.model = "non-x86 CPU";
+#endif
+  return c;
+}
+
+#if MIXGRAD_WITH_ONEDNN
+const char* isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41: return "sse41";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
+
+std::string onednn_description() {
+  backend::onednn::engine();  // applies MIXGRAD_MAX_CPU_ISA before oneDNN fixes its ISA
+  const dnnl_version_t* v = dnnl::version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + " " +
+         isa_name(dnnl::get_effective_cpu_isa());
+}
+#endif
+
+}  // namespace
+
+Capabilities capabilities() {
+  static const Capabilities hardware = detect_hardware();
+  Capabilities c = hardware;
+  c.max_isa = std::string(simd::max_isa_name());
+  c.kernels = std::string(simd::to_string(simd::level()));
+  c.bf16_math = simd::bf16_math();
+  c.fp16_math = false;
+#if MIXGRAD_WITH_ONEDNN
+  static const std::string onednn = onednn_description();
+  c.onednn = onednn;
+#endif
+  return c;
+}
+
+std::string describe(const Capabilities& c) {
+  std::string isa;
+  const std::pair<bool, const char*> flags[] = {{c.avx2, "AVX2"},
+                                                {c.fma, "FMA"},
+                                                {c.f16c, "F16C"},
+                                                {c.avx512, "AVX-512"},
+                                                {c.avx512_bf16, "AVX512-BF16"},
+                                                {c.avx512_fp16, "AVX512-FP16"},
+                                                {c.amx_bf16, "AMX-BF16"},
+                                                {c.amx_fp16, "AMX-FP16"}};
+  for (const auto& [on, name] : flags)
+    if (on) isa += (isa.empty() ? "" : " ") + std::string(name);
+  if (isa.empty()) isa = "baseline x86-64";
+  std::string s = c.model + " | " + isa + " | kernels " + c.kernels;
+  if (!c.max_isa.empty()) s += " (MIXGRAD_MAX_CPU_ISA=" + c.max_isa + ")";
+  s += c.bf16_math ? ", bfloat16 math native" : ", bfloat16 computed in float32";
+  s += c.fp16_math ? ", float16 math native" : ", float16 computed in float32";
+  s += " | oneDNN " + (c.onednn.empty() ? std::string("not built") : c.onednn);
+  return s;
+}
+
+bool has_fast_math(DType dtype) {
+  switch (dtype) {
+    case DType::float32:
+    case DType::float64: return true;
+    case DType::bfloat16: return simd::bf16_math();
+    default: return false;
+  }
+}
+
+}  // namespace mixgrad::cpu
