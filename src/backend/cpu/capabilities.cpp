@@ -12,8 +12,6 @@
 
 #if MIXGRAD_WITH_ONEDNN
 #include <dnnl.hpp>
-
-#include "backend/onednn/common.hpp"
 #endif
 
 namespace mixgrad::cpu {
@@ -80,7 +78,6 @@ const char* isa_name(dnnl::cpu_isa isa) {
 }
 
 std::string onednn_description() {
-  backend::onednn::engine();  // applies MIXGRAD_MAX_CPU_ISA before oneDNN fixes its ISA
   const dnnl_version_t* v = dnnl::version();
   return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + " " +
          isa_name(dnnl::get_effective_cpu_isa());

@@ -1,7 +1,7 @@
 // Branch-free loops over one output row at a time (two input rows), on the
 // stored bits: values compare through an integer order key, and the
 // winner's bits are moved, so the output is the winning input exactly.
-// Compiled portable and inside an AVX-512 target function, picked at run
+// Compiled portable, for AVX2 and with AVX-512 intrinsics, picked at run
 // time (core/simd.hpp). Planes (image, channel) are split across threads.
 #include "backend/cpu/max_pool_2x2.hpp"
 
@@ -234,6 +234,18 @@ void backward_portable(const T* gy, const uint8_t* win, T* gx, const Plane& pl, 
 }
 
 #if defined(__x86_64__) || defined(__i386__)
+// The plain rows vectorised for AVX2 by the compiler.
+template <class T>
+__attribute__((target(MIXGRAD_AVX2_TARGET))) void forward_avx2(const T* x, T* y, uint8_t* win, const Plane& pl,
+                                                               int64_t p0, int64_t p1) {
+  Planes<T, PlainRows<T>>::forward(x, y, win, pl, p0, p1);
+}
+template <class T>
+__attribute__((target(MIXGRAD_AVX2_TARGET))) void backward_avx2(const T* gy, const uint8_t* win, T* gx,
+                                                                const Plane& pl, int64_t p0, int64_t p1) {
+  Planes<T, PlainRows<T>>::backward(gy, win, gx, pl, p0, p1);
+}
+
 template <class T>
 using WideRows = std::conditional_t<sizeof(T) == 8, PlainRows<T>, Avx512Rows<T>>;
 
@@ -247,12 +259,15 @@ MIXGRAD_AVX512 void backward_avx512(const T* gy, const uint8_t* win, T* gx, cons
 }
 #endif
 
-bool avx512() {
-#if defined(__x86_64__) || defined(__i386__)
-  return simd::level() == simd::Level::avx512;
-#else
-  return false;
-#endif
+// The variant for the level in use: AVX-512, AVX2 or portable.
+template <class Fn>
+Fn pick(Fn avx512, Fn avx2, Fn portable) {
+  switch (simd::level()) {
+    case simd::Level::avx512: return avx512;
+    case simd::Level::avx2: return avx2;
+    case simd::Level::portable: break;
+  }
+  return portable;
 }
 
 Plane plane_of(const Tensor& x, const Tensor& y) {
@@ -275,9 +290,10 @@ void forward(const Tensor& x, const Tensor& y, const Tensor& winners) {
   const int64_t planes = x.shape()[0] * x.shape()[1];
   auto* win = static_cast<uint8_t*>(winners.raw_data());
   visit_floating(x.dtype(), "max_pool2d", [&]<class T>() {
-    auto fn = &forward_portable<T>;
 #if defined(__x86_64__) || defined(__i386__)
-    if (avx512()) fn = &forward_avx512<T>;
+    const auto fn = pick(&forward_avx512<T>, &forward_avx2<T>, &forward_portable<T>);
+#else
+    const auto fn = &forward_portable<T>;
 #endif
     const T* xp = static_cast<const T*>(x.raw_data());
     T* yp = static_cast<T*>(y.raw_data());
@@ -290,9 +306,10 @@ void backward(const Tensor& gy, const Tensor& winners, const Tensor& gx) {
   const int64_t planes = gx.shape()[0] * gx.shape()[1];
   const auto* win = static_cast<const uint8_t*>(winners.raw_data());
   visit_floating(gx.dtype(), "max_pool2d", [&]<class T>() {
-    auto fn = &backward_portable<T>;
 #if defined(__x86_64__) || defined(__i386__)
-    if (avx512()) fn = &backward_avx512<T>;
+    const auto fn = pick(&backward_avx512<T>, &backward_avx2<T>, &backward_portable<T>);
+#else
+    const auto fn = &backward_portable<T>;
 #endif
     const T* gp = static_cast<const T*>(gy.raw_data());
     T* out = static_cast<T*>(gx.raw_data());

@@ -208,8 +208,9 @@ class Execution {
   std::vector<Tensor> buffers_;
 };
 
-/// A contiguous float32 copy of t (t itself when it already is one): the
-/// float16 route through oneDNN, which has no float16 kernels on this CPU.
+/// A float32 copy of t (t itself when it is a contiguous float32 tensor):
+/// the route of 16-bit products computed in float32. A contiguous t, or a
+/// transpose of one, keeps its strides; anything else becomes contiguous.
 Tensor to_float32(const Tensor& t);
 
 }  // namespace mixgrad::backend::onednn

@@ -1,12 +1,15 @@
 // The oneDNN switch, engine, stream, status check and descriptor helpers.
 #include "backend/onednn/onednn.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/simd.hpp"
-
-#include <atomic>
+#include "core/view.hpp"
 
 #if MIXGRAD_WITH_ONEDNN
 #include "backend/copy.hpp"
@@ -40,10 +43,10 @@ bool use_for(int64_t work) {
 
 namespace {
 // MIXGRAD_MAX_CPU_ISA caps oneDNN's kernels too, unless oneDNN's own
-// variable says otherwise. Runs before the first primitive, as oneDNN
-// requires; if oneDNN was already used in the process (another library
-// linking it), the cap stays mixgrad's own and cpu::capabilities() shows
-// oneDNN's effective ISA.
+// variable says otherwise. oneDNN takes a cap only before its first
+// primitive, so this runs when the library loads; if oneDNN was used
+// earlier all the same, the cap stays mixgrad's own and
+// cpu::capabilities() shows the ISA oneDNN runs.
 void apply_isa_cap() {
   if (std::getenv("ONEDNN_MAX_CPU_ISA") != nullptr || std::getenv("DNNL_MAX_CPU_ISA") != nullptr) return;
   const std::string_view cap = simd::max_isa_name();
@@ -57,13 +60,19 @@ void apply_isa_cap() {
   } catch (const dnnl::error&) {
   }
 }
+
+// A bad MIXGRAD_MAX_CPU_ISA is reported by the first call that reads it.
+[[maybe_unused]] const bool isa_cap_at_load = [] {
+  try {
+    apply_isa_cap();
+  } catch (const Error&) {
+  }
+  return true;
+}();
 }  // namespace
 
 dnnl::engine& engine() {
-  static dnnl::engine e = [] {
-    apply_isa_cap();
-    return dnnl::engine(dnnl::engine::kind::cpu, 0);
-  }();
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
   return e;
 }
 
@@ -228,8 +237,37 @@ void Execution::run(const dnnl::primitive& p, CallSite where) {
   for (const Pending& r : after_) reorder(r, Direction::output, where);
 }
 
+namespace {
+// True when t's elements fill numel() consecutive slots from its first
+// element in some order of its dims (a transpose of a contiguous tensor).
+bool dense_permutation(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, extent) of extents above 1
+  for (int d = 0; d < t.ndim(); ++d)
+    if (t.shape()[d] != 1) dims.emplace_back(t.strides()[d], t.shape()[d]);
+  std::sort(dims.begin(), dims.end());
+  int64_t expected = 1;
+  for (const auto& [stride, extent] : dims) {
+    if (stride != expected) return false;
+    expected *= extent;
+  }
+  return true;
+}
+}  // namespace
+
 Tensor to_float32(const Tensor& t) {
   if (t.dtype() == DType::float32 && t.is_contiguous()) return t;
+  const TensorImpl& impl = *t.impl();
+  if (is_low_precision(t.dtype()) && impl.storage->float32_copy() != nullptr)  // a cast weight (Storage::float32_copy)
+    return Tensor(std::make_shared<TensorImpl>(impl.storage->float32_copy(), impl.offset, impl.shape, impl.strides,
+                                               DType::float32));
+  if (t.numel() > 0 && dense_permutation(t)) {
+    // One bulk conversion of the element range; the copy keeps t's layout
+    // (a transposed weight stays transposed), which matmul reads as it is.
+    const Shape flat{t.numel()}, unit{1};
+    Tensor out = empty(flat, DType::float32, t.device());
+    copy(view::make(t, flat, unit), out);
+    return view::make(out, t.shape(), t.strides(), 0);
+  }
   Tensor out = empty(t.shape(), DType::float32, t.device());
   copy(t, out);
   return out;
