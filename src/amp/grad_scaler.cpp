@@ -131,7 +131,7 @@ GradScaler& GradScaler::operator=(const GradScaler& other) {
   tracker_ = copy(other.tracker_);
   found_inf_ = copy(other.found_inf_);
   step_open_ = other.step_open_;
-  unscaled_ = other.unscaled_;
+  step_grads_ = other.step_grads_;
   found_inf_hook_ = other.found_inf_hook_;
   found_inf_synced_ = other.found_inf_synced_;
   return *this;
@@ -171,14 +171,25 @@ bool GradScaler::found_non_finite() const {
   return options_.enabled && found_inf_.defined() && found_inf_.item<float>() != 0.0f;
 }
 
-void GradScaler::check_not_unscaled(const char* op, const std::vector<Tensor>& tensors) const {
-  if (unscaled_.empty()) return;
+void GradScaler::check_step_state(const char* op, const std::vector<Tensor>& tensors, bool left_scaled_ok) const {
+  if (step_grads_.empty()) return;
   for (const Tensor& t : tensors) {
-    if (t.defined() && unscaled_.contains(t.id()))
+    if (!t.defined()) continue;
+    const auto it = step_grads_.find(t.id());
+    if (it == step_grads_.end()) continue;
+    if (it->second.state == InStep::unscaled)
       throw StateError(std::string(op) + ": the gradient of a " + ops::describe(t) +
                        " tensor was already unscaled in this step; call update() before the next backward or "
                        "unscale of it");
+    if (!left_scaled_ok)
+      throw StateError(std::string(op) + ": the gradient of a " + ops::describe(t) +
+                       " tensor was already stepped in this step by an optimizer that unscales inside its update "
+                       "(scaler.step(opt)); call update() before the next backward of it");
   }
+}
+
+void GradScaler::record_in_step(const Tensor& owner, InStep state) {
+  step_grads_.insert_or_assign(owner.id(), StepGrad{owner.impl_ptr(), state});
 }
 
 void GradScaler::backward(autodiff::GradManager& gm, const Tensor& y, const Tensor& dy, bool unscale_grad,
@@ -210,8 +221,8 @@ void GradScaler::backward(autodiff::GradManager& gm, const std::vector<Tensor>& 
   // a new backward could be summed with: its tensor starts afresh (the
   // second pass of a gradient penalty).
   for (const Tensor& t : attached)
-    if (t.defined() && !t.grad().defined()) unscaled_.erase(t.id());
-  check_not_unscaled("GradScaler::backward", attached);
+    if (t.defined() && !t.grad().defined()) step_grads_.erase(t.id());
+  check_step_state("GradScaler::backward", attached, false);
   const auto first = std::find_if(ys.begin(), ys.end(), [](const Tensor& y) { return y.defined(); });
   if (first != ys.end()) place_state(first->device());
   std::vector<Tensor> scaled(ys.size());
@@ -234,7 +245,7 @@ void GradScaler::backward(autodiff::GradManager& gm, const std::vector<Tensor>& 
 
 void GradScaler::unscale_recorded(const std::vector<Tensor>& tensors) {
   const detail::GradList list = detail::collect_grads("GradScaler::backward", tensors);
-  check_not_unscaled("GradScaler::backward", list.owners);
+  check_step_state("GradScaler::backward", list.owners, false);
   if (list.owners.empty()) return;
   place_state(list.grads.front().device());
   // Recorded (the manager records on after a create_graph backward): a
@@ -262,14 +273,14 @@ void GradScaler::unscale_recorded(const std::vector<Tensor>& tensors) {
   for (size_t i = 0; i < list.owners.size(); ++i) {
     list.owners[i].set_grad(unscaled[i]);
     detail::mark_unscaled(unscaled[i], found_inf_);
-    unscaled_.emplace(list.owners[i].id(), list.owners[i].impl_ptr());
+    record_in_step(list.owners[i], InStep::unscaled);
   }
 }
 
 GradScaler& GradScaler::unscale(const std::vector<Tensor>& tensors) {
   if (!options_.enabled) return *this;
   const detail::GradList list = detail::collect_grads("GradScaler::unscale", tensors);
-  check_not_unscaled("GradScaler::unscale", list.owners);
+  check_step_state("GradScaler::unscale", list.owners, true);
 
   autodiff::NoRecordScope no_record;
   place_state(!list.grads.empty() ? list.grads.front().device()
@@ -282,7 +293,7 @@ GradScaler& GradScaler::unscale(const std::vector<Tensor>& tensors) {
   for (const Tensor& g : list.grads) g.bump_version();  // written in place
   for (const Tensor& t : list.owners) {
     detail::mark_unscaled(t.grad(), found_inf_);
-    unscaled_.emplace(t.id(), t.impl_ptr());
+    record_in_step(t, InStep::unscaled);
   }
   return *this;
 }
@@ -293,7 +304,7 @@ GradScaler& GradScaler::unscale(const std::vector<Tensor>& tensors) {
 void GradScaler::check_into_step(const std::function<void(const Tensor& found_inf)>& check) {
   Tensor found_inf = step_open_ ? found_inf_ : zeros(Shape{}, DType::float32, scale_.device());
   check(found_inf);
-  if (!step_open_) unscaled_.clear();
+  if (!step_open_) step_grads_.clear();
   step_open_ = true;
   found_inf_ = std::move(found_inf);
   found_inf_synced_ = false;  // this check may have set it: the hook sees it again
@@ -335,7 +346,7 @@ void GradScaler::update(std::optional<double> new_scale) {
     }
   }
   step_open_ = false;
-  unscaled_.clear();
+  step_grads_.clear();
 }
 
 void GradScaler::step(optim::Optimizer& opt) { step(opt, opt.step_supports_amp_scaling()); }
@@ -345,30 +356,37 @@ void GradScaler::step(optim::Optimizer& opt, bool fused_unscale) {
     opt.step();
     return;
   }
-  std::vector<Tensor> pending;  // scaled by this scaler, not unscaled yet
+  // The gradients of opt's parameters this scaler scaled that are still
+  // scaled in memory: never checked in this step (pending), or checked and
+  // left scaled by an earlier fused step of this step. Another scaler's are
+  // left to opt.step(), which refuses them.
+  std::vector<Tensor> pending, still_scaled;
   for (const Tensor& p : opt.parameters()) {
     const detail::GradMark mark = detail::grad_mark(p.grad());
-    if (mark.scaled && mark.scaler == this && !unscaled_.contains(p.id()))
-      pending.push_back(p);  // another scaler's: opt.step() refuses it
+    if (!mark.scaled || mark.scaler != this) continue;
+    still_scaled.push_back(p);
+    if (!step_grads_.contains(p.id())) pending.push_back(p);
   }
-  const bool fused = fused_unscale && !pending.empty();
-  if (!fused) {
-    if (!pending.empty()) unscale(pending);
+  if (!fused_unscale || still_scaled.empty()) {
+    if (!still_scaled.empty()) unscale(still_scaled);  // in place, once; the step's flag
     sync_found_inf();  // every rank steps on the flag they agree on
     opt.step();
     return;
   }
   // The unscale happens inside the optimizer's update kernel: here only a
-  // read-only pass sets the step's flag. Everything is checked first, so a
-  // throw leaves the gradients, the optimizer and this scaler as they were.
+  // read-only pass over the pending gradients sets the step's flag.
+  // Everything is checked first, so a throw leaves the gradients, the
+  // optimizer and this scaler as they were.
   opt.check_grads(this);
-  const detail::GradList list = detail::collect_grads("GradScaler::step", pending);
-  autodiff::NoRecordScope no_record;
-  place_state(list.grads.front().device());
-  check_into_step([&](const Tensor& found_inf) { backend::non_finite_check(list.grads, found_inf, inv_scale_); });
-  // Counted as unscaled in this step: a second unscale of them would
-  // divide values the optimizer already consumed.
-  for (const Tensor& t : list.owners) unscaled_.emplace(t.id(), t.impl_ptr());
+  if (!pending.empty()) {
+    const detail::GradList list = detail::collect_grads("GradScaler::step", pending);
+    autodiff::NoRecordScope no_record;
+    place_state(list.grads.front().device());
+    check_into_step([&](const Tensor& found_inf) { backend::non_finite_check(list.grads, found_inf, inv_scale_); });
+    // Checked and still scaled: no backward may add to them in this step,
+    // and an unscale of them (or a step of another kind) unscales them once.
+    for (const Tensor& t : list.owners) record_in_step(t, InStep::left_scaled);
+  }
   sync_found_inf();
   opt.step_with(this, inv_scale_, found_inf_);
 }
@@ -438,7 +456,7 @@ void GradScaler::load_state_dict(const StateDict& state) {
   if (tracker_.defined()) backend::fill(tracker_, static_cast<double>(loaded.tracker));
   found_inf_ = Tensor();
   step_open_ = false;
-  unscaled_.clear();
+  step_grads_.clear();
 }
 
 }  // namespace mixgrad::amp

@@ -11,6 +11,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -279,6 +280,88 @@ BOOST_AUTO_TEST_CASE(pytorch_test_params_invalidated_with_grads_invalidated_betw
       }
     }
   }
+}
+
+// PyTorch test_grad_scaler_pass_itself: two optimizers over the parameters
+// of one Linear(4, 1) step the same scaled gradients in one step
+// (GradScaler(2), scaled backward of mean(m(x)), step(o1), step(o2)). Here
+// in every order of a fused optimizer (step_supports_amp_scaling: it
+// unscales inside its update and leaves the gradients scaled) and a plain
+// one (the scaler unscales in place first): each optimizer must see the
+// unscaled gradient, so both orders and kinds end at p0 - 2 * lr * g. Then
+// unscale() still unscales what a fused step left scaled, once; a backward
+// into the stepped gradients is refused until update().
+BOOST_AUTO_TEST_CASE(pytorch_test_grad_scaler_pass_itself) {
+  for (bool first_fused : {true, false}) {
+    for (bool second_fused : {true, false}) {
+      BOOST_TEST_CONTEXT("first fused = " << first_fused << ", second fused = " << second_fused) {
+        mg::manual_seed(3);
+        const mg::Tensor x = mg::normal({4, 4});
+        const mg::Tensor w = mg::uniform({1, 4}, -0.5, 0.5), b = mg::uniform({1}, -0.5, 0.5);
+        const std::vector<double> w0 = w.to_vector<double>(), b0 = b.to_vector<double>();
+        mg::autodiff::GradManager gm;
+        gm.attach({w, b});
+        mg::optim::SGD o1({w, b}, {.lr = 0.1, .step_supports_amp_scaling = first_fused});
+        mg::optim::SGD o2({w, b}, {.lr = 0.1, .step_supports_amp_scaling = second_fused});
+        mg::amp::GradScaler scaler({.init_scale = 2.0});
+        {
+          auto rec = gm.record();
+          scaler.backward(gm, F::mean(F::linear(x, w, b)), mg::Tensor(), false, mg::amp::UpdateScale::never);
+        }
+        // The unscaled gradients: d mean(x w^T + b) / dw = column means of x, / db = 1.
+        std::vector<double> gw(4, 0.0);
+        const auto xs = x.to_vector<double>();
+        for (int i = 0; i < 4; ++i)
+          for (int j = 0; j < 4; ++j) gw[j] += xs[i * 4 + j] / 4.0;
+        BOOST_TEST(std::abs(b.grad().to_vector<double>()[0] - 2.0) < 1e-6);  // still scaled by 2
+        scaler.step(o1);
+        scaler.step(o2);
+        for (int j = 0; j < 4; ++j) BOOST_TEST(std::abs(w.to_vector<double>()[j] - (w0[j] - 0.2 * gw[j])) < 1e-6);
+        BOOST_TEST(std::abs(b.to_vector<double>()[0] - (b0[0] - 0.2)) < 1e-6);
+        // What is in memory: scaled if only fused optimizers stepped, unscaled otherwise.
+        const double expected_b_grad = first_fused && second_fused ? 2.0 : 1.0;
+        BOOST_TEST(std::abs(b.grad().to_vector<double>()[0] - expected_b_grad) < 1e-6);
+        if (first_fused && second_fused) {
+          scaler.unscale({w, b});  // left scaled by the fused steps: unscaled now, once
+          BOOST_TEST(std::abs(b.grad().to_vector<double>()[0] - 1.0) < 1e-6);
+        }
+        BOOST_CHECK_THROW(scaler.unscale({w, b}), mg::StateError);  // already unscaled in this step
+        {
+          auto rec = gm.record();
+          BOOST_CHECK_THROW(scaler.backward(gm, F::mean(F::linear(x, w, b)), mg::Tensor(), false,
+                                            mg::amp::UpdateScale::never),
+                            mg::StateError);
+        }
+        scaler.update();
+        BOOST_TEST(scaler.scale_factor() == 2.0);  // clean step, growth interval not reached
+      }
+    }
+  }
+}
+
+// A fused step leaves the gradients scaled; a backward into them before
+// update() is refused with a message naming the fused step, and the
+// gradients are untouched by the refusal.
+BOOST_AUTO_TEST_CASE(a_backward_into_gradients_a_fused_step_left_scaled_is_refused) {
+  const mg::Tensor w = mg::ones({3});
+  mg::autodiff::GradManager gm;
+  gm.attach({w});
+  mg::optim::SGD opt({w}, {.lr = 0.5, .step_supports_amp_scaling = true});
+  mg::amp::GradScaler scaler({.init_scale = 4.0});
+  {
+    auto rec = gm.record();
+    scaler.backward(gm, F::sum(w), mg::Tensor(), false, mg::amp::UpdateScale::never);
+  }
+  scaler.step(opt);
+  BOOST_TEST(w.to_vector<double>() == std::vector<double>(3, 0.5));
+  auto rec = gm.record();
+  try {
+    scaler.backward(gm, F::sum(w), mg::Tensor(), false, mg::amp::UpdateScale::never);
+    BOOST_ERROR("a backward into gradients a fused step left scaled was accepted");
+  } catch (const mg::StateError& e) {
+    BOOST_TEST(std::string(e.what()).find("unscales inside its update") != std::string::npos, e.what());
+  }
+  BOOST_TEST(w.grad().to_vector<double>() == std::vector<double>(3, 4.0));
 }
 
 // PyTorch test_grad_scaling_clipping: clip the scaled gradients to

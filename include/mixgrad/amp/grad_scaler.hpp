@@ -276,7 +276,11 @@ class GradScaler {
   /// pass over those gradients sets the flag, and the update kernel
   /// multiplies each gradient by 1 / scale as it reads it, so the gradients
   /// are never written and stay scaled in memory afterwards (unscale() first
-  /// if you need them unscaled, e.g. to clip them). The
+  /// if you need them unscaled, e.g. to clip them, or after: it then
+  /// unscales them in place, once). Several optimizers may step the same
+  /// gradients in one step, in any order: a fused one multiplies by 1 /
+  /// scale what is still scaled, another gets them unscaled in place first
+  /// (once; later ones then read them unscaled). The
   /// results agree to rounding: the fused product is not rounded to a
   /// 16-bit gradient's dtype. A throw (the optimizer's gradient checks)
   /// leaves gradients, optimizer and scaler unchanged. No synchronisation;
@@ -353,7 +357,15 @@ class GradScaler {
   void step(optim::Optimizer& opt, bool fused_unscale);
   struct Loaded;
   Loaded check_load(const StateDict& state) const;
-  void check_not_unscaled(const char* op, const std::vector<Tensor>& tensors) const;
+  // What the step did to a gradient so far, as it is in memory.
+  enum class InStep : uint8_t {
+    unscaled,     // unscaled in place (or replaced by its recorded unscale)
+    left_scaled,  // checked, then left scaled for an optimizer that unscales in its update
+  };
+  // Refuses a gradient the step has unscaled, and one left scaled unless
+  // `left_scaled_ok` (an unscale may still unscale those, once).
+  void check_step_state(const char* op, const std::vector<Tensor>& tensors, bool left_scaled_ok) const;
+  void record_in_step(const Tensor& owner, InStep state);
   // create_graph's unscale: recorded, out of place (see backward).
   void unscale_recorded(const std::vector<Tensor>& tensors);
   // Creates the state tensors on `device`, or moves them there.
@@ -374,7 +386,11 @@ class GradScaler {
   Tensor tracker_;    // 0-d int64
   Tensor found_inf_;  // 0-d float32, this step's flag; undefined before the first unscale
   bool step_open_ = false;  // an unscale ran since the last update()
-  std::unordered_map<uint64_t, std::weak_ptr<TensorImpl>> unscaled_;  // this step's, by tensor id
+  struct StepGrad {
+    std::weak_ptr<TensorImpl> owner;
+    InStep state;
+  };
+  std::unordered_map<uint64_t, StepGrad> step_grads_;  // this step's gradients, by their tensor's id
   FoundInfHook found_inf_hook_;
   bool found_inf_synced_ = false;  // the hook has seen found_inf_ since its last unscale
 };
