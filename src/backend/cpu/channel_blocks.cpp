@@ -7,6 +7,8 @@
 
 #include <immintrin.h>
 
+#include <atomic>
+
 #include "core/simd.hpp"
 #include "kernels/loops.hpp"
 
@@ -84,9 +86,19 @@ void for_blocks(int64_t n, int64_t c, int64_t hw, Block&& block) {
 
 }  // namespace
 
+namespace {
+std::atomic<bool>& switched_on() {
+  static std::atomic<bool> on{true};
+  return on;
+}
+}  // namespace
+
+OffScope::OffScope() : previous_(switched_on().exchange(false)) {}
+OffScope::~OffScope() { switched_on().store(previous_); }
+
 bool available(int64_t c) {
 #if defined(__x86_64__) || defined(__i386__)
-  return c > 0 && c % 16 == 0 && simd::level() == simd::Level::avx512;
+  return c > 0 && c % 16 == 0 && simd::level() == simd::Level::avx512 && switched_on().load(std::memory_order_relaxed);
 #else
   (void)c;
   return false;

@@ -16,6 +16,19 @@ namespace mixgrad::backend::cpu::channel_blocks {
 /// True when the transposes run on this CPU for c channels.
 bool available(int64_t c);
 
+/// Turns the transposes off for its lifetime, so oneDNN's reorders run
+/// (tests compare the two). Process-wide: for tests only.
+class [[nodiscard]] OffScope {
+ public:
+  OffScope();
+  ~OffScope();
+  OffScope(const OffScope&) = delete;
+  OffScope& operator=(const OffScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 /// src [n, c, hw] -> dst [n, c / 16, hw, 16], 16-bit elements.
 void to_blocked(const uint16_t* src, uint16_t* dst, int64_t n, int64_t c, int64_t hw);
 

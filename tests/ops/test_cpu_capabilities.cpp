@@ -1,0 +1,180 @@
+// mg::cpu::capabilities() and the float32 route of 16-bit products on a CPU
+// without 16-bit math (simd::LevelScope(avx2) gives that route on any
+// machine): the route's results against float32, through transposed and
+// sliced operands; autocast's cast weights and their float32 copies against
+// the same products without them; and the MIXGRAD_MAX_CPU_ISA cap, which the
+// `ops_avx2` run sets (MIXGRAD_EXPECT_CAP says what it set).
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backend/onednn/onednn.hpp"
+#include "core/simd.hpp"
+#include "mixgrad/mixgrad.hpp"
+
+namespace {
+
+namespace mg = mixgrad;
+namespace F = mg::F;
+using mg::DType;
+using mg::Tensor;
+
+std::vector<float> values(const Tensor& t) {
+  const Tensor c = t.to(DType::float32).contiguous();
+  return {c.data<float>(), c.data<float>() + c.numel()};
+}
+
+// Largest |a - b| / (1 + |b|) over the elements.
+double max_relative_error(const Tensor& a, const Tensor& b) {
+  const auto x = values(a), y = values(b);
+  BOOST_REQUIRE_EQUAL(x.size(), y.size());
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]) / (1.0 + std::abs(y[i])));
+  return worst;
+}
+
+bool same_values(const Tensor& a, const Tensor& b) { return values(a) == values(b); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(cpu_capabilities)
+
+BOOST_AUTO_TEST_CASE(describe_names_the_cpu_and_what_runs_on_it) {
+  const mg::cpu::Capabilities caps = mg::cpu::capabilities();
+  const std::string line = mg::cpu::describe(caps);
+  BOOST_TEST(!caps.model.empty());
+  BOOST_TEST(line.find(caps.model) == 0u);
+  BOOST_TEST(line.find("kernels " + caps.kernels) != std::string::npos);
+  BOOST_TEST((caps.kernels == "portable" || caps.kernels == "avx2" || caps.kernels == "avx512"));
+  BOOST_TEST(line.find(caps.bf16_math ? "bfloat16 math native" : "bfloat16 computed in float32") != std::string::npos);
+  BOOST_TEST(!mg::cpu::has_fast_math(DType::float16));  // oneDNN 2.6 has no float16 CPU kernels
+  BOOST_TEST(mg::cpu::has_fast_math(DType::float32));
+  BOOST_TEST(mg::cpu::has_fast_math(DType::bfloat16) == caps.bf16_math);
+  if (mg::backend::onednn::built()) BOOST_TEST(!caps.onednn.empty());
+  // 16-bit math needs the instructions.
+  if (caps.bf16_math) BOOST_TEST((caps.avx512_bf16 || caps.amx_bf16));
+}
+
+BOOST_AUTO_TEST_CASE(the_process_cap_is_in_effect) {
+  const char* expected = std::getenv("MIXGRAD_EXPECT_CAP");
+  const mg::cpu::Capabilities caps = mg::cpu::capabilities();
+  if (expected == nullptr) {
+    BOOST_TEST(caps.max_isa == (std::getenv("MIXGRAD_MAX_CPU_ISA") ? caps.max_isa : std::string()));
+    return;
+  }
+  BOOST_TEST(caps.max_isa == std::string(expected));
+  BOOST_TEST(caps.kernels != "avx512");
+  BOOST_TEST(!caps.bf16_math);
+  BOOST_TEST(!mg::cpu::has_fast_math(DType::bfloat16));
+  // A level scope cannot raise the kernels above the cap.
+  mg::simd::LevelScope all(mg::simd::Level::avx512);
+  BOOST_TEST(mg::cpu::capabilities().kernels != "avx512");
+  // oneDNN is capped too: its effective ISA is AVX2 or less.
+  if (mg::backend::onednn::built() && std::string(expected) == "avx2") {
+    BOOST_TEST(caps.onednn.find("avx512") == std::string::npos, caps.onednn);
+    BOOST_TEST(caps.onednn.find("amx") == std::string::npos, caps.onednn);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_level_scope_turns_16_bit_math_off) {
+  mg::simd::LevelScope avx2(mg::simd::Level::avx2);
+  BOOST_TEST(!mg::cpu::capabilities().bf16_math);
+  BOOST_TEST(!mg::cpu::has_fast_math(DType::bfloat16));
+  BOOST_TEST(mg::cpu::capabilities().kernels != "avx512");
+}
+
+// matmul and linear in 16 bits computed in float32: plain, transposed and
+// sliced (not dense) operands, with a bias, against float32 on the rounded
+// inputs.
+BOOST_AUTO_TEST_CASE(float32_route_of_16_bit_products_matches_float32) {
+  mg::manual_seed(11);
+  mg::simd::LevelScope avx2(mg::simd::Level::avx2);
+  mg::backend::onednn::ModeScope always(mg::backend::onednn::Mode::always);
+  for (DType dt : {DType::bfloat16, DType::float16}) {
+    BOOST_TEST_CONTEXT(mg::to_string(dt)) {
+      const Tensor a = mg::normal({37, 53}).to(dt), b = mg::normal({53, 29}).to(dt);
+      const Tensor w = mg::normal({29, 53}).to(dt), bias = mg::normal({29}).to(dt);
+      const Tensor wide = mg::normal({53, 40}).to(dt);
+      const auto f32 = [](const Tensor& t) { return t.to(DType::float32); };
+      const double tol = dt == DType::bfloat16 ? 1e-2 : 2e-3;
+      BOOST_TEST(max_relative_error(F::matmul(a, b), F::matmul(f32(a), f32(b))) < tol);
+      BOOST_TEST(F::matmul(a, b).dtype() == dt);
+      BOOST_TEST(max_relative_error(F::linear(a, w, bias), F::linear(f32(a), f32(w), f32(bias))) < tol);
+      const Tensor bt = F::transpose(w, 0, 1);  // [53, 29], a transposed view
+      BOOST_TEST(max_relative_error(F::matmul(a, bt), F::matmul(f32(a), f32(bt))) < tol);
+      const Tensor sliced = wide.narrow(1, 3, 29);  // not dense: rows of 40 with 29 read
+      BOOST_TEST(max_relative_error(F::matmul(a, sliced), F::matmul(f32(a), f32(sliced))) < tol);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(float32_route_of_16_bit_convolutions_matches_float32) {
+  mg::manual_seed(12);
+  mg::simd::LevelScope avx2(mg::simd::Level::avx2);
+  mg::backend::onednn::ModeScope always(mg::backend::onednn::Mode::always);
+  for (DType dt : {DType::bfloat16, DType::float16}) {
+    BOOST_TEST_CONTEXT(mg::to_string(dt)) {
+      const Tensor x = mg::normal({2, 3, 9, 7}).to(dt), w = mg::normal({4, 3, 3, 3}).to(dt);
+      const Tensor b = mg::normal({4}).to(dt);
+      const double tol = dt == DType::bfloat16 ? 1e-2 : 2e-3;
+      const Tensor y = F::conv2d(x, w, b, {.padding = 1});
+      BOOST_TEST(y.dtype() == dt);
+      BOOST_TEST(max_relative_error(y, F::conv2d(x.to(DType::float32), w.to(DType::float32), b.to(DType::float32),
+                                                 {.padding = 1})) < tol);
+    }
+  }
+}
+
+// Autocast's cast weight carries a float32 copy of its rounded values, which
+// the products read in forward and backward: the results are those of the
+// same products on the 16-bit weight without a copy, bit for bit, and a
+// weight changed in place is cast (and copied) anew.
+BOOST_AUTO_TEST_CASE(cast_weights_and_their_float32_copies_give_the_16_bit_results) {
+  mg::manual_seed(13);
+  mg::simd::LevelScope avx2(mg::simd::Level::avx2);
+  mg::backend::onednn::ModeScope always(mg::backend::onednn::Mode::always);
+  Tensor w = mg::normal({24, 40}), x = mg::normal({16, 40});
+  mg::autodiff::GradManager gm;
+  gm.attach({w});
+
+  const auto reference = [&](const Tensor& weight) {  // the 16-bit product, no autocast, no cache
+    const Tensor wb = weight.detach().to(DType::bfloat16);
+    mg::autodiff::GradManager ref_gm;
+    ref_gm.attach({wb});
+    Tensor y;
+    {
+      auto recording = ref_gm.record();
+      y = F::linear(x.to(DType::bfloat16), wb);
+      ref_gm.backward(F::sum(y.to(DType::float32)));
+    }
+    return std::make_pair(y, wb.grad().to(DType::float32));
+  };
+
+  for (int round = 0; round < 2; ++round) {
+    BOOST_TEST_CONTEXT("round " << round) {
+      Tensor y;
+      {
+        mg::amp::autocast scope(true, DType::bfloat16);
+        auto recording = gm.record();
+        y = F::linear(x, w);
+        const Tensor again = F::linear(x, w);  // the cached cast, read a second time
+        BOOST_TEST(same_values(again, y));
+        gm.backward(F::sum(y.to(DType::float32)));
+      }
+      const auto [y_ref, g_ref] = reference(w);
+      BOOST_TEST(y.dtype() == DType::bfloat16);
+      BOOST_TEST(same_values(y, y_ref));
+      BOOST_TEST(same_values(w.grad(), g_ref));
+      // Change the weight in place: the next region must not use the old copy.
+      w.set_grad(Tensor());
+      float* p = w.data<float>();
+      for (int64_t i = 0; i < w.numel(); ++i) p[i] = p[i] * 0.5f + 0.01f;
+      w.bump_version();
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
