@@ -39,6 +39,7 @@
 #include "mixgrad/optim.hpp"
 #include "models.hpp"
 #include "onednn_gemm.hpp"
+#include "cpu_line.hpp"
 
 #ifndef MIXGRAD_BENCH_LIBTORCH
 #define MIXGRAD_BENCH_LIBTORCH 0
@@ -147,6 +148,7 @@ void print_ceiling(double flops, double gemm_rate, double torch_ms, int threads)
 }  // namespace perf
 
 int main(int argc, char** argv) {
+  perf::print_cpu_line();
   using namespace perf;
   keep_freed_memory();
   TimingOptions timing{.warmup = 3, .rounds = 9, .reps = 3};

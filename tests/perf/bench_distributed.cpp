@@ -38,6 +38,7 @@
 #include "mixgrad/distributed.hpp"
 #include "mixgrad/mixgrad.hpp"
 #include "models.hpp"
+#include "cpu_line.hpp"
 
 namespace mg = mixgrad;
 namespace dist = mixgrad::distributed;
@@ -90,6 +91,7 @@ double accuracy(mg::nn::Module& net, const mg::data::TensorDataset& test) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  perf::print_cpu_line();
   const Args a = parse(argc, argv);
   auto group = dist::init_process_group();
   const int W = group.world_size(), r = group.rank();

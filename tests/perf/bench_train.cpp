@@ -8,7 +8,8 @@
 // mixgrad / LibTorch (below 1: mixgrad is faster). Not a test.
 //
 //   build/tests/perf/bench_vs_libtorch [--rounds 7] [--reps 3] [--warmup 3] [--threads 2]
-//                                      [--models mlp,cnn,resnet] [--sections train,overhead,rss]
+//                                      [--models mlp,cnn,resnet] [--precisions fp32,bf16,fp16]
+//                                      [--sections train,overhead,rss]
 //                                      [--rss-steps 5] [--side mixgrad|LibTorch] [--device cpu|cuda|cuda:N]
 //
 // --device cuda (or cuda:N) runs the GPU benchmark of bench_gpu.cpp instead:
@@ -40,6 +41,7 @@
 #include "bench_harness.hpp"
 #include "bench_sides.hpp"
 #include "onednn_gemm.hpp"
+#include "cpu_line.hpp"
 
 #ifndef MIXGRAD_BENCH_LIBTORCH
 #define MIXGRAD_BENCH_LIBTORCH 0
@@ -72,6 +74,7 @@ struct Config {
   TimingOptions timing;
   int threads = 2;
   std::vector<Model> models{std::begin(kModels), std::end(kModels)};
+  std::vector<Precision> precisions{std::begin(kPrecisions), std::end(kPrecisions)};  // fp32 first
   bool train = true, overhead = true, rss = true;
   int rss_steps = 5;
   std::string only_side;  // empty: every side built in
@@ -80,7 +83,8 @@ struct Config {
 [[noreturn]] void usage(const char* argv0, int code = 2) {
   std::fprintf(code == 0 ? stdout : stderr,
                "usage: %s [--rounds N] [--reps N] [--warmup N] [--threads N] [--models mlp,cnn,resnet]\n"
-               "          [--sections train,overhead,rss] [--rss-steps N] [--side mixgrad|LibTorch]\n"
+               "          [--precisions fp32,bf16,fp16] [--sections train,overhead,rss] [--rss-steps N]\n"
+               "          [--side mixgrad|LibTorch]\n"
                "          [--device cpu|cuda|cuda:N]   (cuda: the GPU benchmark; models also mlp-4096)\n",
                argv0);
   std::exit(code);
@@ -120,12 +124,16 @@ bool parse_device(const std::string& s, int& device) {
   return true;
 }
 
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "?";
+bool parse_precision(const std::string& s, Precision& p) {
+  if (s == "fp32") p = Precision::fp32;
+  else if (s == "bf16") p = Precision::bf16;
+  else if (s == "fp16") p = Precision::fp16;
+  else return false;
+  return true;
+}
+
+const char* short_name(Precision p) {
+  return p == Precision::bf16 ? "bf16" : p == Precision::fp16 ? "fp16" : "fp32";
 }
 
 std::string ratio(double a, double b) { return b > 0 && a > 0 ? fixed(a / b, 2) : "-"; }
@@ -141,9 +149,9 @@ void check_finite(const Runner& r, const char* what) {
 // each ratio compares numbers taken under the same load.
 struct ModelResult {
   Model model;
-  std::vector<std::vector<Stat>> ms;  // [side][precision]
+  std::vector<std::vector<Stat>> ms;  // [side][precision of cfg.precisions]
   std::vector<std::vector<double>> loss;  // [side][precision]: after the last timed step
-  Stat gemm_ms[2];                        // MLP only: fp32, bf16; 0 when unavailable
+  std::vector<Stat> gemm_ms;              // MLP only: [precision]; 0 when unavailable
 };
 
 ModelResult time_model(Model m, const std::vector<Side>& sides, const Config& cfg) {
@@ -151,34 +159,39 @@ ModelResult time_model(Model m, const std::vector<Side>& sides, const Config& cf
   std::vector<std::function<void()>> contenders;
   std::vector<std::string> labels;
   for (const Side& s : sides)
-    for (Precision p : kPrecisions) {
+    for (Precision p : cfg.precisions) {
       runners.push_back(s.make_trainer(m, p, kCpu));
       labels.push_back(std::string(s.name) + " " + name(m) + " " + name(p));
     }
-  ModelResult result{m, {}, {}, {}};
-  int gemm_index[2] = {-1, -1};
+  const size_t np = cfg.precisions.size();
+  ModelResult result{m, {}, {}, std::vector<Stat>(np)};
+  std::vector<int> gemm_index(np, -1);
   if (m == Model::mlp)
-    for (Precision p : kPrecisions)
-      if (auto g = make_onednn_gemm(256, 1024, 1024, p)) {
-        gemm_index[p == Precision::bf16] = static_cast<int>(runners.size());
+    for (size_t p = 0; p < np; ++p)
+      if (auto g = make_onednn_gemm(256, 1024, 1024, cfg.precisions[p])) {
+        gemm_index[p] = static_cast<int>(runners.size());
         runners.push_back(std::move(g));
-        labels.push_back(std::string("oneDNN gemm ") + name(p));
+        labels.push_back(std::string("oneDNN gemm ") + name(cfg.precisions[p]));
       }
   for (auto& r : runners) contenders.push_back([p = r.get()] { p->run(); });
   const auto ms = alternate(contenders, cfg.timing);
-  for (size_t i = 0; i < sides.size() * 2; ++i) check_finite(*runners[i], labels[i].c_str());
+  for (size_t i = 0; i < sides.size() * np; ++i) check_finite(*runners[i], labels[i].c_str());
   for (size_t s = 0; s < sides.size(); ++s) {
-    result.ms.push_back({ms[2 * s], ms[2 * s + 1]});
-    result.loss.push_back({runners[2 * s]->value(), runners[2 * s + 1]->value()});
+    result.ms.emplace_back(ms.begin() + static_cast<std::ptrdiff_t>(np * s),
+                           ms.begin() + static_cast<std::ptrdiff_t>(np * (s + 1)));
+    std::vector<double> loss;
+    for (size_t p = 0; p < np; ++p) loss.push_back(runners[np * s + p]->value());
+    result.loss.push_back(loss);
   }
-  for (int p = 0; p < 2; ++p)
+  for (size_t p = 0; p < np; ++p)
     if (gemm_index[p] >= 0) result.gemm_ms[p] = ms[gemm_index[p]];
   return result;
 }
 
 std::string median_min(const Stat& s, int digits) { return fixed(s.median, digits) + " (" + fixed(s.min, digits) + ")"; }
 
-void print_training(const std::vector<ModelResult>& results, const std::vector<Side>& sides) {
+void print_training(const std::vector<ModelResult>& results, const std::vector<Side>& sides,
+                    const std::vector<Precision>& precisions) {
   std::vector<std::string> header{"model", "batch", "precision"};
   for (const Side& s : sides) header.push_back(std::string(s.name) + " ms/step");
   if (sides.size() > 1) {
@@ -187,8 +200,8 @@ void print_training(const std::vector<ModelResult>& results, const std::vector<S
   }
   Table t(header);
   for (const auto& r : results)
-    for (int p = 0; p < 2; ++p) {
-      std::vector<std::string> row{name(r.model), std::to_string(batch_size(r.model)), name(kPrecisions[p])};
+    for (size_t p = 0; p < precisions.size(); ++p) {
+      std::vector<std::string> row{name(r.model), std::to_string(batch_size(r.model)), name(precisions[p])};
       for (size_t s = 0; s < sides.size(); ++s) row.push_back(median_min(r.ms[s][p], 1));
       if (sides.size() > 1) {
         row.push_back(ratio(r.ms[0][p].median, r.ms[1][p].median));
@@ -202,14 +215,16 @@ void print_training(const std::vector<ModelResult>& results, const std::vector<S
   t.print();
 
   std::vector<std::string> h2{"model"};
-  for (const Side& s : sides) h2.push_back(std::string(s.name) + " bf16 / fp32");
+  for (size_t p = 1; p < precisions.size(); ++p)
+    for (const Side& s : sides) h2.push_back(std::string(s.name) + " " + short_name(precisions[p]) + " / fp32");
   Table t2(h2);
   for (const auto& r : results) {
     std::vector<std::string> row{name(r.model)};
-    for (size_t s = 0; s < sides.size(); ++s) row.push_back(ratio(r.ms[s][1].median, r.ms[s][0].median));
+    for (size_t p = 1; p < precisions.size(); ++p)
+      for (size_t s = 0; s < sides.size(); ++s) row.push_back(ratio(r.ms[s][p].median, r.ms[s][0].median));
     t2.row(row);
   }
-  std::printf("\n## bf16 autocast step time / fp32 step time, medians (below 1: autocast is faster)\n\n");
+  std::printf("\n## autocast step time / fp32 step time, medians (below 1: autocast is faster)\n\n");
   t2.print();
 
   // Sanity: every contender trains (each on its own fixed random batch, the
@@ -217,16 +232,16 @@ void print_training(const std::vector<ModelResult>& results, const std::vector<S
   // Load: the cores the process kept busy while each contender ran.
   Table t3({"model", "precision", "side", "loss after the last timed step", "cores busy while timed"});
   for (const auto& r : results)
-    for (int p = 0; p < 2; ++p)
+    for (size_t p = 0; p < precisions.size(); ++p)
       for (size_t s = 0; s < sides.size(); ++s)
-        t3.row({name(r.model), name(kPrecisions[p]), sides[s].name, fixed(r.loss[s][p], 3), fixed(r.ms[s][p].cores, 2)});
+        t3.row({name(r.model), name(precisions[p]), sides[s].name, fixed(r.loss[s][p], 3), fixed(r.ms[s][p].cores, 2)});
   std::printf(
       "\n## Sanity and load: loss (ln 10 = 2.303 at chance); cores busy = CPU time / wall time of the process "
       "(below the thread count: other work took the cores)\n\n");
   t3.print();
 }
 
-void print_roofline(const ModelResult& mlp, const std::vector<Side>& sides) {
+void print_roofline(const ModelResult& mlp, const std::vector<Side>& sides, const std::vector<Precision>& precisions) {
   // The matrix products of a step: 2 flops per multiply-accumulate for the
   // forward, 2 for the weight gradients, 2 for the input gradients of the
   // second and third layers (the first layer's input needs none). The
@@ -238,14 +253,14 @@ void print_roofline(const ModelResult& mlp, const std::vector<Side>& sides) {
   Table t({"side", "precision", "MLP ms/step", "achieved GFLOP/s", "oneDNN GEMM GFLOP/s", "fraction of GEMM rate",
            "same, of the minima"});
   for (size_t s = 0; s < sides.size(); ++s)
-    for (int p = 0; p < 2; ++p) {
+    for (size_t p = 0; p < precisions.size(); ++p) {
       const Stat& step = mlp.ms[s][p];
       const Stat& gemm = mlp.gemm_ms[p];
       const double achieved = flops / (step.median * 1e6);
       const double ceiling = gemm.median > 0 ? gemm_flops / (gemm.median * 1e6) : 0;
       // Fraction from the fastest rounds: (flops / step.min) / (gemm_flops / gemm.min).
       const double best = gemm.min > 0 ? flops / step.min / (gemm_flops / gemm.min) : 0;
-      t.row({sides[s].name, name(kPrecisions[p]), median_min(step, 1), fixed(achieved, 1),
+      t.row({sides[s].name, name(precisions[p]), median_min(step, 1), fixed(achieved, 1),
              ceiling > 0 ? fixed(ceiling, 1) : "no oneDNN", ceiling > 0 ? fixed(achieved / ceiling, 2) : "-",
              best > 0 ? fixed(best, 2) : "-"});
     }
@@ -296,7 +311,8 @@ int rss_child(const std::string& side, const std::string& model, const std::stri
   if (side == "none") {
     rc = 0;
   } else if (parse_model(model, m)) {
-    const Precision p = precision == "bf16" ? Precision::bf16 : Precision::fp32;
+    Precision p = Precision::fp32;
+    parse_precision(precision, p);
     for (const Side& s : all_sides())
       if (side == s.name) {
         s.set_threads(threads);
@@ -341,9 +357,8 @@ void run_rss(const std::vector<Side>& sides, const Config& cfg) {
   const double base = child_peak_rss({"--rss-child", "none", "cnn", "fp32", steps, threads});
   Table t({"side", "CNN batch 128", "peak RSS MiB", "above an idle process of this binary, MiB"});
   for (const Side& s : sides)
-    for (Precision p : kPrecisions) {
-      const double rss = child_peak_rss({"--rss-child", s.name, "cnn", p == Precision::bf16 ? "bf16" : "fp32",
-                                         steps, threads});
+    for (Precision p : cfg.precisions) {
+      const double rss = child_peak_rss({"--rss-child", s.name, "cnn", short_name(p), steps, threads});
       t.row({s.name, name(p), rss < 0 ? "failed" : fixed(rss, 1), rss < 0 ? "-" : fixed(rss - base, 1)});
     }
   std::printf(
@@ -387,6 +402,13 @@ int main(int argc, char** argv) {
         else if (!parse_model(s, m)) usage(argv[0]);
         cfg.models.push_back(m);
       }
+    } else if (a == "--precisions") {
+      cfg.precisions = {Precision::fp32};  // the reference of the ratios, always first
+      for (const auto& s : split(v)) {
+        Precision p{};
+        if (!parse_precision(s, p)) usage(argv[0]);
+        if (p != Precision::fp32) cfg.precisions.push_back(p);
+      }
     } else if (a == "--sections") {
       sections_given = true;
       cfg.train = cfg.overhead = cfg.rss = false;
@@ -418,8 +440,8 @@ int main(int argc, char** argv) {
   }
   for (const Side& s : sides) s.set_threads(cfg.threads);
   std::printf("# mixgrad training benchmark\n\n");
-  std::printf("- CPU: %s, %u logical cores; threads per framework: %d\n", cpu_model().c_str(),
-              std::thread::hardware_concurrency(), cfg.threads);
+  std::printf("- CPU: %s; %u logical cores; threads per framework: %d\n",
+              cpu_description().c_str(), std::thread::hardware_concurrency(), cfg.threads);
   for (const Side& s : sides) std::printf("- %s %s\n", s.name, s.version());
   std::printf("- oneDNN linked by mixgrad: %s\n", onednn_version());
   std::printf("- timing: %d warm-up calls, then the median over %d alternating rounds of %d calls each\n",
@@ -430,9 +452,9 @@ int main(int argc, char** argv) {
   if (cfg.train) {
     std::vector<ModelResult> results;
     for (Model m : cfg.models) results.push_back(time_model(m, sides, cfg));
-    print_training(results, sides);
+    print_training(results, sides, cfg.precisions);
     for (const auto& r : results)
-      if (r.model == Model::mlp) print_roofline(r, sides);
+      if (r.model == Model::mlp) print_roofline(r, sides, cfg.precisions);
   }
   if (cfg.overhead) run_overhead(sides, cfg);
   if (cfg.rss) run_rss(sides, cfg);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "dnnl.hpp"
+#include "cpu_line.hpp"
 
 namespace {
 
@@ -122,6 +123,7 @@ struct Runner {
 }  // namespace
 
 int main(int argc, char** argv) {
+  perf::print_cpu_line();
   int rounds = 9;
   if (argc == 3 && std::string(argv[1]) == "--rounds") rounds = std::atoi(argv[2]);
   const std::vector<Layer> layers = {

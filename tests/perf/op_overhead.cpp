@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "mixgrad/mixgrad.hpp"
+#include "cpu_line.hpp"
 
 namespace mg = mixgrad;
 
@@ -89,6 +90,7 @@ std::vector<OpCase> op_cases() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  perf::print_cpu_line();
   const int samples = argc > 1 ? std::max(1, std::atoi(argv[1])) : 300;
   mg::set_num_threads(1);
 

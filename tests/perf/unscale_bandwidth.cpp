@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "mixgrad/mixgrad.hpp"
+#include "cpu_line.hpp"
 
 namespace mg = mixgrad;
 
@@ -35,6 +36,7 @@ double median_seconds(int repeats, F&& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  perf::print_cpu_line();
   const int64_t total = argc > 1 ? std::atoll(argv[1]) : 25'000'000;
   const int64_t count = argc > 2 ? std::atoll(argv[2]) : 200;
   const int repeats = argc > 3 ? std::atoi(argv[3]) : 11;
