@@ -178,13 +178,21 @@ BOOST_AUTO_TEST_CASE(scaler_step_fuses_only_for_optimizers_that_ask) {
       check_close(values(m.w), want, 1e-6);
       BOOST_TEST(opt.step_count(0) == 1);
       if (fused) {
-        // Still scaled in memory: a plain step, or another scaler.step in
-        // this step, must not use them.
+        // Still scaled in memory: a plain step must not use them (and
+        // changes nothing); an unscale now unscales them, once.
         BOOST_CHECK_THROW(opt.step(), mg::StateError);
-        BOOST_CHECK_THROW(scaler.step(opt), mg::StateError);
-        BOOST_CHECK_THROW(scaler.unscale(m.params()), mg::StateError);
+        check_close(values(m.w), want, 1e-6);
         BOOST_TEST(opt.step_count(0) == 1);
+        scaler.unscale(m.params());
+        BOOST_TEST(values(m.w.grad()) == unscaled, boost::test_tools::per_element());
+        BOOST_CHECK_THROW(scaler.unscale(m.params()), mg::StateError);
       }
+      // scaler.step(opt) again steps again, on the unscaled values (as the
+      // unfused path always did).
+      scaler.step(opt);
+      for (size_t i = 0; i < want.size(); ++i) want[i] -= 0.5 * unscaled[i];
+      check_close(values(m.w), want, 1e-6);
+      BOOST_TEST(opt.step_count(0) == 2);
     }
   }
 }
