@@ -2,15 +2,19 @@
 // interleaves (16-, 32-, 64-bit, then 128-bit halves), 64 shuffles per 256
 // values. A block of 16 channels of one image is 16 rows of hw values in
 // the plain layout and hw rows of 16 values in the blocked one; columns past
-// the last full tile go one by one.
+// the last full tile go one by one. widen_to_blocks / narrow_from_blocks
+// convert 16-bit plain data to and from float32 blocks of 8 or 16 channels
+// in the same pass, through a small buffer of converted rows.
 #include "backend/cpu/channel_blocks.hpp"
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "core/simd.hpp"
 #include "kernels/loops.hpp"
+#include "mixgrad/half.hpp"
 
 namespace mixgrad::backend::cpu::channel_blocks {
 
@@ -95,6 +99,63 @@ std::atomic<bool>& switched_on() {
 
 OffScope::OffScope() : previous_(switched_on().exchange(false)) {}
 OffScope::~OffScope() { switched_on().store(previous_); }
+
+namespace {
+
+// Spans of one (image, channel block) handled at a time: `kSpan` positions
+// of `block` channels, converted through an L1-resident row buffer.
+constexpr int64_t kSpan = 256;
+
+template <class T>
+void widen_block(const T* src, float* dst, int64_t hw, int block) {
+  alignas(64) float rows[16][kSpan];
+  for (int64_t p0 = 0; p0 < hw; p0 += kSpan) {
+    const int64_t len = std::min(kSpan, hw - p0);
+    for (int k = 0; k < block; ++k) convert(src + k * hw + p0, rows[k], len);
+    float* out = dst + p0 * block;
+    for (int64_t p = 0; p < len; ++p)
+      for (int k = 0; k < block; ++k) out[p * block + k] = rows[k][p];
+  }
+}
+
+template <class T>
+void narrow_block(const float* src, T* dst, int64_t hw, int block) {
+  alignas(64) float rows[16][kSpan];
+  for (int64_t p0 = 0; p0 < hw; p0 += kSpan) {
+    const int64_t len = std::min(kSpan, hw - p0);
+    const float* in = src + p0 * block;
+    for (int64_t p = 0; p < len; ++p)
+      for (int k = 0; k < block; ++k) rows[k][p] = in[p * block + k];
+    for (int k = 0; k < block; ++k) convert(rows[k], dst + k * hw + p0, len);
+  }
+}
+
+// (image, channel block) pairs split across threads.
+template <class Fn>
+void for_channel_blocks(int64_t n, int64_t c, int64_t hw, int block, Fn&& fn) {
+  const int64_t blocks = n * (c / block);
+  const int64_t grain = std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, hw * block));
+  kernels::parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) fn(b * block * hw);
+  });
+}
+
+}  // namespace
+
+template <class T>
+void widen_to_blocks(const T* src, float* dst, int64_t n, int64_t c, int64_t hw, int block) {
+  for_channel_blocks(n, c, hw, block, [&](int64_t off) { widen_block(src + off, dst + off, hw, block); });
+}
+
+template <class T>
+void narrow_from_blocks(const float* src, T* dst, int64_t n, int64_t c, int64_t hw, int block) {
+  for_channel_blocks(n, c, hw, block, [&](int64_t off) { narrow_block(src + off, dst + off, hw, block); });
+}
+
+template void widen_to_blocks<bfloat16>(const bfloat16*, float*, int64_t, int64_t, int64_t, int);
+template void widen_to_blocks<half>(const half*, float*, int64_t, int64_t, int64_t, int);
+template void narrow_from_blocks<bfloat16>(const float*, bfloat16*, int64_t, int64_t, int64_t, int);
+template void narrow_from_blocks<half>(const float*, half*, int64_t, int64_t, int64_t, int);
 
 bool available(int64_t c) {
 #if defined(__x86_64__) || defined(__i386__)

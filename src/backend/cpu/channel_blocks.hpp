@@ -16,6 +16,17 @@ namespace mixgrad::backend::cpu::channel_blocks {
 /// True when the transposes run on this CPU for c channels.
 bool available(int64_t c);
 
+/// Where a 16-bit convolution is computed in float32: src [n, c, hw] of
+/// 16-bit T (bfloat16 or half) -> dst [n, c / block, hw, block] float32, and
+/// back, rounding to nearest even. One pass each way, on every CPU; c must be
+/// a multiple of block (8 or 16). The plain float32 copy a conversion
+/// followed by oneDNN's reorder would need is never made, and oneDNN 2.6's
+/// own converting reorder for CPUs without AVX-512 is its slow generic one.
+template <class T>
+void widen_to_blocks(const T* src, float* dst, int64_t n, int64_t c, int64_t hw, int block);
+template <class T>
+void narrow_from_blocks(const float* src, T* dst, int64_t n, int64_t c, int64_t hw, int block);
+
 /// Turns the transposes off for its lifetime, so oneDNN's reorders run
 /// (tests compare the two). Process-wide: for tests only.
 class [[nodiscard]] OffScope {

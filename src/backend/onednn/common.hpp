@@ -175,12 +175,18 @@ void execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memor
 /// included.
 struct LayoutArg {
   dnnl::memory::desc plain, chosen;
-  dnnl::reorder reorder;  // empty when plain == chosen
+  dnnl::reorder reorder;  // plain (as float32 when `widen`) <-> chosen; empty when they match
   /// bfloat16 NCHW <-> channels in blocks of 16 (aBcd16b): mixgrad's own
   /// transposes (backend/cpu/channel_blocks.hpp) instead of the reorder.
   bool channel_blocks = false;
+  /// 16-bit plain data of a primitive computing in float32: converted as it
+  /// is reordered. `block` 8 or 16: NCHW <-> float32 channel blocks in one
+  /// pass (channel_blocks::widen_to_blocks); 0: a bulk conversion, then the
+  /// float32 reorder if the layouts differ.
+  bool widen = false;
+  int block = 0;
   int64_t n = 0, c = 0, hw = 0;
-  bool reordered() const { return static_cast<bool>(reorder); }
+  bool reordered() const { return static_cast<bool>(reorder) || widen; }
 };
 enum class Direction : uint8_t { input, output };
 LayoutArg layout_arg(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen, Direction d);
@@ -202,6 +208,7 @@ class Execution {
     dnnl::memory from, to;
   };
   static void reorder(const Pending& r, Direction d, CallSite where);
+  static void convert_and_reorder(const Pending& r, Direction d, CallSite where);
   dnnl::memory scratch(const dnnl::memory::desc& md);
   std::unordered_map<int, dnnl::memory> args_;
   std::vector<Pending> before_, after_;

@@ -3,8 +3,9 @@
 // for groups) and are reordered per call into the blocked layouts the
 // primitives choose, which measured about 2x faster here than the
 // plain-layout (gemm) kernels, reorders included. 16-bit convolutions that
-// oneDNN cannot run at float32 speed run in float32 (computes_in_float32);
-// other dtypes return false.
+// oneDNN cannot run at float32 speed compute in float32
+// (computes_in_float32), converting as the reorders move the data. Other
+// dtypes return false.
 #include "backend/onednn/conv.hpp"
 
 #if MIXGRAD_WITH_ONEDNN
@@ -24,9 +25,9 @@ memory::desc weights_md(const Tensor& w, int64_t groups, DType dt) {
   return onednn::plain_md(s, dt);
 }
 
-// The same extents and dtype, layout left to the primitive.
-memory::desc any_md(const memory::desc& plain) {
-  return MIXGRAD_ONEDNN_CHECK(memory::desc(plain.dims(), plain.data_type(), memory::format_tag::any));
+// The same extents, layout left to the primitive, in the dtype it computes in.
+memory::desc any_md(const memory::desc& plain, memory::data_type compute) {
+  return MIXGRAD_ONEDNN_CHECK(memory::desc(plain.dims(), compute, memory::format_tag::any));
 }
 
 struct Geometry {
@@ -41,18 +42,30 @@ Geometry geometry(const Conv2dParams& p) {
 }
 
 onednn::Key conv_key(onednn::Family f, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
-                     const Conv2dParams& p) {
+                     const Conv2dParams& p, DType compute) {
   onednn::Key k(f);
-  k.add(x).add(w).add(bias).add(y);
+  k.add(x).add(w).add(bias).add(y).add(static_cast<int64_t>(compute));
   k.add(p.stride.h).add(p.stride.w).add(p.padding.h).add(p.padding.w);
   k.add(p.dilation.h).add(p.dilation.w).add(p.groups);
   return k;
 }
 
-// Plain descriptors of a convolution's tensors (x / gx, w / gw, bias / gbias, y / gy).
+// Plain descriptors of a convolution's tensors (x / gx, w / gw, bias / gbias,
+// y / gy), and the dtype the primitive computes in: theirs, or float32 for
+// 16-bit tensors on a CPU without 16-bit math (computes_in_float32). Then
+// the layout reorders of the activations convert as they move the data
+// (LayoutArg::widen): no plain float32 copy of them is made.
 struct ConvMds {
   memory::desc x, w, bias, y;
+  memory::data_type compute;
 };
+
+// float32 for 16-bit tensors oneDNN computes in float32 here, else their own.
+DType compute_dtype(DType t) { return onednn::computes_in_float32(t) ? DType::float32 : t; }
+
+// The weight as the primitive reads it: a float32 weight (a cast weight's
+// float32 copy, or a conversion) when it computes in float32.
+Tensor weight_for(const Tensor& w, DType compute) { return compute == DType::float32 ? onednn::to_float32(w) : w; }
 
 ConvMds plain_mds(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Conv2dParams& p) {
   ConvMds m;
@@ -60,6 +73,7 @@ ConvMds plain_mds(const Tensor& x, const Tensor& w, const Tensor& bias, const Te
   m.w = weights_md(w, p.groups, w.dtype());
   m.y = onednn::plain_md(y.shape(), y.dtype());
   if (bias.defined()) m.bias = onednn::plain_md(bias.shape(), bias.dtype());
+  m.compute = onednn::data_type(compute_dtype(y.dtype()));
   return m;
 }
 
@@ -68,7 +82,7 @@ dnnl::convolution_forward::primitive_desc forward_pd(const ConvMds& m, const Con
   const Geometry g = geometry(p);
   const auto algo = dnnl::algorithm::convolution_direct;
   const auto kind = dnnl::prop_kind::forward_training;
-  const memory::desc x = any_md(m.x), w = any_md(m.w), y = any_md(m.y);
+  const memory::desc x = any_md(m.x, m.compute), w = any_md(m.w, m.compute), y = any_md(m.y, m.compute);
   const auto desc =
       m.bias ? MIXGRAD_ONEDNN_CHECK(dnnl::convolution_forward::desc(kind, algo, x, w, m.bias, y, g.strides, g.dilates,
                                                                     g.pad_l, g.pad_r))
@@ -95,26 +109,22 @@ struct BackwardWeightsEntry {
   memory::desc gbias;
 };
 
-// Bias in a dtype oneDNN takes (bfloat16 convolutions take float32 bias too).
-Tensor onednn_bias(const Tensor& bias) {
-  if (!bias.defined() || onednn::native(bias.dtype())) return bias;
+// Bias in a dtype oneDNN takes (bfloat16 convolutions take float32 bias
+// too; a float32-computed one takes float32).
+Tensor onednn_bias(const Tensor& bias, DType compute) {
+  if (!bias.defined() || (onednn::native(bias.dtype()) && compute != DType::float32)) return bias;
   return onednn::to_float32(bias);
 }
 
 }  // namespace
 
-bool conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias_in, const Tensor& y, const Conv2dParams& p) {
-  if (onednn::computes_in_float32(y.dtype())) {
-    Tensor y32 = empty(y.shape(), DType::float32, y.device());
-    const Tensor b32 = bias_in.defined() ? onednn::to_float32(bias_in) : Tensor();
-    if (!onednn::conv2d_forward(onednn::to_float32(x), onednn::to_float32(w), b32, y32, p)) return false;
-    backend::copy(y32, y);
-    return true;
-  }
-  if (!onednn::native(y.dtype())) return false;
-  const Tensor bias = onednn_bias(bias_in);
+bool conv2d_forward(const Tensor& x, const Tensor& w_in, const Tensor& bias_in, const Tensor& y,
+                    const Conv2dParams& p) {
+  const DType compute = compute_dtype(y.dtype());
+  if (!onednn::native(compute)) return false;
+  const Tensor w = weight_for(w_in, compute), bias = onednn_bias(bias_in, compute);
   const auto e = onednn::cache<ForwardEntry>().find_or_make(
-      conv_key(onednn::Family::conv_forward, x, w, bias, y, p), [&]() -> std::shared_ptr<ForwardEntry> {
+      conv_key(onednn::Family::conv_forward, x, w, bias, y, p, compute), [&]() -> std::shared_ptr<ForwardEntry> {
         const ConvMds m = plain_mds(x, w, bias, y, p);
         const auto pd = forward_pd(m, p);
         if (!pd) return nullptr;
@@ -136,24 +146,21 @@ bool conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias_in, con
   return true;
 }
 
-bool conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p) {
-  if (onednn::computes_in_float32(gx.dtype())) {
-    Tensor gx32 = empty(gx.shape(), DType::float32, gx.device());
-    if (!onednn::conv2d_backward_data(onednn::to_float32(gy), onednn::to_float32(w), gx32, p)) return false;
-    backend::copy(gx32, gx);
-    return true;
-  }
-  if (!onednn::native(gx.dtype())) return false;
+bool conv2d_backward_data(const Tensor& gy, const Tensor& w_in, const Tensor& gx, const Conv2dParams& p) {
+  const DType compute = compute_dtype(gx.dtype());
+  if (!onednn::native(compute)) return false;
+  const Tensor w = weight_for(w_in, compute);
   const auto e = onednn::cache<BackwardDataEntry>().find_or_make(
-      conv_key(onednn::Family::conv_backward_data, gx, w, Tensor(), gy, p),
+      conv_key(onednn::Family::conv_backward_data, gx, w, Tensor(), gy, p, compute),
       [&]() -> std::shared_ptr<BackwardDataEntry> {
         const ConvMds m = plain_mds(gx, w, Tensor(), gy, p);
         const auto hint = forward_pd(m, p);
         if (!hint) return nullptr;
         const Geometry g = geometry(p);
         const auto desc = MIXGRAD_ONEDNN_CHECK(
-            dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, any_md(m.x), any_md(m.w),
-                                                  any_md(m.y), g.strides, g.dilates, g.pad_l, g.pad_r));
+            dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, any_md(m.x, m.compute),
+                                                  any_md(m.w, m.compute), any_md(m.y, m.compute), g.strides,
+                                                  g.dilates, g.pad_l, g.pad_r));
         const auto pd =
             MIXGRAD_ONEDNN_CHECK(dnnl::convolution_backward_data::primitive_desc(desc, onednn::engine(), hint, true));
         if (!pd) return nullptr;
@@ -175,26 +182,22 @@ bool conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, c
 
 bool conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gb,
                              const Conv2dParams& p) {
-  if (onednn::computes_in_float32(gw.dtype())) {
-    Tensor gw32 = empty(gw.shape(), DType::float32, gw.device());
-    Tensor gb32 = gb.defined() ? empty(gb.shape(), DType::float32, gb.device()) : Tensor();
-    if (!onednn::conv2d_backward_weights(onednn::to_float32(gy), onednn::to_float32(x), gw32, gb32, p)) return false;
-    backend::copy(gw32, gw);
-    if (gb.defined()) backend::copy(gb32, gb);
-    return true;
-  }
-  if (!onednn::native(gw.dtype())) return false;
-  // The bias gradient in float32 unless it is wanted in a dtype oneDNN writes.
-  Tensor gb_out = gb.defined() && !onednn::native(gb.dtype()) ? empty(gb.shape(), DType::float32, gb.device()) : gb;
+  const DType compute = compute_dtype(gw.dtype());
+  if (!onednn::native(compute)) return false;
+  // oneDNN writes the bias gradient in the dtype it computes in or in
+  // float32; into a float32 scratch for any other.
+  const bool bias_direct = !gb.defined() || gb.dtype() == compute || gb.dtype() == DType::float32;
+  Tensor gb_out = bias_direct ? gb : empty(gb.shape(), DType::float32, gb.device());
   const auto e = onednn::cache<BackwardWeightsEntry>().find_or_make(
-      conv_key(onednn::Family::conv_backward_weights, x, gw, gb_out, gy, p),
+      conv_key(onednn::Family::conv_backward_weights, x, gw, gb_out, gy, p, compute),
       [&]() -> std::shared_ptr<BackwardWeightsEntry> {
         const ConvMds m = plain_mds(x, gw, gb_out, gy, p);
         const auto hint = forward_pd(m, p);
         if (!hint) return nullptr;
         const Geometry g = geometry(p);
         const auto algo = dnnl::algorithm::convolution_direct;
-        const dnnl::memory::desc xa = any_md(m.x), wa = any_md(m.w), ya = any_md(m.y);
+        const dnnl::memory::desc xa = any_md(m.x, m.compute), wa = any_md(m.w, m.compute),
+                                 ya = any_md(m.y, m.compute);
         const auto desc = m.bias ? MIXGRAD_ONEDNN_CHECK(dnnl::convolution_backward_weights::desc(
                                        algo, xa, wa, m.bias, ya, g.strides, g.dilates, g.pad_l, g.pad_r))
                                  : MIXGRAD_ONEDNN_CHECK(dnnl::convolution_backward_weights::desc(

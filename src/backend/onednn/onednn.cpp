@@ -174,7 +174,47 @@ void execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memor
   }
 }
 
+namespace {
+// A plain (row-major, contiguous) descriptor's float32 twin.
+dnnl::memory::desc float32_plain(const dnnl::memory::desc& plain) {
+  const dnnl::memory::dims dims = plain.dims();
+  dnnl::memory::dims strides(dims.size(), 1);
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+  return MIXGRAD_ONEDNN_CHECK(dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides));
+}
+
+// The layout argument of 16-bit plain data for a float32 primitive.
+LayoutArg widening_layout_arg(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen, Direction d) {
+  using tag = dnnl::memory::format_tag;
+  LayoutArg a{plain, chosen, {}};
+  a.widen = true;
+  const dnnl::memory::dims dims = plain.dims();
+  const bool nchw = dims.size() == 4 && plain == dnnl::memory::desc(dims, plain.data_type(), tag::abcd);
+  for (int block : {8, 16}) {
+    const tag blocked = block == 8 ? tag::aBcd8b : tag::aBcd16b;
+    if (nchw && dims[1] % block == 0 && chosen == dnnl::memory::desc(dims, chosen.data_type(), blocked)) {
+      a.block = block;
+      a.n = dims[0];
+      a.c = dims[1];
+      a.hw = dims[2] * dims[3];
+      return a;
+    }
+  }
+  // Converted into (or from) a plain float32 buffer, reordered from there.
+  const dnnl::memory::desc f32 = float32_plain(plain);
+  if (f32 != chosen) {
+    const auto& from = d == Direction::input ? f32 : chosen;
+    const auto& to = d == Direction::input ? chosen : f32;
+    a.reorder = MIXGRAD_ONEDNN_CHECK(dnnl::reorder(dnnl::reorder::primitive_desc(engine(), from, engine(), to)));
+  }
+  return a;
+}
+}  // namespace
+
 LayoutArg layout_arg(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen, Direction d) {
+  if (chosen.data_type() == dnnl::memory::data_type::f32 &&
+      (plain.data_type() == dnnl::memory::data_type::bf16 || plain.data_type() == dnnl::memory::data_type::f16))
+    return widening_layout_arg(plain, chosen, d);
   LayoutArg a{plain, chosen, {}};
   if (plain != chosen) {
     const auto& from = d == Direction::input ? plain : chosen;
@@ -221,6 +261,7 @@ void Execution::output(int arg, const LayoutArg& layout, const Tensor& t) {
 
 void Execution::reorder(const Pending& r, Direction d, CallSite where) {
   const LayoutArg& l = *r.layout;
+  if (l.widen) return convert_and_reorder(r, d, where);
   if (l.channel_blocks && cpu::channel_blocks::available(l.c)) {
     const auto* from = static_cast<const uint16_t*>(r.from.get_data_handle());
     auto* to = static_cast<uint16_t*>(r.to.get_data_handle());
@@ -229,6 +270,44 @@ void Execution::reorder(const Pending& r, Direction d, CallSite where) {
     return;
   }
   execute(l.reorder, {{DNNL_ARG_FROM, r.from}, {DNNL_ARG_TO, r.to}}, where);
+}
+
+// 16-bit plain data to or from a float32 primitive's layout: in one pass
+// for channel blocks, else a bulk conversion (and the float32 reorder when
+// the layouts differ). Both dtypes' conversions round to nearest even.
+void Execution::convert_and_reorder(const Pending& r, Direction d, CallSite where) {
+  const LayoutArg& l = *r.layout;
+  const bool bf16 = l.plain.data_type() == dnnl::memory::data_type::bf16;
+  const bool input = d == Direction::input;
+  void* plain = (input ? r.from : r.to).get_data_handle();
+  auto* f32 = static_cast<float*>((input ? r.to : r.from).get_data_handle());
+  if (l.block > 0) {
+    if (input && bf16) cpu::channel_blocks::widen_to_blocks(static_cast<const bfloat16*>(plain), f32, l.n, l.c, l.hw, l.block);
+    if (input && !bf16) cpu::channel_blocks::widen_to_blocks(static_cast<const half*>(plain), f32, l.n, l.c, l.hw, l.block);
+    if (!input && bf16) cpu::channel_blocks::narrow_from_blocks(f32, static_cast<bfloat16*>(plain), l.n, l.c, l.hw, l.block);
+    if (!input && !bf16) cpu::channel_blocks::narrow_from_blocks(f32, static_cast<half*>(plain), l.n, l.c, l.hw, l.block);
+    return;
+  }
+  const int64_t count = static_cast<int64_t>(l.plain.get_size()) / 2;
+  const auto convert_all = [&](float* to_or_from) {
+    if (input) {
+      if (bf16) convert(static_cast<const bfloat16*>(plain), to_or_from, count);
+      else convert(static_cast<const half*>(plain), to_or_from, count);
+    } else {
+      if (bf16) convert(to_or_from, static_cast<bfloat16*>(plain), count);
+      else convert(to_or_from, static_cast<half*>(plain), count);
+    }
+  };
+  if (!l.reorder) return convert_all(f32);  // the same layout: a conversion alone
+  Tensor buffer = empty(Shape{count}, DType::float32);
+  const dnnl::memory between = memory(float32_plain(l.plain), buffer);
+  if (input) {
+    convert_all(buffer.data<float>());
+    execute(l.reorder, {{DNNL_ARG_FROM, between}, {DNNL_ARG_TO, r.to}}, where);
+  } else {
+    execute(l.reorder, {{DNNL_ARG_FROM, r.from}, {DNNL_ARG_TO, between}}, where);
+    convert_all(buffer.data<float>());
+  }
 }
 
 void Execution::run(const dnnl::primitive& p, CallSite where) {
