@@ -75,13 +75,17 @@ inline void print_header(const Options& o, const mg::nn::Module& net, int64_t tr
   std::printf(", %d epoch%s, %d threads, seed %llu\n", o.epochs, o.epochs == 1 ? "" : "s", o.threads,
               static_cast<unsigned long long>(o.seed));
   if (o.device.type() == mg::DeviceType::cpu) {
-    std::printf("CPU: %s\n", mg::cpu::describe(mg::cpu::capabilities()).c_str());
+    const mg::cpu::Capabilities caps = mg::cpu::capabilities();
+    std::printf("CPU: %s\n", mg::cpu::describe(caps).c_str());
     // Where the CPU has no 16-bit arithmetic, autocast stores activations in
     // 16 bits and computes its products in float32: memory, not speed.
-    if (o.precision.autocast && !mg::cpu::has_fast_math(o.precision.low))
-      std::printf("note: this CPU has no %s arithmetic: autocast halves activation memory but computes in float32, "
-                  "at about float32's speed\n",
-                  std::string(mg::to_string(o.precision.low)).c_str());
+    if (o.precision.autocast && !mg::cpu::has_fast_math(o.precision.low)) {
+      const std::string why = caps.max_isa.empty() ? "this CPU has no " + std::string(mg::to_string(o.precision.low)) +
+                                                         " arithmetic"
+                                                   : "MIXGRAD_MAX_CPU_ISA=" + caps.max_isa + " turns 16-bit arithmetic off";
+      std::printf("note: %s: autocast halves activation memory and computes in float32, at about float32's speed\n",
+                  why.c_str());
+    }
   }
   std::fflush(stdout);
 }

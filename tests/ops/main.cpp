@@ -1,8 +1,12 @@
 // The ops suite's main: Boost.Test's, plus `--op NAME` (or MIXGRAD_OP=NAME),
 // which limits the op registry checks to the cases of one op of the table
-// and, unless --run_test is given too, runs only those checks:
+// and, unless --run_test is given too, runs only those checks; and
+// `--onednn always` (or MIXGRAD_TEST_ONEDNN=always), which runs oneDNN for
+// every size it has a kernel for, where the registry's small cases would
+// otherwise take the built-in kernels:
 //
 //   ./build/tests/test_ops --op conv2d
+//   MIXGRAD_MAX_CPU_ISA=avx2 ./build/tests/test_ops --onednn always --run_test=op_registry
 #define BOOST_TEST_NO_MAIN
 #include <boost/test/unit_test.hpp>
 
@@ -12,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/onednn/onednn.hpp"
 #include "op_registry.hpp"
 
 namespace {
@@ -27,11 +32,15 @@ int main(int argc, char* argv[]) {
   std::vector<char*> args;
   std::string name;
   bool run_test_given = false;
+  std::string onednn;
   if (const char* env = std::getenv("MIXGRAD_OP")) name = env;
+  if (const char* env = std::getenv("MIXGRAD_TEST_ONEDNN")) onednn = env;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--op" && i + 1 < argc) {
       name = argv[++i];
+    } else if (a == "--onednn" && i + 1 < argc) {
+      onednn = argv[++i];
     } else if (a.rfind("--op=", 0) == 0) {
       name = a.substr(5);
     } else {
@@ -50,6 +59,12 @@ int main(int argc, char* argv[]) {
     }
     optest::op_filter() = *op;
     if (!run_test_given) args.push_back(run_registry.data());
+  }
+  if (onednn == "always") {
+    mixgrad::backend::onednn::set_mode(mixgrad::backend::onednn::Mode::always);
+  } else if (!onednn.empty() && onednn != "automatic") {
+    std::cerr << "test_ops: --onednn takes always or automatic, not '" << onednn << "'\n";
+    return 2;
   }
   args.push_back(nullptr);
   return boost::unit_test::unit_test_main(&init_unit_test, static_cast<int>(args.size()) - 1, args.data());

@@ -42,6 +42,7 @@
 #include "bench_sides.hpp"
 #include "onednn_gemm.hpp"
 #include "cpu_line.hpp"
+#include "cpu_peak.hpp"
 
 #ifndef MIXGRAD_BENCH_LIBTORCH
 #define MIXGRAD_BENCH_LIBTORCH 0
@@ -241,7 +242,8 @@ void print_training(const std::vector<ModelResult>& results, const std::vector<S
   t3.print();
 }
 
-void print_roofline(const ModelResult& mlp, const std::vector<Side>& sides, const std::vector<Precision>& precisions) {
+void print_roofline(const ModelResult& mlp, const std::vector<Side>& sides, const std::vector<Precision>& precisions,
+                    int threads) {
   // The matrix products of a step: 2 flops per multiply-accumulate for the
   // forward, 2 for the weight gradients, 2 for the input gradients of the
   // second and third layers (the first layer's input needs none). The
@@ -250,8 +252,11 @@ void print_roofline(const ModelResult& mlp, const std::vector<Side>& sides, cons
   const double rough = 6.0 * static_cast<double>(kMlpMacsPerSample) * batch;
   const double flops = rough - 2.0 * static_cast<double>(kMlpFirstLayerMacsPerSample) * batch;
   const double gemm_flops = 2.0 * 256 * 1024 * 1024;
+  // The float32 ceiling: FMA on the widest registers mixgrad and oneDNN use here.
+  const int bits = mixgrad::cpu::capabilities().kernels == "avx512" ? 512 : 256;
+  const double fma_peak = fma_peak_gflops(threads, bits);
   Table t({"side", "precision", "MLP ms/step", "achieved GFLOP/s", "oneDNN GEMM GFLOP/s", "fraction of GEMM rate",
-           "same, of the minima"});
+           "same, of the minima", "fraction of the fp32 FMA peak"});
   for (size_t s = 0; s < sides.size(); ++s)
     for (size_t p = 0; p < precisions.size(); ++p) {
       const Stat& step = mlp.ms[s][p];
@@ -262,7 +267,7 @@ void print_roofline(const ModelResult& mlp, const std::vector<Side>& sides, cons
       const double best = gemm.min > 0 ? flops / step.min / (gemm_flops / gemm.min) : 0;
       t.row({sides[s].name, name(precisions[p]), median_min(step, 1), fixed(achieved, 1),
              ceiling > 0 ? fixed(ceiling, 1) : "no oneDNN", ceiling > 0 ? fixed(achieved / ceiling, 2) : "-",
-             best > 0 ? fixed(best, 2) : "-"});
+             best > 0 ? fixed(best, 2) : "-", fma_peak > 0 ? fixed(achieved / fma_peak, 2) : "-"});
     }
   std::printf(
       "\n## Roofline: the MLP step's matrix products (%.2f GFLOP: forward, weight and input gradients, no input "
@@ -270,6 +275,7 @@ void print_roofline(const ModelResult& mlp, const std::vector<Side>& sides, cons
       "matmul (plain layouts, in the same alternation): medians (minima)\n\n",
       flops * 1e-9, rough * 1e-9, onednn_version());
   t.print();
+  std::printf("\n- fp32 FMA peak (%d-bit vfmadd231ps loop, %d threads): %.1f GFLOP/s\n", bits, threads, fma_peak);
 }
 
 // --- tiny-op overhead -----------------------------------------------------------------------
@@ -454,7 +460,7 @@ int main(int argc, char** argv) {
     for (Model m : cfg.models) results.push_back(time_model(m, sides, cfg));
     print_training(results, sides, cfg.precisions);
     for (const auto& r : results)
-      if (r.model == Model::mlp) print_roofline(r, sides, cfg.precisions);
+      if (r.model == Model::mlp) print_roofline(r, sides, cfg.precisions, cfg.threads);
   }
   if (cfg.overhead) run_overhead(sides, cfg);
   if (cfg.rss) run_rss(sides, cfg);
