@@ -62,8 +62,15 @@ install_python_packages() {
 
 # MIXGRAD_GPU_ARCH overrides the CUDA architectures (-Dgpu_arch); CI sets one,
 # as no device code runs there and each architecture is a full nvcc pass.
+# Arguments: extra meson options, then optionally `--` and the targets to
+# build (default: everything).
 configure_and_build() {
-  local options=()
+  local options=() targets=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do
+    options+=("$1")
+    shift
+  done
+  [ $# -gt 0 ] && shift && targets=("$@")
   if [ -n "${MIXGRAD_GPU_ARCH:-}" ]; then
     options+=("-Dgpu_arch=$MIXGRAD_GPU_ARCH")
   fi
@@ -72,5 +79,12 @@ configure_and_build() {
   else
     meson setup "${options[@]}" "$build_dir"
   fi
-  meson compile -C "$build_dir"
+  meson compile -C "$build_dir" "${targets[@]}"
+}
+
+# The CUDA architectures of the GPUs nvidia-smi reports ("90", "80;90"), or
+# nothing when it reports none.
+local_gpu_archs() {
+  command -v nvidia-smi >/dev/null || return 0
+  nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d '. ' | sort -u | paste -sd';'
 }

@@ -48,7 +48,9 @@ timed() {
   stage_times+=("$name $((SECONDS - start))s")
 }
 
-timed build configure_and_build
+# -Dcuda=auto explicitly: a build/ that train.sh configured for the CPU only
+# gets the CUDA backend back wherever the toolkit is.
+timed build configure_and_build -Dcuda=auto
 timed tests run_tests "$build_dir"
 
 if [ "$sanitize" != 0 ]; then

@@ -9,7 +9,18 @@
 source "$(dirname "$0")/common.sh"
 
 install_packages
-configure_and_build
+# Only what the main job needs: the library and the example (no test suites,
+# benchmarks or fuzz targets), and CUDA device code only for the GPUs this
+# machine has.
+cuda_options=(-Dcuda=auto)
+archs=$(local_gpu_archs)
+if [ -n "$archs" ]; then
+  cuda_options+=("-Dgpu_arch=$archs")
+elif [ -z "${MIXGRAD_GPU_ARCH:-}" ]; then
+  echo "train.sh: no GPU found by nvidia-smi: building for the CPU only (MIXGRAD_GPU_ARCH=90 scripts/train.sh builds the CUDA backend anyway)"
+  cuda_options=(-Dcuda=disabled)
+fi
+configure_and_build "${cuda_options[@]}" -- examples/train_fashion_mnist
 
 example="$build_dir/examples/train_fashion_mnist"
 if [ ! -x "$example" ]; then
