@@ -267,7 +267,8 @@ void print_roofline(const ModelResult& mlp, const std::vector<Side>& sides, cons
       const double best = gemm.min > 0 ? flops / step.min / (gemm_flops / gemm.min) : 0;
       t.row({sides[s].name, name(precisions[p]), median_min(step, 1), fixed(achieved, 1),
              ceiling > 0 ? fixed(ceiling, 1) : "no oneDNN", ceiling > 0 ? fixed(achieved / ceiling, 2) : "-",
-             best > 0 ? fixed(best, 2) : "-", fma_peak > 0 ? fixed(achieved / fma_peak, 2) : "-"});
+             best > 0 ? fixed(best, 2) : "-",
+             fma_peak > 0 && precisions[p] == Precision::fp32 ? fixed(achieved / fma_peak, 2) : "-"});
     }
   std::printf(
       "\n## Roofline: the MLP step's matrix products (%.2f GFLOP: forward, weight and input gradients, no input "
