@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <sstream>
 
 #include "amp/autocast_state.hpp"
@@ -255,6 +256,52 @@ void eval(const OpCase& c, Target test, Target ref) {
 
 bool has_cuda() { return mg::backend::cuda_device_count() > 0; }
 
+// The gradients of <w, op(xs)> (w fixed and random) for every differentiable
+// input, computed in `dtype` on `device` from the inputs eval() uses, on the
+// host as doubles.
+std::vector<std::vector<double>> input_gradients(const OpCase& c, Target t) {
+  const Inputs made = make_inputs(c, t.dtype, seed_of(c.name));
+  Inputs xs;
+  for (const auto& x : made) xs.push_back((mg::is_floating_point(x.dtype()) ? x.to(t.dtype) : x).to(t.device));
+  mg::autodiff::GradManager gm;
+  std::vector<size_t> checked;
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (c.inputs[i].differentiable && mg::is_floating_point(xs[i].dtype())) {
+      gm.attach(xs[i]);
+      checked.push_back(i);
+    }
+  {
+    auto rec = gm.record();
+    const mg::Tensor y = c.run(xs);
+    mg::manual_seed(7);
+    gm.backward(y, mg::uniform(y.shape(), 0.5, 1.5).to(y.dtype()).to(t.device));
+  }
+  std::vector<std::vector<double>> out;
+  for (size_t i : checked) {
+    const mg::Tensor g = xs[i].grad();
+    out.push_back(g.defined() ? g.to(mg::Device::cpu()).to_vector<double>() : std::vector<double>(xs[i].numel(), 0.0));
+  }
+  return out;
+}
+
+// Compares the input gradients of `c` on `test` with those on `ref`, within
+// test.dtype's tolerance as eval() does for values.
+void eval_gradients(const OpCase& c, Target test, Target ref) {
+  BOOST_TEST_CONTEXT("op case " << c.name << " (" << mg::op_name(c.op) << ") gradients: " << test << " vs " << ref) {
+    const auto got = input_gradients(c, test), want = input_gradients(c, ref);
+    BOOST_TEST_REQUIRE(got.size() == want.size());
+    const double tol = tolerance(test.dtype) * c.lowp_tolerance;
+    for (size_t i = 0; i < want.size(); ++i) {
+      BOOST_TEST_REQUIRE(got[i].size() == want[i].size());
+      double scale = 0;
+      for (double v : want[i]) scale = std::max(scale, std::abs(v));
+      for (size_t k = 0; k < want[i].size(); ++k)
+        BOOST_TEST(std::abs(got[i][k] - want[i][k]) <= tol * (std::abs(want[i][k]) + 0.1 * scale + 1e-3),
+                   "input " << i << " element " << k << ": " << got[i][k] << " vs reference " << want[i][k]);
+    }
+  }
+}
+
 // The case's op reads its table entry: with the entry replaced by `high`, a
 // 16-bit input gives a float32 result. (Integer and bool outputs, argmax and
 // comparisons, show nothing; views and astype have fixed entries.)
@@ -333,12 +380,30 @@ BOOST_AUTO_TEST_CASE(every_op_on_cuda_matches_the_cpu,
     for (const auto& c : all_op_cases()) {
       if (!c.same_on_every_device) continue;
       if (dtype != mg::DType::float32 && !c.check_low_precision) continue;
-      // An op whose family has no CUDA kernel yet fails here by name, and
-      // the other cases still run.
+      // A case that throws (a family without a CUDA kernel, a dtype a
+      // kernel refuses, a CUDA error) fails here by name, and the other
+      // cases still run.
       try {
         eval(c, {mg::Device::cuda(), dtype}, {mg::Device::cpu(), dtype});
-      } catch (const mg::DeviceError& e) {
+      } catch (const std::exception& e) {
         BOOST_ERROR("op case " << c.name << " (" << mg::op_name(c.op) << ") in " << dtype << " on CUDA: " << e.what());
+      }
+    }
+}
+
+// The input gradients on CUDA against the CPU, dtype for dtype (the same
+// 16-bit inputs on both sides); skipped without a CUDA device.
+BOOST_AUTO_TEST_CASE(every_op_gradient_on_cuda_matches_the_cpu,
+                     *boost::unit_test::precondition([](boost::unit_test::test_unit_id) { return has_cuda(); })) {
+  for (mg::DType dtype : {mg::DType::float32, mg::DType::bfloat16, mg::DType::float16})
+    for (const auto& c : all_op_cases()) {
+      if (!c.check_gradient || !c.same_on_every_device) continue;
+      if (dtype != mg::DType::float32 && !c.check_low_precision) continue;
+      try {
+        eval_gradients(c, {mg::Device::cuda(), dtype}, {mg::Device::cpu(), dtype});
+      } catch (const std::exception& e) {
+        BOOST_ERROR("op case " << c.name << " (" << mg::op_name(c.op) << ") gradients in " << dtype
+                               << " on CUDA: " << e.what());
       }
     }
 }
@@ -385,7 +450,7 @@ BOOST_AUTO_TEST_CASE(every_twice_differentiable_op_second_derivative_on_cuda_mat
             BOOST_TEST(std::abs(got[i][k] - want[i][k]) <= 1e-9 * (scale + 1.0),
                        "input " << i << " element " << k << ": " << got[i][k] << " on CUDA vs " << want[i][k]);
         }
-      } catch (const mg::DeviceError& e) {
+      } catch (const std::exception& e) {
         BOOST_ERROR("op case " << c.name << " (" << mg::op_name(c.op) << ") second order on CUDA: " << e.what());
       }
     }
