@@ -1,5 +1,7 @@
 // The deferred status checks (backend/pending_checks.hpp): a mutex-guarded
-// list, run after a host synchronisation with the statuses' device.
+// list, run after a host synchronisation with the statuses' device, whose
+// statuses are then read with one copy per device (not one each: a step with
+// several class losses would otherwise wait on the stream once per loss).
 #include "backend/pending_checks.hpp"
 
 #include <atomic>
@@ -8,6 +10,8 @@
 #include <mutex>
 #include <utility>
 #include <vector>
+
+#include "backend/copy.hpp"
 
 namespace mixgrad::backend {
 
@@ -36,16 +40,51 @@ void run_one(const Pending& p) {
   p.check(host.data<int64_t>());
 }
 
-// Runs the given checks; rethrows the first error after running them all.
+// Runs the checks of one device's statuses, read with one copy: the statuses
+// are gathered into one int64 tensor on their device (device-side copies,
+// queued on its stream), which comes to the host at once. Records the first
+// error in `first`.
+void run_device(const std::vector<const Pending*>& batch, std::exception_ptr& first) {
+  try {
+    int64_t total = 0;
+    for (const Pending* p : batch) total += p->status.numel();
+    const Tensor gathered = empty(Shape{total}, DType::int64, batch.front()->status.device());
+    int64_t offset = 0;
+    for (const Pending* p : batch) {
+      const int64_t n = p->status.numel();
+      copy(p->status.reshape(Shape{n}), gathered.narrow(0, offset, n));
+      offset += n;
+    }
+    const Tensor host = gathered.to(Device::cpu());
+    offset = 0;
+    for (const Pending* p : batch) {
+      try {
+        p->check(host.data<int64_t>() + offset);
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+      offset += p->status.numel();
+    }
+  } catch (...) {  // the gathering or the copy failed: the device's error
+    if (!first) first = std::current_exception();
+  }
+}
+
+// Runs the given checks, device by device; rethrows the first error after
+// running them all.
 void run_all(std::vector<Pending>& batch) {
   t_running = true;
   std::exception_ptr first;
-  for (const Pending& p : batch) {
-    try {
-      run_one(p);
-    } catch (...) {
-      if (!first) first = std::current_exception();
-    }
+  std::vector<bool> done(batch.size(), false);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (done[i]) continue;
+    std::vector<const Pending*> same_device;
+    for (size_t j = i; j < batch.size(); ++j)
+      if (!done[j] && batch[j].status.device() == batch[i].status.device()) {
+        same_device.push_back(&batch[j]);
+        done[j] = true;
+      }
+    run_device(same_device, first);
   }
   t_running = false;
   if (first) std::rethrow_exception(first);

@@ -33,6 +33,7 @@
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/conv_plan.hpp"
 #include "backend/cuda/stream.hpp"
+#include "backend/elementwise.hpp"
 #include "backend/reduction.hpp"
 
 namespace mixgrad::backend::cuda {
@@ -84,7 +85,7 @@ struct Key {
 
 // Descriptors and the chosen algorithm of one problem and direction.
 struct Entry {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   int algo = 0;  // the direction's algorithm enum
@@ -93,7 +94,6 @@ struct Entry {
   ~Entry() {
     if (x) cudnnDestroyTensorDescriptor(x);
     if (y) cudnnDestroyTensorDescriptor(y);
-    if (bias) cudnnDestroyTensorDescriptor(bias);
     if (w) cudnnDestroyFilterDescriptor(w);
     if (conv) cudnnDestroyConvolutionDescriptor(conv);
   }
@@ -135,7 +135,6 @@ std::unique_ptr<Entry> make_entry(const cuda_plan::ConvDescPlan& p, const Types&
   auto e = std::make_unique<Entry>();
   e->x = tensor_desc(t.data, p.x);
   e->y = tensor_desc(t.data, p.y);
-  e->bias = tensor_desc(t.data, cuda_plan::bias_desc(p));
   MIXGRAD_CUDNN_CHECK(cudnnCreateFilterDescriptor(&e->w));
   MIXGRAD_CUDNN_CHECK(cudnnSetFilterNdDescriptor(e->w, t.data, CUDNN_TENSOR_NCHW, 4, p.w.data()));
   MIXGRAD_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&e->conv));
@@ -238,27 +237,25 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   DeviceGuard guard(device);
   const cudnnHandle_t h = handle(device);
   const Scale s(y.dtype());
-  // cudnnAddTensor reads the bias in y's dtype, contiguous.
+  // The bias is added by the element-wise kernel, as the CPU does (not
+  // cudnnAddTensor, whose bfloat16 path nothing here exercised), in y's
+  // dtype, broadcast over [N, C, H, W] as a [C, 1, 1] view.
   Tensor b = bias;
   if (b.defined() && (b.dtype() != y.dtype() || !b.is_contiguous())) {
     b = empty(bias.shape(), y.dtype(), y.device());
     backend::copy(bias, b);
   }
+  const auto add_bias = [&] {
+    const Tensor per_channel = b.reshape(Shape{b.numel(), 1, 1});
+    backend::binary(BinaryOp::add, Operand(y), Operand(per_channel), y);
+  };
   if (x.numel() == 0 || w.numel() == 0) {
     // A sum of nothing (no input channels, or an empty input that the
     // padding still gives outputs): zeros plus the bias. No cached entry:
     // cuDNN refuses descriptors with an extent of 0, so building one here
     // would throw where the CPU returns the bias.
     backend::fill(y, 0.0);
-    if (!b.defined()) return;
-    const cuda_plan::ConvDescPlan plan = cuda_plan::make_conv_desc_plan(x.shape(), w.shape(), y.shape(), p);
-    struct Owned {
-      cudnnTensorDescriptor_t d;
-      ~Owned() { cudnnDestroyTensorDescriptor(d); }
-    };
-    const Owned yd{tensor_desc(t.data, plan.y)};
-    const Owned bd{tensor_desc(t.data, cuda_plan::bias_desc(plan))};
-    MIXGRAD_CUDNN_CHECK(cudnnAddTensor(h, s.one(), bd.d, b.raw_data(), s.one(), yd.d, y.raw_data()));
+    if (b.defined()) add_bias();
     return;
   }
   Entry& e = entry(x.shape(), w.shape(), y.shape(), p, Direction::forward, t, y.dtype(), device, h);
@@ -267,8 +264,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
                                               static_cast<cudnnConvolutionFwdAlgo_t>(e.algo),
                                               ws.defined() ? ws.raw_data() : nullptr, e.workspace, s.zero(), e.y,
                                               y.raw_data()));
-  if (b.defined())
-    MIXGRAD_CUDNN_CHECK(cudnnAddTensor(h, s.one(), e.bias, b.raw_data(), s.one(), e.y, y.raw_data()));
+  if (b.defined()) add_bias();
 }
 
 void conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p) {

@@ -98,9 +98,6 @@ inline ConvDescPlan make_conv_desc_plan(const Shape& x, const Shape& w, const Sh
   return plan;
 }
 
-/// The bias descriptor of cudnnAddTensor: [1, O, 1, 1], broadcast over y.
-inline Desc4 bias_desc(const ConvDescPlan& plan) { return {{1, plan.y.dims[1], 1, 1}, {plan.y.dims[1], 1, 1, 1}}; }
-
 /// The index of the result of a cuDNN `_v7` heuristic (perf[0, n)) to run:
 /// the first whose status is `success` and whose workspace fits
 /// `max_workspace`, and, where `only_math` is not negative, whose math type
