@@ -29,7 +29,12 @@
 #  5. the AMP Fashion-MNIST run, when the data is there and the example takes
 #     --device; the GPU benchmark, when bench_vs_libtorch takes --device
 # A step that cannot run is reported as skipped with the reason; the script
-# exits non-zero when a step that ran failed.
+# exits non-zero when a step that ran failed. Each step has its own time
+# limit (MIXGRAD_STEP_TIMEOUT seconds, default 300; the build's
+# MIXGRAD_BUILD_TIMEOUT, default 540), a "started" line in the report before
+# it runs, and a line-buffered log, so a step killed on its limit still says
+# how far it got. When nvidia-smi sees a GPU, a suite that exits 77 ("no
+# device") has failed: CUDA could not use a GPU that is there.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -51,18 +56,58 @@ report="$report_dir/report.md"
 failed=0
 
 say() { echo "$*" | tee -a "$report"; }
-# run_step NAME LOG COMMAND...: runs the command with its output in LOG,
-# records its exit status (77: skipped) in the report.
+step_timeout=${MIXGRAD_STEP_TIMEOUT:-300}
+# Line-buffered output for a program (stdbuf, where there is one), so a
+# step killed on its limit leaves every line it printed in its log.
+linebuf() {
+  if command -v stdbuf >/dev/null; then stdbuf -oL -eL "$@"; else "$@"; fi
+}
+# run_step NAME LOG COMMAND...: says the step started, runs the command (a
+# program or one of the functions below) with its output in LOG under the
+# step's time limit (step_timeout seconds: then it and its children are
+# killed, exit status 124), then records its exit status in the report: 77
+# is a skip, unless nvidia-smi saw a GPU (gpu_seen=1), where it is a failure.
 run_step() {
   local name=$1 log=$2
   shift 2
   local start=$SECONDS
-  "$@" >"$log" 2>&1
-  local rc=$?
+  say "- $name: started $(date -u '+%H:%M:%S'), limit ${step_timeout} s"
+  # A process group of its own (job control on for the launch), so the limit
+  # ends the step's children too (a build's compilers, a suite's helpers).
+  set -m
+  if [ "$(type -t "$1")" = file ]; then
+    linebuf "$@" >"$log" 2>&1 &
+  else
+    "$@" >"$log" 2>&1 &
+  fi
+  local pid=$! rc=0
+  set +m
+  while kill -0 "$pid" 2>/dev/null && [ $((SECONDS - start)) -lt "$step_timeout" ]; do
+    sleep 1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM -- "-$pid" 2>/dev/null
+    sleep 5
+    kill -KILL -- "-$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    rc=124
+  else
+    wait "$pid"
+    rc=$?
+  fi
   local secs=$((SECONDS - start))
+  if [ $rc -eq 77 ] && [ "${gpu_seen:-0}" = 1 ]; then
+    say "- $name: FAILED: exit status 77 (no usable CUDA device) although nvidia-smi sees a GPU; the end of $(basename "$log"):"
+    tail -n 25 "$log" | sed 's/^/      /' | tee -a "$report" >/dev/null
+    failed=1
+    return $rc
+  fi
   case $rc in
     0) say "- $name: passed (${secs} s)" ;;
     77) say "- $name: skipped: $(tail -n 1 "$log")" ;;
+    124) say "- $name: FAILED: killed at its ${step_timeout} s limit; the end of $(basename "$log"):"
+       tail -n 25 "$log" | sed 's/^/      /' | tee -a "$report" >/dev/null
+       failed=1 ;;
     *) say "- $name: FAILED, exit status $rc (${secs} s); the end of $(basename "$log"):"
        tail -n 25 "$log" | sed 's/^/      /' | tee -a "$report" >/dev/null
        failed=1 ;;
@@ -84,6 +129,8 @@ say ""
 say "## Machine"
 gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv,noheader 2>/dev/null | head -n 1)
 say "- GPU: ${gpu:-none found by nvidia-smi}"
+gpu_seen=0
+[ -n "$gpu" ] && gpu_seen=1
 say "- nvcc: $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo 'not found')"
 say "- C++ compiler: $(${CXX:-c++} --version 2>/dev/null | head -n 1 || echo 'not found')"
 meson_cmd=(meson)
@@ -144,7 +191,8 @@ build_all() {
   "${meson_cmd[@]}" compile -C "$build" -j "$jobs" "${targets[@]}"
 }
 say "- gpu_arch: $arch; Boost: $([ "$have_boost" = 1 ] && echo found || echo 'missing: only the device suite, on a stand-in for Boost.Test')"
-if ! run_step "build (library$([ "$tests_opt" = true ] && echo ', device suites, example'))" "$report_dir/build.log" build_all; then
+build_step_timeout=${MIXGRAD_BUILD_TIMEOUT:-540}
+if ! step_timeout=$build_step_timeout run_step "build (library$([ "$tests_opt" = true ] && echo ', device suites, example'))" "$report_dir/build.log" build_all; then
   say ""
   say "Result: the build failed; nothing ran."
   exit 1
@@ -157,8 +205,8 @@ device_exe="$build/tests/test_cuda_device"
 if [ -x "$device_exe" ]; then
   device_suites() {
     local rc=0
-    if [ -x "$build/tests/test_cuda_host" ]; then "$build/tests/test_cuda_host" --report_level=short || rc=1; fi
-    "$device_exe" --report_level=short
+    if [ -x "$build/tests/test_cuda_host" ]; then linebuf "$build/tests/test_cuda_host" --report_level=short --log_level=unit_scope || rc=1; fi
+    linebuf "$device_exe" --report_level=short --log_level=unit_scope
     local d=$?
     [ $d -eq 77 ] && return 77
     [ $d -eq 0 ] || rc=1
@@ -171,14 +219,18 @@ else
   failed=1
 fi
 if [ -x "$build/tests/test_ops" ]; then
+  # Without a GPU the CUDA cases' precondition skips them (Boost.Test
+  # then exits 0 with nothing checked): the step says so instead.
   registry() {
-    if [ "$("$device_exe" >/dev/null 2>&1; echo $?)" = 77 ]; then
-      echo "no CUDA device available: skipped"
+    if [ "$gpu_seen" != 1 ]; then
+      echo "no GPU found by nvidia-smi: skipped"
       return 77
     fi
-    "$build/tests/test_ops" --run_test=op_registry/every_op_on_cuda_matches_the_cpu --report_level=short
+    linebuf "$build/tests/test_ops" --report_level=short --log_level=unit_scope \
+      --run_test=op_registry/every_op_on_cuda_matches_the_cpu:op_registry/every_op_gradient_on_cuda_matches_the_cpu:op_registry/every_twice_differentiable_op_second_derivative_on_cuda_matches_the_cpu
   }
-  run_step "op registry on CUDA vs the CPU (every op, float32 / bfloat16 / float16)" "$report_dir/registry.log" registry
+  run_step "op registry on CUDA vs the CPU (every op: values, gradients, second derivatives; float32 / bfloat16 / float16)" \
+    "$report_dir/registry.log" registry
   # Ops whose family has no CUDA kernel yet fail by name (their DeviceError).
   missing=$(grep -o '([a-z0-9_]*) in [a-z0-9]* on CUDA: [a-z_0-9]*: no CUDA kernel' "$report_dir/registry.log" 2>/dev/null |
     sed 's/^(\([a-z0-9_]*\)).*/\1/' | sort -u | tr '\n' ' ')
