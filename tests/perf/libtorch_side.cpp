@@ -1,6 +1,6 @@
 // The LibTorch side of the training benchmark: the models of
 // examples/models.hpp rebuilt with torch::nn, trained with torch::optim::SGD,
-// bf16 through LibTorch's CPU autocast, fp16 (on CUDA) through its CUDA
+// bf16 through LibTorch's CPU autocast, fp16 through its CUDA (or CPU)
 // autocast and the loss scaling of torch.amp.GradScaler (its ATen kernels;
 // the C++ API has no GradScaler class). Compiled only where a LibTorch is
 // found, with that LibTorch's C++ ABI flag; see bench_sides.hpp for why the

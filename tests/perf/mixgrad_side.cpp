@@ -1,8 +1,9 @@
 // The mixgrad side of the training benchmark: the models of
 // examples/models.hpp trained with GradManager and optim::SGD, bf16 through
 // an amp::autocast scope around forward and loss (no GradScaler: bf16 has
-// float32's exponent range), fp16 (on CUDA) through a float16 autocast scope
-// and an amp::GradScaler's automatic gear.
+// float32's exponent range), fp16 (on CUDA, or on the CPU with
+// --precisions) through a float16 autocast scope and an amp::GradScaler's
+// automatic gear.
 #include <optional>
 #include <random>
 #include <vector>
