@@ -78,29 +78,21 @@ MIXGRAD_TILE_TARGET void block_from_blocked(const uint16_t* blocked, uint16_t* p
 
 #endif
 
-// Blocks (image, 16 channels) split across threads.
+// Blocks (image, `width` channels) split across threads; `block(at)` gets
+// the offset of one, the same in both layouts.
 template <class Block>
-void for_blocks(int64_t n, int64_t c, int64_t hw, Block&& block) {
-  const int64_t blocks = n * (c / 16);
-  const int64_t grain = std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, 16 * hw));
+void for_blocks(int64_t n, int64_t c, int64_t hw, int width, Block&& block) {
+  const int64_t blocks = n * (c / width);
+  const int64_t grain = std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, width * hw));
   kernels::parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) block(b * 16 * hw);
+    for (int64_t b = b0; b < b1; ++b) block(b * width * hw);
   });
 }
 
-}  // namespace
-
-namespace {
 std::atomic<bool>& switched_on() {
   static std::atomic<bool> on{true};
   return on;
 }
-}  // namespace
-
-OffScope::OffScope() : previous_(switched_on().exchange(false)) {}
-OffScope::~OffScope() { switched_on().store(previous_); }
-
-namespace {
 
 // Spans of one (image, channel block) handled at a time: `kSpan` positions
 // of `block` channels, converted through an L1-resident row buffer.
@@ -130,26 +122,19 @@ void narrow_block(const float* src, T* dst, int64_t hw, int block) {
   }
 }
 
-// (image, channel block) pairs split across threads.
-template <class Fn>
-void for_channel_blocks(int64_t n, int64_t c, int64_t hw, int block, Fn&& fn) {
-  const int64_t blocks = n * (c / block);
-  const int64_t grain = std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, hw * block));
-  kernels::parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b) fn(b * block * hw);
-  });
-}
-
 }  // namespace
+
+OffScope::OffScope() : previous_(switched_on().exchange(false)) {}
+OffScope::~OffScope() { switched_on().store(previous_); }
 
 template <class T>
 void widen_to_blocks(const T* src, float* dst, int64_t n, int64_t c, int64_t hw, int block) {
-  for_channel_blocks(n, c, hw, block, [&](int64_t off) { widen_block(src + off, dst + off, hw, block); });
+  for_blocks(n, c, hw, block, [&](int64_t off) { widen_block(src + off, dst + off, hw, block); });
 }
 
 template <class T>
 void narrow_from_blocks(const float* src, T* dst, int64_t n, int64_t c, int64_t hw, int block) {
-  for_channel_blocks(n, c, hw, block, [&](int64_t off) { narrow_block(src + off, dst + off, hw, block); });
+  for_blocks(n, c, hw, block, [&](int64_t off) { narrow_block(src + off, dst + off, hw, block); });
 }
 
 template void widen_to_blocks<bfloat16>(const bfloat16*, float*, int64_t, int64_t, int64_t, int);
@@ -169,7 +154,7 @@ bool available(int64_t c) {
 // Block b of 16 channels starts at b * 16 * hw in both layouts.
 void to_blocked(const uint16_t* src, uint16_t* dst, int64_t n, int64_t c, int64_t hw) {
 #if defined(__x86_64__) || defined(__i386__)
-  for_blocks(n, c, hw, [&](int64_t at) { block_to_blocked(src + at, dst + at, hw); });
+  for_blocks(n, c, hw, 16, [&](int64_t at) { block_to_blocked(src + at, dst + at, hw); });
 #else
   (void)src, (void)dst, (void)n, (void)c, (void)hw;
 #endif
@@ -177,7 +162,7 @@ void to_blocked(const uint16_t* src, uint16_t* dst, int64_t n, int64_t c, int64_
 
 void from_blocked(const uint16_t* src, uint16_t* dst, int64_t n, int64_t c, int64_t hw) {
 #if defined(__x86_64__) || defined(__i386__)
-  for_blocks(n, c, hw, [&](int64_t at) { block_from_blocked(src + at, dst + at, hw); });
+  for_blocks(n, c, hw, 16, [&](int64_t at) { block_from_blocked(src + at, dst + at, hw); });
 #else
   (void)src, (void)dst, (void)n, (void)c, (void)hw;
 #endif
