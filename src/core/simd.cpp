@@ -17,34 +17,39 @@ namespace mixgrad::simd {
 namespace {
 
 #if defined(__x86_64__) || defined(__i386__)
-// CPUID leaf 1, ECX: clang (up to 15) does not accept "f16c" in
-// __builtin_cpu_supports. F16C uses the AVX register state, whose OS support
-// __builtin_cpu_supports("avx2") checks.
-bool cpuid_f16c() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
-}
-
-// CPUID leaf 7: subleaf 1 EAX bit 5 is AVX512-BF16, subleaf 0 EDX bit 22 AMX-BF16.
-bool cpuid_bf16_dot() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  const bool avx512_bf16 = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)) != 0;
-  const bool amx_bf16 = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 22)) != 0;
-  return avx512_bf16 || amx_bf16;
-}
+bool bit(unsigned reg, int b) { return ((reg >> b) & 1u) != 0; }
 #endif
 
-Level detect() {
+Flags detect_flags() {
+  Flags f;
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpuid_f16c() &&
-                    __builtin_cpu_supports("bmi2");
-  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  return avx512 ? Level::avx512 : avx2 ? Level::avx2 : Level::portable;
-#else
-  return Level::portable;
+  f.avx2 = __builtin_cpu_supports("avx2");
+  f.fma = __builtin_cpu_supports("fma");
+  f.bmi2 = __builtin_cpu_supports("bmi2");
+  f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  // F16C from CPUID leaf 1 ECX: clang (up to 15) does not accept "f16c" in
+  // __builtin_cpu_supports. It uses the AVX register state, whose OS support
+  // the "avx2" check covers; the leaf-7 features below need AVX-512's.
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  f.f16c = f.avx2 && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+  if (f.avx512 && __get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    f.avx512_fp16 = bit(d, 23);
+    f.amx_bf16 = bit(d, 22) && bit(d, 24);  // AMX-BF16 and the tiles
+  }
+  if (f.avx512 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+    f.avx512_bf16 = bit(a, 5);
+    f.amx_fp16 = bit(a, 21) && f.amx_bf16;
+  }
 #endif
+  return f;
+}
+
+Level detect() {
+  const Flags& f = flags();
+  const bool avx2 = f.avx2 && f.fma && f.f16c && f.bmi2;
+  return avx2 && f.avx512 ? Level::avx512 : avx2 ? Level::avx2 : Level::portable;
 }
 
 // MIXGRAD_MAX_CPU_ISA, parsed: the kernel level it allows and whether it
@@ -85,31 +90,19 @@ std::atomic<Level>& current() {
 
 }  // namespace
 
+const Flags& flags() {
+  static const Flags f = detect_flags();
+  return f;
+}
+
 Level detected() {
   static const Level l = detect();
   return l;
 }
 
-bool has_avx2_f16c() {
-#if defined(__x86_64__) || defined(__i386__)
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && cpuid_f16c();
-  }();
-  return yes;
-#else
-  return false;
-#endif
-}
+bool has_avx2_f16c() { return flags().avx2 && flags().f16c; }
 
-bool has_bf16_dot() {
-#if defined(__x86_64__) || defined(__i386__)
-  static const bool yes = detected() == Level::avx512 && cpuid_bf16_dot();
-  return yes;
-#else
-  return false;
-#endif
-}
+bool has_bf16_dot() { return detected() == Level::avx512 && (flags().avx512_bf16 || flags().amx_bf16); }
 
 Level available() { return capped(); }
 
@@ -128,7 +121,9 @@ std::string_view to_string(Level l) {
   return "?";
 }
 
-LevelScope::LevelScope(Level cap) : previous_(level()) { current().store(min_level(cap, capped()), std::memory_order_relaxed); }
+LevelScope::LevelScope(Level cap) : previous_(level()) {
+  current().store(min_level(cap, capped()), std::memory_order_relaxed);
+}
 
 LevelScope::~LevelScope() { current().store(previous_, std::memory_order_relaxed); }
 

@@ -32,6 +32,16 @@ enum class Level : uint8_t {
 #define MIXGRAD_AVX2_TARGET "avx2,fma,f16c,bmi2"
 #define MIXGRAD_AVX512_TARGET "avx2,fma,f16c,bmi2,avx512f,avx512bw,avx512dq,avx512vl"
 
+/// The CPU's instruction sets, read once from CPUID (AVX-512 only where the
+/// operating system saves its registers). The one place mixgrad reads them.
+struct Flags {
+  bool avx2 = false, fma = false, f16c = false, bmi2 = false;
+  bool avx512 = false;  // F, BW, DQ and VL
+  bool avx512_bf16 = false, avx512_fp16 = false;
+  bool amx_bf16 = false, amx_fp16 = false;  // with AMX tiles
+};
+const Flags& flags();
+
 /// What this CPU supports (detected once), before any cap.
 Level detected();
 

@@ -1,5 +1,6 @@
-// mg::cpu::capabilities(): CPUID for the hardware, core/simd for the level
-// mixgrad's loops use, oneDNN for its version and effective ISA.
+// mg::cpu::capabilities(): core/simd for the instruction sets (CPUID) and the
+// level mixgrad's loops use, CPUID's brand string for the model, oneDNN for
+// its version and effective ISA.
 #include "mixgrad/cpu.hpp"
 
 #include <cstring>
@@ -19,8 +20,6 @@ namespace mixgrad::cpu {
 namespace {
 
 #if defined(__x86_64__) || defined(__i386__)
-bool bit(unsigned reg, int b) { return (reg >> b) & 1u; }
-
 std::string brand_string() {
   unsigned regs[12] = {};
   unsigned a = 0, b = 0, c = 0, d = 0;
@@ -35,30 +34,23 @@ std::string brand_string() {
 }
 #endif
 
-// The hardware half of Capabilities, detected once. AVX-512 counts only
-// where the operating system saves its registers (simd::detected() checks
-// through __builtin_cpu_supports).
+// The hardware half of Capabilities, detected once (core/simd reads CPUID).
 Capabilities detect_hardware() {
   Capabilities c;
 #if defined(__x86_64__) || defined(__i386__)
   c.model = brand_string();
-  __builtin_cpu_init();
-  c.avx2 = __builtin_cpu_supports("avx2");
-  c.fma = __builtin_cpu_supports("fma");
-  c.f16c = simd::has_avx2_f16c();
-  c.avx512 = simd::detected() == simd::Level::avx512;
-  unsigned a = 0, b = 0, cx = 0, d = 0;
-  if (c.avx512 && __get_cpuid_count(7, 0, &a, &b, &cx, &d)) {
-    c.avx512_fp16 = bit(d, 23);
-    c.amx_bf16 = bit(d, 22) && bit(d, 24);
-  }
-  if (c.avx512 && __get_cpuid_count(7, 1, &a, &b, &cx, &d)) {
-    c.avx512_bf16 = bit(a, 5);
-    c.amx_fp16 = bit(a, 21) && c.amx_bf16;
-  }
 #else
   c.model = "non-x86 CPU";
 #endif
+  const simd::Flags& f = simd::flags();
+  c.avx2 = f.avx2;
+  c.fma = f.fma;
+  c.f16c = f.f16c;
+  c.avx512 = f.avx512;
+  c.avx512_bf16 = f.avx512_bf16;
+  c.avx512_fp16 = f.avx512_fp16;
+  c.amx_bf16 = f.amx_bf16;
+  c.amx_fp16 = f.amx_fp16;
   return c;
 }
 
@@ -110,8 +102,11 @@ std::string describe(const Capabilities& c) {
                                                 {c.avx512_fp16, "AVX512-FP16"},
                                                 {c.amx_bf16, "AMX-BF16"},
                                                 {c.amx_fp16, "AMX-FP16"}};
-  for (const auto& [on, name] : flags)
-    if (on) isa += (isa.empty() ? "" : " ") + std::string(name);
+  for (const auto& [on, name] : flags) {
+    if (!on) continue;
+    if (!isa.empty()) isa += ' ';
+    isa += name;
+  }
   if (isa.empty()) isa = "baseline x86-64";
   std::string s = c.model + " | " + isa + " | kernels " + c.kernels;
   if (!c.max_isa.empty()) s += " (MIXGRAD_MAX_CPU_ISA=" + c.max_isa + ")";
