@@ -1,62 +1,66 @@
 #!/usr/bin/env bash
-# The GPU check: one command for a machine with an NVIDIA GPU. It builds
-# mixgrad with its CUDA backend, runs the device suites and writes a report.
+# The GPU check: runs, on a machine with an NVIDIA GPU, what
+# scripts/gpu-pack.sh built on a machine with nvcc. Nothing is compiled there
+# but the benchmark (the second call, --bench).
 #
-#   scripts/gpu-check.sh [--build-dir DIR] [--data-dir DIR] [REPORT_DIR]
+#   scripts/gpu-check.sh [--pack FILE] [--data-dir DIR] [--dry-run] [REPORT_DIR]
+#   scripts/gpu-check.sh --bench [--pack FILE] [--dry-run] [REPORT_DIR]
+#
+# --pack      the pack (default .gpu-pack/mixgrad-gpu.tar.xz in the repository)
+# --data-dir  Fashion-MNIST for the AMP run (default: the pack's subset)
+# --dry-run   the whole path on a machine without a GPU (CI runs it): the
+#             pack is unpacked, its libraries located and loaded, every binary
+#             started; the steps that need the GPU are reported as skipped, and
+#             what can run without one runs (test_cuda_host, the registry's
+#             case list, a short AMP run on the CPU from the packed data, the
+#             benchmark's build where python3 has torch).
+# --bench     the benchmark against LibTorch CUDA: compiles tests/perf's
+#             sources against the pack's library and that machine's torch
+#             (python3's), then runs `bench_vs_libtorch --device cuda --sections train`.
 #
 # REPORT_DIR defaults to $OUT when set (the device tool's folder that comes
 # back), else ./gpu-check-report. It receives report.md (the summary, with
-# every step's exit status) and one log per step: build.log, device.log,
-# registry.log, amp.log, bench.log.
+# every step's exit status; bench-report.md for --bench) and one log per
+# step. NVIDIA's libraries (CUDA runtime, cuBLAS, cuDNN) are taken from the
+# toolkit or from PyTorch's pip wheels (nvidia/*/lib), and the report names
+# each file used.
 #
-# What it needs there: nvcc (PATH or /usr/local/cuda/bin), a C++20 host
-# compiler, Python's meson and ninja. oneDNN is turned off (the CPU side then
-# runs its built-in kernels). Boost.Test, Boost.Program_options, zlib's
-# header and nlohmann/json come from the system when present, else from
-# the folder scripts/gpu-deps.sh packs on a Debian machine (.gpu-deps/ in the
-# repository root, or $MIXGRAD_GPU_DEPS), carried with the working tree.
-# Without Boost only test_cuda_device is built (-Dtests=false), on a
-# stand-in for the Boost.Test macros it uses (tests/cuda/shim); the op
-# registry and test_cuda_host need Boost, and the report says they were skipped.
-#
-# Steps:
-#  1. the machine: nvidia-smi, nvcc, compiler, meson, torch
-#  2. configure (fresh build dir: -Donednn=disabled -Dcuda=enabled,
-#     -Dgpu_arch from nvidia-smi's compute capability) and build the suites
-#  3. test_cuda_host and test_cuda_device (allocator, streams, copies, the
-#     elementwise / reduction / matmul checks, the no-host-sync step)
-#  4. the op registry's CPU-vs-CUDA axis (test_ops, every op and dtype)
-#  5. the AMP Fashion-MNIST run, when the data is there and the example takes
-#     --device; the GPU benchmark, when bench_vs_libtorch takes --device
-# A step that cannot run is reported as skipped with the reason; the script
+# Steps of the check: the machine; unpack; libraries; test_cuda_host;
+# test_cuda_device; the op registry's CUDA cases (values, gradients, second
+# derivatives of every op and dtype); the AMP Fashion-MNIST run. The script
 # exits non-zero when a step that ran failed. Each step has its own time
-# limit (MIXGRAD_STEP_TIMEOUT seconds, default 300; the build's
-# MIXGRAD_BUILD_TIMEOUT, default 540), a "started" line in the report before
-# it runs, and a line-buffered log, so a step killed on its limit still says
-# how far it got. When nvidia-smi sees a GPU, a suite that exits 77 ("no
-# device") has failed: CUDA could not use a GPU that is there.
+# limit (MIXGRAD_STEP_TIMEOUT seconds, default 240), a "started" line in the
+# report before it runs, and a line-buffered log, so a step killed on its
+# limit still says how far it got. When nvidia-smi sees a GPU, a suite that
+# exits 77 ("no device") has failed: CUDA could not use a GPU that is there.
+# No suite runs twice.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build="$root/build-gpu"
+pack_file="$root/.gpu-pack/mixgrad-gpu.tar.xz"
 data_dir=""
 report_dir=""
+dry_run=0
+bench=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --build-dir) build=$2; shift 2 ;;
+    --pack) pack_file=$(realpath -m "$2"); shift 2 ;;
     --data-dir) data_dir=$2; shift 2 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    --dry-run) dry_run=1; shift ;;
+    --bench) bench=1; shift ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     -*) echo "gpu-check.sh: unknown option $1" >&2; exit 2 ;;
     *) report_dir=$1; shift ;;
   esac
 done
 report_dir=${report_dir:-${OUT:-$PWD/gpu-check-report}}
 mkdir -p "$report_dir"
-report="$report_dir/report.md"
+report_dir=$(cd "$report_dir" && pwd)
+report="$report_dir/$([ $bench = 1 ] && echo bench-report.md || echo report.md)"
 failed=0
 
 say() { echo "$*" | tee -a "$report"; }
-step_timeout=${MIXGRAD_STEP_TIMEOUT:-300}
+step_timeout=${MIXGRAD_STEP_TIMEOUT:-240}
 # Line-buffered output for a program (stdbuf, where there is one), so a
 # step killed on its limit leaves every line it printed in its log.
 linebuf() {
@@ -115,12 +119,24 @@ run_step() {
   return $rc
 }
 
-: >"$report"
-say "# mixgrad GPU check, $(date -u '+%Y-%m-%d %H:%M UTC')"
-say ""
-say "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (with local changes)')"
+# skip NAME REASON: a step that did not run.
+skip() { say "- $1: skipped: $2"; }
+# expect_no_device COMMAND...: a dry run's check that a program which needs a
+# GPU starts and says it found none (exit 77).
+expect_no_device() {
+  "$@"
+  local rc=$?
+  [ $rc = 77 ] && { echo "exit 77 without a GPU, as expected"; return 0; }
+  echo "expected exit 77 without a GPU, got $rc"
+  return 1
+}
 
-# ---- 1. the machine --------------------------------------------------------------
+: >"$report"
+say "# mixgrad GPU $([ $bench = 1 ] && echo benchmark || echo check)$([ $dry_run = 1 ] && echo ' (dry run)'), $(date -u '+%Y-%m-%d %H:%M UTC')"
+say ""
+say "tree: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
+
+# ---- the machine -------------------------------------------------------------------
 # Python's meson and ninja live beside its interpreter (a virtual
 # environment's bin/, which need not be on PATH).
 py_bin=$(python3 -c 'import os, sys; print(os.path.dirname(sys.executable))' 2>/dev/null || true)
@@ -131,142 +147,177 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --form
 say "- GPU: ${gpu:-none found by nvidia-smi}"
 gpu_seen=0
 [ -n "$gpu" ] && gpu_seen=1
-say "- nvcc: $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo 'not found')"
-say "- C++ compiler: $(${CXX:-c++} --version 2>/dev/null | head -n 1 || echo 'not found')"
-meson_cmd=(meson)
-command -v meson >/dev/null || meson_cmd=(python3 -m mesonbuild.mesonmain)
-say "- meson: $("${meson_cmd[@]}" --version 2>/dev/null || echo 'not found'), ninja: $(ninja --version 2>/dev/null || python3 -m ninja --version 2>/dev/null || echo 'not found')"
+if [ $gpu_seen = 0 ] && [ $dry_run = 0 ]; then
+  say "- no GPU: this is a check for a GPU machine (run with --dry-run to test the path without one)"
+  exit 1
+fi
+say "- CPU: $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
+say "- nvcc: $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo 'not found'); C++ compiler: $(${CXX:-c++} --version 2>/dev/null | head -n 1 || echo 'not found')"
 say "- torch: $(python3 -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null || echo 'not found')"
 
-# ---- dependencies carried from a Debian machine ------------------------------------
-deps=${MIXGRAD_GPU_DEPS:-$root/.gpu-deps}
-if [ -d "$deps" ]; then
-  deps=$(cd "$deps" && pwd)
-  export CPATH="$deps/include${CPATH:+:$CPATH}"
-  export LIBRARY_PATH="$deps/lib${LIBRARY_PATH:+:$LIBRARY_PATH}"
-  export LD_LIBRARY_PATH="$deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  export CMAKE_PREFIX_PATH="$deps${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-  if [ ! -d /usr/include/boost ]; then
-    export BOOST_INCLUDEDIR="$deps/include" BOOST_LIBRARYDIR="$deps/lib"
-  fi
-  mkdir -p "$deps/pkgconfig"
-  printf 'prefix=%s\nincludedir=${prefix}/include\n\nName: nlohmann_json\nDescription: JSON for Modern C++\nVersion: 3.11.2\nCflags: -I${includedir}\n' \
-    "$deps" >"$deps/pkgconfig/nlohmann_json.pc"
-  export PKG_CONFIG_PATH="$deps/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-  say "- carried dependencies: $deps"
-fi
-have_boost=0
-if [ -f /usr/include/boost/test/unit_test.hpp ] || [ -f "${BOOST_INCLUDEDIR:-/nonexistent}/boost/test/unit_test.hpp" ]; then
-  have_boost=1
-fi
-
-# ---- 2. configure and build ----------------------------------------------------------
+# ---- the pack ----------------------------------------------------------------------
 say ""
 say "## Steps"
-if ! command -v nvcc >/dev/null; then
-  say "- build: skipped: no nvcc on PATH or in /usr/local/cuda/bin"
+if [ ! -f "$pack_file" ]; then
+  say "- unpack: FAILED: no pack at $pack_file. Make it on a machine with nvcc (scripts/gpu-pack.sh) and carry .gpu-pack/ with the working tree."
   exit 1
 fi
-arch=${GPU_ARCH:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '. ')}
-arch=${arch:-90}
-tests_opt=true
-[ "$have_boost" = 1 ] || tests_opt=false
-configure() {
-  if [ -f "$build/build.ninja" ]; then
-    echo "reusing $build with its options"
-    return 0
-  fi
-  "${meson_cmd[@]}" setup "$build" "$root" --buildtype=release -Donednn=disabled -Dcuda=enabled \
-    "-Dgpu_arch=$arch" "-Dtests=$tests_opt" -Dexamples="$tests_opt" -Dbenchmarks="$tests_opt"
+run_dir=${MIXGRAD_GPU_RUN_DIR:-${TMPDIR:-/tmp}/mixgrad-gpu-run}
+pack="$run_dir/mixgrad-gpu"
+unpack() {
+  rm -rf "$run_dir" && mkdir -p "$run_dir" && xz -dc "$pack_file" | tar -C "$run_dir" -xf - &&
+    sed -n '1,4p' "$pack/MANIFEST"
 }
-build_all() {
-  configure || return 1
-  local jobs targets=()
-  jobs=$(nproc 2>/dev/null || echo 4)
-  # The suites and the example where this build has them; the benchmark
-  # only where LibTorch was found.
-  for t in test_cuda_host test_cuda_device test_ops train_fashion_mnist bench_vs_libtorch; do
-    grep -q "$t" "$build/build.ninja" && targets+=("$t")
+run_step "unpack $(basename "$pack_file") ($(( $(stat -c %s "$pack_file") / 1024 / 1024 )) MiB)" "$report_dir/unpack.log" unpack || exit 1
+sed -n '2,4p' "$pack/MANIFEST" | sed 's/^/  - /' | tee -a "$report" >/dev/null
+
+# ---- NVIDIA's libraries: the toolkit's, else the pip wheels' -------------------------
+# The folders to look in, in order: the loader's own path, the toolkit, then
+# each nvidia/*/lib of python3's site-packages (PyTorch's wheels).
+nvidia_dirs=()
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+  [ -d "$d" ] && nvidia_dirs+=("$d")
+done
+while read -r d; do
+  [ -n "$d" ] && nvidia_dirs+=("$d")
+done < <(python3 - 2>/dev/null <<'PY'
+import glob, os, site, sys
+roots = site.getsitepackages() + [site.getusersitepackages()] + sys.path
+seen = set()
+for r in roots:
+    for lib in sorted(glob.glob(os.path.join(r, "nvidia", "*", "lib"))):
+        lib = os.path.realpath(lib)
+        if lib not in seen:
+            seen.add(lib)
+            print(lib)
+PY
+)
+locate_libraries() {
+  local ld_path="$pack/lib" name missing=0
+  for name in $(readelf -d "$pack/lib/libmixgrad.so.0" | sed -n 's/.*(NEEDED).*\[\(lib\(cuda\|cublas\|cudnn\|nccl\)[^]]*\)\].*/\1/p'); do
+    local found=""
+    if ldconfig -p 2>/dev/null | grep -q " $name "; then
+      found=$(ldconfig -p | grep " $name " | head -n 1 | sed 's/.* => //')
+    else
+      for d in "${nvidia_dirs[@]}"; do
+        if [ -e "$d/$name" ]; then found="$d/$name"; ld_path="$ld_path:$d"; break; fi
+      done
+    fi
+    if [ -n "$found" ]; then echo "$name: $(readlink -f "$found")"; else echo "$name: NOT FOUND"; missing=1; fi
   done
-  "${meson_cmd[@]}" compile -C "$build" -j "$jobs" "${targets[@]}"
+  # cuDNN loads its engine libraries (libcudnn_*.so.9) from its own folder.
+  echo "LD_LIBRARY_PATH=$ld_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" >"$run_dir/ld_path"
+  local unresolved
+  unresolved=$(LD_LIBRARY_PATH="$ld_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$pack"/bin/* "$pack"/lib/*.so* 2>&1 | grep 'not found' | sort -u)
+  if [ -n "$unresolved" ]; then echo "unresolved:"; echo "$unresolved"; return 1; fi
+  return $missing
 }
-say "- gpu_arch: $arch; Boost: $([ "$have_boost" = 1 ] && echo found || echo 'missing: only the device suite, on a stand-in for Boost.Test')"
-build_step_timeout=${MIXGRAD_BUILD_TIMEOUT:-540}
-if ! step_timeout=$build_step_timeout run_step "build (library$([ "$tests_opt" = true ] && echo ', device suites, example'))" "$report_dir/build.log" build_all; then
+run_step "libraries (NVIDIA's from the toolkit or pip wheels; every binary's needs resolved)" "$report_dir/libraries.log" locate_libraries || exit 1
+grep -v '^LD_LIBRARY_PATH' "$report_dir/libraries.log" | sed 's/^/  - /' | tee -a "$report" >/dev/null
+export "$(cat "$run_dir/ld_path")"
+export OMP_WAIT_POLICY=PASSIVE MIXGRAD_SOURCE_ROOT="$root"
+bin="$pack/bin"
+boost_args=(--report_level=short --log_level=unit_scope)
+
+# ---- the benchmark (--bench): built here against the pack and python3's torch ----------
+if [ $bench = 1 ]; then
+  torch_root=$(python3 -c 'import importlib.util as u; s = u.find_spec("torch"); print(s.submodule_search_locations[0] if s else "")' 2>/dev/null)
+  if [ -z "$torch_root" ] || [ ! -f "$torch_root/include/torch/csrc/api/include/torch/torch.h" ]; then
+    skip "benchmark build" "python3 has no torch with LibTorch's C++ headers"
+    [ $dry_run = 1 ] && exit 0
+    exit 1
+  fi
+  bench_exe="$run_dir/bench_vs_libtorch"
+  build_bench() {
+    local abi perf="$root/tests/perf" objs=() pids=() src
+    # The C++ ABI: torch's own answer, else whether libc10 exports
+    # std::__cxx11 names (python3 may lack torch's Python dependencies).
+    abi=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null) ||
+      abi=$( [ "$(nm -D --defined-only "$torch_root/lib/libc10.so" | grep -c '__cxx11')" -gt 0 ] && echo 1 || echo 0)
+    echo "LibTorch C++ ABI: $abi"
+    local common=(-std=c++20 -O2 -fopenmp -DNDEBUG -I"$root/include" -I"$perf" -I"$root/examples" -I"$pack/include")
+    mkdir -p "$run_dir/bench-obj"
+    # The same sources as tests/perf/meson.build's bench_vs_libtorch, one
+    # compiler per file side by side; the LibTorch side alone sees its headers.
+    for src in bench_train bench_gpu mixgrad_side onednn_gemm cpu_peak; do
+      ${CXX:-c++} "${common[@]}" -DMIXGRAD_BENCH_VERSION='"gpu-pack"' -DMIXGRAD_BENCH_LIBTORCH=1 \
+        -c "$perf/$src.cpp" -o "$run_dir/bench-obj/$src.o" & pids+=($!)
+      objs+=("$run_dir/bench-obj/$src.o")
+    done
+    ${CXX:-c++} "${common[@]}" -D_GLIBCXX_USE_CXX11_ABI="$abi" -Wno-unused-parameter \
+      -DMIXGRAD_BENCH_TORCH_LIBDIR="\"$torch_root/lib\"" -isystem "$torch_root/include" \
+      -isystem "$torch_root/include/torch/csrc/api/include" \
+      -c "$perf/libtorch_side.cpp" -o "$run_dir/bench-obj/libtorch_side.o" & pids+=($!)
+    objs+=("$run_dir/bench-obj/libtorch_side.o")
+    local rc=0 p
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    [ $rc = 0 ] || return 1
+    ${CXX:-c++} -fopenmp "${objs[@]}" -o "$bench_exe" -L"$pack/lib" -lmixgrad \
+      -L"$torch_root/lib" -ltorch_cpu -lc10 -ldl -Wl,-rpath,"$torch_root/lib"
+  }
+  step_timeout=${MIXGRAD_BUILD_TIMEOUT:-300} run_step "benchmark build (tests/perf against the pack and $torch_root)" "$report_dir/bench-build.log" build_bench || exit 1
+  if [ $dry_run = 1 ]; then
+    run_step "benchmark starts and finds no GPU (dry run)" "$report_dir/bench.log" \
+      expect_no_device "$bench_exe" --device cuda --sections train
+  else
+    run_step "GPU benchmark against LibTorch" "$report_dir/bench.log" "$bench_exe" --device cuda --sections train
+    tail -n 20 "$report_dir/bench.log" | sed 's/^/      /' | tee -a "$report" >/dev/null
+  fi
   say ""
-  say "Result: the build failed; nothing ran."
-  exit 1
+  if [ $failed = 0 ]; then say "Result: every step that ran passed."; else say "Result: FAILURES above."; fi
+  exit $failed
 fi
 
-# ---- 3. and 4. the device suites ---------------------------------------------------
-export OMP_WAIT_POLICY=PASSIVE MIXGRAD_SOURCE_ROOT="$root"
-device_exe="$build/tests/test_cuda_device"
-[ -x "$device_exe" ] || device_exe="$build/tests/cuda/test_cuda_device"  # the Boost-free build
-if [ -x "$device_exe" ]; then
-  device_suites() {
-    local rc=0
-    if [ -x "$build/tests/test_cuda_host" ]; then linebuf "$build/tests/test_cuda_host" --report_level=short --log_level=unit_scope || rc=1; fi
-    linebuf "$device_exe" --report_level=short --log_level=unit_scope
-    local d=$?
-    [ $d -eq 77 ] && return 77
-    [ $d -eq 0 ] || rc=1
-    return $rc
-  }
-  run_step "test_cuda_host + test_cuda_device$([ "$tests_opt" = true ] || echo ' (on the Boost.Test stand-in; no test_cuda_host)')" \
-    "$report_dir/device.log" device_suites
+# ---- the suites ------------------------------------------------------------------------
+run_step "test_cuda_host (host-side plans and checks)" "$report_dir/cuda-host.log" "$bin/test_cuda_host" "${boost_args[@]}"
+if [ $gpu_seen = 1 ]; then
+  run_step "test_cuda_device" "$report_dir/device.log" "$bin/test_cuda_device" "${boost_args[@]}"
 else
-  say "- device suites: skipped: test_cuda_device was not built"
-  failed=1
+  run_step "test_cuda_device starts and finds no GPU (dry run)" "$report_dir/device.log" \
+    expect_no_device "$bin/test_cuda_device" "${boost_args[@]}"
 fi
-if [ -x "$build/tests/test_ops" ]; then
-  # Without a GPU the CUDA cases' precondition skips them (Boost.Test
-  # then exits 0 with nothing checked): the step says so instead.
-  registry() {
-    if [ "$gpu_seen" != 1 ]; then
-      echo "no GPU found by nvidia-smi: skipped"
-      return 77
-    fi
-    linebuf "$build/tests/test_ops" --report_level=short --log_level=unit_scope \
-      --run_test=op_registry/every_op_on_cuda_matches_the_cpu:op_registry/every_op_gradient_on_cuda_matches_the_cpu:op_registry/every_twice_differentiable_op_second_derivative_on_cuda_matches_the_cpu
-  }
+
+registry_cases=op_registry/every_op_on_cuda_matches_the_cpu:op_registry/every_op_gradient_on_cuda_matches_the_cpu:op_registry/every_twice_differentiable_op_second_derivative_on_cuda_matches_the_cpu
+if [ $gpu_seen = 1 ]; then
   run_step "op registry on CUDA vs the CPU (every op: values, gradients, second derivatives; float32 / bfloat16 / float16)" \
-    "$report_dir/registry.log" registry
+    "$report_dir/registry.log" "$bin/test_ops" "${boost_args[@]}" "--run_test=$registry_cases"
   # Ops whose family has no CUDA kernel yet fail by name (their DeviceError).
   missing=$(grep -o '([a-z0-9_]*) in [a-z0-9]* on CUDA: [a-z_0-9]*: no CUDA kernel' "$report_dir/registry.log" 2>/dev/null |
     sed 's/^(\([a-z0-9_]*\)).*/\1/' | sort -u | tr '\n' ' ')
   [ -n "$missing" ] && say "  - ops without a CUDA kernel yet (DeviceError): $missing"
 else
-  say "- op registry on CUDA: skipped: test_ops needs Boost.Test (run scripts/gpu-deps.sh on a Debian machine and carry .gpu-deps/)"
+  # The filter must name cases that exist, or the GPU run would check nothing.
+  list_cases() {
+    local listed
+    listed=$("$bin/test_ops" --list_content 2>&1) || { echo "$listed"; return 1; }
+    local c rc=0
+    for c in ${registry_cases//:/ }; do
+      if grep -q "^ *${c#op_registry/}\*\?$" <<<"$listed"; then echo "found $c"; else echo "MISSING $c"; rc=1; fi
+    done
+    return $rc
+  }
+  run_step "op registry: its CUDA cases exist (dry run)" "$report_dir/registry.log" list_cases
 fi
 
-# ---- 5. the AMP training run and the benchmark -----------------------------------------
-example="$build/examples/train_fashion_mnist"
+# ---- the AMP training run ------------------------------------------------------------------
+if [ -z "$data_dir" ] && [ -f "$pack/data/fashion-mnist/train-images-idx3-ubyte.gz" ]; then
+  data_dir="$pack/data/fashion-mnist"
+fi
 if [ -z "$data_dir" ]; then
-  for d in "$root/.fashion-mnist" "$root/shared/fashion-mnist" /usr/share/datasets/fashion-mnist; do
-    [ -f "$d/train-images-idx3-ubyte.gz" ] && { data_dir=$d; break; }
-  done
-fi
-if [ ! -x "$example" ]; then
-  say "- AMP Fashion-MNIST run: skipped: the example was not built"
-elif ! "$example" --help 2>&1 | grep -q -- '--device'; then
-  say "- AMP Fashion-MNIST run: skipped: train_fashion_mnist has no --device option in this tree"
-elif [ -z "$data_dir" ]; then
-  say "- AMP Fashion-MNIST run: skipped: no data (carry the four IDX .gz files in .fashion-mnist/ or pass --data-dir)"
+  skip "AMP Fashion-MNIST run" "no data (the pack has none; pass --data-dir)"
+elif [ $gpu_seen = 1 ]; then
+  run_step "AMP Fashion-MNIST run (CNN, fp16 autocast + GradScaler, 2 epochs, cuda:0)" "$report_dir/amp.log" \
+    "$bin/train_fashion_mnist" --device cuda --amp --precision fp16 --model cnn --epochs 2 --data-dir "$data_dir"
+  grep -iE 'epoch|accuracy|img/s' "$report_dir/amp.log" | tail -n 5 | sed 's/^/      /' | tee -a "$report" >/dev/null
 else
-  run_step "AMP Fashion-MNIST run (CNN, fp16 autocast, 1 epoch, cuda:0)" "$report_dir/amp.log" \
-    "$example" --device cuda --amp --precision fp16 --epochs 1 --data-dir "$data_dir"
-  grep -iE 'epoch|accuracy|loss' "$report_dir/amp.log" | tail -n 5 | sed 's/^/      /' | tee -a "$report" >/dev/null
-fi
-bench="$build/tests/perf/bench_vs_libtorch"
-if [ ! -x "$bench" ]; then
-  say "- GPU benchmark: skipped: bench_vs_libtorch was not built (no LibTorch found, or no Boost)"
-elif ! "$bench" --help 2>&1 | grep -q -- '--device'; then
-  say "- GPU benchmark: skipped: bench_vs_libtorch has no --device option in this tree"
-else
-  run_step "GPU benchmark against LibTorch" "$report_dir/bench.log" "$bench" --device cuda --sections train
-  tail -n 20 "$report_dir/bench.log" | sed 's/^/      /' | tee -a "$report" >/dev/null
+  run_step "AMP run on the CPU from the packed data (dry run: CNN, bf16, 1 epoch of 1,000 images)" "$report_dir/amp.log" \
+    "$bin/train_fashion_mnist" --device cpu --amp --model cnn --epochs 1 --limit-train 1000 --data-dir "$data_dir"
+  skip "AMP Fashion-MNIST run on cuda:0" "dry run"
 fi
 
 say ""
+if [ $gpu_seen = 1 ]; then
+  say "Next: the benchmark, a second call: scripts/gpu-check.sh --bench"
+fi
 if [ $failed = 0 ]; then say "Result: every step that ran passed."; else say "Result: FAILURES above."; fi
 exit $failed

@@ -42,16 +42,32 @@ run_tests() {
 
 # Times a stage: `timed NAME COMMAND...`.
 timed() {
-  local name=$1 start=$SECONDS
+  local name=$1 start=$SECONDS rc=0
   shift
-  "$@"
+  "$@" || rc=$?
   stage_times+=("$name $((SECONDS - start))s")
+  return $rc
 }
 
 # -Dcuda=auto explicitly: a build/ that train.sh configured for the CPU only
 # gets the CUDA backend back wherever the toolkit is.
 timed build configure_and_build -Dcuda=auto
 timed tests run_tests "$build_dir"
+
+# The GPU check's whole path without a GPU: pack what this build made (the
+# device suites, the registry, the example, their libraries) and run
+# scripts/gpu-check.sh --dry-run on the pack, so the first GPU machine does
+# not find a broken script. Only where the build has the CUDA backend.
+gpu_dry_run() {
+  bash scripts/gpu-pack.sh --build-dir "$build_dir" --out "$log_dir/gpu-pack" &&
+    bash scripts/gpu-check.sh --dry-run --pack "$log_dir/gpu-pack/mixgrad-gpu.tar.xz" "$log_dir/gpu-check" &&
+    bash scripts/gpu-check.sh --bench --dry-run --pack "$log_dir/gpu-pack/mixgrad-gpu.tar.xz" "$log_dir/gpu-check"
+}
+if grep -q 'backend_cuda_' "$build_dir/build.ninja"; then
+  timed gpu-dry-run gpu_dry_run || { echo "the GPU check's dry run failed"; status=1; }
+else
+  echo "no CUDA backend in $build_dir (no toolkit): the GPU check's dry run is skipped"
+fi
 
 if [ "$sanitize" != 0 ]; then
   # clang, for libFuzzer; -O1 keeps the instrumented tests fast enough while
