@@ -13,7 +13,7 @@
 //
 // Tolerances are relative to the largest magnitude of the CPU result, as the
 // two devices may sum in different orders; a NaN on the CPU must be a NaN on
-// the device. Works with Boost.Test and with the stand-in in shim/.
+// the device.
 #pragma once
 
 #include <boost/test/unit_test.hpp>
@@ -79,8 +79,8 @@ inline std::vector<double> values(const mg::Tensor& t) {
 inline double scalar(const mg::Tensor& t) { return values(t).at(0); }
 
 /// Boost.Test's strong relative closeness, `BOOST_TEST(a == b, tolerance(t))`,
-/// spelled so the stand-in for Boost.Test (shim/) can check it too: the
-/// difference is within `t` of each magnitude. Equal values (infinities
+/// as a predicate the checks can combine: the difference is within `t` of
+/// each magnitude. Equal values (infinities
 /// included) are close; NaN is close to nothing.
 inline bool relatively_close(double a, double b, double t) {
   if (a == b) return true;
