@@ -2,6 +2,7 @@
 // `F.` and PyTorch's `torch.nn.functional`).
 #pragma once
 
+#include "mixgrad/ops/attention.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/indexing.hpp"

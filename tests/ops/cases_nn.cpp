@@ -1,6 +1,7 @@
 // Registered cases of the neural-network ops: conv2d, conv1d,
 // conv_transpose2d, pooling, batch_norm,
-// layer_norm, group_norm, instance_norm, dropout, softmax / log_softmax.
+// layer_norm, group_norm, instance_norm, dropout, softmax / log_softmax;
+// scaled_dot_product_attention's are in cases_attention.cpp.
 // Shapes are tiny: the float64 gradient check runs two forwards per input
 // element.
 #include "op_registry.hpp"
@@ -285,6 +286,9 @@ Cases cases_of<mg::OpKind::dropout>() {
        .same_on_every_device = false},
   };
 }
+
+template <>
+Cases cases_of<mg::OpKind::scaled_dot_product_attention>();  // cases_attention.cpp
 
 std::vector<OpCase> nn_cases() { return family_cases<mg::OpFamily::nn>(); }
 

@@ -151,7 +151,7 @@ constexpr SecondOrder second_order(mg::OpKind op) {
     case K::max: case K::min: case K::avg_pool2d: case K::adaptive_avg_pool2d: case K::upsample_nearest:
     case K::upsample_bilinear: case K::batch_norm: case K::pad: case K::avg_pool1d: case K::avg_pool3d:
     case K::max_pool2d: case K::max_pool1d: case K::max_pool3d: case K::prod: case K::conv2d: case K::conv1d:
-    case K::conv_transpose2d:
+    case K::conv_transpose2d: case K::scaled_dot_product_attention:
       return SecondOrder::twice_differentiable;
     case K::compare: case K::argmax:
       return SecondOrder::no_gradient;

@@ -1,0 +1,68 @@
+// Backend seam of fused scaled dot-product attention (flash attention): the
+// scores are made, masked, softmaxed and applied one block at a time, so no
+// [L, S] matrix is ever stored. The forward saves each row's log-sum-exp of
+// the scores; the backward recomputes the scores from it.
+//
+// Shapes, all contiguous: q [N, H, L, E], k [N, Hk, S, E], v [N, Hk, S, Ev]
+// with H a multiple of Hk (query head h reads key/value head h / (H / Hk)).
+// Everything is computed in the accumulation dtype (float32; float64 for
+// float64 inputs) and rounded once into the outputs.
+//
+//   backend::attention_forward(args, {.out = o, .lse = lse});
+//   backend::attention_backward(args, {.out = o, .lse = lse}, grad_out, {.q = dq, .k = dk, .v = dv});
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "backend/dispatch.hpp"
+
+namespace mixgrad::backend {
+
+/// How the mask enters the scores: S = scale * q k^T, then
+/// none: S; causal: key j only for query i >= j (PyTorch's top-left
+/// alignment); keep: S where the mask is true, else -inf; add: S + mask.
+enum class AttentionMask : uint8_t { none, keep, add };
+
+struct AttentionArgs {
+  Tensor q, k, v;
+  /// bool (keep) or the accumulation dtype (add); any strides, read through
+  /// `mask_strides` (elements, for [N, H, L, S]; 0 along broadcast dims).
+  Tensor mask;
+  AttentionMask mask_kind = AttentionMask::none;
+  std::array<int64_t, 4> mask_strides{};
+  bool causal = false;
+  double scale = 1.0;
+  int64_t n = 0, heads = 0, kv_heads = 0, q_len = 0, kv_len = 0, head_dim = 0, value_dim = 0;
+};
+
+/// What the forward writes (and the backward reads).
+struct AttentionOutputs {
+  Tensor out;  // [N, H, L, Ev], q's dtype
+  Tensor lse;  // [N, H, L], accumulation dtype; -inf for a row that sees no key
+};
+
+/// What the backward writes; undefined members are not computed.
+struct AttentionGrads {
+  Tensor q, k, v;  // their inputs' shapes and dtypes
+};
+
+namespace cpu {
+void attention_forward(const AttentionArgs& a, const AttentionOutputs& o);
+void attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
+                        const AttentionGrads& grads);
+}  // namespace cpu
+
+/// out = softmax(mask(scale q k^T)) v, row by row; a row whose every key is
+/// masked is 0 (and its lse -inf).
+inline void attention_forward(const AttentionArgs& a, const AttentionOutputs& o) {
+  MIXGRAD_DISPATCH(a.q.device(), attention_forward, (a, o));
+}
+
+/// The gradients of q, k and v from the saved output and lse.
+inline void attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
+                               const AttentionGrads& grads) {
+  MIXGRAD_DISPATCH(a.q.device(), attention_backward, (a, saved, grad_out, grads));
+}
+
+}  // namespace mixgrad::backend

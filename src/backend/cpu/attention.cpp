@@ -1,0 +1,344 @@
+// CPU flash attention. The forward walks blocks of kBlockQ queries against
+// blocks of kBlockK keys with an online softmax (running row maximum and
+// sum, the output block rescaled as the maximum grows), all in the
+// accumulation dtype; memory is the blocks, never [L, S]. The backward works
+// per (batch, key/value head): key blocks outside, query blocks inside, the
+// probabilities recomputed from the saved log-sum-exp, dK and dV summed in
+// per-task buffers (all query heads of a group land in the same ones), dQ in
+// a per-head buffer. Tasks are independent, so results do not depend on the
+// thread count.
+//
+// Each block product is tiles::gemm on vector types, compiled three times
+// (portable, AVX2, AVX-512) and picked by simd::level().
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <omp.h>
+
+#include "backend/attention.hpp"
+#include "backend/copy.hpp"
+#include "backend/cpu/attention_tiles.hpp"
+#include "core/simd.hpp"
+#include "kernels/cast.hpp"
+
+namespace mixgrad::backend::cpu {
+
+namespace {
+
+using kernels::cast;
+
+constexpr int64_t kBlockQ = 64;
+constexpr int64_t kBlockK = 64;
+
+template <class Acc>
+constexpr Acc kNegInf = -std::numeric_limits<Acc>::infinity();
+
+/// The geometry of one call, with typed pointers.
+template <class T, class Acc>
+struct Problem {
+  const AttentionArgs& a;
+  const T* q;
+  const T* k;
+  const T* v;
+  int64_t group;  // query heads per key/value head
+
+  explicit Problem(const AttentionArgs& args)
+      : a(args), q(args.q.data<T>()), k(args.k.data<T>()), v(args.v.data<T>()), group(args.heads / args.kv_heads) {}
+  const T* q_head(int64_t n, int64_t h) const { return q + (n * a.heads + h) * a.q_len * a.head_dim; }
+  const T* k_head(int64_t n, int64_t h) const { return k + (n * a.kv_heads + h / group) * a.kv_len * a.head_dim; }
+  const T* v_head(int64_t n, int64_t h) const { return v + (n * a.kv_heads + h / group) * a.kv_len * a.value_dim; }
+  /// Keys a query block [i0, i1) can see: all, or up to i1 when causal.
+  int64_t key_end(int64_t i1) const { return a.causal ? std::min(a.kv_len, i1) : a.kv_len; }
+};
+
+/// Rows [i0, i1) of a [*, cols] head converted to Acc, times `mul`.
+template <class T, class Acc>
+[[gnu::always_inline]] inline void load_rows(const T* src, int64_t i0, int64_t i1, int64_t cols, Acc mul, Acc* dst) {
+  for (int64_t i = i0; i < i1; ++i)
+    for (int64_t c = 0; c < cols; ++c) dst[(i - i0) * cols + c] = cast<Acc>(src[i * cols + c]) * mul;
+}
+
+/// Rows [j0, j1) of a [*, cols] head, transposed: dst[c * ld + (j - j0)].
+template <class T, class Acc>
+[[gnu::always_inline]] inline void load_transposed(const T* src, int64_t j0, int64_t j1, int64_t cols, int64_t ld,
+                                                   Acc* dst) {
+  for (int64_t j = j0; j < j1; ++j)
+    for (int64_t c = 0; c < cols; ++c) dst[c * ld + (j - j0)] = cast<Acc>(src[j * cols + c]);
+}
+
+/// The mask and the causal cut applied to a block of scores s[bq, ld],
+/// queries [i0, i0 + bq) by keys [j0, j0 + bk) of head (n, h).
+template <class Acc>
+[[gnu::always_inline]] inline void mask_block(const AttentionArgs& a, int64_t n, int64_t h, int64_t i0, int64_t bq,
+                                              int64_t j0, int64_t bk, Acc* s, int64_t ld) {
+  if (a.mask_kind != AttentionMask::none) {
+    const auto& st = a.mask_strides;
+    const int64_t base = n * st[0] + h * st[1];
+    for (int64_t i = 0; i < bq; ++i) {
+      const int64_t row = base + (i0 + i) * st[2];
+      Acc* si = s + i * ld;
+      if (a.mask_kind == AttentionMask::keep) {
+        const bool* m = a.mask.data<bool>() + row;
+        for (int64_t j = 0; j < bk; ++j)
+          if (!m[(j0 + j) * st[3]]) si[j] = kNegInf<Acc>;
+      } else {
+        const Acc* m = a.mask.data<Acc>() + row;
+        for (int64_t j = 0; j < bk; ++j) si[j] += m[(j0 + j) * st[3]];
+      }
+    }
+  }
+  if (a.causal && j0 + bk > i0 + 1) {  // some key of the block lies after some query
+    for (int64_t i = 0; i < bq; ++i)
+      for (int64_t j = std::max<int64_t>(0, i0 + i + 1 - j0); j < bk; ++j) s[i * ld + j] = kNegInf<Acc>;
+  }
+}
+
+/// Scratch of one thread in the forward.
+template <class Acc>
+struct ForwardScratch {
+  std::vector<Acc> q, kt, v, s, o, m, l;
+  ForwardScratch(const AttentionArgs& a)
+      : q(kBlockQ * a.head_dim), kt(a.head_dim * kBlockK), v(kBlockK * a.value_dim), s(kBlockQ * kBlockK),
+        o(kBlockQ * a.value_dim), m(kBlockQ), l(kBlockQ) {}
+};
+
+/// One query block [i0, i1) of head (n, h).
+template <class T, class Acc, int Bytes>
+[[gnu::always_inline]] inline void forward_block(const Problem<T, Acc>& p, int64_t n, int64_t h, int64_t i0,
+                                                 int64_t i1, ForwardScratch<Acc>& w, T* out, Acc* lse) {
+  const AttentionArgs& a = p.a;
+  const int64_t E = a.head_dim, Ev = a.value_dim, bq = i1 - i0;
+  load_rows(p.q_head(n, h), i0, i1, E, static_cast<Acc>(a.scale), w.q.data());
+  std::fill(w.o.begin(), w.o.begin() + bq * Ev, Acc(0));
+  std::fill(w.m.begin(), w.m.end(), kNegInf<Acc>);
+  std::fill(w.l.begin(), w.l.end(), Acc(0));
+  const T* kh = p.k_head(n, h);
+  const T* vh = p.v_head(n, h);
+  const int64_t kend = p.key_end(i1);
+  for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
+    const int64_t bk = std::min(kBlockK, kend - j0);
+    load_transposed(kh, j0, j0 + bk, E, kBlockK, w.kt.data());
+    load_rows(vh, j0, j0 + bk, Ev, Acc(1), w.v.data());
+    Acc* s = w.s.data();
+    for (int64_t i = 0; i < bq; ++i) std::fill(s + i * kBlockK, s + i * kBlockK + bk, Acc(0));
+    tiles::gemm<Acc, Bytes>(bq, bk, E, w.q.data(), E, 1, w.kt.data(), kBlockK, s, kBlockK);
+    mask_block(a, n, h, i0, bq, j0, bk, s, kBlockK);
+    for (int64_t i = 0; i < bq; ++i) {
+      Acc* si = s + i * kBlockK;
+      Acc mx = w.m[i];
+      for (int64_t j = 0; j < bk; ++j) mx = std::max(mx, si[j]);
+      if (mx == kNegInf<Acc>) {  // nothing seen yet in this row
+        std::fill(si, si + bk, Acc(0));
+        continue;
+      }
+      for (int64_t j = 0; j < bk; ++j) si[j] -= mx;
+      tiles::exp_rows<Acc, Bytes>(bk, si);
+      Acc sum = 0;
+      for (int64_t j = 0; j < bk; ++j) sum += si[j];
+      const Acc alpha = w.m[i] == kNegInf<Acc> ? Acc(0) : std::exp(w.m[i] - mx);
+      w.l[i] = w.l[i] * alpha + sum;
+      w.m[i] = mx;
+      if (alpha != Acc(1))
+        for (int64_t c = 0; c < Ev; ++c) w.o[i * Ev + c] *= alpha;
+    }
+    tiles::gemm<Acc, Bytes>(bq, Ev, bk, s, kBlockK, 1, w.v.data(), Ev, w.o.data(), Ev);
+  }
+  for (int64_t i = 0; i < bq; ++i) {
+    const Acc l = w.l[i];
+    const Acc inv = l > 0 ? Acc(1) / l : Acc(0);
+    for (int64_t c = 0; c < Ev; ++c) out[(i0 + i) * Ev + c] = cast<T>(w.o[i * Ev + c] * inv);
+    lse[i0 + i] = l > 0 ? w.m[i] + std::log(l) : kNegInf<Acc>;
+  }
+}
+
+/// The forward over every (n, h, query block), blocks handed out dynamically
+/// (a causal block's cost grows with its position).
+template <class T, class Acc, int Bytes>
+[[gnu::always_inline]] inline void forward_all(const AttentionArgs& a, const AttentionOutputs& o) {
+  const Problem<T, Acc> p(a);
+  T* out = writable<T>(o.out);
+  Acc* lse = writable<Acc>(o.lse);
+  const int64_t qblocks = (a.q_len + kBlockQ - 1) / kBlockQ;
+  const int64_t tasks = a.n * a.heads * qblocks;
+  const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), tasks));
+#pragma omp parallel num_threads(threads)
+  {
+    ForwardScratch<Acc> w(a);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t head = t / qblocks, qb = t % qblocks;
+      const int64_t n = head / a.heads, h = head % a.heads;
+      const int64_t i0 = qb * kBlockQ, i1 = std::min(a.q_len, i0 + kBlockQ);
+      forward_block<T, Acc, Bytes>(p, n, h, i0, i1, w, out + head * a.q_len * a.value_dim, lse + head * a.q_len);
+    }
+  }
+}
+
+/// Scratch of one backward task: one key/value head's dK and dV, one query
+/// head's dQ and row terms, and the blocks.
+template <class Acc>
+struct BackwardScratch {
+  std::vector<Acc> dk, dv, dq, d, q, dout, kt, kb, vt, s, dp;
+  BackwardScratch(const AttentionArgs& a)
+      : dk(a.kv_len * a.head_dim), dv(a.kv_len * a.value_dim), dq(a.q_len * a.head_dim), d(a.q_len),
+        q(kBlockQ * a.head_dim), dout(kBlockQ * a.value_dim), kt(a.head_dim * kBlockK), kb(kBlockK * a.head_dim),
+        vt(a.value_dim * kBlockK), s(kBlockQ * kBlockK), dp(kBlockQ * kBlockK) {}
+};
+
+/// Query head (n, h)'s contribution to its key/value head's dK and dV, and its dQ.
+template <class T, class Acc, int Bytes>
+[[gnu::always_inline]] inline void backward_head(const Problem<T, Acc>& p, int64_t n, int64_t h, const T* out,
+                                                 const Acc* lse, const T* gout, BackwardScratch<Acc>& w, T* dq_out) {
+  const AttentionArgs& a = p.a;
+  const int64_t E = a.head_dim, Ev = a.value_dim, L = a.q_len, S = a.kv_len;
+  const Acc scale = static_cast<Acc>(a.scale);
+  // D_i = sum_c dO[i, c] O[i, c]: the softmax backward's row term.
+  for (int64_t i = 0; i < L; ++i) {
+    Acc d = 0;
+    for (int64_t c = 0; c < Ev; ++c) d += cast<Acc>(gout[i * Ev + c]) * cast<Acc>(out[i * Ev + c]);
+    w.d[i] = d;
+  }
+  std::fill(w.dq.begin(), w.dq.end(), Acc(0));
+  const T* qh = p.q_head(n, h);
+  const T* kh = p.k_head(n, h);
+  const T* vh = p.v_head(n, h);
+  for (int64_t j0 = 0; j0 < S; j0 += kBlockK) {
+    const int64_t bk = std::min(kBlockK, S - j0);
+    load_transposed(kh, j0, j0 + bk, E, kBlockK, w.kt.data());
+    load_rows(kh, j0, j0 + bk, E, Acc(1), w.kb.data());
+    load_transposed(vh, j0, j0 + bk, Ev, kBlockK, w.vt.data());
+    Acc* dk = w.dk.data() + j0 * E;
+    Acc* dv = w.dv.data() + j0 * Ev;
+    // Causal: queries before j0 see none of these keys.
+    for (int64_t i0 = a.causal ? (j0 / kBlockQ) * kBlockQ : 0; i0 < L; i0 += kBlockQ) {
+      const int64_t bq = std::min(kBlockQ, L - i0);
+      load_rows(qh, i0, i0 + bq, E, scale, w.q.data());
+      load_rows(gout, i0, i0 + bq, Ev, Acc(1), w.dout.data());
+      Acc* s = w.s.data();
+      Acc* dp = w.dp.data();
+      for (int64_t i = 0; i < bq; ++i) {
+        std::fill(s + i * kBlockK, s + i * kBlockK + bk, Acc(0));
+        std::fill(dp + i * kBlockK, dp + i * kBlockK + bk, Acc(0));
+      }
+      tiles::gemm<Acc, Bytes>(bq, bk, E, w.q.data(), E, 1, w.kt.data(), kBlockK, s, kBlockK);
+      mask_block(a, n, h, i0, bq, j0, bk, s, kBlockK);
+      // P = exp(S - lse); a row that saw no key has P = 0.
+      for (int64_t i = 0; i < bq; ++i) {
+        Acc* si = s + i * kBlockK;
+        const Acc m = lse[i0 + i];
+        if (m == kNegInf<Acc>) {
+          std::fill(si, si + bk, Acc(0));
+          continue;
+        }
+        for (int64_t j = 0; j < bk; ++j) si[j] -= m;
+        tiles::exp_rows<Acc, Bytes>(bk, si);
+      }
+      // dV += P^T dO;  dP = dO V^T;  dS = P (dP - D);  dQ += dS K;  dK += dS^T (scale Q).
+      tiles::gemm<Acc, Bytes>(bk, Ev, bq, s, 1, kBlockK, w.dout.data(), Ev, dv, Ev);
+      tiles::gemm<Acc, Bytes>(bq, bk, Ev, w.dout.data(), Ev, 1, w.vt.data(), kBlockK, dp, kBlockK);
+      for (int64_t i = 0; i < bq; ++i) {
+        const Acc di = w.d[i0 + i];
+        for (int64_t j = 0; j < bk; ++j) dp[i * kBlockK + j] = s[i * kBlockK + j] * (dp[i * kBlockK + j] - di);
+      }
+      tiles::gemm<Acc, Bytes>(bq, E, bk, dp, kBlockK, 1, w.kb.data(), E, w.dq.data() + i0 * E, E);
+      tiles::gemm<Acc, Bytes>(bk, E, bq, dp, 1, kBlockK, w.q.data(), E, dk, E);
+    }
+  }
+  if (dq_out)
+    for (int64_t i = 0; i < L * E; ++i) dq_out[i] = cast<T>(w.dq[i] * scale);
+}
+
+template <class T, class Acc, int Bytes>
+[[gnu::always_inline]] inline void backward_all(const AttentionArgs& a, const AttentionOutputs& saved,
+                                                const Tensor& grad_out, const AttentionGrads& g) {
+  const Problem<T, Acc> p(a);
+  const T* out = saved.out.data<T>();
+  const Acc* lse = saved.lse.data<Acc>();
+  const T* gout = grad_out.data<T>();
+  T* dq = g.q.defined() ? writable<T>(g.q) : nullptr;
+  T* dk = g.k.defined() ? writable<T>(g.k) : nullptr;
+  T* dv = g.v.defined() ? writable<T>(g.v) : nullptr;
+  const int64_t tasks = a.n * a.kv_heads;
+  const int64_t L = a.q_len, S = a.kv_len, E = a.head_dim, Ev = a.value_dim;
+  const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), tasks));
+#pragma omp parallel num_threads(threads)
+  {
+    BackwardScratch<Acc> w(a);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t n = t / a.kv_heads, hk = t % a.kv_heads;
+      std::fill(w.dk.begin(), w.dk.end(), Acc(0));
+      std::fill(w.dv.begin(), w.dv.end(), Acc(0));
+      for (int64_t h = hk * p.group; h < (hk + 1) * p.group; ++h) {
+        const int64_t head = n * a.heads + h;
+        backward_head<T, Acc, Bytes>(p, n, h, out + head * L * Ev, lse + head * L, gout + head * L * Ev, w,
+                                     dq ? dq + head * L * E : nullptr);
+      }
+      if (dk)
+        for (int64_t i = 0; i < S * E; ++i) dk[t * S * E + i] = cast<T>(w.dk[i]);
+      if (dv)
+        for (int64_t i = 0; i < S * Ev; ++i) dv[t * S * Ev + i] = cast<T>(w.dv[i]);
+    }
+  }
+}
+
+// The instruction-set variants: the same source, three widths.
+template <class T>
+void forward_portable(const AttentionArgs& a, const AttentionOutputs& o) {
+  forward_all<T, kernels::compute_t<T>, 16>(a, o);
+}
+template <class T>
+__attribute__((target(MIXGRAD_AVX2_TARGET))) void forward_avx2(const AttentionArgs& a, const AttentionOutputs& o) {
+  forward_all<T, kernels::compute_t<T>, 32>(a, o);
+}
+template <class T>
+__attribute__((target(MIXGRAD_AVX512_TARGET))) void forward_avx512(const AttentionArgs& a,
+                                                                   const AttentionOutputs& o) {
+  forward_all<T, kernels::compute_t<T>, 64>(a, o);
+}
+template <class T>
+void backward_portable(const AttentionArgs& a, const AttentionOutputs& s, const Tensor& g, const AttentionGrads& gr) {
+  backward_all<T, kernels::compute_t<T>, 16>(a, s, g, gr);
+}
+template <class T>
+__attribute__((target(MIXGRAD_AVX2_TARGET))) void backward_avx2(const AttentionArgs& a, const AttentionOutputs& s,
+                                                                 const Tensor& g, const AttentionGrads& gr) {
+  backward_all<T, kernels::compute_t<T>, 32>(a, s, g, gr);
+}
+template <class T>
+__attribute__((target(MIXGRAD_AVX512_TARGET))) void backward_avx512(const AttentionArgs& a,
+                                                                     const AttentionOutputs& s, const Tensor& g,
+                                                                     const AttentionGrads& gr) {
+  backward_all<T, kernels::compute_t<T>, 64>(a, s, g, gr);
+}
+
+}  // namespace
+
+void attention_forward(const AttentionArgs& a, const AttentionOutputs& o) {
+  if (o.out.numel() == 0) return;
+  visit_floating(a.q.dtype(), "scaled_dot_product_attention", [&]<class T>() {
+    switch (simd::level()) {
+      case simd::Level::avx512: return forward_avx512<T>(a, o);
+      case simd::Level::avx2: return forward_avx2<T>(a, o);
+      default: return forward_portable<T>(a, o);
+    }
+  });
+}
+
+void attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
+                        const AttentionGrads& grads) {
+  for (const Tensor* t : {&grads.q, &grads.k, &grads.v})
+    if (t->defined()) fill(*t, 0.0);
+  if (a.n * a.heads * a.q_len * a.kv_len == 0) return;
+  visit_floating(a.q.dtype(), "scaled_dot_product_attention", [&]<class T>() {
+    switch (simd::level()) {
+      case simd::Level::avx512: return backward_avx512<T>(a, saved, grad_out, grads);
+      case simd::Level::avx2: return backward_avx2<T>(a, saved, grad_out, grads);
+      default: return backward_portable<T>(a, saved, grad_out, grads);
+    }
+  });
+}
+
+}  // namespace mixgrad::backend::cpu

@@ -1,0 +1,147 @@
+// The small dense pieces flash attention is made of, on GCC vector types so
+// that every instruction-set variant (attention.cpp instantiates them inside
+// functions marked MIXGRAD_AVX2_TARGET / MIXGRAD_AVX512_TARGET) gets full
+// vector code from one source:
+//
+//   tiles::gemm<float, 64>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);   // c += a b
+//   tiles::exp_rows<float, 64>(n, x);                                 // x = exp(x)
+//
+// Bytes is the vector width (16: SSE2, 32: AVX2, 64: AVX-512). Everything is
+// always inlined into its caller, so it takes the caller's instruction set.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+// Vector types are passed between always-inlined functions only: the ABI
+// note GCC gives for them does not apply.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace mixgrad::backend::cpu::tiles {
+
+template <class Acc, int Bytes>
+struct Vec {
+  typedef Acc type __attribute__((vector_size(Bytes)));
+  static constexpr int lanes = Bytes / static_cast<int>(sizeof(Acc));
+};
+
+template <class V>
+[[gnu::always_inline]] inline V load(const void* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class V>
+[[gnu::always_inline]] inline void store(void* p, const V& v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+/// c[i * ldc + j] += sum_p a[i * a_rs + p * a_cs] * b[p * ldb + j] for i < m,
+/// j < n: four rows of c by two vectors of columns held in registers across
+/// the whole sum, b streamed row by row.
+template <class Acc, int Bytes>
+[[gnu::always_inline]] inline void gemm(int64_t m, int64_t n, int64_t k, const Acc* a, int64_t a_rs, int64_t a_cs,
+                                        const Acc* b, int64_t ldb, Acc* c, int64_t ldc) {
+  using V = typename Vec<Acc, Bytes>::type;
+  constexpr int W = Vec<Acc, Bytes>::lanes;
+  constexpr int MR = 4, NR = 2 * W;
+  int64_t i = 0;
+  for (; i + MR <= m; i += MR) {
+    int64_t j = 0;
+    for (; j + NR <= n; j += NR) {
+      V acc[MR][2];
+      for (int r = 0; r < MR; ++r)
+        for (int h = 0; h < 2; ++h) acc[r][h] = load<V>(c + (i + r) * ldc + j + h * W);
+      for (int64_t p = 0; p < k; ++p) {
+        const V b0 = load<V>(b + p * ldb + j), b1 = load<V>(b + p * ldb + j + W);
+        for (int r = 0; r < MR; ++r) {
+          const Acc ar = a[(i + r) * a_rs + p * a_cs];
+          acc[r][0] += ar * b0;
+          acc[r][1] += ar * b1;
+        }
+      }
+      for (int r = 0; r < MR; ++r)
+        for (int h = 0; h < 2; ++h) store(c + (i + r) * ldc + j + h * W, acc[r][h]);
+    }
+    for (; j + W <= n; j += W) {
+      V acc[MR];
+      for (int r = 0; r < MR; ++r) acc[r] = load<V>(c + (i + r) * ldc + j);
+      for (int64_t p = 0; p < k; ++p) {
+        const V b0 = load<V>(b + p * ldb + j);
+        for (int r = 0; r < MR; ++r) acc[r] += a[(i + r) * a_rs + p * a_cs] * b0;
+      }
+      for (int r = 0; r < MR; ++r) store(c + (i + r) * ldc + j, acc[r]);
+    }
+    for (; j < n; ++j)
+      for (int r = 0; r < MR; ++r) {
+        Acc s = c[(i + r) * ldc + j];
+        for (int64_t p = 0; p < k; ++p) s += a[(i + r) * a_rs + p * a_cs] * b[p * ldb + j];
+        c[(i + r) * ldc + j] = s;
+      }
+  }
+  for (; i < m; ++i) {  // the last rows, one at a time
+    Acc* ci = c + i * ldc;
+    for (int64_t p = 0; p < k; ++p) {
+      const Acc ap = a[i * a_rs + p * a_cs];
+      const Acc* bp = b + p * ldb;
+      int64_t j = 0;
+      for (; j + W <= n; j += W) store(ci + j, load<V>(ci + j) + ap * load<V>(bp + j));
+      for (; j < n; ++j) ci[j] += ap * bp[j];
+    }
+  }
+}
+
+/// e^x for float vectors: Cephes' degree-6 polynomial on the reduced
+/// argument, within 2 ulp of std::exp over the range the softmax uses; x
+/// below -87 (and -inf) gives 0, NaN stays NaN.
+template <int Bytes>
+[[gnu::always_inline]] inline typename Vec<float, Bytes>::type exp_vec(typename Vec<float, Bytes>::type x) {
+  using V = typename Vec<float, Bytes>::type;
+  typedef int32_t VI __attribute__((vector_size(Bytes)));
+  const V lo = x < -87.0f ? V{} - 87.0f : x;
+  const V xc = lo > 88.0f ? V{} + 88.0f : lo;
+  const V magic = V{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const V n = (xc * 1.44269504088896341f + magic) - magic;
+  V f = xc - n * 0.693359375f;
+  f = f - n * -2.12194440e-4f;
+  V p = V{} + 1.9875691500e-4f;
+  p = p * f + 1.3981999507e-3f;
+  p = p * f + 8.3334519073e-3f;
+  p = p * f + 4.1665795894e-2f;
+  p = p * f + 1.6666665459e-1f;
+  p = p * f + 5.0000001201e-1f;
+  const V y = p * f * f + f + 1.0f;
+  const VI bits = (__builtin_convertvector(n, VI) + 127) << 23;
+  V scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  const V r = y * scale;
+  const V zero{};
+  return x < -87.0f ? zero : (x != x ? x : r);
+}
+
+/// x[j] = e^x[j] for j < n (float: exp_vec; double: std::exp).
+template <class Acc, int Bytes>
+[[gnu::always_inline]] inline void exp_rows(int64_t n, Acc* x) {
+  if constexpr (std::is_same_v<Acc, float>) {
+    using V = typename Vec<float, Bytes>::type;
+    constexpr int W = Vec<float, Bytes>::lanes;
+    int64_t j = 0;
+    for (; j + W <= n; j += W) store(x + j, exp_vec<Bytes>(load<V>(x + j)));
+    if (j < n) {  // the tail through one padded vector
+      float buf[W];
+      for (int t = 0; t < W; ++t) buf[t] = j + t < n ? x[j + t] : 0.0f;
+      store(buf, exp_vec<Bytes>(load<V>(buf)));
+      for (int64_t t = 0; j + t < n; ++t) x[j + t] = buf[t];
+    }
+  } else {
+    for (int64_t j = 0; j < n; ++j) x[j] = std::exp(x[j]);
+  }
+}
+
+}  // namespace mixgrad::backend::cpu::tiles
+
+#pragma GCC diagnostic pop

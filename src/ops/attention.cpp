@@ -1,0 +1,255 @@
+// F::scaled_dot_product_attention: validation, autocast, and the choice of
+// path. The CPU without dropout runs the fused kernel (backend/attention.hpp);
+// dropout and other devices run the composed math below, which is also the
+// gradient of a recorded backward (create_graph) and of a floating mask that
+// needs one.
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "backend/attention.hpp"
+#include "mixgrad/ops/attention.hpp"
+#include "mixgrad/ops/creation.hpp"
+#include "mixgrad/ops/elementwise.hpp"
+#include "mixgrad/ops/linalg.hpp"
+#include "mixgrad/ops/nn.hpp"
+#include "mixgrad/ops/reduction.hpp"
+#include "mixgrad/ops/shape_ops.hpp"
+#include "ops/op_support.hpp"
+#include "ops/untracked_copy.hpp"
+
+namespace mixgrad::F {
+
+namespace {
+
+constexpr const char* kOp = "scaled_dot_product_attention";
+
+std::string describe_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return "query " + ops::describe(q) + ", key " + ops::describe(k) + ", value " + ops::describe(v);
+}
+
+/// The geometry of a call: heads, lengths and dims, after validation.
+struct Geometry {
+  Shape lead;  // the dims before the head dim (before L for rank-2 inputs: none)
+  int64_t n = 1, heads = 1, kv_heads = 1, q_len = 0, kv_len = 0, head_dim = 0, value_dim = 0;
+  Shape scores;  // [..., H, L, S]: what the mask broadcasts to
+};
+
+Geometry validate(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+  const int r = q.ndim();
+  auto fail = [&](const std::string& why) {
+    throw ShapeError(std::string(kOp) + ": " + why + " (" + describe_inputs(q, k, v) + ")");
+  };
+  if (r < 2) fail("inputs need at least 2 dims, [..., L, E]");
+  if (k.ndim() != r || v.ndim() != r) fail("query, key and value must have the same number of dims");
+  if (q.dtype() != k.dtype() || q.dtype() != v.dtype())
+    throw DTypeError(std::string(kOp) + ": query, key and value must have the same dtype (" +
+                     describe_inputs(q, k, v) + ")");
+  if (q.shape()[r - 1] != k.shape()[r - 1]) fail("query and key must have the same last dim E");
+  if (k.shape()[r - 2] != v.shape()[r - 2]) fail("key and value must have the same length S");
+  Geometry g;
+  for (int d = 0; d < r - 3; ++d) {
+    if (q.shape()[d] != k.shape()[d] || q.shape()[d] != v.shape()[d]) fail("the batch dims must be equal");
+    g.lead.push_back(q.shape()[d]);
+    g.n *= q.shape()[d];
+  }
+  if (r >= 3) {
+    g.heads = q.shape()[r - 3];
+    g.kv_heads = k.shape()[r - 3];
+    if (v.shape()[r - 3] != g.kv_heads) fail("key and value must have the same number of heads");
+    if (g.heads != g.kv_heads) {
+      if (!o.enable_gqa) fail("query and key have different head counts; set enable_gqa for grouped-query attention");
+      if (g.kv_heads == 0 || g.heads % g.kv_heads != 0)
+        fail("with enable_gqa the query's head count must be a multiple of the key's");
+    }
+  }
+  g.q_len = q.shape()[r - 2];
+  g.kv_len = k.shape()[r - 2];
+  g.head_dim = q.shape()[r - 1];
+  g.value_dim = v.shape()[r - 1];
+  g.scores = g.lead;
+  if (r >= 3) g.scores.push_back(g.heads);
+  g.scores.push_back(g.q_len);
+  g.scores.push_back(g.kv_len);
+
+  const Tensor& m = o.attn_mask;
+  if (m.defined()) {
+    if (o.is_causal)
+      throw ValueError(std::string(kOp) + ": attn_mask and is_causal cannot both be set (mask " + ops::describe(m) +
+                       ")");
+    if (m.dtype() != DType::bool_ && !is_floating_point(m.dtype()))
+      throw DTypeError(std::string(kOp) + ": attn_mask must be bool or floating, got " + ops::describe(m));
+    bool fits = m.ndim() <= g.scores.ndim();
+    for (int i = 1; fits && i <= m.ndim(); ++i) {
+      const int64_t md = m.shape()[m.ndim() - i], sd = g.scores[g.scores.ndim() - i];
+      fits = md == 1 || md == sd;
+    }
+    if (!fits)
+      throw ShapeError(std::string(kOp) + ": attn_mask " + ops::describe(m) + " does not broadcast to the scores " +
+                       to_string(g.scores) + " (" + describe_inputs(q, k, v) + ")");
+  }
+  if (!(o.dropout_p >= 0.0 && o.dropout_p <= 1.0))
+    throw ValueError(std::string(kOp) + ": dropout_p must be in [0, 1], got " + std::to_string(o.dropout_p));
+  if (o.scale && !std::isfinite(*o.scale))
+    throw ValueError(std::string(kOp) + ": scale must be finite, got " + std::to_string(*o.scale));
+  return g;
+}
+
+double scale_of(const AttentionOptions& o, int64_t head_dim) {
+  return o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(head_dim, 1)));
+}
+
+// ---- the composed math (F:: ops, recorded like any others) -----------------------------
+
+/// k or v with each of its Hk heads repeated H / Hk times: [..., H, S, *].
+Tensor repeat_kv(const Tensor& t, int64_t heads) {
+  const int r = t.ndim();
+  if (r < 3 || t.shape()[r - 3] == heads) return t;
+  const int64_t group = heads / t.shape()[r - 3];
+  Shape wide = t.shape();
+  wide.insert(r - 2, group);  // [..., Hk, group, S, *]
+  Shape out = t.shape();
+  out[r - 3] = heads;
+  return reshape(broadcast_to(unsqueeze(t, r - 2), wide), out);
+}
+
+/// The inverse of repeat_kv for gradients: the group's heads summed.
+Tensor sum_groups(const Tensor& t, int64_t kv_heads) {
+  const int r = t.ndim();
+  if (r < 3 || t.shape()[r - 3] == kv_heads) return t;
+  Shape grouped = t.shape();
+  grouped[r - 3] = kv_heads;
+  grouped.insert(r - 2, t.shape()[r - 3] / kv_heads);
+  return sum(reshape(t, grouped), {r - 2});
+}
+
+/// The attention weights softmax(q k^T * scale + mask) with k already
+/// repeated to q's heads; rows that see no key are 0.
+Tensor attention_weights(const Tensor& q, const Tensor& k, const AttentionOptions& o, double scale) {
+  const int r = q.ndim();
+  Tensor s = mul(matmul(q, transpose(k, r - 2, r - 1)), scale);
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor keep;
+  if (o.is_causal) {
+    const int64_t L = q.shape()[r - 2], S = k.shape()[r - 2];
+    keep = le(unsqueeze(arange(S), 0), unsqueeze(arange(L), 1)).to(q.device());
+  } else if (o.attn_mask.defined() && o.attn_mask.dtype() == DType::bool_) {
+    keep = o.attn_mask;
+  } else if (o.attn_mask.defined()) {
+    s = add(s, o.attn_mask);
+  }
+  if (keep.defined()) s = where(keep, s, scalar(-inf, s.dtype(), s.device()));
+  if (!o.is_causal && !o.attn_mask.defined()) return softmax(s, -1);
+  const Tensor dead = eq(max(s, {-1}, true), -inf);  // rows with no key: softmax of zeros, then 0
+  const Tensor zero = scalar(0.0, s.dtype(), s.device());
+  return where(dead, zero, softmax(where(dead, zero, s), -1));
+}
+
+Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Geometry& g,
+                          const AttentionOptions& o) {
+  Tensor p = attention_weights(q, repeat_kv(k, g.heads), o, scale_of(o, g.head_dim));
+  if (o.dropout_p > 0.0) p = dropout(p, o.dropout_p);
+  return matmul(p, repeat_kv(v, g.heads));
+}
+
+/// The gradients of the fused op as F:: ops (for a recorded backward, and
+/// for a floating mask's gradient): dS = P (dP - rowsum(dP P)).
+void composed_grads(const Tensor& q, const Tensor& k, const Tensor& v, const Geometry& g, const AttentionOptions& o,
+                    const Tensor& grad, autodiff::InputGrads& gi) {
+  const int r = q.ndim();
+  const double scale = scale_of(o, g.head_dim);
+  const Tensor ke = repeat_kv(k, g.heads), ve = repeat_kv(v, g.heads);
+  const Tensor p = attention_weights(q, ke, o, scale);
+  const Tensor gd = astype(grad, p.dtype());
+  if (gi.needs(2)) gi.set(2, astype(sum_groups(matmul(transpose(p, r - 2, r - 1), gd), g.kv_heads), v.dtype()));
+  if (!gi.needs(0) && !gi.needs(1) && !gi.needs(3)) return;
+  const Tensor dp = matmul(gd, transpose(ve, r - 2, r - 1));
+  const Tensor ds = mul(p, sub(dp, sum(mul(dp, p), {-1}, true)));
+  if (gi.needs(0)) gi.set(0, astype(mul(matmul(ds, ke), scale), q.dtype()));
+  if (gi.needs(1))
+    gi.set(1, astype(sum_groups(mul(matmul(transpose(ds, r - 2, r - 1), q), scale), g.kv_heads), k.dtype()));
+  if (gi.needs(3)) gi.set(3, astype(sum_to(ds, o.attn_mask.shape()), o.attn_mask.dtype()));
+}
+
+// ---- the fused path -------------------------------------------------------------------
+
+/// The mask as the kernel reads it: bool, or converted to `acc` (in its own
+/// small shape, no broadcast copy), with strides for the kernel's
+/// [N, H, L, S], N the batch dims flattened: the mask's dims right-aligned
+/// against the scores, a dim of extent 1 (or missing) broadcast with stride 0.
+void set_mask(backend::AttentionArgs& a, const Tensor& mask, const Geometry& g, DType acc) {
+  if (!mask.defined()) return;
+  const bool keep = mask.dtype() == DType::bool_;
+  a.mask_kind = keep ? backend::AttentionMask::keep : backend::AttentionMask::add;
+  Tensor m = ops::dense(mask, keep ? DType::bool_ : acc);
+  // Several batch dims that the mask varies along do not flatten into one
+  // stride: then the mask is expanded to the scores' shape.
+  if (g.lead.ndim() > 1 && m.ndim() > 3) m = ops::dense(broadcast_to(m, g.scores));
+  auto stride_of = [&](int from_back) -> int64_t {
+    const int d = m.ndim() - from_back;
+    return d < 0 || m.shape()[d] == 1 ? 0 : m.strides()[d];
+  };
+  a.mask_strides = {stride_of(4), stride_of(3), stride_of(2), stride_of(1)};
+  a.mask = m;
+}
+
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Geometry& g,
+                       const AttentionOptions& o) {
+  const DType acc = q.dtype() == DType::float64 ? DType::float64 : DType::float32;
+  backend::AttentionArgs a{.q = ops::dense(q),
+                           .k = ops::dense(k),
+                           .v = ops::dense(v),
+                           .mask = Tensor(),
+                           .mask_kind = backend::AttentionMask::none,
+                           .mask_strides = {},
+                           .causal = o.is_causal,
+                           .scale = scale_of(o, g.head_dim),
+                           .n = g.n,
+                           .heads = g.heads,
+                           .kv_heads = g.kv_heads,
+                           .q_len = g.q_len,
+                           .kv_len = g.kv_len,
+                           .head_dim = g.head_dim,
+                           .value_dim = g.value_dim};
+  set_mask(a, o.attn_mask, g, acc);
+  Shape out_shape = q.shape();
+  out_shape[q.ndim() - 1] = g.value_dim;
+  Shape lse_shape = g.scores;
+  lse_shape.erase(lse_shape.ndim() - 1);
+  backend::AttentionOutputs saved{.out = empty(out_shape, q.dtype(), q.device()),
+                                  .lse = empty(lse_shape, acc, q.device())};
+  backend::attention_forward(a, saved);
+  const Tensor out = saved.out;
+  const Tensor& mask = o.attn_mask;
+  ops::record_lazy({&q, &k, &v, &mask}, out, [&] {
+    return [a, saved, q, k, v, g, o](const Tensor& grad, autodiff::InputGrads& gi) {
+      gi.name_op(kOp);
+      if (gi.create_graph() || gi.needs(3)) return composed_grads(q, k, v, g, o, grad, gi);
+      backend::AttentionGrads grads;
+      if (gi.needs(0)) grads.q = empty(q.shape(), q.dtype(), q.device());
+      if (gi.needs(1)) grads.k = empty(k.shape(), k.dtype(), k.device());
+      if (gi.needs(2)) grads.v = empty(v.shape(), v.dtype(), v.device());
+      backend::attention_backward(a, saved, ops::dense(grad, q.dtype()), grads);
+      for (size_t i = 0; i < 3; ++i)
+        if (gi.needs(i)) gi.set(i, i == 0 ? grads.q : i == 1 ? grads.k : grads.v);
+    };
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const AttentionOptions& options) {
+  ops::check_defined(kOp, {&query, &key, &value});
+  ops::check_same_device(kOp, {&query, &key, &value, &options.attn_mask});
+  for (const Tensor* t : {&query, &key, &value}) ops::check_floating(kOp, *t);
+  Tensor q = query, k = key, v = value;
+  AttentionOptions o = options;
+  amp::autocast_inputs(OpKind::scaled_dot_product_attention, {&q, &k, &v, &o.attn_mask});
+  const Geometry g = validate(q, k, v, o);
+  if (q.device().is_cpu() && o.dropout_p == 0.0) return fused_attention(q, k, v, g, o);
+  return composed_attention(q, k, v, g, o);
+}
+
+}  // namespace mixgrad::F
