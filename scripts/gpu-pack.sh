@@ -74,8 +74,12 @@ cp "$build/mixgrad_config.h" "$pack/include/"
 
 # The libraries the binaries need, but for glibc's and the compiler's own
 # (a GPU machine has newer ones) and NVIDIA's (found there, matching its driver).
+# The build's own libraries (a build with the distributed library links the
+# example to it) are found in the build tree: the stripped copies' RUNPATHs
+# point there relative to where they were.
 provided_there='^(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux-x86-64|linux-vdso|libcuda|libcudart|libcublas|libcublasLt|libcudnn[a-z_]*|libnccl)\.so'
-LD_LIBRARY_PATH="$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$pack"/bin/* "$pack/lib/libmixgrad.so.0" |
+build_libdirs=$(find "$build" -maxdepth 3 -name 'lib*.so*' \( -type f -o -type l \) -not -path '*/tests/*' -printf '%h\n' | sort -u | paste -sd:)
+LD_LIBRARY_PATH="$pack/lib:$build_libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" ldd "$pack"/bin/* "$pack/lib/libmixgrad.so.0" |
   awk '/=>/ {print $1, $3}' | sort -u | while read -r name path; do
     [[ $name =~ $provided_there ]] && continue
     [ -e "$pack/lib/$name" ] && continue
