@@ -153,10 +153,26 @@ template <class T, class Acc, int Bytes>
   }
 }
 
+template <class Acc>
+struct BackwardScratch;
+
+/// The kernel of one instruction-set variant for element type T.
+template <class T>
+struct Variant {
+  using Acc = kernels::compute_t<T>;
+  void (*forward_block)(const Problem<T, Acc>&, int64_t n, int64_t h, int64_t i0, int64_t i1, ForwardScratch<Acc>&,
+                        T* out, Acc* lse);
+  void (*backward_task)(const Problem<T, Acc>&, int64_t n, int64_t hk, const T* out, const Acc* lse, const T* gout,
+                        BackwardScratch<Acc>&, T* dq, T* dk, T* dv);
+};
+
 /// The forward over every (n, h, query block), blocks handed out dynamically
-/// (a causal block's cost grows with its position).
-template <class T, class Acc, int Bytes>
-[[gnu::always_inline]] inline void forward_all(const AttentionArgs& a, const AttentionOutputs& o) {
+/// (a causal block's cost grows with its position). The parallel region
+/// calls the variant through a pointer: OpenMP outlines a region into a
+/// function of its own, which would not inherit a target attribute.
+template <class T>
+void forward_all(const AttentionArgs& a, const AttentionOutputs& o, const Variant<T>& variant) {
+  using Acc = kernels::compute_t<T>;
   const Problem<T, Acc> p(a);
   T* out = writable<T>(o.out);
   Acc* lse = writable<Acc>(o.lse);
@@ -171,7 +187,7 @@ template <class T, class Acc, int Bytes>
       const int64_t head = t / qblocks, qb = t % qblocks;
       const int64_t n = head / a.heads, h = head % a.heads;
       const int64_t i0 = qb * kBlockQ, i1 = std::min(a.q_len, i0 + kBlockQ);
-      forward_block<T, Acc, Bytes>(p, n, h, i0, i1, w, out + head * a.q_len * a.value_dim, lse + head * a.q_len);
+      variant.forward_block(p, n, h, i0, i1, w, out + head * a.q_len * a.value_dim, lse + head * a.q_len);
     }
   }
 }
@@ -250,9 +266,32 @@ template <class T, class Acc, int Bytes>
     for (int64_t i = 0; i < L * E; ++i) dq_out[i] = cast<T>(w.dq[i] * scale);
 }
 
+/// One backward task: key/value head hk of batch n, with every query head
+/// of its group.
 template <class T, class Acc, int Bytes>
-[[gnu::always_inline]] inline void backward_all(const AttentionArgs& a, const AttentionOutputs& saved,
-                                                const Tensor& grad_out, const AttentionGrads& g) {
+[[gnu::always_inline]] inline void backward_task(const Problem<T, Acc>& p, int64_t n, int64_t hk, const T* out,
+                                                 const Acc* lse, const T* gout, BackwardScratch<Acc>& w, T* dq, T* dk,
+                                                 T* dv) {
+  const AttentionArgs& a = p.a;
+  const int64_t L = a.q_len, S = a.kv_len, E = a.head_dim, Ev = a.value_dim;
+  std::fill(w.dk.begin(), w.dk.end(), Acc(0));
+  std::fill(w.dv.begin(), w.dv.end(), Acc(0));
+  for (int64_t h = hk * p.group; h < (hk + 1) * p.group; ++h) {
+    const int64_t head = n * a.heads + h;
+    backward_head<T, Acc, Bytes>(p, n, h, out + head * L * Ev, lse + head * L, gout + head * L * Ev, w,
+                                 dq ? dq + head * L * E : nullptr);
+  }
+  const int64_t t = n * a.kv_heads + hk;
+  if (dk)
+    for (int64_t i = 0; i < S * E; ++i) dk[t * S * E + i] = cast<T>(w.dk[i]);
+  if (dv)
+    for (int64_t i = 0; i < S * Ev; ++i) dv[t * S * Ev + i] = cast<T>(w.dv[i]);
+}
+
+template <class T>
+void backward_all(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
+                  const AttentionGrads& g, const Variant<T>& variant) {
+  using Acc = kernels::compute_t<T>;
   const Problem<T, Acc> p(a);
   const T* out = saved.out.data<T>();
   const Acc* lse = saved.lse.data<Acc>();
@@ -261,70 +300,50 @@ template <class T, class Acc, int Bytes>
   T* dk = g.k.defined() ? writable<T>(g.k) : nullptr;
   T* dv = g.v.defined() ? writable<T>(g.v) : nullptr;
   const int64_t tasks = a.n * a.kv_heads;
-  const int64_t L = a.q_len, S = a.kv_len, E = a.head_dim, Ev = a.value_dim;
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), tasks));
 #pragma omp parallel num_threads(threads)
   {
     BackwardScratch<Acc> w(a);
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t t = 0; t < tasks; ++t) {
-      const int64_t n = t / a.kv_heads, hk = t % a.kv_heads;
-      std::fill(w.dk.begin(), w.dk.end(), Acc(0));
-      std::fill(w.dv.begin(), w.dv.end(), Acc(0));
-      for (int64_t h = hk * p.group; h < (hk + 1) * p.group; ++h) {
-        const int64_t head = n * a.heads + h;
-        backward_head<T, Acc, Bytes>(p, n, h, out + head * L * Ev, lse + head * L, gout + head * L * Ev, w,
-                                     dq ? dq + head * L * E : nullptr);
-      }
-      if (dk)
-        for (int64_t i = 0; i < S * E; ++i) dk[t * S * E + i] = cast<T>(w.dk[i]);
-      if (dv)
-        for (int64_t i = 0; i < S * Ev; ++i) dv[t * S * Ev + i] = cast<T>(w.dv[i]);
-    }
+    for (int64_t t = 0; t < tasks; ++t)
+      variant.backward_task(p, t / a.kv_heads, t % a.kv_heads, out, lse, gout, w, dq, dk, dv);
   }
 }
 
-// The instruction-set variants: the same source, three widths.
+// The instruction-set variants: the same source at three vector widths, each
+// block function compiled for its instruction set.
+#define MIXGRAD_ATTENTION_VARIANT(name, attr, bytes)                                                               \
+  template <class T, class Acc = kernels::compute_t<T>>                                                           \
+  attr void forward_block_##name(const Problem<T, Acc>& p, int64_t n, int64_t h, int64_t i0, int64_t i1,          \
+                                 ForwardScratch<Acc>& w, T* out, Acc* lse) {                                      \
+    forward_block<T, Acc, bytes>(p, n, h, i0, i1, w, out, lse);                                                    \
+  }                                                                                                                \
+  template <class T, class Acc = kernels::compute_t<T>>                                                           \
+  attr void backward_task_##name(const Problem<T, Acc>& p, int64_t n, int64_t hk, const T* out, const Acc* lse,   \
+                                 const T* gout, BackwardScratch<Acc>& w, T* dq, T* dk, T* dv) {                   \
+    backward_task<T, Acc, bytes>(p, n, hk, out, lse, gout, w, dq, dk, dv);                                         \
+  }
+MIXGRAD_ATTENTION_VARIANT(portable, , 16)
+MIXGRAD_ATTENTION_VARIANT(avx2, __attribute__((target(MIXGRAD_AVX2_TARGET))), 32)
+MIXGRAD_ATTENTION_VARIANT(avx512, __attribute__((target(MIXGRAD_AVX512_TARGET))), 64)
+#undef MIXGRAD_ATTENTION_VARIANT
+
+/// The variant simd::level() picks.
 template <class T>
-void forward_portable(const AttentionArgs& a, const AttentionOutputs& o) {
-  forward_all<T, kernels::compute_t<T>, 16>(a, o);
-}
-template <class T>
-__attribute__((target(MIXGRAD_AVX2_TARGET))) void forward_avx2(const AttentionArgs& a, const AttentionOutputs& o) {
-  forward_all<T, kernels::compute_t<T>, 32>(a, o);
-}
-template <class T>
-__attribute__((target(MIXGRAD_AVX512_TARGET))) void forward_avx512(const AttentionArgs& a,
-                                                                   const AttentionOutputs& o) {
-  forward_all<T, kernels::compute_t<T>, 64>(a, o);
-}
-template <class T>
-void backward_portable(const AttentionArgs& a, const AttentionOutputs& s, const Tensor& g, const AttentionGrads& gr) {
-  backward_all<T, kernels::compute_t<T>, 16>(a, s, g, gr);
-}
-template <class T>
-__attribute__((target(MIXGRAD_AVX2_TARGET))) void backward_avx2(const AttentionArgs& a, const AttentionOutputs& s,
-                                                                 const Tensor& g, const AttentionGrads& gr) {
-  backward_all<T, kernels::compute_t<T>, 32>(a, s, g, gr);
-}
-template <class T>
-__attribute__((target(MIXGRAD_AVX512_TARGET))) void backward_avx512(const AttentionArgs& a,
-                                                                     const AttentionOutputs& s, const Tensor& g,
-                                                                     const AttentionGrads& gr) {
-  backward_all<T, kernels::compute_t<T>, 64>(a, s, g, gr);
+Variant<T> variant() {
+  switch (simd::level()) {
+    case simd::Level::avx512: return {forward_block_avx512<T>, backward_task_avx512<T>};
+    case simd::Level::avx2: return {forward_block_avx2<T>, backward_task_avx2<T>};
+    default: return {forward_block_portable<T>, backward_task_portable<T>};
+  }
 }
 
 }  // namespace
 
 void attention_forward(const AttentionArgs& a, const AttentionOutputs& o) {
   if (o.out.numel() == 0) return;
-  visit_floating(a.q.dtype(), "scaled_dot_product_attention", [&]<class T>() {
-    switch (simd::level()) {
-      case simd::Level::avx512: return forward_avx512<T>(a, o);
-      case simd::Level::avx2: return forward_avx2<T>(a, o);
-      default: return forward_portable<T>(a, o);
-    }
-  });
+  visit_floating(a.q.dtype(), "scaled_dot_product_attention",
+                 [&]<class T>() { forward_all<T>(a, o, variant<T>()); });
 }
 
 void attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
@@ -332,13 +351,8 @@ void attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, c
   for (const Tensor* t : {&grads.q, &grads.k, &grads.v})
     if (t->defined()) fill(*t, 0.0);
   if (a.n * a.heads * a.q_len * a.kv_len == 0) return;
-  visit_floating(a.q.dtype(), "scaled_dot_product_attention", [&]<class T>() {
-    switch (simd::level()) {
-      case simd::Level::avx512: return backward_avx512<T>(a, saved, grad_out, grads);
-      case simd::Level::avx2: return backward_avx2<T>(a, saved, grad_out, grads);
-      default: return backward_portable<T>(a, saved, grad_out, grads);
-    }
-  });
+  visit_floating(a.q.dtype(), "scaled_dot_product_attention",
+                 [&]<class T>() { backward_all<T>(a, saved, grad_out, grads, variant<T>()); });
 }
 
 }  // namespace mixgrad::backend::cpu
