@@ -127,21 +127,16 @@ template <class T, class Acc, int Bytes>
     mask_block(a, n, h, i0, bq, j0, bk, s, kBlockK);
     for (int64_t i = 0; i < bq; ++i) {
       Acc* si = s + i * kBlockK;
-      Acc mx = w.m[i];
-      for (int64_t j = 0; j < bk; ++j) mx = std::max(mx, si[j]);
+      const Acc mx = tiles::row_max<Acc, Bytes>(bk, si, w.m[i]);
       if (mx == kNegInf<Acc>) {  // nothing seen yet in this row
         std::fill(si, si + bk, Acc(0));
         continue;
       }
-      for (int64_t j = 0; j < bk; ++j) si[j] -= mx;
-      tiles::exp_rows<Acc, Bytes>(bk, si);
-      Acc sum = 0;
-      for (int64_t j = 0; j < bk; ++j) sum += si[j];
+      const Acc sum = tiles::exp_minus_sum<Acc, Bytes>(bk, si, mx);
       const Acc alpha = w.m[i] == kNegInf<Acc> ? Acc(0) : std::exp(w.m[i] - mx);
       w.l[i] = w.l[i] * alpha + sum;
       w.m[i] = mx;
-      if (alpha != Acc(1))
-        for (int64_t c = 0; c < Ev; ++c) w.o[i * Ev + c] *= alpha;
+      if (alpha != Acc(1)) tiles::scale_row<Acc, Bytes>(Ev, w.o.data() + i * Ev, alpha);
     }
     tiles::gemm<Acc, Bytes>(bq, Ev, bk, s, kBlockK, 1, w.v.data(), Ev, w.o.data(), Ev);
   }
@@ -248,8 +243,7 @@ template <class T, class Acc, int Bytes>
           std::fill(si, si + bk, Acc(0));
           continue;
         }
-        for (int64_t j = 0; j < bk; ++j) si[j] -= m;
-        tiles::exp_rows<Acc, Bytes>(bk, si);
+        tiles::exp_minus_sum<Acc, Bytes>(bk, si, m);
       }
       // dV += P^T dO;  dP = dO V^T;  dS = P (dP - D);  dQ += dS K;  dK += dS^T (scale Q).
       tiles::gemm<Acc, Bytes>(bk, Ev, bq, s, 1, kBlockK, w.dout.data(), Ev, dv, Ev);

@@ -142,6 +142,52 @@ template <class Acc, int Bytes>
   }
 }
 
+/// max(init, x[0..n)), a vector of running maxima so the loop has no
+/// serial dependency.
+template <class Acc, int Bytes>
+[[gnu::always_inline]] inline Acc row_max(int64_t n, const Acc* x, Acc init) {
+  using V = typename Vec<Acc, Bytes>::type;
+  constexpr int W = Vec<Acc, Bytes>::lanes;
+  V m = V{} + init;
+  int64_t j = 0;
+  for (; j + W <= n; j += W) {
+    const V v = load<V>(x + j);
+    m = v > m ? v : m;
+  }
+  Acc r = init;
+  for (int t = 0; t < W; ++t) r = m[t] > r ? m[t] : r;
+  for (; j < n; ++j) r = x[j] > r ? x[j] : r;
+  return r;
+}
+
+/// x[j] = e^(x[j] - m) for j < n; returns their sum.
+template <class Acc, int Bytes>
+[[gnu::always_inline]] inline Acc exp_minus_sum(int64_t n, Acc* x, Acc m) {
+  using V = typename Vec<Acc, Bytes>::type;
+  constexpr int W = Vec<Acc, Bytes>::lanes;
+  int64_t j = 0;
+  for (; j + W <= n; j += W) store(x + j, load<V>(x + j) - m);
+  for (; j < n; ++j) x[j] -= m;
+  exp_rows<Acc, Bytes>(n, x);
+  V s{};
+  j = 0;
+  for (; j + W <= n; j += W) s += load<V>(x + j);
+  Acc r = 0;
+  for (int t = 0; t < W; ++t) r += s[t];
+  for (; j < n; ++j) r += x[j];
+  return r;
+}
+
+/// x[j] *= a for j < n.
+template <class Acc, int Bytes>
+[[gnu::always_inline]] inline void scale_row(int64_t n, Acc* x, Acc a) {
+  using V = typename Vec<Acc, Bytes>::type;
+  constexpr int W = Vec<Acc, Bytes>::lanes;
+  int64_t j = 0;
+  for (; j + W <= n; j += W) store(x + j, load<V>(x + j) * a);
+  for (; j < n; ++j) x[j] *= a;
+}
+
 }  // namespace mixgrad::backend::cpu::tiles
 
 #pragma GCC diagnostic pop
