@@ -3,7 +3,7 @@
 // functions marked MIXGRAD_AVX2_TARGET / MIXGRAD_AVX512_TARGET) gets full
 // vector code from one source:
 //
-//   tiles::gemm<float, 64>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);   // c += a b
+//   tiles::gemm<float, 64>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);   // c += a b (a strided)
 //   tiles::exp_rows<float, 64>(n, x);                                 // x = exp(x)
 //
 // Bytes is the vector width (16: SSE2, 32: AVX2, 64: AVX-512). Everything is
@@ -40,59 +40,57 @@ template <class V>
   std::memcpy(p, &v, sizeof v);
 }
 
+/// Rows [i0, i0 + MR) of c += a b (see gemm): MR rows by two vectors of
+/// columns held in registers across the whole sum, b streamed row by row.
+template <class Acc, int Bytes, int MR>
+[[gnu::always_inline]] inline void gemm_rows(int64_t i, int64_t n, int64_t k, const Acc* a, int64_t a_rs,
+                                             int64_t a_cs, const Acc* b, int64_t ldb, Acc* c, int64_t ldc) {
+  using V = typename Vec<Acc, Bytes>::type;
+  constexpr int W = Vec<Acc, Bytes>::lanes, NR = 2 * W;
+  int64_t j = 0;
+  for (; j + NR <= n; j += NR) {
+    V acc[MR][2];
+    for (int r = 0; r < MR; ++r)
+      for (int h = 0; h < 2; ++h) acc[r][h] = load<V>(c + (i + r) * ldc + j + h * W);
+    for (int64_t p = 0; p < k; ++p) {
+      const V b0 = load<V>(b + p * ldb + j), b1 = load<V>(b + p * ldb + j + W);
+      for (int r = 0; r < MR; ++r) {
+        const Acc ar = a[(i + r) * a_rs + p * a_cs];
+        acc[r][0] += ar * b0;
+        acc[r][1] += ar * b1;
+      }
+    }
+    for (int r = 0; r < MR; ++r)
+      for (int h = 0; h < 2; ++h) store(c + (i + r) * ldc + j + h * W, acc[r][h]);
+  }
+  for (; j + W <= n; j += W) {
+    V acc[MR];
+    for (int r = 0; r < MR; ++r) acc[r] = load<V>(c + (i + r) * ldc + j);
+    for (int64_t p = 0; p < k; ++p) {
+      const V b0 = load<V>(b + p * ldb + j);
+      for (int r = 0; r < MR; ++r) acc[r] += a[(i + r) * a_rs + p * a_cs] * b0;
+    }
+    for (int r = 0; r < MR; ++r) store(c + (i + r) * ldc + j, acc[r]);
+  }
+  for (; j < n; ++j)
+    for (int r = 0; r < MR; ++r) {
+      Acc s = c[(i + r) * ldc + j];
+      for (int64_t p = 0; p < k; ++p) s += a[(i + r) * a_rs + p * a_cs] * b[p * ldb + j];
+      c[(i + r) * ldc + j] = s;
+    }
+}
+
 /// c[i * ldc + j] += sum_p a[i * a_rs + p * a_cs] * b[p * ldb + j] for i < m,
-/// j < n: four rows of c by two vectors of columns held in registers across
-/// the whole sum, b streamed row by row.
+/// j < n. Eight rows at a time with AVX-512's 32 registers (16
+/// accumulators), four with 16 registers, then the rest one by one.
 template <class Acc, int Bytes>
 [[gnu::always_inline]] inline void gemm(int64_t m, int64_t n, int64_t k, const Acc* a, int64_t a_rs, int64_t a_cs,
                                         const Acc* b, int64_t ldb, Acc* c, int64_t ldc) {
-  using V = typename Vec<Acc, Bytes>::type;
-  constexpr int W = Vec<Acc, Bytes>::lanes;
-  constexpr int MR = 4, NR = 2 * W;
   int64_t i = 0;
-  for (; i + MR <= m; i += MR) {
-    int64_t j = 0;
-    for (; j + NR <= n; j += NR) {
-      V acc[MR][2];
-      for (int r = 0; r < MR; ++r)
-        for (int h = 0; h < 2; ++h) acc[r][h] = load<V>(c + (i + r) * ldc + j + h * W);
-      for (int64_t p = 0; p < k; ++p) {
-        const V b0 = load<V>(b + p * ldb + j), b1 = load<V>(b + p * ldb + j + W);
-        for (int r = 0; r < MR; ++r) {
-          const Acc ar = a[(i + r) * a_rs + p * a_cs];
-          acc[r][0] += ar * b0;
-          acc[r][1] += ar * b1;
-        }
-      }
-      for (int r = 0; r < MR; ++r)
-        for (int h = 0; h < 2; ++h) store(c + (i + r) * ldc + j + h * W, acc[r][h]);
-    }
-    for (; j + W <= n; j += W) {
-      V acc[MR];
-      for (int r = 0; r < MR; ++r) acc[r] = load<V>(c + (i + r) * ldc + j);
-      for (int64_t p = 0; p < k; ++p) {
-        const V b0 = load<V>(b + p * ldb + j);
-        for (int r = 0; r < MR; ++r) acc[r] += a[(i + r) * a_rs + p * a_cs] * b0;
-      }
-      for (int r = 0; r < MR; ++r) store(c + (i + r) * ldc + j, acc[r]);
-    }
-    for (; j < n; ++j)
-      for (int r = 0; r < MR; ++r) {
-        Acc s = c[(i + r) * ldc + j];
-        for (int64_t p = 0; p < k; ++p) s += a[(i + r) * a_rs + p * a_cs] * b[p * ldb + j];
-        c[(i + r) * ldc + j] = s;
-      }
-  }
-  for (; i < m; ++i) {  // the last rows, one at a time
-    Acc* ci = c + i * ldc;
-    for (int64_t p = 0; p < k; ++p) {
-      const Acc ap = a[i * a_rs + p * a_cs];
-      const Acc* bp = b + p * ldb;
-      int64_t j = 0;
-      for (; j + W <= n; j += W) store(ci + j, load<V>(ci + j) + ap * load<V>(bp + j));
-      for (; j < n; ++j) ci[j] += ap * bp[j];
-    }
-  }
+  if constexpr (Bytes >= 64)
+    for (; i + 8 <= m; i += 8) gemm_rows<Acc, Bytes, 8>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
+  for (; i + 4 <= m; i += 4) gemm_rows<Acc, Bytes, 4>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
+  for (; i < m; ++i) gemm_rows<Acc, Bytes, 1>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
 }
 
 /// e^x for float vectors: Cephes' degree-6 polynomial on the reduced
