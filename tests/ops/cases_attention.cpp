@@ -1,5 +1,5 @@
 // Registered cases of scaled_dot_product_attention (an nn op: cases_nn.cpp
-// collects them). Lengths cross the CPU kernel's 64-row blocks in the long
+// collects them). Lengths cross the CPU kernel's 128-row blocks in the long
 // cases; the others stay small for the float64 finite differences (two
 // forwards per input element, and the second-order check).
 #include "op_registry.hpp"
@@ -50,7 +50,7 @@ Cases cases_of<mg::OpKind::scaled_dot_product_attention>() {
       sdpa("sdpa_2d", {{5, 4}, {3, 4}, {3, 4}}, {}),
       sdpa("sdpa_5d_mask", {{2, 2, 1, 3, 4}, {2, 2, 1, 5, 4}, {2, 2, 1, 5, 4}, keep_mask({2, 1, 1, 3, 5}, 1)}, {},
            true),
-      sdpa("sdpa_causal_crosses_blocks", {{1, 1, 70, 4}, {1, 1, 130, 4}, {1, 1, 130, 4}}, {.is_causal = true}),
+      sdpa("sdpa_causal_crosses_blocks", {{1, 1, 130, 4}, {1, 1, 140, 4}, {1, 1, 140, 4}}, {.is_causal = true}),
   };
   c.push_back({.name = "sdpa_transposed_inputs",
                .inputs = {{2, 5, 3, 4}, {2, 6, 3, 4}, {2, 6, 3, 4}},
@@ -59,7 +59,7 @@ Cases cases_of<mg::OpKind::scaled_dot_product_attention>() {
                  return scaled_dot_product_attention(heads_first(x[0]), heads_first(x[1]), heads_first(x[2]));
                }});
   c.push_back({.name = "sdpa_long_keys",
-               .inputs = {{1, 1, 3, 8}, {1, 1, 140, 8}, {1, 1, 140, 8}},
+               .inputs = {{1, 1, 3, 8}, {1, 1, 270, 8}, {1, 1, 270, 8}},
                .run = [](const Inputs& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); },
                .lowp_tolerance = 2.0});
   return c;

@@ -12,6 +12,7 @@
 
 #include "bench_attention_sides.hpp"
 #include "bench_harness.hpp"
+#include "cpu_peak.hpp"
 #include "cpu_line.hpp"
 #include "mixgrad/mixgrad.hpp"
 
@@ -109,6 +110,9 @@ int main(int argc, char** argv) {
       t.row(row);
     }
   t.print();
+  const int bits = mixgrad::cpu::capabilities().kernels == "avx512" ? 512 : 256;
+  std::printf("\n- fp32 FMA peak (%d-bit vfmadd231ps loop, %d threads): %.1f GFLOP/s; bf16 dot peak (vdpbf16ps): %.1f GFLOP/s\n",
+              bits, threads, fma_peak_gflops(threads, bits), bf16_dot_peak_gflops(threads));
 
   if (memory) {
     // mixgrad's own allocator: the inputs, the outputs, the gradients and
