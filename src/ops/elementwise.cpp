@@ -560,6 +560,17 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
 Tensor relu(const Tensor& x) { return unary(kRelu, x); }
 Tensor leaky_relu(const Tensor& x, double negative_slope) { return unary(kLeakyRelu, x, {.alpha = negative_slope}); }
 Tensor gelu(const Tensor& x) { return unary(kGelu, x); }
+
+Tensor gelu(const Tensor& x, GeluApproximation approximate) {
+  if (approximate == GeluApproximation::none) return gelu(x);
+  ops::check_defined("gelu", {&x});
+  ops::check_floating("gelu", x);
+  const DType acc = x.dtype() == DType::float64 ? DType::float64 : DType::float32;
+  const Tensor xa = astype(x, acc);
+  const double k = 0.7978845608028654;  // sqrt(2 / pi)
+  const Tensor inner = mul(add(xa, mul(mul(mul(xa, xa), xa), 0.044715)), k);
+  return astype(mul(mul(xa, 0.5), add(tanh(inner), 1.0)), x.dtype());
+}
 Tensor sigmoid(const Tensor& x) { return unary(kSigmoid, x); }
 Tensor tanh(const Tensor& x) { return unary(kTanh, x); }
 Tensor silu(const Tensor& x) { return unary(kSilu, x); }

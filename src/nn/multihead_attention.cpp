@@ -1,0 +1,123 @@
+#include "mixgrad/nn/multihead_attention.hpp"
+
+#include <limits>
+#include <sstream>
+
+#include "mixgrad/nn/init.hpp"
+#include "mixgrad/ops/attention.hpp"
+#include "mixgrad/ops/creation.hpp"
+#include "mixgrad/ops/elementwise.hpp"
+#include "mixgrad/ops/linalg.hpp"
+#include "mixgrad/ops/shape_ops.hpp"
+#include "ops/op_support.hpp"
+
+namespace mixgrad::nn {
+
+namespace {
+
+/// A PyTorch-convention mask (bool: true blocks) as F::scaled_dot_product_attention
+/// reads it (bool: true attends), or a floating mask unchanged.
+Tensor to_sdpa_mask(const Tensor& m) { return m.dtype() == DType::bool_ ? F::eq(m, 0.0) : m; }
+
+/// A mask as an additive one in `dtype` (0 where attended, -inf where blocked).
+Tensor additive(const Tensor& sdpa_mask, DType dtype) {
+  if (sdpa_mask.dtype() != DType::bool_) return F::astype(sdpa_mask, dtype);
+  return F::where(sdpa_mask, scalar(0.0, dtype, sdpa_mask.device()),
+                  scalar(-std::numeric_limits<double>::infinity(), dtype, sdpa_mask.device()));
+}
+
+}  // namespace
+
+MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, const MultiheadAttentionOptions& options)
+    : embed_dim_(embed_dim), num_heads_(num_heads), options_(options) {
+  if (embed_dim < 1 || num_heads < 1 || embed_dim % num_heads != 0)
+    throw ValueError("MultiheadAttention: embed_dim must be a positive multiple of num_heads, got embed_dim " +
+                     std::to_string(embed_dim) + " and num_heads " + std::to_string(num_heads));
+  if (!(options.dropout >= 0 && options.dropout < 1))
+    throw ValueError("MultiheadAttention: dropout must be in [0, 1), got " + std::to_string(options.dropout));
+  in_proj_weight_ = register_parameter("in_proj_weight", empty({3 * embed_dim, embed_dim}));
+  init::xavier_uniform_(in_proj_weight_);
+  if (options.bias) in_proj_bias_ = register_parameter("in_proj_bias", zeros({3 * embed_dim}));
+  out_proj_ = register_module("out_proj", Linear(embed_dim, embed_dim, {.bias = options.bias}));
+  if (options.bias) init::zeros_(out_proj_->bias());
+}
+
+Tensor MultiheadAttention::forward(const Tensor& x) { return forward(x, x, x); }
+
+Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                   const AttentionMasks& masks) {
+  ops::check_defined("MultiheadAttention", {&query, &key, &value});
+  const int r = query.ndim();
+  const int64_t E = embed_dim_, H = num_heads_, D = E / H;
+  auto fail = [&](const std::string& why) {
+    throw ShapeError(describe() + ": " + why + " (query " + ops::describe(query) + ", key " + ops::describe(key) +
+                     ", value " + ops::describe(value) + ")");
+  };
+  if ((r != 2 && r != 3) || key.ndim() != r || value.ndim() != r) fail("inputs must all be 3-D (batched) or 2-D");
+  if (query.size(-1) != E || key.size(-1) != E || value.size(-1) != E) fail("the last dim must be embed_dim");
+  // Everything as [N, L, E].
+  auto batch_major = [&](const Tensor& t) {
+    if (r == 2) return F::unsqueeze(t, 0);
+    return options_.batch_first ? t : F::transpose(t, 0, 1);
+  };
+  const Tensor q = batch_major(query), k = batch_major(key), v = batch_major(value);
+  const int64_t N = q.size(0), L = q.size(1), S = k.size(1);
+  if (k.size(0) != N || v.size(0) != N || v.size(1) != S) fail("key and value must match the query's batch and each other's length");
+
+  Tensor qp, kp, vp;
+  if (query.id() == key.id() && key.id() == value.id()) {  // self-attention: one product for q, k and v
+    const Tensor qkv = F::linear(q, in_proj_weight_, in_proj_bias_);
+    qp = F::narrow(qkv, 2, 0, E);
+    kp = F::narrow(qkv, 2, E, E);
+    vp = F::narrow(qkv, 2, 2 * E, E);
+  } else {
+    auto project = [&](const Tensor& t, int64_t part) {
+      return F::linear(t, F::narrow(in_proj_weight_, 0, part * E, E),
+                       in_proj_bias_.defined() ? F::narrow(in_proj_bias_, 0, part * E, E) : Tensor());
+    };
+    qp = project(q, 0);
+    kp = project(k, 1);
+    vp = project(v, 2);
+  }
+  auto heads = [&](const Tensor& t, int64_t len) { return F::transpose(F::reshape(t, {N, len, H, D}), 1, 2); };
+
+  F::AttentionOptions o{.dropout_p = is_training() ? options_.dropout : 0.0, .is_causal = masks.is_causal};
+  Tensor attn = masks.attn_mask, pad = masks.key_padding_mask;
+  if (attn.defined()) {
+    if (masks.is_causal) throw ValueError(describe() + ": attn_mask and is_causal cannot both be set");
+    if (attn.ndim() == 3) {
+      if (attn.size(0) != N * H) fail("a 3-D attn_mask must be [N * num_heads, L, S], got " + ops::describe(attn));
+      attn = F::reshape(attn, {N, H, attn.size(1), attn.size(2)});
+    } else if (attn.ndim() != 2) {
+      fail("attn_mask must be [L, S] or [N * num_heads, L, S], got " + ops::describe(attn));
+    }
+    attn = to_sdpa_mask(attn);
+  }
+  if (pad.defined()) {
+    if (pad.ndim() != 2 || pad.size(0) != N || pad.size(1) != S)
+      fail("key_padding_mask must be [N, S] = [" + std::to_string(N) + ", " + std::to_string(S) + "], got " +
+           ops::describe(pad));
+    pad = F::reshape(to_sdpa_mask(pad), {N, 1, 1, S});
+  }
+  if (pad.defined() && masks.is_causal) {  // causal and padding: one additive mask
+    attn = F::le(F::unsqueeze(arange(S), 0), F::unsqueeze(arange(L), 1)).to(q.device());
+    o.is_causal = false;
+  }
+  if (attn.defined() && pad.defined())
+    o.attn_mask = F::add(additive(attn, qp.dtype()), additive(pad, qp.dtype()));
+  else
+    o.attn_mask = attn.defined() ? attn : pad;
+  const Tensor y = F::scaled_dot_product_attention(heads(qp, L), heads(kp, S), heads(vp, S), o);  // [N, H, L, D]
+  const Tensor out = (*out_proj_)(F::reshape(F::transpose(y, 1, 2), {N, L, E}));
+  if (r == 2) return F::squeeze(out, 0);
+  return options_.batch_first ? out : F::transpose(out, 0, 1);
+}
+
+std::string MultiheadAttention::describe() const {
+  std::ostringstream s;
+  s << "MultiheadAttention(embed_dim=" << embed_dim_ << ", num_heads=" << num_heads_ << ", dropout=" << options_.dropout
+    << ", batch_first=" << (options_.batch_first ? "true" : "false") << ")";
+  return s.str();
+}
+
+}  // namespace mixgrad::nn
