@@ -27,8 +27,8 @@ struct MultiheadAttentionOptions {
 };
 
 struct AttentionMasks {
-  Tensor attn_mask;         // [L, S] or [N * num_heads, L, S]: bool (true: blocked) or added
-  Tensor key_padding_mask;  // [N, S]: bool (true: padding, ignored) or added
+  Tensor attn_mask{};         // [L, S] or [N * num_heads, L, S]: bool (true: blocked) or added
+  Tensor key_padding_mask{};  // [N, S]: bool (true: padding, ignored) or added
   bool is_causal = false;   // query i attends to keys 0..i (without attn_mask)
 };
 

@@ -20,7 +20,7 @@ namespace mixgrad::nn {
 
 struct RMSNormOptions {
   /// Added to the mean square; unset: the input dtype's machine epsilon (PyTorch's default).
-  std::optional<double> eps;
+  std::optional<double> eps{};
   bool elementwise_affine = true;
 };
 

@@ -33,13 +33,13 @@ namespace mixgrad::F {
 
 struct AttentionOptions {
   /// bool (true: attend) or floating (added), broadcastable to [..., H, L, S].
-  Tensor attn_mask;
+  Tensor attn_mask{};
   /// Probability of dropping an attention weight (training only: pass 0 to evaluate).
   double dropout_p = 0.0;
   /// Query i attends to keys 0..i. Not together with attn_mask.
   bool is_causal = false;
   /// Multiplies q k^T; 1 / sqrt(E) when unset.
-  std::optional<double> scale;
+  std::optional<double> scale{};
   /// Grouped-query attention: H a multiple of Hk, query head h reads
   /// key/value head h / (H / Hk).
   bool enable_gqa = false;
