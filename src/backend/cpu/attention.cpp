@@ -31,6 +31,10 @@ using kernels::cast;
 
 constexpr int64_t kBlockQ = 128;
 constexpr int64_t kBlockK = 128;
+/// Causal blocks that straddle the diagonal are worked in strips of this
+/// many rows (queries) or columns (keys): a strip computes only the part of
+/// the block its queries can see.
+constexpr int64_t kStrip = 32;
 
 template <class Acc>
 constexpr Acc kNegInf = -std::numeric_limits<Acc>::infinity();
@@ -95,6 +99,25 @@ template <class Acc>
   }
 }
 
+/// How many of key block [j0, j0 + bk)'s keys query rows [i0, i0 + rows)
+/// can see: all without causal; else up to the last row's own position.
+inline int64_t visible_keys(const AttentionArgs& a, int64_t i0, int64_t rows, int64_t j0, int64_t bk) {
+  return a.causal ? std::clamp<int64_t>(i0 + rows - j0, 0, bk) : bk;
+}
+
+/// Which of query block [i0, i0 + bq)'s rows see key j0 + c: from the
+/// returned row on (0 without causal).
+inline int64_t first_seeing_row(const AttentionArgs& a, int64_t i0, int64_t bq, int64_t j0, int64_t c) {
+  return a.causal ? std::clamp<int64_t>(j0 + c - i0, 0, bq) : 0;
+}
+
+/// Strips of `n` in `strip`s when `straddles`, else one: f(begin, end).
+template <class F>
+[[gnu::always_inline]] inline void strips(int64_t n, bool straddles, F&& f) {
+  const int64_t step = straddles ? kStrip : n;
+  for (int64_t b = 0; b < n; b += step) f(b, std::min(n, b + step));
+}
+
 /// Scratch of one thread in the forward.
 template <class Acc>
 struct ForwardScratch {
@@ -121,24 +144,30 @@ template <class T, class Acc, int Bytes>
     const int64_t bk = std::min(kBlockK, kend - j0);
     load_transposed(kh, j0, j0 + bk, E, kBlockK, w.kt.data());
     load_rows(vh, j0, j0 + bk, Ev, Acc(1), w.v.data());
-    Acc* s = w.s.data();
-    for (int64_t i = 0; i < bq; ++i) std::fill(s + i * kBlockK, s + i * kBlockK + bk, Acc(0));
-    tiles::gemm<Acc, Bytes>(bq, bk, E, w.q.data(), E, 1, w.kt.data(), kBlockK, s, kBlockK);
-    mask_block(a, n, h, i0, bq, j0, bk, s, kBlockK);
-    for (int64_t i = 0; i < bq; ++i) {
-      Acc* si = s + i * kBlockK;
-      const Acc mx = tiles::row_max<Acc, Bytes>(bk, si, w.m[i]);
-      if (mx == kNegInf<Acc>) {  // nothing seen yet in this row
-        std::fill(si, si + bk, Acc(0));
-        continue;
+    // A block on the diagonal goes in strips of rows, each computing only
+    // the keys its rows can see.
+    strips(bq, a.causal && j0 + bk > i0 + 1, [&](int64_t r0, int64_t r1) __attribute__((always_inline)) {
+      const int64_t kc = visible_keys(a, i0, r1, j0, bk);
+      if (kc == 0) return;
+      Acc* s = w.s.data() + r0 * kBlockK;
+      for (int64_t i = 0; i < r1 - r0; ++i) std::fill(s + i * kBlockK, s + i * kBlockK + kc, Acc(0));
+      tiles::gemm<Acc, Bytes>(r1 - r0, kc, E, w.q.data() + r0 * E, E, 1, w.kt.data(), kBlockK, s, kBlockK);
+      mask_block(a, n, h, i0 + r0, r1 - r0, j0, kc, s, kBlockK);
+      for (int64_t i = r0; i < r1; ++i) {
+        Acc* si = s + (i - r0) * kBlockK;
+        const Acc mx = tiles::row_max<Acc, Bytes>(kc, si, w.m[i]);
+        if (mx == kNegInf<Acc>) {  // nothing seen yet in this row
+          std::fill(si, si + kc, Acc(0));
+          continue;
+        }
+        const Acc sum = tiles::exp_minus_sum<Acc, Bytes>(kc, si, mx);
+        const Acc alpha = w.m[i] == kNegInf<Acc> ? Acc(0) : std::exp(w.m[i] - mx);
+        w.l[i] = w.l[i] * alpha + sum;
+        w.m[i] = mx;
+        if (alpha != Acc(1)) tiles::scale_row<Acc, Bytes>(Ev, w.o.data() + i * Ev, alpha);
       }
-      const Acc sum = tiles::exp_minus_sum<Acc, Bytes>(bk, si, mx);
-      const Acc alpha = w.m[i] == kNegInf<Acc> ? Acc(0) : std::exp(w.m[i] - mx);
-      w.l[i] = w.l[i] * alpha + sum;
-      w.m[i] = mx;
-      if (alpha != Acc(1)) tiles::scale_row<Acc, Bytes>(Ev, w.o.data() + i * Ev, alpha);
-    }
-    tiles::gemm<Acc, Bytes>(bq, Ev, bk, s, kBlockK, 1, w.v.data(), Ev, w.o.data(), Ev);
+      tiles::gemm<Acc, Bytes>(r1 - r0, Ev, kc, s, kBlockK, 1, w.v.data(), Ev, w.o.data() + r0 * Ev, Ev);
+    });
   }
   for (int64_t i = 0; i < bq; ++i) {
     const Acc l = w.l[i];
@@ -233,27 +262,50 @@ template <class T, class Acc, int Bytes>
         std::fill(s + i * kBlockK, s + i * kBlockK + bk, Acc(0));
         std::fill(dp + i * kBlockK, dp + i * kBlockK + bk, Acc(0));
       }
-      tiles::gemm<Acc, Bytes>(bq, bk, E, w.q.data(), E, 1, w.kt.data(), kBlockK, s, kBlockK);
-      mask_block(a, n, h, i0, bq, j0, bk, s, kBlockK);
-      // P = exp(S - lse); a row that saw no key has P = 0.
-      for (int64_t i = 0; i < bq; ++i) {
-        Acc* si = s + i * kBlockK;
-        const Acc m = lse[i0 + i];
-        if (m == kNegInf<Acc>) {
-          std::fill(si, si + bk, Acc(0));
-          continue;
+      // A block on the diagonal goes in strips: of query rows for the
+      // products with a query side (S, dP, dQ), each over the keys its rows
+      // see; of keys for those with a key side (dV, dK), each over the
+      // queries that see them. What no strip writes stays 0.
+      const bool straddles = a.causal && j0 + bk > i0 + 1;
+      strips(bq, straddles, [&](int64_t r0, int64_t r1) __attribute__((always_inline)) {
+        const int64_t kc = visible_keys(a, i0, r1, j0, bk);
+        if (kc == 0) return;
+        Acc* sr = s + r0 * kBlockK;
+        tiles::gemm<Acc, Bytes>(r1 - r0, kc, E, w.q.data() + r0 * E, E, 1, w.kt.data(), kBlockK, sr, kBlockK);
+        mask_block(a, n, h, i0 + r0, r1 - r0, j0, kc, sr, kBlockK);
+        // P = exp(S - lse); a row that saw no key has P = 0.
+        for (int64_t i = r0; i < r1; ++i) {
+          Acc* si = s + i * kBlockK;
+          const Acc m = lse[i0 + i];
+          if (m == kNegInf<Acc>) {
+            std::fill(si, si + kc, Acc(0));
+            continue;
+          }
+          tiles::exp_minus_sum<Acc, Bytes>(kc, si, m);
         }
-        tiles::exp_minus_sum<Acc, Bytes>(bk, si, m);
-      }
+      });
       // dV += P^T dO;  dP = dO V^T;  dS = P (dP - D);  dQ += dS K;  dK += dS^T (scale Q).
-      tiles::gemm<Acc, Bytes>(bk, Ev, bq, s, 1, kBlockK, w.dout.data(), Ev, dv, Ev);
-      tiles::gemm<Acc, Bytes>(bq, bk, Ev, w.dout.data(), Ev, 1, w.vt.data(), kBlockK, dp, kBlockK);
-      for (int64_t i = 0; i < bq; ++i) {
-        const Acc di = w.d[i0 + i];
-        for (int64_t j = 0; j < bk; ++j) dp[i * kBlockK + j] = s[i * kBlockK + j] * (dp[i * kBlockK + j] - di);
-      }
-      tiles::gemm<Acc, Bytes>(bq, E, bk, dp, kBlockK, 1, w.kb.data(), E, w.dq.data() + i0 * E, E);
-      tiles::gemm<Acc, Bytes>(bk, E, bq, dp, 1, kBlockK, w.q.data(), E, dk, E);
+      strips(bk, straddles, [&](int64_t c0, int64_t c1) __attribute__((always_inline)) {
+        const int64_t q0 = first_seeing_row(a, i0, bq, j0, c0);
+        tiles::gemm<Acc, Bytes>(c1 - c0, Ev, bq - q0, s + q0 * kBlockK + c0, 1, kBlockK, w.dout.data() + q0 * Ev, Ev,
+                                dv + c0 * Ev, Ev);
+      });
+      strips(bq, straddles, [&](int64_t r0, int64_t r1) __attribute__((always_inline)) {
+        const int64_t kc = visible_keys(a, i0, r1, j0, bk);
+        if (kc == 0) return;
+        Acc* dpr = dp + r0 * kBlockK;
+        tiles::gemm<Acc, Bytes>(r1 - r0, kc, Ev, w.dout.data() + r0 * Ev, Ev, 1, w.vt.data(), kBlockK, dpr, kBlockK);
+        for (int64_t i = r0; i < r1; ++i) {
+          const Acc di = w.d[i0 + i];
+          for (int64_t j = 0; j < kc; ++j) dp[i * kBlockK + j] = s[i * kBlockK + j] * (dp[i * kBlockK + j] - di);
+        }
+        tiles::gemm<Acc, Bytes>(r1 - r0, E, kc, dpr, kBlockK, 1, w.kb.data(), E, w.dq.data() + (i0 + r0) * E, E);
+      });
+      strips(bk, straddles, [&](int64_t c0, int64_t c1) __attribute__((always_inline)) {
+        const int64_t q0 = first_seeing_row(a, i0, bq, j0, c0);
+        tiles::gemm<Acc, Bytes>(c1 - c0, E, bq - q0, dp + q0 * kBlockK + c0, 1, kBlockK, w.q.data() + q0 * E, E,
+                                dk + c0 * E, E);
+      });
     }
   }
   if (dq_out)
