@@ -140,22 +140,25 @@ template <class Acc, int Bytes>
   }
 }
 
-/// max(init, x[0..n)), a vector of running maxima so the loop has no
-/// serial dependency.
-template <class Acc, int Bytes>
-[[gnu::always_inline]] inline Acc row_max(int64_t n, const Acc* x, Acc init) {
+/// `op` folded over x[0..n) from `init`: lane by lane a vector at a time (no
+/// serial dependency), then across the lanes and the tail.
+template <class Acc, int Bytes, class Op>
+[[gnu::always_inline]] inline Acc fold(int64_t n, const Acc* x, Acc init, Op op) {
   using V = typename Vec<Acc, Bytes>::type;
   constexpr int W = Vec<Acc, Bytes>::lanes;
-  V m = V{} + init;
+  V lanes = V{} + init;
   int64_t j = 0;
-  for (; j + W <= n; j += W) {
-    const V v = load<V>(x + j);
-    m = v > m ? v : m;
-  }
+  for (; j + W <= n; j += W) lanes = op(lanes, load<V>(x + j));
   Acc r = init;
-  for (int t = 0; t < W; ++t) r = m[t] > r ? m[t] : r;
-  for (; j < n; ++j) r = x[j] > r ? x[j] : r;
+  for (int t = 0; t < W; ++t) r = op(r, lanes[t]);
+  for (; j < n; ++j) r = op(r, x[j]);
   return r;
+}
+
+/// max(init, x[0..n)).
+template <class Acc, int Bytes>
+[[gnu::always_inline]] inline Acc row_max(int64_t n, const Acc* x, Acc init) {
+  return fold<Acc, Bytes>(n, x, init, [](auto a, auto b) __attribute__((always_inline)) { return b > a ? b : a; });
 }
 
 /// x[j] = e^(x[j] - m) for j < n; returns their sum.
@@ -167,13 +170,7 @@ template <class Acc, int Bytes>
   for (; j + W <= n; j += W) store(x + j, load<V>(x + j) - m);
   for (; j < n; ++j) x[j] -= m;
   exp_rows<Acc, Bytes>(n, x);
-  V s{};
-  j = 0;
-  for (; j + W <= n; j += W) s += load<V>(x + j);
-  Acc r = 0;
-  for (int t = 0; t < W; ++t) r += s[t];
-  for (; j < n; ++j) r += x[j];
-  return r;
+  return fold<Acc, Bytes>(n, x, Acc(0), [](auto a, auto b) __attribute__((always_inline)) { return a + b; });
 }
 
 /// x[j] *= a for j < n.
