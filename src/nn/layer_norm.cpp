@@ -3,21 +3,17 @@
 #include <cmath>
 #include <sstream>
 
-#include "core/sizes.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/nn.hpp"
+#include "nn/normalized_shape.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::nn {
 
 LayerNorm::LayerNorm(const Shape& normalized_shape, const LayerNormOptions& options)
     : shape_(normalized_shape), options_(options) {
-  bool ok = shape_.ndim() > 0;
-  for (int64_t d : shape_) ok = ok && d >= 1;
-  if (!ok) throw ValueError("LayerNorm: normalized_shape must be non-empty and positive, got " + to_string(shape_));
-  sizes::nbytes(shape_, DType::float32, "LayerNorm");
-  if (!(options.eps >= 0 && std::isfinite(options.eps)))
-    throw ValueError("LayerNorm: eps must be finite and >= 0, got " + std::to_string(options.eps));
+  detail::check_normalized_shape("LayerNorm", shape_);
+  detail::check_eps("LayerNorm", options.eps);
   if (options.elementwise_affine) {
     weight_ = register_parameter("weight", ones(shape_));
     if (options.bias) bias_ = register_parameter("bias", zeros(shape_));

@@ -4,23 +4,19 @@
 #include <limits>
 #include <sstream>
 
-#include "core/sizes.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
+#include "nn/normalized_shape.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::nn {
 
 RMSNorm::RMSNorm(const Shape& normalized_shape, const RMSNormOptions& options)
     : shape_(normalized_shape), options_(options) {
-  bool ok = shape_.ndim() > 0;
-  for (int64_t d : shape_) ok = ok && d >= 1;
-  if (!ok) throw ValueError("RMSNorm: normalized_shape must be non-empty and positive, got " + to_string(shape_));
-  sizes::nbytes(shape_, DType::float32, "RMSNorm");
-  if (options.eps && !(*options.eps >= 0 && std::isfinite(*options.eps)))
-    throw ValueError("RMSNorm: eps must be finite and >= 0, got " + std::to_string(*options.eps));
+  detail::check_normalized_shape("RMSNorm", shape_);
+  if (options.eps) detail::check_eps("RMSNorm", *options.eps);
   if (options.elementwise_affine) weight_ = register_parameter("weight", ones(shape_));
 }
 
