@@ -21,7 +21,7 @@ debian_packages=(
   libboost-test-dev libboost-program-options-dev
   libdnnl-dev zlib1g-dev nlohmann-json3-dev
   python3-pip
-  dataset-fashion-mnist
+  dataset-fashion-mnist fortunes
   libopenmpi-dev openmpi-bin
 )
 # The sanitizer and fuzzing stage of scripts/test.sh: clang with its

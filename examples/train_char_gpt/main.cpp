@@ -1,0 +1,284 @@
+// train_char_gpt — the second program to run: a character-level GPT trained
+// on the English of Debian's `fortunes` package, then asked to write. The
+// step is PyTorch's AMP recipe for transformers, unscale -> clip -> step:
+//
+//   { mg::amp::autocast ac(true, bf16); auto rec = gm.record();
+//     loss = F::cross_entropy(net(x), y);
+//     scaler.backward(gm, loss, {}, false, mg::amp::UpdateScale::never); }  // scaled, not unscaled yet
+//   scaler.unscale(gm.attached_tensors());        // one fused pass, sets the overflow flag
+//   mg::optim::clip_grad_norm(params, 1.0);       // on the true gradients
+//   opt.step();                                   // skipped where the flag is set
+//   sched.step(scaler);                           // a skipped step does not advance the schedule
+//   scaler.update(); opt.clear_grad();
+//
+//   train_char_gpt                      # bf16 autocast on the CPU (fp16 + GradScaler on CUDA)
+//   train_char_gpt --precision fp32     # float32 throughout
+//   train_char_gpt --steps 200 --sample 200 --prompt "The meaning of life"
+//   train_char_gpt --save ckpt --stop-after 500 && train_char_gpt --save ckpt --resume ckpt
+//   train_char_gpt --help
+//
+// The text comes from `apt-get install fortunes` (or --data-dir).
+#include <boost/program_options.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mixgrad/mixgrad.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "train_char_gpt/model.hpp"
+#include "train_char_gpt/text.hpp"
+
+namespace mg = mixgrad;
+namespace F = mixgrad::F;
+namespace po = boost::program_options;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Options {
+  gpt::Config model;
+  int64_t steps = 2000, batch = 32, warmup = 100, eval_interval = 250, eval_batches = 20, stop_after = 0;
+  double lr = 2e-3, min_lr = 2e-4, weight_decay = 0.1, clip = 1.0;
+  std::string precision = "auto", device = "cpu", data_dir = "/usr/share/games/fortunes", metrics, save, resume;
+  std::string prompt = "\n";
+  int64_t sample = 400, top_k = 20, threads = 2;
+  double temperature = 0.8;
+  uint64_t seed = 1337;
+};
+
+int parse(int argc, char** argv, Options& o) {
+  po::options_description d("train_char_gpt: a character-level GPT on the fortunes corpus\nOptions");
+  // clang-format off
+  d.add_options()
+    ("help,h", "show this help and exit")
+    ("steps", po::value(&o.steps)->default_value(o.steps), "optimizer steps")
+    ("batch-size", po::value(&o.batch)->default_value(o.batch), "sequences per step")
+    ("block", po::value(&o.model.block)->default_value(o.model.block), "context length in characters")
+    ("layers", po::value(&o.model.layers)->default_value(o.model.layers), "transformer layers")
+    ("heads", po::value(&o.model.heads)->default_value(o.model.heads), "attention heads")
+    ("embd", po::value(&o.model.embd)->default_value(o.model.embd), "model width (a multiple of --heads)")
+    ("dropout", po::value(&o.model.dropout)->default_value(o.model.dropout), "dropout in training")
+    ("lr", po::value(&o.lr)->default_value(o.lr), "peak learning rate (AdamW)")
+    ("min-lr", po::value(&o.min_lr)->default_value(o.min_lr), "learning rate at the end of the cosine")
+    ("warmup", po::value(&o.warmup)->default_value(o.warmup), "linear warm-up steps")
+    ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "AdamW's decoupled weight decay")
+    ("clip", po::value(&o.clip)->default_value(o.clip), "gradient norm clipping (0: off)")
+    ("precision", po::value(&o.precision)->default_value(o.precision),
+     "auto (bf16 autocast on the CPU, fp16 + GradScaler on CUDA), fp32, bf16 or fp16")
+    ("device", po::value(&o.device)->default_value(o.device), "cpu, cuda or cuda:N")
+    ("eval-interval", po::value(&o.eval_interval)->default_value(o.eval_interval), "steps between validation losses")
+    ("eval-batches", po::value(&o.eval_batches)->default_value(o.eval_batches), "batches per validation loss")
+    ("sample", po::value(&o.sample)->default_value(o.sample), "characters to write at the end (0: none)")
+    ("prompt", po::value<std::string>(), "text the sample starts from (default: a new line)")
+    ("temperature", po::value(&o.temperature)->default_value(o.temperature), "sampling temperature")
+    ("top-k", po::value(&o.top_k)->default_value(o.top_k), "sample among the k likeliest characters (0: all)")
+    ("seed", po::value(&o.seed)->default_value(o.seed), "seed of the initialisation, the batches and the sample")
+    ("threads", po::value(&o.threads)->default_value(o.threads), "CPU threads")
+    ("data-dir", po::value(&o.data_dir)->default_value(o.data_dir), "folder of plain-text files")
+    ("metrics", po::value(&o.metrics)->value_name("FILE.csv"), "write step, loss, val_loss, lr, scale, tokens/s")
+    ("save", po::value(&o.save)->value_name("DIR"), "checkpoint at every validation")
+    ("resume", po::value(&o.resume)->value_name("DIR"), "continue from the latest checkpoint in DIR")
+    ("stop-after", po::value(&o.stop_after)->default_value(o.stop_after), "stop after this step (0: run all)");
+  // clang-format on
+  try {
+    po::variables_map vm;
+    po::store(po::parse_command_line(argc, argv, d), vm);
+    if (vm.count("help")) {
+      std::cout << d << "\n";
+      return 0;
+    }
+    po::notify(vm);
+    if (vm.count("prompt")) o.prompt = vm["prompt"].as<std::string>();
+    auto require = [](bool ok, const char* what) {
+      if (!ok) throw po::error(what);
+    };
+    require(o.steps >= 1 && o.batch >= 1 && o.model.block >= 2, "--steps, --batch-size and --block must be positive");
+    require(o.model.layers >= 1 && o.model.heads >= 1 && o.model.embd % o.model.heads == 0,
+            "--embd must be a positive multiple of --heads");
+    require(o.lr > 0 && o.min_lr >= 0 && o.warmup >= 0 && o.warmup < o.steps, "bad --lr, --min-lr or --warmup");
+    require(o.precision == "auto" || o.precision == "fp32" || o.precision == "bf16" || o.precision == "fp16",
+            "--precision must be auto, fp32, bf16 or fp16");
+    require(o.device == "cpu" || o.device.rfind("cuda", 0) == 0, "--device must be cpu, cuda or cuda:N");
+    require(o.threads >= 1 && o.eval_interval >= 1 && o.eval_batches >= 1, "--threads and --eval-* must be positive");
+  } catch (const po::error& e) {
+    std::cerr << "train_char_gpt: " << e.what() << "\nRun train_char_gpt --help for the options.\n";
+    return 2;
+  }
+  return -1;
+}
+
+mg::Device parse_device(const std::string& s) {
+  if (s == "cpu") return mg::Device::cpu();
+  return mg::Device::cuda(s.size() > 5 ? std::stoi(s.substr(5)) : 0);
+}
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+/// Mean cross-entropy over `batches` fixed batches of `split`: eval mode,
+/// nothing recorded, the training precision.
+double evaluate(gpt::CharGPT& net, const gpt::Corpus& c, const std::vector<int64_t>& split, const Options& o,
+                bool autocast, mg::DType low, mg::Device dev) {
+  mg::autodiff::no_grad guard;
+  mg::amp::autocast ac(autocast, low);
+  net.eval();
+  double sum = 0;
+  for (int64_t b = 0; b < o.eval_batches; ++b) {
+    auto [x, y] = c.batch(split, o.batch, o.model.block, 1'000'000 + static_cast<uint64_t>(b), dev);
+    const auto logits = net(x);
+    sum += F::cross_entropy(F::reshape(logits, {-1, c.vocab_size()}), F::reshape(y, {-1})).item<double>();
+  }
+  net.train();
+  return sum / static_cast<double>(o.eval_batches);
+}
+
+/// `count` characters after `prompt`: the model's distribution at the last
+/// position, divided by the temperature, cut to the top k, sampled.
+std::string sample(gpt::CharGPT& net, const gpt::Corpus& c, const Options& o, bool autocast, mg::DType low,
+                   mg::Device dev) {
+  mg::autodiff::no_grad guard;
+  mg::amp::autocast ac(autocast, low);
+  net.eval();
+  std::mt19937_64 rng(o.seed);
+  std::vector<int64_t> tokens = c.encode(o.prompt);
+  for (int64_t i = 0; i < o.sample; ++i) {
+    const int64_t n = std::min<int64_t>(static_cast<int64_t>(tokens.size()), o.model.block);
+    std::vector<int64_t> window(tokens.end() - n, tokens.end());
+    const auto logits = net(mg::tensor<int64_t>(window, {1, n}).to(dev));
+    auto last = F::narrow(F::reshape(logits, {n, c.vocab_size()}), 0, n - 1, 1).to_vector<double>();
+    for (double& l : last) l /= o.temperature;
+    if (o.top_k > 0 && o.top_k < static_cast<int64_t>(last.size())) {
+      std::vector<double> sorted = last;
+      std::nth_element(sorted.begin(), sorted.begin() + (o.top_k - 1), sorted.end(), std::greater<>());
+      const double kth = sorted[static_cast<size_t>(o.top_k - 1)];
+      for (double& l : last)
+        if (l < kth) l = -INFINITY;
+    }
+    const double mx = *std::max_element(last.begin(), last.end());
+    std::vector<double> w;
+    for (double l : last) w.push_back(std::exp(l - mx));
+    tokens.push_back(std::discrete_distribution<int64_t>(w.begin(), w.end())(rng));
+  }
+  net.train();
+  return c.decode(tokens);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (const int code = parse(argc, argv, o); code >= 0) return code;
+  try {
+    const mg::Device dev = parse_device(o.device);
+    mg::set_num_threads(static_cast<int>(o.threads));
+    mg::manual_seed(o.seed);
+    auto corpus = gpt::load_corpus(o.data_dir);
+    if (!corpus) return 2;
+    // auto: bf16 on the CPU (no scaling needed, bf16 has float32's range), fp16 + GradScaler on CUDA.
+    const std::string prec = o.precision == "auto" ? (dev.is_cuda() ? "fp16" : "bf16") : o.precision;
+    const bool autocast = prec != "fp32";
+    const mg::DType low = prec == "fp16" ? mg::DType::float16 : mg::DType::bfloat16;
+
+    o.model.vocab = corpus->vocab_size();
+    gpt::CharGPT net(o.model);
+    net.to(dev);
+    const auto params = net.parameters();
+    int64_t n_params = 0;
+    for (const auto& p : params) n_params += p.numel();
+    mg::autodiff::GradManager gm;
+    gm.attach(params);
+    mg::optim::AdamW opt(params, {.lr = o.lr, .betas = {0.9, 0.99}, .weight_decay = o.weight_decay});
+    auto warm = std::make_shared<mg::optim::LinearLR>(opt, 1.0 / static_cast<double>(std::max<int64_t>(o.warmup, 1)),
+                                                      1.0, std::max<int64_t>(o.warmup, 1));
+    auto cosine = std::make_shared<mg::optim::CosineAnnealingLR>(opt, o.steps - o.warmup, o.min_lr);
+    mg::optim::SequentialLR sched(opt, {warm, cosine}, {std::max<int64_t>(o.warmup, 1)});
+    mg::amp::GradScaler scaler({.init_scale = 65536.0, .growth_interval = 1000, .enabled = prec == "fp16"});
+
+    std::printf("train_char_gpt: %lld characters from %lld files of %s, vocabulary %lld\n",
+                static_cast<long long>(corpus->bytes), static_cast<long long>(corpus->files), o.data_dir.c_str(),
+                static_cast<long long>(corpus->vocab_size()));
+    std::printf("model: %lld layers x %lld heads, width %lld, context %lld, %.2fM parameters; %s on %s, batch %lld, %lld steps\n",
+                static_cast<long long>(o.model.layers), static_cast<long long>(o.model.heads),
+                static_cast<long long>(o.model.embd), static_cast<long long>(o.model.block), n_params / 1e6,
+                prec == "fp32" ? "float32" : prec == "bf16" ? "bf16 autocast" : "fp16 autocast + GradScaler",
+                mg::to_string(dev).c_str(), static_cast<long long>(o.batch), static_cast<long long>(o.steps));
+    if (dev.is_cpu()) std::printf("CPU: %s\n", mg::cpu::describe(mg::cpu::capabilities()).c_str());
+
+    int64_t step = 0;
+    auto checkpoint = [&] {
+      return mg::io::Checkpoint{.model = &net, .optimizer = &opt, .scheduler = &sched, .scaler = &scaler, .step = step};
+    };
+    if (!o.resume.empty()) {
+      const auto info = mg::io::load_checkpoint(o.resume, checkpoint());
+      step = info.step;
+      std::printf("resumed from %s at step %lld\n", info.path.c_str(), static_cast<long long>(step));
+    }
+    if (!o.save.empty()) std::filesystem::create_directories(o.save);
+    std::ofstream metrics;
+    if (!o.metrics.empty()) {
+      metrics.open(o.metrics);
+      metrics << "step,loss,val_loss,lr,scale,tokens_per_s\n";
+    }
+
+    const int64_t last = o.stop_after > 0 ? std::min(o.stop_after, o.steps) : o.steps;
+    const double tokens_per_step = static_cast<double>(o.batch * o.model.block);
+    double loss_sum = 0, val = NAN;
+    int64_t since = 0, skipped = 0;
+    auto t0 = Clock::now();
+    const auto run_start = Clock::now();
+    while (step < last) {
+      auto [x, y] = corpus->batch(corpus->train, o.batch, o.model.block, o.seed * 1'000'003 + static_cast<uint64_t>(step), dev);
+      mg::Tensor loss;
+      {
+        mg::amp::autocast ac(autocast, low);
+        auto rec = gm.record();
+        loss = F::cross_entropy(F::reshape(net(x), {-1, corpus->vocab_size()}), F::reshape(y, {-1}));
+        scaler.backward(gm, loss, mg::Tensor(), false, mg::amp::UpdateScale::never);
+      }
+      scaler.unscale(gm.attached_tensors());
+      if (o.clip > 0) mg::optim::clip_grad_norm(params, o.clip);
+      opt.step();
+      skipped += scaler.found_non_finite();
+      sched.step(scaler);
+      scaler.update();
+      opt.clear_grad();
+      ++step;
+      loss_sum += loss.item<double>();
+      ++since;
+      const bool eval_now = step % o.eval_interval == 0 || step == last;
+      if (step % 50 == 0 || eval_now) {
+        const double tps = tokens_per_step * static_cast<double>(since) / seconds_since(t0);
+        if (eval_now) val = evaluate(net, *corpus, corpus->val, o, autocast, low, dev);
+        std::printf("step %5lld/%lld  loss %.4f  %s  lr %.2e  scale %g  skipped %lld  %.0f tok/s  %s\n",
+                    static_cast<long long>(step), static_cast<long long>(o.steps), loss_sum / static_cast<double>(since),
+                    eval_now ? ("val " + std::to_string(val).substr(0, 6)).c_str() : "          ", opt.lr(),
+                    scaler.scale_factor(), static_cast<long long>(skipped), tps,
+                    ("elapsed " + std::to_string(static_cast<int>(seconds_since(run_start))) + " s").c_str());
+        std::fflush(stdout);
+        if (metrics.is_open())
+          metrics << step << ',' << loss_sum / static_cast<double>(since) << ',' << (eval_now ? val : NAN) << ','
+                  << opt.lr() << ',' << scaler.scale_factor() << ',' << tps << '\n';
+        if (eval_now && !o.save.empty()) mg::io::save_checkpoint(o.save, checkpoint());
+        loss_sum = 0;
+        since = 0;
+        t0 = Clock::now();
+      }
+    }
+    std::printf("done: step %lld, validation loss %.4f nats/char, %.0f s\n", static_cast<long long>(step), val,
+                seconds_since(run_start));
+    if (o.sample > 0) {
+      std::printf("\n--- sample (temperature %.2f, top-%lld) ---\n%s\n---\n", o.temperature,
+                  static_cast<long long>(o.top_k), sample(net, *corpus, o, autocast, low, dev).c_str());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_char_gpt: training failed: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
