@@ -43,8 +43,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Options {
-  gpt::Config model;
-  int64_t steps = 2000, batch = 32, warmup = 100, eval_interval = 250, eval_batches = 20, stop_after = 0;
+  gpt::Config model{.block = 128};
+  int64_t steps = 2500, batch = 32, warmup = 100, eval_interval = 250, eval_batches = 20, stop_after = 0;
   double lr = 2e-3, min_lr = 2e-4, weight_decay = 0.1, clip = 1.0;
   std::string precision = "auto", device = "cpu", data_dir = "/usr/share/games/fortunes", metrics, save, resume;
   std::string prompt = "\n";
