@@ -22,7 +22,7 @@ using kernels::UnaryParams;
 
 enum class UnaryOp : uint8_t {
   neg, exp, log, sqrt, rsqrt, abs, clamp, relu, leaky_relu, gelu, sigmoid, tanh, silu,
-  sin, cos, tan, log1p, expm1, erf, softplus, hardswish, mish,
+  sin, cos, tan, log1p, expm1, erf, softplus, hardswish, mish, gelu_tanh,
   kCount
 };
 enum class BinaryOp : uint8_t { add, sub, mul, div, pow, maximum, minimum, kCount };

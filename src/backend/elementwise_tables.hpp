@@ -32,7 +32,7 @@ constexpr auto unary() {
       Entry<Abs>::fn,  Entry<Clamp>::fn,   Entry<Relu>::fn,      Entry<LeakyRelu>::fn, Entry<Gelu>::fn,
       Entry<Sigmoid>::fn, Entry<Tanh>::fn, Entry<Silu>::fn,      Entry<Sin>::fn,    Entry<Cos>::fn,
       Entry<Tan>::fn,  Entry<Log1p>::fn,   Entry<Expm1>::fn,     Entry<Erf>::fn,    Entry<Softplus>::fn,
-      Entry<Hardswish>::fn, Entry<Mish>::fn,
+      Entry<Hardswish>::fn, Entry<Mish>::fn, Entry<GeluTanh>::fn,
   };
   static_assert(one_per_op<UnaryOp, table.size()>(), "one functor per UnaryOp, in its order");
   return table;

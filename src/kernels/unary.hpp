@@ -314,4 +314,26 @@ struct Mish {
   }
 };
 
+// saved: x; GPT-2's GELU, 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3)
+// (PyTorch's approximate="tanh"); derivative 0.5 (1 + t) + 0.5 x (1 - t^2) u'
+// with u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2). float's tanh is tanh_float.
+template <class C>
+struct GeluTanh {
+  static constexpr bool kIntegers = false;
+  static constexpr double kSqrt2OverPi = 0.79788456080286535588;
+  static constexpr double kCubic = 0.044715;
+  MIXGRAD_HOST_DEVICE static C tanh_of(C u) {
+    if constexpr (std::is_same_v<C, float>) return tanh_float(u);
+    else return std::tanh(u);
+  }
+  MIXGRAD_HOST_DEVICE C operator()(C x) const {
+    return C(0.5) * x * (C(1) + tanh_of(C(kSqrt2OverPi) * (x + C(kCubic) * x * x * x)));
+  }
+  MIXGRAD_HOST_DEVICE C grad(C g, C x) const {
+    const C t = tanh_of(C(kSqrt2OverPi) * (x + C(kCubic) * x * x * x));
+    const C du = C(kSqrt2OverPi) * (C(1) + C(3 * kCubic) * x * x);
+    return g * (C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * du);
+  }
+};
+
 }  // namespace mixgrad::kernels

@@ -266,6 +266,12 @@ Tensor unary_grad_graph(UnaryOp op, const Tensor& g, const Tensor& s, const Unar
       const Tensor soft = mul(g, add(t, mul(mul(s, sigmoid(s)), sub(1.0, mul(t, t)))));
       return where(gt(s, 20.0), g, soft);
     }
+    case UnaryOp::gelu_tanh: {
+      constexpr double k = 0.79788456080286535588, c = 0.044715;
+      const Tensor t = tanh(mul(add(s, mul(mul(mul(s, s), s), c)), k));
+      const Tensor du = mul(add(mul(mul(s, s), 3 * c), 1.0), k);
+      return mul(g, add(mul(add(t, 1.0), 0.5), mul(mul(mul(s, 0.5), sub(1.0, mul(t, t))), du)));
+    }
     case UnaryOp::kCount: break;
   }
   throw Error("unary: internal error: no recorded gradient for this op");
@@ -317,6 +323,7 @@ constexpr UnarySpec kErf{"erf", OpKind::erf, UnaryOp::erf, Saved::input, Accepts
 constexpr UnarySpec kSoftplus{"softplus", OpKind::softplus, UnaryOp::softplus, Saved::input, Accepts::floating};
 constexpr UnarySpec kHardswish{"hardswish", OpKind::hardswish, UnaryOp::hardswish, Saved::input, Accepts::floating};
 constexpr UnarySpec kMish{"mish", OpKind::mish, UnaryOp::mish, Saved::input, Accepts::floating};
+constexpr UnarySpec kGeluTanh{"gelu", OpKind::gelu, UnaryOp::gelu_tanh, Saved::input, Accepts::floating};
 
 }  // namespace
 
@@ -562,14 +569,7 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) { return unary(kLeakyR
 Tensor gelu(const Tensor& x) { return unary(kGelu, x); }
 
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
-  if (approximate == GeluApproximation::none) return gelu(x);
-  ops::check_defined("gelu", {&x});
-  ops::check_floating("gelu", x);
-  const DType acc = x.dtype() == DType::float64 ? DType::float64 : DType::float32;
-  const Tensor xa = astype(x, acc);
-  const double k = 0.7978845608028654;  // sqrt(2 / pi)
-  const Tensor inner = mul(add(xa, mul(mul(mul(xa, xa), xa), 0.044715)), k);
-  return astype(mul(mul(xa, 0.5), add(tanh(inner), 1.0)), x.dtype());
+  return approximate == GeluApproximation::tanh ? unary(kGeluTanh, x) : unary(kGelu, x);
 }
 Tensor sigmoid(const Tensor& x) { return unary(kSigmoid, x); }
 Tensor tanh(const Tensor& x) { return unary(kTanh, x); }

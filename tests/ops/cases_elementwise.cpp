@@ -225,6 +225,9 @@ template <>
 Cases cases_of<mg::OpKind::gelu>() {
   return {
       {.name = "gelu", .inputs = {InputSpec({3, 4}, -3.0, 3.0)}, .run = [](const Inputs& x) { return F::gelu(x[0]); }},
+      {.name = "gelu_tanh",
+       .inputs = {InputSpec({3, 4}, -4.0, 4.0)},
+       .run = [](const Inputs& x) { return F::gelu(x[0], F::GeluApproximation::tanh); }},
   };
 }
 

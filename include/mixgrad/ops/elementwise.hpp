@@ -92,7 +92,7 @@ Tensor gelu(const Tensor& x);
 /// PyTorch's `approximate` argument of gelu: none (erf) or tanh.
 enum class GeluApproximation { none, tanh };
 /// GELU; with tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (GPT-2's),
-/// computed in float32 for 16-bit inputs from the ops it is made of.
+/// one fused kernel as the exact form (float32 inside for 16-bit inputs).
 Tensor gelu(const Tensor& x, GeluApproximation approximate);
 /// 1 / (1 + e^-x).
 Tensor sigmoid(const Tensor& x);
