@@ -394,9 +394,13 @@ void attention_forward(const AttentionArgs& a, const AttentionOutputs& o) {
 
 void attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
                         const AttentionGrads& grads) {
-  for (const Tensor* t : {&grads.q, &grads.k, &grads.v})
-    if (t->defined()) fill(*t, 0.0);
-  if (a.n * a.heads * a.q_len * a.kv_len == 0) return;
+  // The kernel writes every element of the gradients it computes; only an
+  // empty problem (no query or no key) leaves them to be zeroed here.
+  if (a.n * a.heads * a.q_len * a.kv_len == 0) {
+    for (const Tensor* t : {&grads.q, &grads.k, &grads.v})
+      if (t->defined()) fill(*t, 0.0);
+    return;
+  }
   visit_floating(a.q.dtype(), "scaled_dot_product_attention",
                  [&]<class T>() { backward_all<T>(a, saved, grad_out, grads, variant<T>()); });
 }
