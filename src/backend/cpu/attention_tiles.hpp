@@ -4,7 +4,7 @@
 // vector code from one source:
 //
 //   tiles::gemm<float, 64>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);   // c += a b (a strided)
-//   tiles::exp_rows<float, 64>(n, x);                                 // x = exp(x)
+//   tiles::exp_rows<float, 64>(n, x);                                 // x = exp(x), x <= 0
 //
 // Bytes is the vector width (16: SSE2, 32: AVX2, 64: AVX-512). Everything is
 // always inlined into its caller, so it takes the caller's instruction set.
@@ -15,6 +15,8 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+
+#include "kernels/unary.hpp"
 
 // Vector types are passed between always-inlined functions only: the ABI
 // note GCC gives for them does not apply.
@@ -93,50 +95,15 @@ template <class Acc, int Bytes>
   for (; i < m; ++i) gemm_rows<Acc, Bytes, 1>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
 }
 
-/// e^x for float vectors: Cephes' degree-6 polynomial on the reduced
-/// argument, within 2 ulp of std::exp over the range the softmax uses; x
-/// below -87 (and -inf) gives 0, NaN stays NaN.
-template <int Bytes>
-[[gnu::always_inline]] inline typename Vec<float, Bytes>::type exp_vec(typename Vec<float, Bytes>::type x) {
-  using V = typename Vec<float, Bytes>::type;
-  typedef int32_t VI __attribute__((vector_size(Bytes)));
-  const V lo = x < -87.0f ? V{} - 87.0f : x;
-  const V xc = lo > 88.0f ? V{} + 88.0f : lo;
-  const V magic = V{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const V n = (xc * 1.44269504088896341f + magic) - magic;
-  V f = xc - n * 0.693359375f;
-  f = f - n * -2.12194440e-4f;
-  V p = V{} + 1.9875691500e-4f;
-  p = p * f + 1.3981999507e-3f;
-  p = p * f + 8.3334519073e-3f;
-  p = p * f + 4.1665795894e-2f;
-  p = p * f + 1.6666665459e-1f;
-  p = p * f + 5.0000001201e-1f;
-  const V y = p * f * f + f + 1.0f;
-  const VI bits = (__builtin_convertvector(n, VI) + 127) << 23;
-  V scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  const V r = y * scale;
-  const V zero{};
-  return x < -87.0f ? zero : (x != x ? x : r);
-}
-
-/// x[j] = e^x[j] for j < n (float: exp_vec; double: std::exp).
+/// x[j] = e^x[j] for j < n, where every x[j] <= 0 (scores minus their row
+/// maximum or log-sum-exp): float through kernels::exp_float_nonpositive,
+/// plain arithmetic the loop vectorises at the caller's width; double
+/// through std::exp.
 template <class Acc, int Bytes>
 [[gnu::always_inline]] inline void exp_rows(int64_t n, Acc* x) {
-  if constexpr (std::is_same_v<Acc, float>) {
-    using V = typename Vec<float, Bytes>::type;
-    constexpr int W = Vec<float, Bytes>::lanes;
-    int64_t j = 0;
-    for (; j + W <= n; j += W) store(x + j, exp_vec<Bytes>(load<V>(x + j)));
-    if (j < n) {  // the tail through one padded vector
-      float buf[W];
-      for (int t = 0; t < W; ++t) buf[t] = j + t < n ? x[j + t] : 0.0f;
-      store(buf, exp_vec<Bytes>(load<V>(buf)));
-      for (int64_t t = 0; j + t < n; ++t) x[j + t] = buf[t];
-    }
-  } else {
-    for (int64_t j = 0; j < n; ++j) x[j] = std::exp(x[j]);
+  for (int64_t j = 0; j < n; ++j) {
+    if constexpr (std::is_same_v<Acc, float>) x[j] = kernels::exp_float_nonpositive(x[j]);
+    else x[j] = std::exp(x[j]);
   }
 }
 
