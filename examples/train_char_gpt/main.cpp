@@ -228,7 +228,8 @@ int main(int argc, char** argv) {
 
     const int64_t last = o.stop_after > 0 ? std::min(o.stop_after, o.steps) : o.steps;
     const double tokens_per_step = static_cast<double>(o.batch * o.model.block);
-    double loss_sum = 0, val = NAN;
+    mg::Tensor loss_sum;  // the interval's losses, summed where they are: read once per log line
+    double val = NAN;
     int64_t since = 0, skipped = 0;
     auto t0 = Clock::now();
     const auto run_start = Clock::now();
@@ -249,23 +250,24 @@ int main(int argc, char** argv) {
       scaler.update();
       opt.clear_grad();
       ++step;
-      loss_sum += loss.item<double>();
+      loss_sum = loss_sum.defined() ? F::add(loss_sum, loss.detach()) : loss.detach();
       ++since;
       const bool eval_now = step % o.eval_interval == 0 || step == last;
       if (step % 50 == 0 || eval_now) {
+        const double mean_loss = loss_sum.item<double>() / static_cast<double>(since);
         const double tps = tokens_per_step * static_cast<double>(since) / seconds_since(t0);
         if (eval_now) val = evaluate(net, *corpus, corpus->val, o, autocast, low, dev);
         std::printf("step %5lld/%lld  loss %.4f  %s  lr %.2e  scale %g  skipped %lld  %.0f tok/s  %s\n",
-                    static_cast<long long>(step), static_cast<long long>(o.steps), loss_sum / static_cast<double>(since),
+                    static_cast<long long>(step), static_cast<long long>(o.steps), mean_loss,
                     eval_now ? ("val " + std::to_string(val).substr(0, 6)).c_str() : "          ", opt.lr(),
                     scaler.scale_factor(), static_cast<long long>(skipped), tps,
                     ("elapsed " + std::to_string(static_cast<int>(seconds_since(run_start))) + " s").c_str());
         std::fflush(stdout);
         if (metrics.is_open())
-          metrics << step << ',' << loss_sum / static_cast<double>(since) << ',' << (eval_now ? val : NAN) << ','
+          metrics << step << ',' << mean_loss << ',' << (eval_now ? val : NAN) << ','
                   << opt.lr() << ',' << scaler.scale_factor() << ',' << tps << '\n';
         if (eval_now && !o.save.empty()) mg::io::save_checkpoint(o.save, checkpoint());
-        loss_sum = 0;
+        loss_sum = mg::Tensor();
         since = 0;
         t0 = Clock::now();
       }
