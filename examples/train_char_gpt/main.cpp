@@ -68,7 +68,7 @@ int parse(int argc, char** argv, Options& o) {
     ("lr", po::value(&o.lr)->default_value(o.lr), "peak learning rate (AdamW)")
     ("min-lr", po::value(&o.min_lr)->default_value(o.min_lr), "learning rate at the end of the cosine")
     ("warmup", po::value(&o.warmup)->default_value(o.warmup), "linear warm-up steps")
-    ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "AdamW's decoupled weight decay")
+    ("weight-decay", po::value(&o.weight_decay)->default_value(o.weight_decay), "AdamW's decoupled weight decay, on weight matrices and embeddings")
     ("clip", po::value(&o.clip)->default_value(o.clip), "gradient norm clipping (0: off)")
     ("precision", po::value(&o.precision)->default_value(o.precision),
      "auto (bf16 autocast on the CPU, fp16 + GradScaler on CUDA), fp32, bf16 or fp16")
@@ -193,7 +193,9 @@ int main(int argc, char** argv) {
     for (const auto& p : params) n_params += p.numel();
     mg::autodiff::GradManager gm;
     gm.attach(params);
-    mg::optim::AdamW opt(params, {.lr = o.lr, .betas = {0.9, 0.99}, .weight_decay = o.weight_decay});
+    // Weight decay on weight matrices and embeddings only, none on biases
+    // and norm weights (GPT-2's and nanoGPT's split).
+    mg::optim::AdamW opt(mg::optim::weight_decay_groups(params, o.weight_decay), {.lr = o.lr, .betas = {0.9, 0.99}});
     auto warm = std::make_shared<mg::optim::LinearLR>(opt, 1.0 / static_cast<double>(std::max<int64_t>(o.warmup, 1)),
                                                       1.0, std::max<int64_t>(o.warmup, 1));
     auto cosine = std::make_shared<mg::optim::CosineAnnealingLR>(opt, o.steps - o.warmup, o.min_lr);

@@ -110,6 +110,9 @@ struct TensorImpl {
   uint64_t id = 0;
   uint64_t version = 0;  // bumped by in-place writes (optimizer steps, loads)
   Tensor grad;
+  // How a loss scaler left this tensor as a gradient (mixgrad/amp_step.hpp).
+  const void* scaled_by = nullptr;
+  Tensor found_inf;
 
   TensorImpl(std::shared_ptr<Storage> s, int64_t off, const Shape& sh, const Shape& st, DType dt);
 };

@@ -9,7 +9,6 @@
 #include <sstream>
 
 #include "amp/grad_list.hpp"
-#include "amp/scaled_grads.hpp"
 #include "autodiff/tape.hpp"
 #include "backend/copy.hpp"
 #include "backend/loss_scale.hpp"
@@ -236,7 +235,7 @@ void GradScaler::backward(autodiff::GradManager& gm, const std::vector<Tensor>& 
     unscale(gm.attached_tensors());
   } else {
     for (const Tensor& t : gm.attached_tensors())
-      if (t.grad().defined()) detail::mark_scaled(t.grad(), this);
+      if (t.grad().defined()) set_grad_scaling(t.grad(), {.scaled_by = this, .found_inf = Tensor()});
   }
   // A create_graph backward is a step's first pass: the step ends with the next one.
   const bool step_ends = unscale_grad && !options.create_graph;
@@ -272,7 +271,7 @@ void GradScaler::unscale_recorded(const std::vector<Tensor>& tensors) {
   }
   for (size_t i = 0; i < list.owners.size(); ++i) {
     list.owners[i].set_grad(unscaled[i]);
-    detail::mark_unscaled(unscaled[i], found_inf_);
+    set_grad_scaling(unscaled[i], {.scaled_by = nullptr, .found_inf = found_inf_});
     record_in_step(list.owners[i], InStep::unscaled);
   }
 }
@@ -292,7 +291,7 @@ GradScaler& GradScaler::unscale(const std::vector<Tensor>& tensors) {
   });
   for (const Tensor& g : list.grads) g.bump_version();  // written in place
   for (const Tensor& t : list.owners) {
-    detail::mark_unscaled(t.grad(), found_inf_);
+    set_grad_scaling(t.grad(), {.scaled_by = nullptr, .found_inf = found_inf_});
     record_in_step(t, InStep::unscaled);
   }
   return *this;
@@ -349,11 +348,9 @@ void GradScaler::update(std::optional<double> new_scale) {
   step_grads_.clear();
 }
 
-void GradScaler::step(optim::Optimizer& opt) { step(opt, opt.step_supports_amp_scaling()); }
-
-void GradScaler::step(optim::Optimizer& opt, bool fused_unscale) {
+void GradScaler::step(AmpStepTarget& opt, bool fused_unscale) {
   if (!options_.enabled) {
-    opt.step();
+    opt.step(AmpStep{});
     return;
   }
   // The gradients of opt's parameters this scaler scaled that are still
@@ -362,22 +359,21 @@ void GradScaler::step(optim::Optimizer& opt, bool fused_unscale) {
   // left to opt.step(), which refuses them.
   std::vector<Tensor> pending, still_scaled;
   for (const Tensor& p : opt.parameters()) {
-    const detail::GradMark mark = detail::grad_mark(p.grad());
-    if (!mark.scaled || mark.scaler != this) continue;
+    if (grad_scaling(p.grad()).scaled_by != this) continue;
     still_scaled.push_back(p);
     if (!step_grads_.contains(p.id())) pending.push_back(p);
   }
   if (!fused_unscale || still_scaled.empty()) {
     if (!still_scaled.empty()) unscale(still_scaled);  // in place, once; the step's flag
     sync_found_inf();  // every rank steps on the flag they agree on
-    opt.step();
+    opt.step(AmpStep{});
     return;
   }
   // The unscale happens inside the optimizer's update kernel: here only a
   // read-only pass over the pending gradients sets the step's flag.
   // Everything is checked first, so a throw leaves the gradients, the
   // optimizer and this scaler as they were.
-  opt.check_grads(this);
+  opt.check_step(AmpStep{.scaler = this, .inv_scale = Tensor(), .found_inf = Tensor()});
   if (!pending.empty()) {
     const detail::GradList list = detail::collect_grads("GradScaler::step", pending);
     autodiff::NoRecordScope no_record;
@@ -388,7 +384,7 @@ void GradScaler::step(optim::Optimizer& opt, bool fused_unscale) {
     for (const Tensor& t : list.owners) record_in_step(t, InStep::left_scaled);
   }
   sync_found_inf();
-  opt.step_with(this, inv_scale_, found_inf_);
+  opt.step(AmpStep{.scaler = this, .inv_scale = inv_scale_, .found_inf = found_inf_});
 }
 
 StateDict GradScaler::state_dict() const {

@@ -14,24 +14,34 @@ AdamOptions from_map(const std::map<std::string, double>& h) {
           .weight_decay = h.at("weight_decay"),
           .amsgrad = h.at("amsgrad") != 0.0};
 }
+
+std::map<std::string, double> to_map(const AdamOptions& o) {
+  return {{"lr", o.lr},
+          {"beta1", o.betas.first},
+          {"beta2", o.betas.second},
+          {"eps", o.eps},
+          {"weight_decay", o.weight_decay},
+          {"amsgrad", o.amsgrad ? 1.0 : 0.0}};
+}
 }  // namespace
 
-Adam::Adam(std::vector<Tensor> params, const AdamOptions& options) : Adam(std::move(params), options, false, "Adam") {}
+Adam::Adam(std::vector<Tensor> params, const AdamOptions& options)
+    : Adam(std::vector<ParamGroup>{ParamGroup{.params = std::move(params), .options = {}}}, options) {}
 
-Adam::Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled, std::string name)
-    : Optimizer(std::move(params), std::move(name), options.master_weights, options.step_supports_amp_scaling),
-      options_(options),
+Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& options) : Adam(std::move(groups), options, false, "Adam") {}
+
+Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& options, bool decoupled, std::string name)
+    : Optimizer(std::move(groups), std::move(name), to_map(options), options.master_weights,
+                options.step_supports_amp_scaling),
       decoupled_(decoupled) {
-  check_hyperparameters(hyperparameters());
+  check_groups();
 }
 
-Optimizer::Hyperparameters Adam::hyperparameters() const {
-  return {{"lr", options_.lr},
-          {"beta1", options_.betas.first},
-          {"beta2", options_.betas.second},
-          {"eps", options_.eps},
-          {"weight_decay", options_.weight_decay},
-          {"amsgrad", options_.amsgrad ? 1.0 : 0.0}};
+AdamOptions Adam::options() const {
+  AdamOptions o = from_map(group_hyperparameters(0));
+  o.master_weights = master_weights();
+  o.step_supports_amp_scaling = step_supports_amp_scaling();
+  return o;
 }
 
 void Adam::check_hyperparameters(const Hyperparameters& h) const {
@@ -45,24 +55,19 @@ void Adam::check_hyperparameters(const Hyperparameters& h) const {
           "weight_decay must be >= 0, got " + std::to_string(o.weight_decay));
 }
 
-void Adam::set_hyperparameters(const Hyperparameters& h) {
-  const AdamOptions kept = options_;  // construction settings, not hyper-parameters
-  options_ = from_map(h);
-  options_.master_weights = kept.master_weights;
-  options_.step_supports_amp_scaling = kept.step_supports_amp_scaling;
-}
-
 std::vector<std::string> Adam::buffer_names(const Hyperparameters& h) const {
   if (h.at("amsgrad") != 0.0) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   return {"exp_avg", "exp_avg_sq"};
 }
 
-void Adam::update(const Tensor& param, const Tensor& grad, ParamState& state, const AmpStep& amp) {
-  const backend::AdamStep s{.lr = options_.lr,
-                            .beta1 = options_.betas.first,
-                            .beta2 = options_.betas.second,
-                            .eps = options_.eps,
-                            .weight_decay = options_.weight_decay,
+void Adam::update(const Tensor& param, const Tensor& grad, ParamState& state, const AmpStep& amp,
+                  const Hyperparameters& h) {
+  const AdamOptions o = from_map(h);
+  const backend::AdamStep s{.lr = o.lr,
+                            .beta1 = o.betas.first,
+                            .beta2 = o.betas.second,
+                            .eps = o.eps,
+                            .weight_decay = o.weight_decay,
                             .decoupled = decoupled_};
   backend::adam_update(param, grad, state.buffers[0], state.buffers[1],
                        state.buffers.size() > 2 ? state.buffers[2] : Tensor(), state.step, amp.found_inf, s,

@@ -40,13 +40,25 @@ StateDict sub_dict(const StateDict& dict, const std::string& prefix) {
 // ---------------------------------------------------------------- LRScheduler
 
 LRScheduler::LRScheduler(Optimizer& opt, std::string name)
-    : opt_(opt), name_(std::move(name)), base_lr_(opt.lr()), last_lr_(opt.lr()), serial_(next_serial++) {}
+    : opt_(opt), name_(std::move(name)), last_lr_(opt.lr()), serial_(next_serial++) {
+  for (size_t g = 0; g < opt.num_param_groups(); ++g) base_lrs_.push_back(opt.lr(g));
+}
 
 LRScheduler::~LRScheduler() = default;
 
+double LRScheduler::apply(int64_t epoch) {
+  std::vector<double> lrs;
+  for (double base : base_lrs_) {
+    lrs.push_back(lr_for(epoch, base));
+    require(std::isfinite(lrs.back()) && lrs.back() >= 0,
+            "the lr after " + std::to_string(epoch) + " steps would be " + num(lrs.back()) + "; nothing was changed");
+  }
+  for (size_t g = 0; g < lrs.size(); ++g) opt_.set_lr(g, lrs[g]);
+  return lrs.front();
+}
+
 void LRScheduler::start() {
-  const double lr = lr_at(0);
-  opt_.set_lr(lr);
+  const double lr = apply(0);
   last_epoch_ = 0;
   last_lr_ = lr;
   on_epoch();
@@ -59,8 +71,7 @@ void LRScheduler::require(bool ok, const std::string& what) const {
 void LRScheduler::step() {
   const int64_t next = last_epoch_ + 1;
   check_advance(next);
-  const double lr = lr_at(next);
-  opt_.set_lr(lr);  // throws (ValueError) before anything here changes
+  const double lr = apply(next);  // throws (ValueError) before anything here changes
   last_epoch_ = next;
   last_lr_ = lr;
   on_epoch();
@@ -72,10 +83,18 @@ bool LRScheduler::step(const amp::GradScaler& scaler) {
   return true;
 }
 
+std::vector<std::string> LRScheduler::base_lr_keys() const {
+  std::vector<std::string> keys{"base_lr"};
+  for (size_t g = 1; g < base_lrs_.size(); ++g) keys.push_back("base_lr." + std::to_string(g));
+  return keys;
+}
+
 StateDict LRScheduler::state_dict() const {
   StateDict out;
   out.insert("last_epoch", scalar(static_cast<double>(last_epoch_), DType::int64));
-  out.insert("base_lr", scalar(base_lr_, DType::float64));
+  out.insert("base_lr", scalar(base_lrs_[0], DType::float64));
+  for (size_t g = 1; g < base_lrs_.size(); ++g)
+    out.insert("base_lr." + std::to_string(g), scalar(base_lrs_[g], DType::float64));
   for (const auto& [k, v] : options()) out.insert("options." + k, scalar(v, DType::float64));
   save_extra(out);
   return out;
@@ -92,8 +111,10 @@ void LRScheduler::check_state_dict(const StateDict& dict) const {
 
   const double epoch = dict.at("last_epoch").item<double>();
   require(is_int(epoch) && epoch >= 0, "load_state_dict: last_epoch must be an integer >= 0, got " + num(epoch));
-  const double base = dict.at("base_lr").item<double>();
-  require(std::isfinite(base) && base >= 0, "load_state_dict: base_lr must be finite and >= 0, got " + num(base));
+  for (const std::string& key : base_lr_keys()) {
+    const double base = dict.at(key).item<double>();
+    require(std::isfinite(base) && base >= 0, "load_state_dict: " + key + " must be finite and >= 0, got " + num(base));
+  }
   Options o = options();
   for (auto& [k, v] : o) v = dict.at("options." + k).item<double>();
   check_options(o);
@@ -107,10 +128,10 @@ void LRScheduler::load_state_dict(const StateDict& dict) {
   Options o = options();
   for (auto& [k, v] : o) v = dict.at("options." + k).item<double>();
   set_options(o);
-  base_lr_ = dict.at("base_lr").item<double>();
+  const std::vector<std::string> keys = base_lr_keys();
+  for (size_t g = 0; g < keys.size(); ++g) base_lrs_[g] = dict.at(keys[g]).item<double>();
   last_epoch_ = static_cast<int64_t>(dict.at("last_epoch").item<double>());
-  last_lr_ = lr_at(last_epoch_);
-  opt_.set_lr(last_lr_);
+  last_lr_ = apply(last_epoch_);
   on_epoch();
 }
 
@@ -122,8 +143,8 @@ StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma)
   start();
 }
 
-double StepLR::lr_at(int64_t epoch) const {
-  return base_lr() * std::pow(gamma_, static_cast<double>(epoch / step_size_));
+double StepLR::lr_for(int64_t epoch, double base_lr) const {
+  return base_lr * std::pow(gamma_, static_cast<double>(epoch / step_size_));
 }
 
 LRScheduler::Options StepLR::options() const {
@@ -149,9 +170,9 @@ CosineAnnealingLR::CosineAnnealingLR(Optimizer& opt, int64_t T_max, double eta_m
   start();
 }
 
-double CosineAnnealingLR::lr_at(int64_t epoch) const {
+double CosineAnnealingLR::lr_for(int64_t epoch, double base_lr) const {
   const double t = static_cast<double>(epoch) / static_cast<double>(t_max_);
-  return eta_min_ + (base_lr() - eta_min_) * (1.0 + std::cos(std::numbers::pi * t)) / 2.0;
+  return eta_min_ + (base_lr - eta_min_) * (1.0 + std::cos(std::numbers::pi * t)) / 2.0;
 }
 
 LRScheduler::Options CosineAnnealingLR::options() const {
@@ -177,9 +198,9 @@ LinearLR::LinearLR(Optimizer& opt, double start_factor, double end_factor, int64
   start();
 }
 
-double LinearLR::lr_at(int64_t epoch) const {
+double LinearLR::lr_for(int64_t epoch, double base_lr) const {
   const double done = static_cast<double>(std::min(epoch, total_iters_)) / static_cast<double>(total_iters_);
-  return base_lr() * (start_factor_ + (end_factor_ - start_factor_) * done);
+  return base_lr * (start_factor_ + (end_factor_ - start_factor_) * done);
 }
 
 LRScheduler::Options LinearLR::options() const {
@@ -209,7 +230,8 @@ OneCycleLR::OneCycleLR(Optimizer& opt, double max_lr, int64_t total_steps, const
   start();
 }
 
-double OneCycleLR::lr_at(int64_t epoch) const {
+double OneCycleLR::lr_for(int64_t epoch, double base_lr) const {
+  (void)base_lr;  // the cycle runs between max_lr / div_factor and max_lr, as PyTorch's with one max_lr
   const double initial = max_lr_ / o_.div_factor;
   const double min_lr = initial / o_.final_div_factor;
   const double rise_end = o_.pct_start * static_cast<double>(total_steps_) - 1.0;
@@ -304,10 +326,10 @@ SequentialLR::SequentialLR(Optimizer& opt, std::vector<std::shared_ptr<LRSchedul
   const LRScheduler* first = children_.front().get();
   for (const auto& c : children_)
     if (c->serial_ < first->serial_) first = c.get();
-  const double base = first->base_lr_;
-  for (const auto& c : children_) c->base_lr_ = base;
+  const std::vector<double> base = first->base_lrs_;
+  for (const auto& c : children_) c->base_lrs_ = base;
   // The SequentialLR itself may be built after its children changed the lr.
-  base_lr_ = base;
+  base_lrs_ = base;
   start();
 }
 
@@ -316,9 +338,9 @@ std::pair<size_t, int64_t> SequentialLR::locate(int64_t epoch) const {
   return {idx, idx == 0 ? epoch : epoch - milestones_[idx - 1]};
 }
 
-double SequentialLR::lr_at(int64_t epoch) const {
+double SequentialLR::lr_for(int64_t epoch, double base_lr) const {
   const auto [i, local] = locate(epoch);
-  return children_[i]->lr_at(local);
+  return children_[i]->lr_for(local, base_lr);
 }
 
 LRScheduler::Options SequentialLR::options() const {

@@ -4,10 +4,8 @@
 #include <cmath>
 #include <unordered_set>
 
-#include "amp/scaled_grads.hpp"
 #include "autodiff/tape.hpp"
 #include "backend/copy.hpp"
-#include "mixgrad/amp/grad_scaler.hpp"
 #include "mixgrad/functional.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "ops/op_support.hpp"
@@ -56,10 +54,40 @@ bool parse_state_key(const std::string& key, size_t& index, std::string& rest) {
   return !rest.empty();
 }
 
+// "options.<name>" for group 0, "param_groups.<g>.<name>" for the others.
+std::string option_key(size_t group, const std::string& name) {
+  return group == 0 ? "options." + name : "param_groups." + std::to_string(group) + "." + name;
+}
+
+constexpr const char* kGroupSizes = "param_groups.sizes";
+
 }  // namespace
 
-Optimizer::Optimizer(std::vector<Tensor> params, std::string name, bool master_weights, bool amp_scaling)
-    : params_(std::move(params)), name_(std::move(name)), master_weights_(master_weights), amp_scaling_(amp_scaling) {
+std::vector<ParamGroup> weight_decay_groups(const std::vector<Tensor>& params, double weight_decay) {
+  ParamGroup decay{.params = {}, .options = {{"weight_decay", weight_decay}}};
+  ParamGroup no_decay{.params = {}, .options = {{"weight_decay", 0.0}}};
+  for (const Tensor& p : params) (p.defined() && p.ndim() >= 2 ? decay : no_decay).params.push_back(p);
+  return {std::move(decay), std::move(no_decay)};
+}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, std::string name, const Hyperparameters& defaults,
+                     bool master_weights, bool amp_scaling)
+    : name_(std::move(name)), master_weights_(master_weights), amp_scaling_(amp_scaling) {
+  for (size_t g = 0; g < groups.size(); ++g) {
+    Group group{.begin = params_.size(), .end = 0, .hyperparameters = defaults};
+    for (const auto& [key, value] : groups[g].options) {
+      if (!defaults.contains(key)) {
+        std::string known;
+        for (const auto& [k, v] : defaults) known += (known.empty() ? "" : ", ") + k;
+        throw ValueError(name_ + ": parameter group " + std::to_string(g) + " sets an unknown option '" + key +
+                         "' (" + name_ + " takes " + known + ")");
+      }
+      group.hyperparameters[key] = value;
+    }
+    for (Tensor& p : groups[g].params) params_.push_back(std::move(p));
+    group.end = params_.size();
+    groups_.push_back(std::move(group));
+  }
   if (params_.empty()) throw ValueError(name_ + ": got an empty parameter list");
   std::unordered_set<const TensorImpl*> seen;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -79,6 +107,52 @@ Optimizer::Optimizer(std::vector<Tensor> params, std::string name, bool master_w
   }
 }
 
+void Optimizer::check_groups() const {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    try {
+      check_hyperparameters(groups_[g].hyperparameters);
+    } catch (const ValueError& e) {
+      if (groups_.size() == 1) throw;
+      throw ValueError(std::string(e.what()) + " (parameter group " + std::to_string(g) + ")");
+    }
+  }
+}
+
+const Optimizer::Group& Optimizer::group_of(size_t i) const {
+  for (const Group& g : groups_)
+    if (i < g.end) return g;
+  return groups_.back();  // not reached: every index lies in a group
+}
+
+void Optimizer::check_group_index(size_t group, const char* op) const {
+  if (group >= groups_.size())
+    throw ValueError(name_ + "::" + op + ": parameter group " + std::to_string(group) + " of " +
+                     std::to_string(groups_.size()));
+}
+
+std::vector<Tensor> Optimizer::param_group(size_t group) const {
+  check_group_index(group, "param_group");
+  return {params_.begin() + static_cast<std::ptrdiff_t>(groups_[group].begin),
+          params_.begin() + static_cast<std::ptrdiff_t>(groups_[group].end)};
+}
+
+double Optimizer::hyperparameter(size_t group, const std::string& name) const {
+  check_group_index(group, "hyperparameter");
+  const auto it = groups_[group].hyperparameters.find(name);
+  if (it == groups_[group].hyperparameters.end()) throw ValueError(name_ + ": no option '" + name + "'");
+  return it->second;
+}
+
+void Optimizer::set_hyperparameter(size_t group, const std::string& name, double value) {
+  check_group_index(group, "set_hyperparameter");
+  Hyperparameters h = groups_[group].hyperparameters;
+  const auto it = h.find(name);
+  if (it == h.end()) throw ValueError(name_ + ": no option '" + name + "'");
+  it->second = value;
+  check_hyperparameters(h);
+  groups_[group].hyperparameters = std::move(h);
+}
+
 bool Optimizer::uses_master(size_t i) const { return master_weights_ && is_16bit(params_[i].dtype()); }
 
 Tensor Optimizer::master_weight(size_t i) const {
@@ -94,18 +168,7 @@ void Optimizer::require(bool ok, const std::string& what) const {
   if (!ok) throw ValueError(name_ + ": invalid option: " + what);
 }
 
-Optimizer& Optimizer::step() {
-  check_grads(nullptr);
-  step_with(nullptr, Tensor(), Tensor());
-  return *this;
-}
-
-Optimizer& Optimizer::step(amp::GradScaler& scaler) {
-  scaler.step(*this, true);
-  return *this;
-}
-
-void Optimizer::check_grads(const amp::GradScaler* scaler) const {
+void Optimizer::check_step(const AmpStep& amp) const {
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
     const Tensor g = p.grad();
@@ -114,44 +177,57 @@ void Optimizer::check_grads(const amp::GradScaler* scaler) const {
     if (g.shape() != p.shape()) throw ShapeError(which + " has a gradient of shape " + to_string(g.shape()));
     if (!is_floating_point(g.dtype())) throw DTypeError(which + " has a " + ops::describe(g) + " gradient");
     if (g.device() != p.device()) throw DeviceError(which + " has a gradient on " + to_string(g.device()));
-    const amp::detail::GradMark mark = amp::detail::grad_mark(g);
-    if (mark.scaled && (scaler == nullptr || mark.scaler != scaler))
+    const GradScaling mark = grad_scaling(g);
+    if (mark.scaled_by != nullptr && mark.scaled_by != amp.scaler)
       throw StateError(which + " has a gradient that GradScaler::backward scaled and no unscale has unscaled; "
                                "call scaler.unscale(...) or scaler.step(opt) instead of opt.step()");
-    if (mark.found_inf.defined() && mark.found_inf.device() != p.device())
-      throw DeviceError(which + " has a found-inf flag on " + to_string(mark.found_inf.device()));
+    const Tensor& flag = mark.scaled_by != nullptr ? amp.found_inf : mark.found_inf;
+    if (flag.defined() && flag.device() != p.device())
+      throw DeviceError(which + " has a found-inf flag on " + to_string(flag.device()));
   }
 }
 
-void Optimizer::step_with(const amp::GradScaler* scaler, const Tensor& inv_scale, const Tensor& found_inf) {
-  autodiff::NoRecordScope no_record;
-  const std::vector<std::string> names = buffer_names(hyperparameters());
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& p = params_[i];
-    const Tensor g = p.grad();
-    if (!g.defined()) continue;  // skipped: state untouched
-    amp::detail::GradMark mark = amp::detail::grad_mark(g);
-    AmpStep amp_step{.found_inf = std::move(mark.found_inf), .inv_scale = Tensor()};
-    if (mark.scaled && scaler != nullptr && mark.scaler == scaler) amp_step = {found_inf, inv_scale};
-    ParamState& s = state_[i];
-    if (!s.step.defined()) s.step = zeros(Shape{}, DType::int64, p.device());
-    if (s.buffers.size() != names.size()) {
-      s.buffers.clear();
-      for (size_t b = 0; b < names.size(); ++b) s.buffers.push_back(zeros(p.shape(), state_dtype(p), p.device()));
-    }
-    if (uses_master(i)) {
-      // A parameter written outside the optimizer (a loaded model, a cast)
-      // is the truth: the master copy follows it.
-      if (!s.master.defined() || s.master.shape() != p.shape() || s.master.device() != p.device()) {
-        s.master = float32_copy(p);
-      } else if (s.master_version != p.version() && !rounds_to(s.master, p)) {
-        backend::copy(p, s.master);
-      }
-    }
-    update(p, g, s, amp_step);  // a no-op on the device when the flag is set
-    p.bump_version();  // invalidates autocast's cached low-precision copy
-    if (uses_master(i)) s.master_version = p.version();
+AmpStep Optimizer::amp_for(const Tensor& grad, const AmpStep& amp) {
+  GradScaling mark = grad_scaling(grad);
+  if (mark.scaled_by != nullptr && mark.scaled_by == amp.scaler)
+    return {.scaler = nullptr, .inv_scale = amp.inv_scale, .found_inf = amp.found_inf};
+  return {.scaler = nullptr, .inv_scale = Tensor(), .found_inf = std::move(mark.found_inf)};
+}
+
+void Optimizer::prepare_state(size_t i, const std::vector<std::string>& names) {
+  const Tensor& p = params_[i];
+  ParamState& s = state_[i];
+  if (!s.step.defined()) s.step = zeros(Shape{}, DType::int64, p.device());
+  if (s.buffers.size() != names.size()) {
+    s.buffers.clear();
+    for (size_t b = 0; b < names.size(); ++b) s.buffers.push_back(zeros(p.shape(), state_dtype(p), p.device()));
   }
+  if (!uses_master(i)) return;
+  // A parameter written outside the optimizer (a loaded model, a cast) is
+  // the truth: the master copy follows it.
+  if (!s.master.defined() || s.master.shape() != p.shape() || s.master.device() != p.device()) {
+    s.master = float32_copy(p);
+  } else if (s.master_version != p.version() && !rounds_to(s.master, p)) {
+    backend::copy(p, s.master);
+  }
+}
+
+Optimizer& Optimizer::step(const AmpStep& amp) {
+  check_step(amp);
+  autodiff::NoRecordScope no_record;
+  for (const Group& group : groups_) {
+    const std::vector<std::string> names = buffer_names(group.hyperparameters);
+    for (size_t i = group.begin; i < group.end; ++i) {
+      const Tensor& p = params_[i];
+      const Tensor g = p.grad();
+      if (!g.defined()) continue;  // skipped: state untouched
+      prepare_state(i, names);
+      update(p, g, state_[i], amp_for(g, amp), group.hyperparameters);  // a no-op on the device when the flag is set
+      p.bump_version();  // invalidates autocast's cached low-precision copy
+      if (uses_master(i)) state_[i].master_version = p.version();
+    }
+  }
+  return *this;
 }
 
 Optimizer& Optimizer::clear_grad() {
@@ -159,14 +235,15 @@ Optimizer& Optimizer::clear_grad() {
   return *this;
 }
 
-double Optimizer::lr() const { return hyperparameters().at("lr"); }
-
 void Optimizer::set_lr(double lr) {
   require(std::isfinite(lr) && lr >= 0, "lr must be finite and >= 0, got " + std::to_string(lr));
-  Hyperparameters h = hyperparameters();
-  h.at("lr") = lr;
-  check_hyperparameters(h);
-  set_hyperparameters(h);
+  std::vector<Hyperparameters> next;
+  for (const Group& g : groups_) {
+    next.push_back(g.hyperparameters);
+    next.back().at("lr") = lr;
+    check_hyperparameters(next.back());
+  }
+  for (size_t g = 0; g < groups_.size(); ++g) groups_[g].hyperparameters = std::move(next[g]);
 }
 
 int64_t Optimizer::step_count(size_t i) const {
@@ -178,9 +255,15 @@ int64_t Optimizer::step_count(size_t i) const {
 StateDict Optimizer::state_dict() const {
   autodiff::NoRecordScope no_record;
   StateDict out;
-  const Hyperparameters h = hyperparameters();
-  for (const auto& [name, value] : h) out.insert("options." + name, scalar(value, DType::float64));
-  const std::vector<std::string> names = buffer_names(h);
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (const auto& [name, value] : groups_[g].hyperparameters)
+      out.insert(option_key(g, name), scalar(value, DType::float64));
+  if (groups_.size() > 1) {
+    Tensor sizes = empty(Shape{static_cast<int64_t>(groups_.size())}, DType::int64);
+    for (size_t g = 0; g < groups_.size(); ++g)
+      sizes.data<int64_t>()[g] = static_cast<int64_t>(groups_[g].end - groups_[g].begin);
+    out.insert(kGroupSizes, sizes);
+  }
   for (size_t i = 0; i < state_.size(); ++i) {
     const ParamState& s = state_[i];
     if (uses_master(i)) {
@@ -191,6 +274,7 @@ StateDict Optimizer::state_dict() const {
     }
     if (!s.step.defined() || s.step.item<int64_t>() == 0) continue;
     out.insert(state_key(i, "step"), s.step.clone());
+    const std::vector<std::string> names = buffer_names(group_of(i).hyperparameters);
     for (size_t b = 0; b < names.size() && b < s.buffers.size(); ++b)
       out.insert(state_key(i, names[b]), s.buffers[b].clone());
   }
@@ -199,27 +283,65 @@ StateDict Optimizer::state_dict() const {
 
 // What load_state_dict commits once every check has passed.
 struct Optimizer::CheckedLoad {
-  Hyperparameters hyperparameters;
-  std::vector<std::string> names;
-  std::vector<int64_t> steps;  // 0: no state; buffers are copied at commit
+  std::vector<Hyperparameters> hyperparameters;  // per group
+  std::vector<int64_t> steps;                    // 0: no state; buffers are copied at commit
 };
+
+namespace {
+
+// The group sizes a dict was saved with: "param_groups.sizes", or one group.
+std::vector<int64_t> saved_group_sizes(const StateDict& dict, size_t num_params, const std::string& where) {
+  const Tensor* t = dict.find(kGroupSizes);
+  if (!t) return {static_cast<int64_t>(num_params)};
+  if (t->ndim() != 1 || is_floating_point(t->dtype()) || t->dtype() == DType::bool_)
+    throw DTypeError(where + "'" + kGroupSizes + "' must be a 1-d integer tensor, got " + ops::describe(*t));
+  return t->to_vector<int64_t>();
+}
+
+std::string sizes_text(const std::vector<int64_t>& sizes) {
+  std::string out = "[";
+  for (size_t i = 0; i < sizes.size(); ++i) out += (i ? ", " : "") + std::to_string(sizes[i]);
+  return out + "]";
+}
+
+}  // namespace
 
 Optimizer::CheckedLoad Optimizer::check_load(const StateDict& dict) const {
   const std::string where = name_ + "::load_state_dict: ";
-  // 1. Hyper-parameters: every current name must be present and valid.
-  Hyperparameters h = hyperparameters();
-  for (auto& [name, value] : h) {
-    const Tensor* t = dict.find("options." + name);
-    if (!t) throw ValueError(where + "missing key 'options." + name + "'");
-    if (t->numel() != 1) throw ShapeError(where + "'options." + name + "' must hold one value, got " + ops::describe(*t));
-    value = t->item<double>();
+  // 1. The groups must be ours, and every group's hyper-parameters present and valid.
+  std::vector<int64_t> ours;
+  for (const Group& g : groups_) ours.push_back(static_cast<int64_t>(g.end - g.begin));
+  const std::vector<int64_t> saved = saved_group_sizes(dict, params_.size(), where);
+  if (saved != ours)
+    throw ValueError(where + "the dict's parameter groups have sizes " + sizes_text(saved) + ", this optimizer's " +
+                     sizes_text(ours) + "; nothing was loaded");
+  std::vector<Hyperparameters> hs;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    Hyperparameters h = groups_[g].hyperparameters;
+    for (auto& [name, value] : h) {
+      const std::string key = option_key(g, name);
+      const Tensor* t = dict.find(key);
+      if (!t) throw ValueError(where + "missing key '" + key + "'");
+      if (t->numel() != 1) throw ShapeError(where + "'" + key + "' must hold one value, got " + ops::describe(*t));
+      value = t->item<double>();
+    }
+    check_hyperparameters(h);
+    hs.push_back(std::move(h));
   }
-  check_hyperparameters(h);
-  const std::vector<std::string> names = buffer_names(h);
+  const auto group_index = [&](size_t i) {
+    size_t g = 0;
+    while (i >= groups_[g].end) ++g;
+    return g;
+  };
+  const auto names_of = [&](size_t i) { return buffer_names(hs[group_index(i)]); };
 
   // 2. Every other key must be a known state entry.
   for (const auto& [key, t] : dict) {
-    if (key.starts_with("options.") && h.contains(key.substr(8))) continue;
+    if (key == kGroupSizes && groups_.size() > 1) continue;
+    bool option = false;
+    for (size_t g = 0; g < groups_.size() && !option; ++g)
+      for (const auto& [name, value] : hs[g]) option = option || key == option_key(g, name);
+    if (option) continue;
     size_t i = 0;
     std::string rest;
     bool known = parse_state_key(key, i, rest) && i < params_.size();
@@ -238,7 +360,10 @@ Optimizer::CheckedLoad Optimizer::check_load(const StateDict& dict) const {
       continue;
     }
     known = known && dict.contains(state_key(i, "step"));
-    if (known && rest != "step") known = std::find(names.begin(), names.end(), rest) != names.end();
+    if (known && rest != "step") {
+      const std::vector<std::string> names = names_of(i);
+      known = std::find(names.begin(), names.end(), rest) != names.end();
+    }
     if (!known) throw ValueError(where + "unexpected key '" + key + "'; nothing was loaded");
   }
 
@@ -254,7 +379,7 @@ Optimizer::CheckedLoad Optimizer::check_load(const StateDict& dict) const {
     if (next[i] < 1)
       throw ValueError(where + "'" + state_key(i, "step") + "' must be >= 1, got " + std::to_string(next[i]));
     const Tensor& p = params_[i];
-    for (const std::string& b : names) {
+    for (const std::string& b : names_of(i)) {
       const Tensor* t = dict.find(state_key(i, b));
       if (!t) throw ValueError(where + "missing key '" + state_key(i, b) + "'; nothing was loaded");
       if (t->shape() != p.shape())
@@ -267,34 +392,37 @@ Optimizer::CheckedLoad Optimizer::check_load(const StateDict& dict) const {
     }
   }
 
-  return {std::move(h), names, std::move(next)};
+  return {std::move(hs), std::move(next)};
 }
 
 void Optimizer::check_state_dict(const StateDict& dict) const { check_load(dict); }
 
 void Optimizer::load_state_dict(const StateDict& dict) {
-  auto [h, names, steps] = check_load(dict);
+  auto [hs, steps] = check_load(dict);
   // 4. Commit: own copies, so the dict and the optimizer do not alias.
   autodiff::NoRecordScope no_record;
   std::vector<ParamState> next(params_.size());
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (uses_master(i)) {
-      // The loaded master copy is the truth from now on; loading the model
-      // of the same checkpoint afterwards writes its rounding, which keeps it
-      // (see rounds_to).
-      const Tensor* m = dict.find(state_key(i, kMaster));
-      next[i].master = m ? float32_copy(m->device() == params_[i].device() ? *m : m->to(params_[i].device()))
-                         : float32_copy(params_[i]);
-      next[i].master_version = params_[i].version();
-    }
-    if (steps[i] == 0) continue;
-    next[i].step = scalar(static_cast<double>(steps[i]), DType::int64, params_[i].device());
-    for (const std::string& b : names) {
-      const Tensor& t = dict.at(state_key(i, b));
-      next[i].buffers.push_back((t.device() == params_[i].device() ? t : t.to(params_[i].device())).clone());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const std::vector<std::string> names = buffer_names(hs[g]);
+    for (size_t i = groups_[g].begin; i < groups_[g].end; ++i) {
+      if (uses_master(i)) {
+        // The loaded master copy is the truth from now on; loading the model
+        // of the same checkpoint afterwards writes its rounding, which keeps
+        // it (see rounds_to).
+        const Tensor* m = dict.find(state_key(i, kMaster));
+        next[i].master = m ? float32_copy(m->device() == params_[i].device() ? *m : m->to(params_[i].device()))
+                           : float32_copy(params_[i]);
+        next[i].master_version = params_[i].version();
+      }
+      if (steps[i] == 0) continue;
+      next[i].step = scalar(static_cast<double>(steps[i]), DType::int64, params_[i].device());
+      for (const std::string& b : names) {
+        const Tensor& t = dict.at(state_key(i, b));
+        next[i].buffers.push_back((t.device() == params_[i].device() ? t : t.to(params_[i].device())).clone());
+      }
     }
   }
-  set_hyperparameters(h);
+  for (size_t g = 0; g < groups_.size(); ++g) groups_[g].hyperparameters = std::move(hs[g]);
   state_ = std::move(next);
 }
 

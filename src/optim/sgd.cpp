@@ -14,20 +14,29 @@ SGDOptions from_map(const std::map<std::string, double>& h) {
           .weight_decay = h.at("weight_decay"),
           .nesterov = h.at("nesterov") != 0.0};
 }
+
+std::map<std::string, double> to_map(const SGDOptions& o) {
+  return {{"lr", o.lr},
+          {"momentum", o.momentum},
+          {"dampening", o.dampening},
+          {"weight_decay", o.weight_decay},
+          {"nesterov", o.nesterov ? 1.0 : 0.0}};
+}
 }  // namespace
 
 SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
-    : Optimizer(std::move(params), "SGD", options.master_weights, options.step_supports_amp_scaling) {
-  options_ = options;
-  check_hyperparameters(hyperparameters());
+    : SGD(std::vector<ParamGroup>{ParamGroup{.params = std::move(params), .options = {}}}, options) {}
+
+SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& options)
+    : Optimizer(std::move(groups), "SGD", to_map(options), options.master_weights, options.step_supports_amp_scaling) {
+  check_groups();
 }
 
-Optimizer::Hyperparameters SGD::hyperparameters() const {
-  return {{"lr", options_.lr},
-          {"momentum", options_.momentum},
-          {"dampening", options_.dampening},
-          {"weight_decay", options_.weight_decay},
-          {"nesterov", options_.nesterov ? 1.0 : 0.0}};
+SGDOptions SGD::options() const {
+  SGDOptions o = from_map(group_hyperparameters(0));
+  o.master_weights = master_weights();
+  o.step_supports_amp_scaling = step_supports_amp_scaling();
+  return o;
 }
 
 void SGD::check_hyperparameters(const Hyperparameters& h) const {
@@ -40,24 +49,19 @@ void SGD::check_hyperparameters(const Hyperparameters& h) const {
   require(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "nesterov needs momentum > 0 and dampening == 0");
 }
 
-void SGD::set_hyperparameters(const Hyperparameters& h) {
-  const SGDOptions kept = options_;  // construction settings, not hyper-parameters
-  options_ = from_map(h);
-  options_.master_weights = kept.master_weights;
-  options_.step_supports_amp_scaling = kept.step_supports_amp_scaling;
-}
-
 std::vector<std::string> SGD::buffer_names(const Hyperparameters& h) const {
   if (h.at("momentum") == 0.0) return {};
   return {"momentum_buffer"};
 }
 
-void SGD::update(const Tensor& param, const Tensor& grad, ParamState& state, const AmpStep& amp) {
-  const backend::SgdStep s{.lr = options_.lr,
-                           .momentum = options_.momentum,
-                           .dampening = options_.dampening,
-                           .weight_decay = options_.weight_decay,
-                           .nesterov = options_.nesterov};
+void SGD::update(const Tensor& param, const Tensor& grad, ParamState& state, const AmpStep& amp,
+                 const Hyperparameters& h) {
+  const SGDOptions o = from_map(h);
+  const backend::SgdStep s{.lr = o.lr,
+                           .momentum = o.momentum,
+                           .dampening = o.dampening,
+                           .weight_decay = o.weight_decay,
+                           .nesterov = o.nesterov};
   backend::sgd_update(param, grad, state.buffers.empty() ? Tensor() : state.buffers[0], state.step, amp.found_inf, s,
                       {.inv_scale = amp.inv_scale, .master = state.master});
 }

@@ -380,7 +380,7 @@ std::vector<Row> optim_module_data_rows() {
       row<ValueError>("Adam: beta1 = 1",
                       [](Fixture& f) { mg::optim::Adam opt(f.net.parameters(), {.betas = {1.0, 0.999}}); },
                       {"Adam", "betas.first"}),
-      row<ValueError>("SGD: no parameters", [](Fixture&) { mg::optim::SGD opt({}); }, {"SGD", "empty"}),
+      row<ValueError>("SGD: no parameters", [](Fixture&) { mg::optim::SGD opt(std::vector<mg::Tensor>{}); }, {"SGD", "empty"}),
       row<ValueError>("SGD: a parameter twice", [](Fixture& f) { mg::optim::SGD opt({f.a, f.a}); },
                       {"SGD", "more than once"}),
       row<DTypeError>("SGD over an int32 tensor", [](Fixture& f) { mg::optim::SGD opt({f.ints}); },

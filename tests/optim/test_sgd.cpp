@@ -168,7 +168,7 @@ BOOST_AUTO_TEST_CASE(invalid_options_throw_at_construction) {
   BOOST_CHECK_THROW(mg::optim::SGD({p}, {.lr = 0.1, .nesterov = true}), mg::ValueError);
   BOOST_CHECK_THROW(mg::optim::SGD({p}, {.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .nesterov = true}), mg::ValueError);
   BOOST_CHECK_THROW(mg::optim::SGD({p}, {.lr = std::nan("")}), mg::ValueError);
-  BOOST_CHECK_THROW(mg::optim::SGD({}, {.lr = 0.1}), mg::ValueError);
+  BOOST_CHECK_THROW(mg::optim::SGD(std::vector<mg::Tensor>{}, {.lr = 0.1}), mg::ValueError);
   BOOST_CHECK_THROW(mg::optim::SGD({p, p}, {.lr = 0.1}), mg::ValueError);
   BOOST_CHECK_THROW(mg::optim::SGD({mg::Tensor()}, {.lr = 0.1}), mg::StateError);
   BOOST_CHECK_THROW(mg::optim::SGD({mg::arange(3)}, {.lr = 0.1}), mg::DTypeError);

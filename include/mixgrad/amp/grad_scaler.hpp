@@ -115,7 +115,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "mixgrad/optim/optimizer.hpp"
+#include "mixgrad/amp_step.hpp"
 #include "mixgrad/state_dict.hpp"
 #include "mixgrad/tensor.hpp"
 
@@ -288,13 +288,18 @@ class GradScaler {
   /// scaler scaled (or this one before it was moved) are left to opt.step(),
   /// which refuses them with StateError. To learn whether the step was
   /// taken, ask found_non_finite() (a synchronisation). A disabled scaler
-  /// just steps.
-  void step(optim::Optimizer& opt);
+  /// just steps. Any AmpStepTarget (mixgrad/amp_step.hpp) is stepped this
+  /// way: the scaler hands it an AmpStep.
+  void step(AmpStepTarget& opt) { step(opt, opt.step_supports_amp_scaling()); }
+  /// As step(opt), with the unscale fused into opt's update or not, whatever
+  /// opt's step_supports_amp_scaling() says (`opt.step(scaler)` asks for
+  /// the fused form).
+  void step(AmpStepTarget& opt, bool fused_unscale);
   /// For any other optimizer type (one with a `step()` that cannot read the
   /// flag): calls `opt.step()` unless found_non_finite(), which reads the
   /// flag on the host, a synchronisation.
   template <class Optimizer>
-    requires(!std::derived_from<Optimizer, optim::Optimizer>)
+    requires(!std::derived_from<Optimizer, AmpStepTarget>)
   void step(Optimizer& opt) {
     sync_found_inf();
     if (!found_non_finite()) opt.step();
@@ -352,9 +357,6 @@ class GradScaler {
   int64_t growth_tracker() const;
 
  private:
-  friend class optim::Optimizer;  // Optimizer::step(GradScaler&)
-  // step(opt) with the unscale fused into opt's update or not.
-  void step(optim::Optimizer& opt, bool fused_unscale);
   struct Loaded;
   Loaded check_load(const StateDict& state) const;
   // What the step did to a gradient so far, as it is in memory.

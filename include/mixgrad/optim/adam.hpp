@@ -36,21 +36,23 @@ class Adam : public Optimizer {
  public:
   /// Throws ValueError for lr < 0, betas outside [0, 1), eps < 0, weight_decay < 0.
   explicit Adam(std::vector<Tensor> params, const AdamOptions& options = {});
+  /// Parameter groups, each with `options` where it does not set its own
+  /// ("lr", "beta1", "beta2", "eps", "weight_decay", "amsgrad"; see optimizer.hpp).
+  explicit Adam(std::vector<ParamGroup> groups, const AdamOptions& options = {});
 
-  const AdamOptions& options() const { return options_; }
+  /// The options of group 0 (of the only group, usually).
+  AdamOptions options() const;
 
  protected:
   /// For AdamW: the same state and options with decoupled weight decay.
-  Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled, std::string name);
+  Adam(std::vector<ParamGroup> groups, const AdamOptions& options, bool decoupled, std::string name);
 
-  Hyperparameters hyperparameters() const override;
   void check_hyperparameters(const Hyperparameters& h) const override;
-  void set_hyperparameters(const Hyperparameters& h) override;
   std::vector<std::string> buffer_names(const Hyperparameters& h) const override;
-  void update(const Tensor& param, const Tensor& grad, ParamState& state, const AmpStep& amp) override;
+  void update(const Tensor& param, const Tensor& grad, ParamState& state, const AmpStep& amp,
+              const Hyperparameters& h) override;
 
  private:
-  AdamOptions options_;
   bool decoupled_;
 };
 

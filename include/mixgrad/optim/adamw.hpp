@@ -31,6 +31,10 @@ class AdamW : public Adam {
  public:
   /// Throws ValueError for lr < 0, betas outside [0, 1), eps < 0, weight_decay < 0.
   explicit AdamW(std::vector<Tensor> params, const AdamWOptions& options = {});
+  /// Parameter groups, each with `options` where it does not set its own (see
+  /// Adam). weight_decay_groups gives the usual split:
+  ///   mg::optim::AdamW opt(mg::optim::weight_decay_groups(net.parameters(), 0.1), {.lr = 6e-4});
+  explicit AdamW(std::vector<ParamGroup> groups, const AdamWOptions& options = {});
 };
 
 }  // namespace mixgrad::optim

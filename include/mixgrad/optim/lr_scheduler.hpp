@@ -83,10 +83,15 @@ class LRScheduler {
   double last_lr() const { return last_lr_; }
   /// How many times the schedule advanced.
   int64_t last_epoch() const { return last_epoch_; }
-  /// The lr the schedule is relative to (PyTorch's initial_lr).
-  double base_lr() const { return base_lr_; }
-  /// The lr after `epoch` advances (the closed form), without changing anything.
-  virtual double lr_at(int64_t epoch) const = 0;
+  /// The lr the schedule is relative to (PyTorch's initial_lr), of group 0.
+  double base_lr() const { return base_lrs_.front(); }
+  /// The base lr of every parameter group of the optimizer: each group's lr
+  /// follows the schedule from its own.
+  const std::vector<double>& base_lrs() const { return base_lrs_; }
+  /// Group 0's lr after `epoch` advances (the closed form), without changing anything.
+  double lr_at(int64_t epoch) const { return lr_for(epoch, base_lr()); }
+  /// The lr after `epoch` advances for a group whose base lr is `base_lr`.
+  virtual double lr_for(int64_t epoch, double base_lr) const = 0;
 
   /// "StepLR", "CosineAnnealingLR", ...
   const std::string& name() const { return name_; }
@@ -109,6 +114,11 @@ class LRScheduler {
   /// Sets the optimizer's lr to lr_at(0). Derived constructors call it last,
   /// once their options are checked.
   void start();
+  /// Sets every group's lr to lr_for(epoch, its base lr), all checked
+  /// first (ValueError, nothing changed); returns group 0's.
+  double apply(int64_t epoch);
+  /// "base_lr", then "base_lr.<g>" for every further group.
+  std::vector<std::string> base_lr_keys() const;
   /// Throws ValueError naming the scheduler unless `ok`.
   void require(bool ok, const std::string& what) const;
 
@@ -134,7 +144,7 @@ class LRScheduler {
 
   Optimizer& opt_;
   std::string name_;
-  double base_lr_;
+  std::vector<double> base_lrs_;  // per parameter group
   double last_lr_;
   int64_t last_epoch_ = 0;
   uint64_t serial_;  // construction order, for SequentialLR's base lr
@@ -145,7 +155,7 @@ class StepLR : public LRScheduler {
  public:
   /// step_size >= 1; gamma finite and >= 0.
   StepLR(Optimizer& opt, int64_t step_size, double gamma = 0.1);
-  double lr_at(int64_t epoch) const override;
+  double lr_for(int64_t epoch, double base_lr) const override;
 
  protected:
   Options options() const override;
@@ -164,7 +174,7 @@ class CosineAnnealingLR : public LRScheduler {
  public:
   /// T_max >= 1; eta_min finite and >= 0.
   CosineAnnealingLR(Optimizer& opt, int64_t T_max, double eta_min = 0.0);
-  double lr_at(int64_t epoch) const override;
+  double lr_for(int64_t epoch, double base_lr) const override;
 
  protected:
   Options options() const override;
@@ -183,7 +193,7 @@ class LinearLR : public LRScheduler {
  public:
   /// start_factor in (0, 1], end_factor in [0, 1], total_iters >= 1.
   LinearLR(Optimizer& opt, double start_factor = 1.0 / 3.0, double end_factor = 1.0, int64_t total_iters = 5);
-  double lr_at(int64_t epoch) const override;
+  double lr_for(int64_t epoch, double base_lr) const override;
 
  protected:
   Options options() const override;
@@ -217,7 +227,7 @@ class OneCycleLR : public LRScheduler {
  public:
   /// max_lr finite and > 0; total_steps >= 1; see OneCycleOptions.
   OneCycleLR(Optimizer& opt, double max_lr, int64_t total_steps, const OneCycleOptions& options = {});
-  double lr_at(int64_t epoch) const override;
+  double lr_for(int64_t epoch, double base_lr) const override;
 
  protected:
   Options options() const override;
@@ -245,7 +255,7 @@ class SequentialLR : public LRScheduler {
   /// One milestone fewer than schedulers, strictly increasing and >= 1; no
   /// null child; ValueError otherwise.
   SequentialLR(Optimizer& opt, std::vector<std::shared_ptr<LRScheduler>> schedulers, std::vector<int64_t> milestones);
-  double lr_at(int64_t epoch) const override;
+  double lr_for(int64_t epoch, double base_lr) const override;
   const std::vector<std::shared_ptr<LRScheduler>>& schedulers() const { return children_; }
 
  protected:

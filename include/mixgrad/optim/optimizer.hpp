@@ -49,29 +49,55 @@
 // multiplies each gradient by 1 / scale as it reads it, or changes nothing
 // when the flag is set. The gradients stay scaled in memory afterwards.
 //
-// State dict keys: "options.<name>" (0-d float64) for the hyper-parameters,
-// "state.<i>.step" (0-d int64) and "state.<i>.<buffer>" for parameter i (in
-// the order given at construction) once it has been updated, and
-// "state.<i>.master" (float32, the parameter's shape) for each parameter
-// with a master copy, updated or not.
+// Parameter groups (PyTorch's param_groups): an optimizer built from
+// ParamGroups gives each group hyper-parameters of its own, the optimizer's
+// options where the group does not say otherwise. The usual use is weight
+// decay on weight matrices only (weight_decay_groups does nanoGPT's split):
+//
+//   mg::optim::AdamW opt(mg::optim::weight_decay_groups(net.parameters(), 0.1), {.lr = 6e-4});
+//   mg::optim::SGD sgd({{backbone, {{"lr", 0.01}}}, {head, {}}}, {.lr = 0.1, .momentum = 0.9});
+//
+// set_lr(lr) sets every group's lr; set_lr(g, lr) and
+// set_hyperparameter(g, name, value) one group's. Schedulers scale each
+// group from its own base lr.
+//
+// State dict keys: "options.<name>" (0-d float64) for the hyper-parameters
+// of group 0 (of the only group, usually), "state.<i>.step" (0-d int64) and
+// "state.<i>.<buffer>" for parameter i (in the order given at construction,
+// group after group) once it has been updated, and "state.<i>.master"
+// (float32, the parameter's shape) for each parameter with a master copy,
+// updated or not. With more than one group, "param_groups.sizes" (int64,
+// one entry per group) and "param_groups.<g>.<name>" for the hyper-parameters
+// of group g >= 1.
 #pragma once
 
 #include <map>
 #include <string>
 #include <vector>
 
+#include "mixgrad/amp_step.hpp"
 #include "mixgrad/state_dict.hpp"
 #include "mixgrad/tensor.hpp"
 
-namespace mixgrad::amp {
-class GradScaler;
-}
-
 namespace mixgrad::optim {
 
-class Optimizer {
+/// Parameters that share hyper-parameters (see the overview).
+struct ParamGroup {
+  std::vector<Tensor> params;
+  /// The hyper-parameters that differ from the optimizer's options, by their
+  /// state-dict names ("lr", "weight_decay", "momentum", "beta1", ...). An
+  /// unknown name or an invalid value is a ValueError.
+  std::map<std::string, double> options;
+};
+
+/// Two groups: the parameters of two or more dimensions (weight matrices,
+/// convolution kernels, embeddings) with `weight_decay`, and the others
+/// (biases, norm weights) with none, in this order (either may be empty).
+std::vector<ParamGroup> weight_decay_groups(const std::vector<Tensor>& params, double weight_decay);
+
+class Optimizer : public AmpStepTarget {
  public:
-  virtual ~Optimizer();
+  ~Optimizer() override;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
@@ -82,27 +108,54 @@ class Optimizer {
   /// ShapeError / DTypeError / DeviceError / StateError leaves every
   /// parameter and all state untouched. Returns *this, so
   /// `opt.step().clear_grad()` chains.
-  Optimizer& step();
+  Optimizer& step() { return step(AmpStep{}); }
+  /// The step under a scaler's AmpStep (mixgrad/amp_step.hpp): gradients
+  /// still scaled by `amp.scaler` are multiplied by amp.inv_scale in the
+  /// update and skipped when amp.found_inf is set; the others follow their
+  /// own marks, as in step(). GradScaler::step calls it.
+  Optimizer& step(const AmpStep& amp) override;
   /// The mixed-precision step, for a loop whose gradients `scaler`'s
   /// backward scaled (PyTorch's `step` of an optimizer with
-  /// `_step_supports_amp_scaling`): the same as `scaler.step(*this)` (see
-  /// GradScaler::step). Gradients the scaler scaled and has not unscaled are
-  /// unscaled inside the update kernel, after one read-only pass that sets
-  /// the step's found-inf flag; they stay scaled in memory. Returns *this.
-  Optimizer& step(amp::GradScaler& scaler);
+  /// `_step_supports_amp_scaling`): the same as `scaler.step(*this, true)`
+  /// (see GradScaler::step). Gradients the scaler scaled and has not
+  /// unscaled are unscaled inside the update kernel, after one read-only
+  /// pass that sets the step's found-inf flag; they stay scaled in memory.
+  /// Returns *this.
+  template <class Scaler>
+    requires requires(Scaler& scaler, Optimizer& opt) { scaler.step(opt, true); }
+  Optimizer& step(Scaler& scaler) {
+    scaler.step(*this, true);
+    return *this;
+  }
+  /// The checks of step(amp) alone: throws what it would throw, changes nothing.
+  void check_step(const AmpStep& amp) const override;
   /// Makes every parameter's gradient undefined (MegEngine's clear_grad);
   /// the next backward starts from nothing. Returns *this.
   Optimizer& clear_grad();
   /// Same as clear_grad() (PyTorch's zero_grad with set_to_none).
   Optimizer& zero_grad() { return clear_grad(); }
 
-  /// The learning rate.
-  double lr() const;
-  /// Sets the learning rate (for schedules); throws ValueError unless lr >= 0 and finite.
+  /// The learning rate of group 0.
+  double lr() const { return lr(0); }
+  /// The learning rate of group `group` (ValueError out of range).
+  double lr(size_t group) const { return hyperparameter(group, "lr"); }
+  /// Sets every group's learning rate; throws ValueError unless lr >= 0 and finite.
   void set_lr(double lr);
+  /// Sets one group's learning rate.
+  void set_lr(size_t group, double lr) { set_hyperparameter(group, "lr", lr); }
 
-  /// The parameters, in construction order.
-  const std::vector<Tensor>& parameters() const { return params_; }
+  /// How many parameter groups there are (1 unless built from ParamGroups).
+  size_t num_param_groups() const { return groups_.size(); }
+  /// The parameters of group `group`, in order (ValueError out of range).
+  std::vector<Tensor> param_group(size_t group) const;
+  /// A hyper-parameter of a group by its state-dict name (ValueError for an
+  /// unknown name or group).
+  double hyperparameter(size_t group, const std::string& name) const;
+  /// Sets one hyper-parameter of one group: checked first (ValueError, nothing changed).
+  void set_hyperparameter(size_t group, const std::string& name, double value);
+
+  /// The parameters, in construction order (group after group).
+  const std::vector<Tensor>& parameters() const override { return params_; }
   /// How many updates parameter i has received (skipped steps do not count).
   /// Reads the device-side count: a synchronisation.
   int64_t step_count(size_t i) const;
@@ -112,10 +165,11 @@ class Optimizer {
   /// were never updated.
   StateDict state_dict() const;
   /// Restores hyper-parameters and state saved by state_dict() of an
-  /// optimizer of the same kind over parameters of the same shapes. Checked
-  /// before anything changes: missing / unexpected keys or bad option values
-  /// (ValueError), a wrong state shape (ShapeError) or dtype
-  /// (DTypeError) leave the optimizer as it was.
+  /// optimizer of the same kind over parameters of the same shapes, in
+  /// groups of the same sizes. Checked before anything changes: missing /
+  /// unexpected keys, other group sizes or bad option values (ValueError), a
+  /// wrong state shape (ShapeError) or dtype (DTypeError) leave the
+  /// optimizer as it was.
   void load_state_dict(const StateDict& dict);
   /// The checks of load_state_dict alone: throws what it would throw and
   /// changes nothing (to validate several objects before loading any).
@@ -134,7 +188,7 @@ class Optimizer {
   Tensor master_weight(size_t i) const;
   /// True when `scaler.step(opt)` unscales inside this optimizer's update
   /// kernel (the `step_supports_amp_scaling` option; see GradScaler::step).
-  bool step_supports_amp_scaling() const { return amp_scaling_; }
+  bool step_supports_amp_scaling() const override { return amp_scaling_; }
 
  protected:
   using Hyperparameters = std::map<std::string, double>;
@@ -151,55 +205,57 @@ class Optimizer {
     uint64_t master_version = 0;
   };
 
-  /// The per-step mixed-precision inputs of an update.
-  struct AmpStep {
-    /// A one-element float32 flag on the parameter's device, or undefined:
-    /// when it is set the update changes nothing.
-    Tensor found_inf;
-    /// A 0-d float64 tensor on the device: the gradient is multiplied by it
-    /// inside the update (a fused unscale); undefined for 1.
-    Tensor inv_scale;
-  };
-
   /// Checks the parameters: defined (StateError), floating (DTypeError), at
-  /// least one and no duplicates (ValueError). With `master_weights`, takes
-  /// a float32 master copy of every float16 / bfloat16 parameter.
-  /// `amp_scaling`: step_supports_amp_scaling().
-  Optimizer(std::vector<Tensor> params, std::string name, bool master_weights = false, bool amp_scaling = false);
+  /// least one in all and no duplicates (ValueError); each group's
+  /// hyper-parameters are `defaults` with the group's options over them
+  /// (ValueError for a name `defaults` lacks). The derived constructor then
+  /// calls check_groups(). With `master_weights`, takes a float32 master copy
+  /// of every float16 / bfloat16 parameter. `amp_scaling`:
+  /// step_supports_amp_scaling().
+  Optimizer(std::vector<ParamGroup> groups, std::string name, const Hyperparameters& defaults,
+            bool master_weights = false, bool amp_scaling = false);
+  /// Every group's hyper-parameters through check_hyperparameters.
+  void check_groups() const;
 
-  /// The hyper-parameters by name; "lr" must be one of them.
-  virtual Hyperparameters hyperparameters() const = 0;
-  /// Throws ValueError if `h` (all names of hyperparameters()) is not valid.
+  /// Throws ValueError if `h` (all names of the defaults) is not valid.
   virtual void check_hyperparameters(const Hyperparameters& h) const = 0;
-  /// Sets already checked hyper-parameters.
-  virtual void set_hyperparameters(const Hyperparameters& h) = 0;
   /// The per-parameter buffers under the hyper-parameters `h`.
   virtual std::vector<std::string> buffer_names(const Hyperparameters& h) const = 0;
-  /// Updates `param` from `grad * amp.inv_scale` unless `amp.found_inf` is
-  /// set; `state.step` counts the updates before this one and is advanced by
-  /// the kernel; `state.buffers` exist; `state.master`, when defined, is the
-  /// value to update, and `param` receives its rounding.
-  virtual void update(const Tensor& param, const Tensor& grad, ParamState& state, const AmpStep& amp) = 0;
+  /// Updates `param` from `grad * amp.inv_scale` under the hyper-parameters
+  /// `h` of its group, unless `amp.found_inf` is set; `state.step` counts the
+  /// updates before this one and is advanced by the kernel; `state.buffers`
+  /// exist; `state.master`, when defined, is the value to update, and
+  /// `param` receives its rounding.
+  virtual void update(const Tensor& param, const Tensor& grad, ParamState& state, const AmpStep& amp,
+                      const Hyperparameters& h) = 0;
 
+  /// The hyper-parameters of group `group` (unchecked index).
+  const Hyperparameters& group_hyperparameters(size_t group) const { return groups_[group].hyperparameters; }
   /// Throws ValueError naming the optimizer and the option unless `ok`.
   void require(bool ok, const std::string& what) const;
 
  private:
-  friend class amp::GradScaler;
+  struct Group {
+    size_t begin = 0, end = 0;  // parameter indices [begin, end)
+    Hyperparameters hyperparameters;
+  };
   struct CheckedLoad;
   CheckedLoad check_load(const StateDict& dict) const;
   /// Whether parameter i is updated through a master copy now.
   bool uses_master(size_t i) const;
-  /// The gradients step() would update, checked (see step()). Gradients
-  /// scaled by `scaler` (not null) and not unscaled are accepted: step_with
-  /// unscales them in the update.
-  void check_grads(const amp::GradScaler* scaler) const;
-  /// step() once check_grads passed: gradients scaled by `scaler` are
-  /// multiplied by `inv_scale` in the update and skipped on `found_inf`.
-  void step_with(const amp::GradScaler* scaler, const Tensor& inv_scale, const Tensor& found_inf);
+  /// The group of parameter i.
+  const Group& group_of(size_t i) const;
+  void check_group_index(size_t group, const char* op) const;
+  /// The AmpStep parameter i's update runs under: `amp`'s for a gradient
+  /// still scaled by amp.scaler, else the gradient's own flag.
+  static AmpStep amp_for(const Tensor& grad, const AmpStep& amp);
+  /// Creates the step count and the buffers of parameter i, and refreshes
+  /// its master copy, before its update.
+  void prepare_state(size_t i, const std::vector<std::string>& names);
 
   std::vector<Tensor> params_;
   std::vector<ParamState> state_;
+  std::vector<Group> groups_;
   std::string name_;
   bool master_weights_ = false;
   bool amp_scaling_ = false;

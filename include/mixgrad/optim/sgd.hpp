@@ -35,18 +35,18 @@ class SGD : public Optimizer {
   /// Throws ValueError for lr < 0, momentum < 0, weight_decay < 0, dampening
   /// outside [0, 1], or nesterov without momentum or with dampening.
   explicit SGD(std::vector<Tensor> params, const SGDOptions& options = {});
+  /// Parameter groups, each with `options` where it does not set its own
+  /// ("lr", "momentum", "dampening", "weight_decay", "nesterov"; see optimizer.hpp).
+  explicit SGD(std::vector<ParamGroup> groups, const SGDOptions& options = {});
 
-  const SGDOptions& options() const { return options_; }
+  /// The options of group 0 (of the only group, usually).
+  SGDOptions options() const;
 
  protected:
-  Hyperparameters hyperparameters() const override;
   void check_hyperparameters(const Hyperparameters& h) const override;
-  void set_hyperparameters(const Hyperparameters& h) override;
   std::vector<std::string> buffer_names(const Hyperparameters& h) const override;
-  void update(const Tensor& param, const Tensor& grad, ParamState& state, const AmpStep& amp) override;
-
- private:
-  SGDOptions options_;
+  void update(const Tensor& param, const Tensor& grad, ParamState& state, const AmpStep& amp,
+              const Hyperparameters& h) override;
 };
 
 }  // namespace mixgrad::optim
