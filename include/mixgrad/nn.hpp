@@ -21,3 +21,4 @@
 #include "mixgrad/nn/rnn.hpp"
 #include "mixgrad/nn/sequential.hpp"
 #include "mixgrad/nn/transformer.hpp"
+#include "mixgrad/nn/transformer_decoder_layer.hpp"
