@@ -19,5 +19,7 @@
 #include "mixgrad/nn/pooling.hpp"
 #include "mixgrad/nn/rms_norm.hpp"
 #include "mixgrad/nn/rnn.hpp"
+#include "mixgrad/nn/rotary_embedding.hpp"
 #include "mixgrad/nn/sequential.hpp"
 #include "mixgrad/nn/transformer.hpp"
+#include "mixgrad/nn/transformer_decoder_layer.hpp"

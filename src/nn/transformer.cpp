@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "mixgrad/ops/elementwise.hpp"
+#include "nn/feed_forward.hpp"
 
 namespace mixgrad::nn {
 
@@ -28,13 +29,7 @@ Tensor TransformerEncoderLayer::self_attention(const Tensor& x, const AttentionM
 }
 
 Tensor TransformerEncoderLayer::feed_forward(const Tensor& x) {
-  Tensor h = (*linear1_)(x);
-  switch (options_.activation) {
-    case Activation::relu: h = F::relu(h); break;
-    case Activation::gelu: h = F::gelu(h); break;
-    case Activation::gelu_tanh: h = F::gelu(h, F::GeluApproximation::tanh); break;
-  }
-  return (*dropout2_)((*linear2_)((*dropout_)(h)));
+  return (*dropout2_)(detail::feed_forward(*linear1_, *dropout_, *linear2_, options_.activation, x));
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src) { return forward(src, {}); }

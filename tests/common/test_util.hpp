@@ -9,6 +9,7 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
 #include <exception>
 #include <initializer_list>
 #include <string>
@@ -41,6 +42,37 @@ void check_error(F&& f, const std::vector<std::string>& needles) {
     for (const std::string& n : needles) BOOST_TEST(msg.find(n) != std::string::npos, "'" << n << "' in: " << msg);
   } catch (const std::exception& e) {
     BOOST_ERROR(std::string("wrong exception type: ") + e.what());
+  }
+}
+
+/// Every element of `got` within tol * (1 + |want|) of `want`'s, same shape.
+inline void check_close(const mixgrad::Tensor& got, const mixgrad::Tensor& want, double tol) {
+  BOOST_TEST_REQUIRE(mixgrad::to_string(got.shape()) == mixgrad::to_string(want.shape()));
+  const std::vector<double> g = values(got), w = values(want);
+  for (size_t i = 0; i < g.size(); ++i)
+    BOOST_TEST(std::abs(g[i] - w[i]) <= tol * (1 + std::abs(w[i])), "element " << i << ": " << g[i] << " vs " << w[i]);
+}
+
+/// Central finite differences of loss() (a double) over every element of
+/// the float64 host tensor `p`, against the analytic gradient `grad`. `p` is
+/// perturbed in place and put back.
+template <class Loss>
+void check_finite_differences(const mixgrad::Tensor& p, const mixgrad::Tensor& grad, Loss&& loss,
+                              double tol = 1e-7, double eps = 1e-6) {
+  BOOST_TEST_REQUIRE(grad.defined(), "no gradient");
+  const std::vector<double> g = values(grad);
+  BOOST_TEST_REQUIRE(g.size() == static_cast<size_t>(p.numel()));
+  mixgrad::Tensor q = p;
+  double* d = q.data<double>();
+  for (int64_t k = 0; k < p.numel(); ++k) {
+    const double keep = d[k];
+    d[k] = keep + eps;
+    const double up = loss();
+    d[k] = keep - eps;
+    const double down = loss();
+    d[k] = keep;
+    const double fd = (up - down) / (2 * eps);
+    BOOST_TEST(std::abs(g[k] - fd) <= tol * (1 + std::abs(fd)), "at " << k << ": " << g[k] << " vs " << fd);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mixgrad/mixgrad.hpp"
+#include "../common/test_util.hpp"
 
 namespace mg = mixgrad;
 namespace nn = mixgrad::nn;
@@ -226,31 +227,6 @@ BOOST_AUTO_TEST_CASE(state_dict_names_shapes_and_init) {
   BOOST_TEST(lstm.describe() == "LSTM(3, 5, num_layers=2)");
 }
 
-namespace {
-
-// Central finite differences of loss() over every element of `p` (float64),
-// against the gradient in p.grad().
-template <class Loss>
-void check_fd(const mg::Tensor& p, Loss&& loss, const char* name) {
-  BOOST_TEST_CONTEXT(name) {
-    const Vec g = p.grad().to_vector<double>();
-    mg::Tensor q = p;
-    double* d = q.data<double>();
-    for (int64_t k = 0; k < p.numel(); ++k) {
-      const double keep = d[k], eps = 1e-6;
-      d[k] = keep + eps;
-      const double up = loss();
-      d[k] = keep - eps;
-      const double down = loss();
-      d[k] = keep;
-      const double fd = (up - down) / (2 * eps);
-      BOOST_TEST(std::abs(g[k] - fd) <= 1e-7 * (1 + std::abs(fd)), "at " << k << ": " << g[k] << " vs " << fd);
-    }
-  }
-}
-
-}  // namespace
-
 BOOST_AUTO_TEST_CASE(lstm_and_gru_gradients_match_finite_differences) {
   mg::manual_seed(16);
   const int64_t T = 3, B = 2, I = 2, H = 3;
@@ -278,9 +254,13 @@ BOOST_AUTO_TEST_CASE(lstm_and_gru_gradients_match_finite_differences) {
     gm.backward(mg::F::add(lstm_loss(), gru_loss()));
   }
   for (const auto& [name, p] : lstm.named_parameters())
-    check_fd(p, [&] { return lstm_loss().item<double>(); }, ("LSTM " + name).c_str());
+    BOOST_TEST_CONTEXT("LSTM " << name) {
+      test_util::check_finite_differences(p, p.grad(), [&] { return lstm_loss().item<double>(); });
+    }
   for (const auto& [name, p] : gru.named_parameters())
-    check_fd(p, [&] { return gru_loss().item<double>(); }, ("GRU " + name).c_str());
+    BOOST_TEST_CONTEXT("GRU " << name) {
+      test_util::check_finite_differences(p, p.grad(), [&] { return gru_loss().item<double>(); });
+    }
 }
 
 // PyTorch's test_autocast_rnn (test/test_cuda.py) and MegEngine's autocast
