@@ -10,9 +10,9 @@
 //   }
 //
 // Kernels and copies run on the calling thread's current stream of the
-// device: the legacy default stream unless the backend's StreamGuard set
-// another (src/backend/cuda/stream.hpp; see docs/architecture.md,
-// "Execution context").
+// device (current_stream): the legacy default stream unless the backend's
+// StreamGuard set another (src/backend/cuda/stream.hpp; see
+// docs/architecture.md, "Execution context").
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,9 @@ namespace mixgrad::cuda {
 
 /// True when mixgrad was built with its CUDA backend and sees a device.
 bool is_available();
+
+/// True when mixgrad was built with its CUDA backend (a device or not).
+bool is_built();
 
 /// Usable CUDA devices: 0 without the CUDA backend, a driver or a device.
 int device_count();
@@ -32,6 +35,14 @@ void synchronize();
 /// Waits until all work queued on `device` has finished; DeviceError unless
 /// `device` is an existing CUDA device.
 void synchronize(int device);
+
+/// The stream mixgrad's kernels and copies on `device` run on in the
+/// calling thread, as a `cudaStream_t` (nullptr: the legacy default
+/// stream), for code that works beside mixgrad on the same data (NCCL
+/// collectives, one's own kernels): enqueue there and the order with
+/// mixgrad's work holds without a synchronisation. DeviceError unless
+/// `device` is an existing CUDA device.
+void* current_stream(int device);
 
 /// Memory of `device` as the caching allocator counts it (bytes).
 struct MemoryStats {

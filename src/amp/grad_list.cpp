@@ -3,7 +3,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::amp::detail {
 
@@ -27,14 +27,14 @@ GradList collect_grads(std::string_view op, const std::vector<Tensor>& tensors) 
     Tensor g = t.grad();
     if (!g.defined()) continue;
     if (!is_floating_point(g.dtype()))
-      throw DTypeError(std::string(op) + ": the gradient of a " + ops::describe(t) + " tensor is " +
-                       ops::describe(g) + "; gradients must be floating");
+      throw DTypeError(std::string(op) + ": the gradient of a " + core::describe(t) + " tensor is " +
+                       core::describe(g) + "; gradients must be floating");
     if (!list.grads.empty() && g.device() != list.grads.front().device())
       throw DeviceError(std::string(op) + ": gradients on " + to_string(list.grads.front().device()) + " and " +
                         to_string(g.device()) + "; all must be on one device");
     for (int d = 0; d < g.ndim(); ++d)
       if (g.shape()[d] > 1 && g.strides()[d] == 0)
-        throw ShapeError(std::string(op) + ": the gradient " + ops::describe(g) +
+        throw ShapeError(std::string(op) + ": the gradient " + core::describe(g) +
                          " is a broadcast view (stride 0 in dim " + std::to_string(d) +
                          "); it cannot be modified in place");
     list.owners.push_back(t);

@@ -17,7 +17,7 @@
 #include "mixgrad/autodiff/grad_manager.hpp"
 #include "mixgrad/functional.hpp"
 #include "mixgrad/ops/creation.hpp"
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::amp {
 
@@ -98,7 +98,7 @@ Tensor scaled_dy(const Tensor& y, const Tensor& dy, const Tensor& scale) {
 double value_of(const char* op, const StateDict& state, const char* key) {
   const Tensor& t = state.at(key);
   if (t.numel() != 1)
-    throw ShapeError(std::string(op) + ": \"" + key + "\" must hold one value, got " + ops::describe(t));
+    throw ShapeError(std::string(op) + ": \"" + key + "\" must hold one value, got " + core::describe(t));
   return t.item<double>();
 }
 
@@ -177,11 +177,11 @@ void GradScaler::check_step_state(const char* op, const std::vector<Tensor>& ten
     const auto it = step_grads_.find(t.id());
     if (it == step_grads_.end()) continue;
     if (it->second.state == InStep::unscaled)
-      throw StateError(std::string(op) + ": the gradient of a " + ops::describe(t) +
+      throw StateError(std::string(op) + ": the gradient of a " + core::describe(t) +
                        " tensor was already unscaled in this step; call update() before the next backward or "
                        "unscale of it");
     if (!left_scaled_ok)
-      throw StateError(std::string(op) + ": the gradient of a " + ops::describe(t) +
+      throw StateError(std::string(op) + ": the gradient of a " + core::describe(t) +
                        " tensor was already stepped in this step by an optimizer that unscales inside its update "
                        "(scaler.step(opt)); call update() before the next backward of it");
   }

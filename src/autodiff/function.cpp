@@ -38,10 +38,10 @@ void check_input_grads(const Function& fn, const std::vector<Tensor>& grads, con
     if (!gi.needs(i) || !g.defined()) continue;
     const std::string input = std::string(to_string(dtypes[i])) + to_string(shapes[i]);
     if (g.shape() != shapes[i])
-      throw ShapeError(where(fn) + ": backward returned a gradient " + ops::describe(g) + " for input " +
+      throw ShapeError(where(fn) + ": backward returned a gradient " + core::describe(g) + " for input " +
                        std::to_string(i) + " " + input);
     if (!is_floating_point(g.dtype()))
-      throw DTypeError(where(fn) + ": backward returned a non-floating gradient " + ops::describe(g) +
+      throw DTypeError(where(fn) + ": backward returned a non-floating gradient " + core::describe(g) +
                        " for input " + std::to_string(i) + " " + input);
     if (g.device() != devices[i])
       throw DeviceError(where(fn) + ": backward returned a gradient on " + to_string(g.device()) + " for input " +

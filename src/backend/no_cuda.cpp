@@ -27,7 +27,9 @@ namespace {
 }  // namespace
 
 bool is_available() { return false; }
+bool is_built() { return false; }
 int device_count() { return 0; }
+void* current_stream(int) { no_device("cuda::current_stream"); }
 void synchronize() { no_device("cuda::synchronize"); }
 void synchronize(int) { no_device("cuda::synchronize"); }
 MemoryStats memory_stats(int) { no_device("cuda::memory_stats"); }

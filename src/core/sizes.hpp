@@ -4,7 +4,7 @@
 // does not fit in int64 is a ShapeError naming the op, never a wrapped-around
 // value that allocates a small block and is then written far past its end.
 //
-//   auto ctx = [&] { return "input " + ops::describe(x) + " with padding " + std::to_string(pad); };
+//   auto ctx = [&] { return "input " + core::describe(x) + " with padding " + std::to_string(pad); };
 //   const int64_t padded = sizes::add(h, sizes::mul(2, pad, "conv2d", ctx), "conv2d", ctx);
 //   sizes::nbytes(out_shape, dtype, "conv2d");  // before empty(out_shape, dtype)
 //

@@ -4,10 +4,9 @@
 #include <span>
 #include <string>
 
-#include "backend/dispatch.hpp"
 #include "kernels/philox.hpp"
 #include "mixgrad/cuda.hpp"
-#include "ops/random_state.hpp"
+#include "core/random_state.hpp"
 
 namespace mixgrad::data {
 
@@ -31,7 +30,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const DataLoaderO
                       (cuda::device_count() == 0 ? std::string("this process sees no CUDA device")
                                                  : "only " + std::to_string(cuda::device_count()) +
                                                        " CUDA device(s) exist") +
-                      (backend::cuda_built() ? "" : " (mixgrad was built without its CUDA backend)"));
+                      (cuda::is_built() ? "" : " (mixgrad was built without its CUDA backend)"));
   seed_ = options_.seed ? *options_.seed : seed_from_global_generator();
 }
 

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "kernels/loops.hpp"
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::data {
 
@@ -29,13 +29,13 @@ Tensor gather_rows(const Tensor& src, std::span<const int64_t> indices) {
 }  // namespace
 
 TensorDataset::TensorDataset(Tensor images, Tensor labels) {
-  ops::check_defined("TensorDataset", {&images, &labels});
+  core::check_defined("TensorDataset", {&images, &labels});
   if (images.ndim() == 0 || labels.ndim() == 0 || images.shape()[0] != labels.shape()[0])
-    throw ShapeError("TensorDataset: images " + ops::describe(images) + " and labels " + ops::describe(labels) +
+    throw ShapeError("TensorDataset: images " + core::describe(images) + " and labels " + core::describe(labels) +
                      " must have the same number of samples (first extent)");
   if (!images.device().is_cpu() || !labels.device().is_cpu())
-    throw DeviceError("TensorDataset: images and labels must be on the CPU, got " + ops::describe(images) + " and " +
-                      ops::describe(labels));
+    throw DeviceError("TensorDataset: images and labels must be on the CPU, got " + core::describe(images) + " and " +
+                      core::describe(labels));
   images_ = images.contiguous();
   labels_ = labels.contiguous();
 }
@@ -53,7 +53,7 @@ TensorDataset TensorDataset::narrow(int64_t start, int64_t length) const {
   // length > size() - start, not start + length > size(): the sum can overflow.
   if (start < 0 || start > size() || length < 0 || length > size() - start)
     throw ShapeError("TensorDataset::narrow: start " + std::to_string(start) + " and length " +
-                     std::to_string(length) + " out of range for " + ops::describe(images_) + " (" +
+                     std::to_string(length) + " out of range for " + core::describe(images_) + " (" +
                      std::to_string(size()) + " samples)");
   return TensorDataset(images_.narrow(0, start, length), labels_.narrow(0, start, length));
 }

@@ -12,7 +12,7 @@
 #include "mixgrad/error.hpp"
 #include "mixgrad/half.hpp"
 #include "mixgrad/ops/creation.hpp"
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::distributed {
 
@@ -80,10 +80,10 @@ const char* op_name(ReduceOp op) {
 void check_tensor(const char* fn, const Tensor& t) {
   if (!t.defined()) throw ValueError(std::string("distributed::") + fn + ": undefined tensor");
   if (!t.is_contiguous())
-    throw ValueError(std::string("distributed::") + fn + ": " + ops::describe(t) +
+    throw ValueError(std::string("distributed::") + fn + ": " + core::describe(t) +
                      " is not contiguous (collectives write the tensor's memory in place)");
   if (t.numel() * element_size(t.dtype()) > INT_MAX)
-    throw ValueError(std::string("distributed::") + fn + ": " + ops::describe(t) +
+    throw ValueError(std::string("distributed::") + fn + ": " + core::describe(t) +
                      " is larger than 2 GiB, the most one MPI call takes");
 }
 
@@ -92,7 +92,7 @@ void check_op(const Tensor& t, ReduceOp op) {
   const bool ok = is_floating_point(d) || (is_integral(d) && op != ReduceOp::mean) ||
                   (d == DType::bool_ && op == ReduceOp::max);
   if (!ok)
-    throw DTypeError(std::string("distributed::all_reduce: ") + op_name(op) + " of " + ops::describe(t) +
+    throw DTypeError(std::string("distributed::all_reduce: ") + op_name(op) + " of " + core::describe(t) +
                      " is not defined (integers take sum and max, bool takes max)");
 }
 
@@ -198,7 +198,7 @@ Tensor all_gather(const ProcessGroup& group, const Tensor& tensor) {
   }
   const int64_t bytes = tensor.numel() * element_size(tensor.dtype());
   if (bytes * g->size > INT_MAX)
-    throw ValueError("distributed::all_gather: " + std::to_string(g->size) + " x " + ops::describe(tensor) +
+    throw ValueError("distributed::all_gather: " + std::to_string(g->size) + " x " + core::describe(tensor) +
                      " is larger than 2 GiB, the most one MPI call takes");
   if (bytes == 0) return out;
   MPI_Request request;

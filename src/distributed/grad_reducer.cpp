@@ -12,7 +12,7 @@
 #include "mixgrad/nn/module.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/elementwise.hpp"
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::distributed {
 
@@ -198,7 +198,7 @@ struct GradReducer::Impl {
       }
       auto it = index.find(t.id());
       if (it == index.end())
-        throw StateError("distributed::GradReducer: a gradient for " + ops::describe(t) +
+        throw StateError("distributed::GradReducer: a gradient for " + core::describe(t) +
                          ", which got none in the first backward, is outside the bucket layout; every rank's "
                          "first backward must reach every tensor the reducer is attached to");
       Slot& s = slots[it->second];

@@ -10,11 +10,11 @@
 #include <cstring>
 #include <string>
 
-#include "backend/cuda/stream.hpp"
+#include "mixgrad/cuda.hpp"
 #include "distributed/group_state.hpp"
 #include "distributed/nccl.hpp"
 #include "mixgrad/error.hpp"
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::distributed::detail {
 
@@ -81,7 +81,7 @@ ncclDataType_t nccl_type(DType d) {
   return ncclUint8;
 }
 
-cudaStream_t stream_of(const Tensor& t) { return backend::cuda::current_stream(t.device().index()); }
+cudaStream_t stream_of(const Tensor& t) { return static_cast<cudaStream_t>(::mixgrad::cuda::current_stream(t.device().index())); }
 
 }  // namespace
 
@@ -123,7 +123,7 @@ void copy_bytes(Device device, void* dst, const void* src, size_t bytes) {
     std::memcpy(dst, src, bytes);
     return;
   }
-  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, backend::cuda::current_stream(device.index())),
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(::mixgrad::cuda::current_stream(device.index()))),
         "gradient bucket copy");
 }
 
@@ -132,7 +132,7 @@ void zero_bytes(Device device, void* dst, size_t bytes) {
     std::memset(dst, 0, bytes);
     return;
   }
-  check(cudaMemsetAsync(dst, 0, bytes, backend::cuda::current_stream(device.index())), "gradient bucket zeroing");
+  check(cudaMemsetAsync(dst, 0, bytes, static_cast<cudaStream_t>(::mixgrad::cuda::current_stream(device.index()))), "gradient bucket zeroing");
 }
 
 }  // namespace mixgrad::distributed::detail

@@ -5,13 +5,13 @@
 #include "distributed/group_state.hpp"
 #include "distributed/nccl.hpp"
 #include "mixgrad/error.hpp"
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::distributed::detail {
 
 namespace {
 [[noreturn]] void no_nccl(const char* fn, const Tensor& t) {
-  throw DeviceError(std::string("distributed::") + fn + ": " + ops::describe(t) + " on " + to_string(t.device()) +
+  throw DeviceError(std::string("distributed::") + fn + ": " + core::describe(t) + " on " + to_string(t.device()) +
                     " needs a mixgrad built with CUDA and NCCL; this build has no NCCL");
 }
 }  // namespace

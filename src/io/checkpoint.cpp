@@ -10,7 +10,7 @@
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/optim/lr_scheduler.hpp"
 #include "mixgrad/optim/optimizer.hpp"
-#include "ops/random_state.hpp"
+#include "core/random_state.hpp"
 
 namespace mixgrad::io {
 

@@ -6,7 +6,7 @@
 #include "core/sizes.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/nn.hpp"
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::nn {
 
@@ -29,10 +29,10 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, const BatchNormOptions& options)
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
-  ops::check_defined("BatchNorm2d", {&x});
+  core::check_defined("BatchNorm2d", {&x});
   if (x.ndim() != 4 || x.shape()[1] != channels_)
     throw ShapeError(describe() + ": expected input [N, " + std::to_string(channels_) + ", H, W], got " +
-                     ops::describe(x));
+                     core::describe(x));
   const bool batch_stats = is_training() || !options_.track_running_stats;
   return F::batch_norm(x, running_mean_, running_var_, weight_, bias_,
                        {.training = batch_stats, .momentum = options_.momentum, .eps = options_.eps});

@@ -12,7 +12,7 @@
 #include "core/sizes.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "nn/default_init.hpp"
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::nn {
 
@@ -108,10 +108,10 @@ std::string describe_spec(const ConvSpec& s, bool has_bias) {
 
 // x, after a ShapeError unless it is [N, in, L] (one spatial dimension) or [N, in, H, W].
 const Tensor& checked_input(const ConvSpec& s, const Tensor& x, const Tensor& bias) {
-  ops::check_defined(s.name, {&x});
+  core::check_defined(s.name, {&x});
   if (x.ndim() != 2 + s.rank || x.shape()[1] != s.in)
     throw ShapeError(describe_spec(s, bias.defined()) + ": expected input [N, " + std::to_string(s.in) +
-                     (s.rank == 1 ? ", L]" : ", H, W]") + ", got " + ops::describe(x));
+                     (s.rank == 1 ? ", L]" : ", H, W]") + ", got " + core::describe(x));
   return x;
 }
 

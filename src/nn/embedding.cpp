@@ -4,7 +4,7 @@
 #include "core/sizes.hpp"
 #include "mixgrad/nn/init.hpp"
 #include "mixgrad/ops/indexing.hpp"
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::nn {
 
@@ -19,7 +19,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim) : num_(num_e
 }
 
 Tensor Embedding::forward(const Tensor& ids) {
-  ops::check_defined("Embedding", {&ids});
+  core::check_defined("Embedding", {&ids});
   return F::embedding(weight_, ids);
 }
 

@@ -6,7 +6,7 @@
 #include "core/sizes.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/nn.hpp"
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::nn {
 
@@ -33,10 +33,10 @@ GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, const GroupNormOp
 }
 
 Tensor GroupNorm::forward(const Tensor& x) {
-  ops::check_defined("GroupNorm", {&x});
+  core::check_defined("GroupNorm", {&x});
   if (x.ndim() < 2 || x.shape()[1] != channels_)
     throw ShapeError(describe() + ": expected input [N, " + std::to_string(channels_) + ", *], got " +
-                     ops::describe(x));
+                     core::describe(x));
   return F::group_norm(x, groups_, weight_, bias_, options_.eps);
 }
 
@@ -60,10 +60,10 @@ InstanceNorm2d::InstanceNorm2d(int64_t num_features, const InstanceNormOptions& 
 }
 
 Tensor InstanceNorm2d::forward(const Tensor& x) {
-  ops::check_defined("InstanceNorm2d", {&x});
+  core::check_defined("InstanceNorm2d", {&x});
   if (x.ndim() != 4 || x.shape()[1] != channels_)
     throw ShapeError(describe() + ": expected input [N, " + std::to_string(channels_) + ", H, W], got " +
-                     ops::describe(x));
+                     core::describe(x));
   return F::instance_norm(x, weight_, bias_, options_.eps);
 }
 

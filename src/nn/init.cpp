@@ -6,7 +6,7 @@
 #include "backend/copy.hpp"
 #include "core/sizes.hpp"
 #include "mixgrad/ops/creation.hpp"
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::nn::init {
 
@@ -15,7 +15,7 @@ namespace {
 void check(const Tensor& t, const char* fn) {
   if (!t.defined()) throw StateError(std::string("nn::init::") + fn + ": undefined tensor");
   if (!is_floating_point(t.dtype()))
-    throw DTypeError(std::string("nn::init::") + fn + ": expected a floating tensor, got " + ops::describe(t));
+    throw DTypeError(std::string("nn::init::") + fn + ": expected a floating tensor, got " + core::describe(t));
 }
 
 // Draws in float32 (float64 for float64 tensors) and converts into the

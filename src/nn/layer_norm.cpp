@@ -6,7 +6,7 @@
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "nn/normalized_shape.hpp"
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::nn {
 
@@ -21,7 +21,7 @@ LayerNorm::LayerNorm(const Shape& normalized_shape, const LayerNormOptions& opti
 }
 
 Tensor LayerNorm::forward(const Tensor& x) {
-  ops::check_defined("LayerNorm", {&x});
+  core::check_defined("LayerNorm", {&x});
   return F::layer_norm(x, shape_, weight_, bias_, options_.eps);
 }
 

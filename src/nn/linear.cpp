@@ -3,7 +3,7 @@
 #include "core/sizes.hpp"
 #include "mixgrad/ops/linalg.hpp"
 #include "nn/default_init.hpp"
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::nn {
 
@@ -19,10 +19,10 @@ Linear::Linear(int64_t in_features, int64_t out_features, const LinearOptions& o
 }
 
 Tensor Linear::forward(const Tensor& x) {
-  ops::check_defined("Linear", {&x});
+  core::check_defined("Linear", {&x});
   if (x.ndim() < 1 || x.size(-1) != in_)
     throw ShapeError(describe() + ": expected an input whose last extent is " + std::to_string(in_) + ", got " +
-                     ops::describe(x));
+                     core::describe(x));
   return F::linear(x, weight_, bias_);
 }
 

@@ -4,10 +4,10 @@
 
 #include "autodiff/tape.hpp"
 #include "backend/copy.hpp"
-#include "backend/dispatch.hpp"
+#include "mixgrad/cuda.hpp"
 #include "mixgrad/nn/batch_norm.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::nn {
 
@@ -46,7 +46,7 @@ Tensor Module::register_parameter(std::string name, Tensor tensor) {
   if (!tensor.defined()) throw StateError("Module::register_parameter: '" + name + "' is undefined");
   if (!is_floating_point(tensor.dtype()))
     throw DTypeError("Module::register_parameter: '" + name + "' must be floating to be trained, got " +
-                     ops::describe(tensor));
+                     core::describe(tensor));
   parameters_.emplace_back(std::move(name), tensor);
   return tensor;
 }
@@ -150,11 +150,11 @@ std::vector<std::pair<Tensor, Tensor>> Module::checked_copies(const StateDict& d
       continue;
     }
     if (src->shape() != dst.shape())
-      throw ShapeError("Module::load_state_dict: '" + name + "' is " + ops::describe(*src) +
-                       " in the state dict but " + ops::describe(dst) + " in the module");
+      throw ShapeError("Module::load_state_dict: '" + name + "' is " + core::describe(*src) +
+                       " in the state dict but " + core::describe(dst) + " in the module");
     if (src->dtype() != dst.dtype())
-      throw DTypeError("Module::load_state_dict: '" + name + "' is " + ops::describe(*src) +
-                       " in the state dict but " + ops::describe(dst) + " in the module");
+      throw DTypeError("Module::load_state_dict: '" + name + "' is " + core::describe(*src) +
+                       " in the state dict but " + core::describe(dst) + " in the module");
     copies.emplace_back(*src, dst);
   }
   for (const auto& [key, t] : dict)
@@ -226,12 +226,12 @@ Module& Module::to(Device device) {
   check_not_recording("Module::to");
   const std::vector<Tensor> tensors = unique_tensors();
   if (device.is_cuda()) {
-    if (!backend::cuda_built())
+    if (!cuda::is_built())
       throw DeviceError("Module::to: cannot move the module's " + std::to_string(tensors.size()) + " tensors to " +
                         to_string(device) + ": mixgrad was built without CUDA");
-    if (device.index() >= backend::cuda_device_count())
+    if (device.index() >= cuda::device_count())
       throw DeviceError("Module::to: cannot move the module's " + std::to_string(tensors.size()) + " tensors to " +
-                        to_string(device) + ": " + std::to_string(backend::cuda_device_count()) +
+                        to_string(device) + ": " + std::to_string(cuda::device_count()) +
                         " CUDA device(s) available");
   }
   replace_in_place(tensors, [&](const Tensor& t) { return t.device() == device ? t : t.to(device); });

@@ -9,7 +9,7 @@
 #include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/linalg.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::nn {
 
@@ -46,12 +46,12 @@ Tensor MultiheadAttention::forward(const Tensor& x) { return forward(x, x, x); }
 
 Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                    const AttentionMasks& masks) {
-  ops::check_defined("MultiheadAttention", {&query, &key, &value});
+  core::check_defined("MultiheadAttention", {&query, &key, &value});
   const int r = query.ndim();
   const int64_t E = embed_dim_, H = num_heads_, D = E / H;
   auto fail = [&](const std::string& why) {
-    throw ShapeError(describe() + ": " + why + " (query " + ops::describe(query) + ", key " + ops::describe(key) +
-                     ", value " + ops::describe(value) + ")");
+    throw ShapeError(describe() + ": " + why + " (query " + core::describe(query) + ", key " + core::describe(key) +
+                     ", value " + core::describe(value) + ")");
   };
   if ((r != 2 && r != 3) || key.ndim() != r || value.ndim() != r) fail("inputs must all be 3-D (batched) or 2-D");
   if (query.size(-1) != E || key.size(-1) != E || value.size(-1) != E) fail("the last dim must be embed_dim");
@@ -86,17 +86,17 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
   if (attn.defined()) {
     if (masks.is_causal) throw ValueError(describe() + ": attn_mask and is_causal cannot both be set");
     if (attn.ndim() == 3) {
-      if (attn.size(0) != N * H) fail("a 3-D attn_mask must be [N * num_heads, L, S], got " + ops::describe(attn));
+      if (attn.size(0) != N * H) fail("a 3-D attn_mask must be [N * num_heads, L, S], got " + core::describe(attn));
       attn = F::reshape(attn, {N, H, attn.size(1), attn.size(2)});
     } else if (attn.ndim() != 2) {
-      fail("attn_mask must be [L, S] or [N * num_heads, L, S], got " + ops::describe(attn));
+      fail("attn_mask must be [L, S] or [N * num_heads, L, S], got " + core::describe(attn));
     }
     attn = to_sdpa_mask(attn);
   }
   if (pad.defined()) {
     if (pad.ndim() != 2 || pad.size(0) != N || pad.size(1) != S)
       fail("key_padding_mask must be [N, S] = [" + std::to_string(N) + ", " + std::to_string(S) + "], got " +
-           ops::describe(pad));
+           core::describe(pad));
     pad = F::reshape(to_sdpa_mask(pad), {N, 1, 1, S});
   }
   if (pad.defined() && masks.is_causal) {  // causal and padding: one additive mask

@@ -9,7 +9,7 @@
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "nn/normalized_shape.hpp"
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::nn {
 
@@ -21,14 +21,14 @@ RMSNorm::RMSNorm(const Shape& normalized_shape, const RMSNormOptions& options)
 }
 
 Tensor RMSNorm::forward(const Tensor& x) {
-  ops::check_defined("RMSNorm", {&x});
-  ops::check_floating("RMSNorm", x);
+  core::check_defined("RMSNorm", {&x});
+  core::check_floating("RMSNorm", x);
   const int k = shape_.ndim();
   bool fits = k <= x.ndim();
   for (int i = 0; fits && i < k; ++i) fits = x.shape()[x.ndim() - k + i] == shape_[i];
   if (!fits)
     throw ShapeError(describe() + ": the input's trailing dims must be " + to_string(shape_) + ", got " +
-                     ops::describe(x));
+                     core::describe(x));
   const DType acc = x.dtype() == DType::float64 ? DType::float64 : DType::float32;
   const double eps = options_.eps ? *options_.eps
                      : x.dtype() == DType::float64 ? std::numeric_limits<double>::epsilon()

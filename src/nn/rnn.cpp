@@ -10,7 +10,7 @@
 #include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/linalg.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::nn {
 namespace {
@@ -67,10 +67,10 @@ Tensor gru_step(const Tensor& gx, const Tensor& h, const Tensor& w_hh, const Ten
 
 // The input of a cell: [B, I] or unbatched [I]. Returns it as [B, I].
 Tensor cell_input(const std::string& who, const Tensor& x, int64_t input_size) {
-  ops::check_defined("RNN cell", {&x});
+  core::check_defined("RNN cell", {&x});
   if ((x.ndim() != 1 && x.ndim() != 2) || x.size(-1) != input_size)
     throw ShapeError(who + ": expected an input of shape [B, " + std::to_string(input_size) + "] or [" +
-                     std::to_string(input_size) + "], got " + ops::describe(x));
+                     std::to_string(input_size) + "], got " + core::describe(x));
   return x.ndim() == 1 ? F::unsqueeze(x, 0) : x;
 }
 
@@ -83,20 +83,20 @@ Tensor cell_state(const std::string& who, const char* name, const Tensor& s, con
   const Shape want = unbatched ? Shape{hidden} : Shape{batch, hidden};
   if (s.shape() != want)
     throw ShapeError(who + ": expected " + name + " of shape " + shape_str(want) + " for the input " +
-                     ops::describe(x) + ", got " + ops::describe(s));
+                     core::describe(x) + ", got " + core::describe(s));
   return unbatched ? F::unsqueeze(s, 0) : s;
 }
 
 // A layer's input: [T, B, I] ([B, T, I] with batch_first) or unbatched
 // [T, I]. Returns it as [T, B, I].
 Tensor seq_input(const std::string& who, const Tensor& x, int64_t input_size, bool batch_first) {
-  ops::check_defined("RNN", {&x});
+  core::check_defined("RNN", {&x});
   if ((x.ndim() != 2 && x.ndim() != 3) || x.size(-1) != input_size)
     throw ShapeError(who + ": expected an input of shape " + (batch_first ? "[B, T, " : "[T, B, ") +
                      std::to_string(input_size) + "] or [T, " + std::to_string(input_size) + "], got " +
-                     ops::describe(x));
+                     core::describe(x));
   if (x.size(x.ndim() == 3 && batch_first ? 1 : 0) == 0)
-    throw ShapeError(who + ": expected a sequence of at least one step, got " + ops::describe(x));
+    throw ShapeError(who + ": expected a sequence of at least one step, got " + core::describe(x));
   if (x.ndim() == 2) return F::unsqueeze(x, 1);
   return batch_first ? F::transpose(x, 0, 1) : x;
 }
@@ -110,7 +110,7 @@ Tensor seq_state(const std::string& who, const char* name, const Tensor& s, cons
   const Shape want = unbatched ? Shape{layers, hidden} : Shape{layers, batch, hidden};
   if (s.shape() != want)
     throw ShapeError(who + ": expected " + name + " of shape " + shape_str(want) + " (num_layers, batch, " +
-                     "hidden_size) for the input " + ops::describe(x_tbi) + ", got " + ops::describe(s));
+                     "hidden_size) for the input " + core::describe(x_tbi) + ", got " + core::describe(s));
   return unbatched ? F::unsqueeze(s, 1) : s;
 }
 

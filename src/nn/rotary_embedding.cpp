@@ -7,7 +7,7 @@
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/rotary_embedding.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::nn {
 
@@ -53,8 +53,8 @@ void RotaryEmbedding::check_positions(int64_t offset, int64_t length, const std:
 }
 
 void RotaryEmbedding::check_input(const char* name, const Tensor& x, int64_t offset) const {
-  ops::check_defined("RotaryEmbedding", {&x});
-  const std::string of = std::string(" (") + name + " " + ops::describe(x) + ")";
+  core::check_defined("RotaryEmbedding", {&x});
+  const std::string of = std::string(" (") + name + " " + core::describe(x) + ")";
   if (!is_floating_point(x.dtype())) throw DTypeError(describe() + ": " + name + " must be floating" + of);
   if (x.ndim() != 4 || x.size(3) != head_dim_)
     throw ShapeError(describe() + ": " + name + " must be [B, H, T, " + std::to_string(head_dim_) + "]" + of);

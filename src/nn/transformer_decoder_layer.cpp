@@ -5,8 +5,8 @@
 #include "mixgrad/error.hpp"
 #include "mixgrad/ops/elementwise.hpp"
 #include "nn/feed_forward.hpp"
-#include "ops/op_support.hpp"
-#include "ops/random_state.hpp"
+#include "core/checks.hpp"
+#include "core/random_state.hpp"
 
 namespace mixgrad::nn {
 
@@ -38,9 +38,9 @@ Tensor TransformerDecoderLayer::forward(const Tensor& /*tgt*/) {
 // checked here, before any sublayer runs, so the error names both tensors;
 // the masks are MultiheadAttention's to check.
 void TransformerDecoderLayer::check_inputs(const Tensor& tgt, const Tensor& memory) const {
-  ops::check_defined("TransformerDecoderLayer", {&tgt, &memory});
+  core::check_defined("TransformerDecoderLayer", {&tgt, &memory});
   auto fail = [&](const std::string& why) {
-    throw ShapeError(describe() + ": " + why + " (tgt " + ops::describe(tgt) + ", memory " + ops::describe(memory) +
+    throw ShapeError(describe() + ": " + why + " (tgt " + core::describe(tgt) + ", memory " + core::describe(memory) +
                      ")");
   };
   const int r = tgt.ndim();

@@ -9,46 +9,15 @@
 #include <utility>
 
 #include "backend/copy.hpp"
+#include "core/random_state.hpp"
 #include "core/sizes.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/loops.hpp"
 #include "kernels/philox.hpp"
-#include "ops/random_state.hpp"
 
 namespace mixgrad {
 
-namespace random_state {
-namespace {
-std::mutex g_mutex;
-uint64_t g_seed = 0x5eed;
-uint64_t g_counter = 0;
-}  // namespace
-uint64_t seed() {
-  std::lock_guard lock(g_mutex);
-  return g_seed;
-}
-uint64_t reserve(uint64_t n) {
-  std::lock_guard lock(g_mutex);
-  const uint64_t first = g_counter;
-  g_counter += n;
-  return first;
-}
-State get() {
-  std::lock_guard lock(g_mutex);
-  return {g_seed, g_counter};
-}
-void set(const State& state) {
-  std::lock_guard lock(g_mutex);
-  g_seed = state.seed;
-  g_counter = state.counter;
-}
-}  // namespace random_state
-
-void manual_seed(uint64_t seed) {
-  std::lock_guard lock(random_state::g_mutex);
-  random_state::g_seed = seed;
-  random_state::g_counter = 0;
-}
+void manual_seed(uint64_t seed) { random_state::set({.seed = seed, .counter = 0}); }
 
 namespace {
 

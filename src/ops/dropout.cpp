@@ -12,7 +12,7 @@
 #include "mixgrad/ops/nn.hpp"
 #include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
-#include "ops/random_state.hpp"
+#include "core/random_state.hpp"
 
 namespace mixgrad::F {
 

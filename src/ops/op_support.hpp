@@ -9,20 +9,17 @@
 
 #include "amp/autocast_state.hpp"
 #include "autodiff/tape.hpp"
+#include "core/checks.hpp"
 #include "mixgrad/tensor.hpp"
 #include "core/op_table.hpp"
 
 namespace mixgrad::ops {
 
-/// "float32[2, 3]" — how errors show a tensor.
-std::string describe(const Tensor& t);
-
-/// Throws StateError "op: undefined input" for an undefined tensor.
-void check_defined(const char* op, std::initializer_list<const Tensor*> inputs);
-/// Throws DeviceError unless all defined tensors share a device.
-void check_same_device(const char* op, std::initializer_list<const Tensor*> inputs);
-/// Throws DTypeError unless t is floating.
-void check_floating(const char* op, const Tensor& t);
+// The checks live in core (every layer makes them); ops name them as their own.
+using core::check_defined;
+using core::check_floating;
+using core::check_same_device;
+using core::describe;
 
 /// Writes `out = op(inputs)` on the tape, as autodiff::record, but builds the
 /// closure with make() only when some recording GradManager tracks an

@@ -8,7 +8,7 @@
 #include "backend/copy.hpp"
 #include "mixgrad/functional.hpp"
 #include "mixgrad/ops/creation.hpp"
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::optim {
 
@@ -94,7 +94,7 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, std::string name, const Hyp
     const Tensor& p = params_[i];
     if (!p.defined()) throw StateError(name_ + ": parameter " + std::to_string(i) + " is undefined");
     if (!is_floating_point(p.dtype()))
-      throw DTypeError(name_ + ": parameter " + std::to_string(i) + " must be floating, got " + ops::describe(p));
+      throw DTypeError(name_ + ": parameter " + std::to_string(i) + " must be floating, got " + core::describe(p));
     if (!seen.insert(p.impl()).second)
       throw ValueError(name_ + ": parameter " + std::to_string(i) + " appears more than once in the parameter list");
   }
@@ -173,9 +173,9 @@ void Optimizer::check_step(const AmpStep& amp) const {
     const Tensor& p = params_[i];
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    const std::string which = name_ + "::step: parameter " + std::to_string(i) + " " + ops::describe(p);
+    const std::string which = name_ + "::step: parameter " + std::to_string(i) + " " + core::describe(p);
     if (g.shape() != p.shape()) throw ShapeError(which + " has a gradient of shape " + to_string(g.shape()));
-    if (!is_floating_point(g.dtype())) throw DTypeError(which + " has a " + ops::describe(g) + " gradient");
+    if (!is_floating_point(g.dtype())) throw DTypeError(which + " has a " + core::describe(g) + " gradient");
     if (g.device() != p.device()) throw DeviceError(which + " has a gradient on " + to_string(g.device()));
     const GradScaling mark = grad_scaling(g);
     if (mark.scaled_by != nullptr && mark.scaled_by != amp.scaler)
@@ -294,7 +294,7 @@ std::vector<int64_t> saved_group_sizes(const StateDict& dict, size_t num_params,
   const Tensor* t = dict.find(kGroupSizes);
   if (!t) return {static_cast<int64_t>(num_params)};
   if (t->ndim() != 1 || is_floating_point(t->dtype()) || t->dtype() == DType::bool_)
-    throw DTypeError(where + "'" + kGroupSizes + "' must be a 1-d integer tensor, got " + ops::describe(*t));
+    throw DTypeError(where + "'" + kGroupSizes + "' must be a 1-d integer tensor, got " + core::describe(*t));
   return t->to_vector<int64_t>();
 }
 
@@ -322,7 +322,7 @@ Optimizer::CheckedLoad Optimizer::check_load(const StateDict& dict) const {
       const std::string key = option_key(g, name);
       const Tensor* t = dict.find(key);
       if (!t) throw ValueError(where + "missing key '" + key + "'");
-      if (t->numel() != 1) throw ShapeError(where + "'" + key + "' must hold one value, got " + ops::describe(*t));
+      if (t->numel() != 1) throw ShapeError(where + "'" + key + "' must hold one value, got " + core::describe(*t));
       value = t->item<double>();
     }
     check_hyperparameters(h);
@@ -348,15 +348,15 @@ Optimizer::CheckedLoad Optimizer::check_load(const StateDict& dict) const {
     if (known && rest == kMaster) {
       if (!uses_master(i))
         throw ValueError(where + "unexpected key '" + key + "': parameter " + std::to_string(i) + " " +
-                         ops::describe(params_[i]) +
+                         core::describe(params_[i]) +
                          " has no master copy (master_weights is off or it is not float16 / bfloat16); nothing "
                          "was loaded");
       if (t.shape() != params_[i].shape())
-        throw ShapeError(where + "'" + key + "' is " + ops::describe(t) + " but parameter " + std::to_string(i) +
-                         " is " + ops::describe(params_[i]));
+        throw ShapeError(where + "'" + key + "' is " + core::describe(t) + " but parameter " + std::to_string(i) +
+                         " is " + core::describe(params_[i]));
       if (t.dtype() != DType::float32)
-        throw DTypeError(where + "'" + key + "' is " + ops::describe(t) + ", expected float32 for the master copy "
-                         "of parameter " + std::to_string(i) + " " + ops::describe(params_[i]));
+        throw DTypeError(where + "'" + key + "' is " + core::describe(t) + ", expected float32 for the master copy "
+                         "of parameter " + std::to_string(i) + " " + core::describe(params_[i]));
       continue;
     }
     known = known && dict.contains(state_key(i, "step"));
@@ -374,7 +374,7 @@ Optimizer::CheckedLoad Optimizer::check_load(const StateDict& dict) const {
     const Tensor* step = dict.find(state_key(i, "step"));
     if (!step) continue;
     if (step->numel() != 1 || is_floating_point(step->dtype()) || step->dtype() == DType::bool_)
-      throw DTypeError(where + "'" + state_key(i, "step") + "' must be one integer, got " + ops::describe(*step));
+      throw DTypeError(where + "'" + state_key(i, "step") + "' must be one integer, got " + core::describe(*step));
     next[i] = step->item<int64_t>();
     if (next[i] < 1)
       throw ValueError(where + "'" + state_key(i, "step") + "' must be >= 1, got " + std::to_string(next[i]));
@@ -383,12 +383,12 @@ Optimizer::CheckedLoad Optimizer::check_load(const StateDict& dict) const {
       const Tensor* t = dict.find(state_key(i, b));
       if (!t) throw ValueError(where + "missing key '" + state_key(i, b) + "'; nothing was loaded");
       if (t->shape() != p.shape())
-        throw ShapeError(where + "'" + state_key(i, b) + "' is " + ops::describe(*t) + " but parameter " +
-                         std::to_string(i) + " is " + ops::describe(p));
+        throw ShapeError(where + "'" + state_key(i, b) + "' is " + core::describe(*t) + " but parameter " +
+                         std::to_string(i) + " is " + core::describe(p));
       if (t->dtype() != state_dtype(p))
-        throw DTypeError(where + "'" + state_key(i, b) + "' is " + ops::describe(*t) + ", expected " +
+        throw DTypeError(where + "'" + state_key(i, b) + "' is " + core::describe(*t) + ", expected " +
                          std::string(to_string(state_dtype(p))) + " for parameter " + std::to_string(i) + " " +
-                         ops::describe(p));
+                         core::describe(p));
     }
   }
 

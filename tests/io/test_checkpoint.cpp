@@ -8,7 +8,7 @@
 
 #include "io/io_test_util.hpp"
 #include "mixgrad/ops/creation.hpp"
-#include "ops/random_state.hpp"
+#include "core/random_state.hpp"
 
 namespace mg = mixgrad;
 using io_test::bytes_of;

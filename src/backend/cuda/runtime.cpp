@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/stream.hpp"
 #include "backend/host_sync.hpp"
 #include "backend/dispatch.hpp"
 #include "backend/pending_checks.hpp"
@@ -77,6 +78,13 @@ DeviceGuard::~DeviceGuard() {
 namespace mixgrad::cuda {
 
 bool is_available() { return backend::cuda::device_count() > 0; }
+
+bool is_built() { return true; }
+
+void* current_stream(int device) {
+  backend::cuda::check_device(device, "cuda::current_stream");
+  return backend::cuda::current_stream(device);
+}
 
 int device_count() { return backend::cuda::device_count(); }
 

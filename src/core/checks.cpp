@@ -1,6 +1,8 @@
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
-namespace mixgrad::ops {
+#include "mixgrad/error.hpp"
+
+namespace mixgrad::core {
 
 std::string describe(const Tensor& t) {
   if (!t.defined()) return "undefined";
@@ -33,4 +35,4 @@ void check_floating(const char* op, const Tensor& t) {
     throw DTypeError(std::string(op) + ": expected a floating tensor, got " + describe(t));
 }
 
-}  // namespace mixgrad::ops
+}  // namespace mixgrad::core
