@@ -264,4 +264,36 @@ BOOST_AUTO_TEST_CASE(the_cache_refuses_a_recording_grad_manager) {
   BOOST_TEST(cache.length() == 3);
 }
 
+// The cached forward hands scaled_dot_product_attention views of the first S
+// of `capacity` positions; the fused CPU kernel reads them in place (heads
+// one stride apart). Values and gradients equal those of dense copies, with
+// several batch dims, grouped-query heads, a causal chunk and a mask.
+BOOST_AUTO_TEST_CASE(attention_reads_a_caches_views_as_dense_keys) {
+  const auto q = randn({2, 3, 4, 5, 8}, 11);
+  const auto kbuf = randn({2, 3, 2, 9, 8}, 12), vbuf = randn({2, 3, 2, 9, 6}, 13);
+  const auto keep = F::gt(randn({5, 7}, 14), -0.5);
+  const std::vector<F::AttentionOptions> cases = {
+      {.enable_gqa = true}, {.is_causal = true, .enable_gqa = true}, {.attn_mask = keep, .enable_gqa = true}};
+  for (const auto& o : cases) {
+    mg::autodiff::GradManager gm;
+    gm.attach({q, kbuf, vbuf});
+    std::vector<std::vector<double>> grads[2];
+    mg::Tensor out[2];
+    for (int dense = 0; dense < 2; ++dense) {
+      {
+        auto rec = gm.record();
+        mg::Tensor k = F::narrow(kbuf, 3, 0, 7), v = F::narrow(vbuf, 3, 0, 7);  // strided: 7 of 9 positions
+        if (dense) k = k.contiguous(), v = v.contiguous();
+        BOOST_TEST(k.is_contiguous() == static_cast<bool>(dense));
+        out[dense] = F::scaled_dot_product_attention(q, k, v, o);
+        gm.backward(F::sum(F::mul(out[dense], out[dense])));
+      }
+      for (const auto& t : {q, kbuf, vbuf}) grads[dense].push_back(values(t.grad()));
+      for (const auto& t : {q, kbuf, vbuf}) t.set_grad(mg::Tensor());
+    }
+    BOOST_TEST(max_rel_diff(out[0], out[1]) < 1e-6);
+    for (int i = 0; i < 3; ++i) BOOST_TEST(grads[0][i] == grads[1][i], boost::test_tools::per_element());
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
