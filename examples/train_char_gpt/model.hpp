@@ -72,8 +72,8 @@ class CharGPT : public mg::nn::Module {
   /// logits of the last position only, [B, vocab]: all that sampling reads.
   mg::Tensor next_logits(const mg::Tensor& tokens, std::vector<mg::nn::KVCache>& caches) {
     const int64_t T = tokens.size(1), past = caches.front().length();
-    const mg::Tensor pos = mg::arange(static_cast<double>(past), static_cast<double>(past + T), 1.0, mg::DType::int64);
-    mg::Tensor x = mg::F::add((*tok_)(tokens), (*pos_)(pos.to(tokens.device())));
+    // Positions past..past+T-1: rows of the position table (no index tensor to send to the device).
+    mg::Tensor x = mg::F::add((*tok_)(tokens), mg::F::narrow(pos_->weight(), 0, past, T));
     for (size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i]->forward(x, caches[i]);
     x = mg::F::reshape(mg::F::narrow(x, 1, T - 1, 1), {x.size(0), c_.embd});
     return mg::F::linear((*ln_f_)(x), tok_->weight());
