@@ -157,11 +157,12 @@ Tensor MultiheadAttention::forward(const Tensor& x, KVCache& cache) {
                                describe());
   try {
     F::AttentionOptions o{.dropout_p = is_training() ? options_.dropout : 0.0};
+    // An empty cache: SDPA's top-left causal mask is right. One new query
+    // after `past` keys sees them all: no mask. A chunk after them: offset.
     if (past == 0)
-      o.is_causal = L > 1;  // top-left alignment is right for an empty cache
+      o.is_causal = L > 1;
     else if (L > 1)
       o.attn_mask = causal_after(past, L, x.device());
-    // (one new query after `past` keys sees them all: no mask)
     const Tensor y = F::scaled_dot_product_attention(split_heads(F::narrow(qkv, 2, 0, E), H), kv.keys, kv.values, o);
     return from_batch_major(merge_heads(y), r, bf);
   } catch (...) {
