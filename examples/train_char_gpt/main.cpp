@@ -14,6 +14,7 @@
 //   train_char_gpt                      # bf16 autocast on the CPU (fp16 + GradScaler on CUDA)
 //   train_char_gpt --precision fp32     # float32 throughout
 //   train_char_gpt --steps 200 --sample 200 --prompt "The meaning of life"
+//   train_char_gpt --kv-cache 0         # sample without the KV cache (the whole window per character)
 //   train_char_gpt --save ckpt --stop-after 500 && train_char_gpt --save ckpt --resume ckpt
 //   train_char_gpt --help
 //
@@ -50,6 +51,7 @@ struct Options {
   std::string prompt = "\n";
   int64_t sample = 400, top_k = 20, threads = 2;
   double temperature = 0.8;
+  bool kv_cache = true;
   uint64_t seed = 1337;
 };
 
@@ -79,6 +81,8 @@ int parse(int argc, char** argv, Options& o) {
     ("prompt", po::value<std::string>(), "text the sample starts from (default: a new line)")
     ("temperature", po::value(&o.temperature)->default_value(o.temperature), "sampling temperature")
     ("top-k", po::value(&o.top_k)->default_value(o.top_k), "sample among the k likeliest characters (0: all)")
+    ("kv-cache", po::value(&o.kv_cache)->default_value(o.kv_cache),
+     "sample with a KV cache per layer (0: the whole window through the model per character)")
     ("seed", po::value(&o.seed)->default_value(o.seed), "seed of the initialisation, the batches and the sample")
     ("threads", po::value(&o.threads)->default_value(o.threads), "CPU threads")
     ("data-dir", po::value(&o.data_dir)->default_value(o.data_dir), "folder of plain-text files")
@@ -99,6 +103,7 @@ int parse(int argc, char** argv, Options& o) {
     auto require = [](bool ok, const char* what) {
       if (!ok) throw po::error(what);
     };
+    require(o.sample == 0 || !o.prompt.empty(), "--prompt must not be empty (the sample continues it)");
     require(o.steps >= 1 && o.batch >= 1 && o.model.block >= 2, "--steps, --batch-size and --block must be positive");
     require(o.model.layers >= 1 && o.model.heads >= 1 && o.model.embd % o.model.heads == 0,
             "--embd must be a positive multiple of --heads");
@@ -138,34 +143,89 @@ double evaluate(gpt::CharGPT& net, const gpt::Corpus& c, const std::vector<int64
   return sum / static_cast<double>(o.eval_batches);
 }
 
-/// `count` characters after `prompt`: the model's distribution at the last
-/// position, divided by the temperature, cut to the top k, sampled.
+/// The next token from the last position's logits: divided by the
+/// temperature, cut to the top k, sampled.
+int64_t pick(const mg::Tensor& logits, const Options& o, std::mt19937_64& rng) {
+  std::vector<double> last = logits.to_vector<double>();  // the one host read per token
+  for (double& l : last) l /= o.temperature;
+  if (o.top_k > 0 && o.top_k < static_cast<int64_t>(last.size())) {
+    std::vector<double> sorted = last;
+    std::nth_element(sorted.begin(), sorted.begin() + (o.top_k - 1), sorted.end(), std::greater<>());
+    const double kth = sorted[static_cast<size_t>(o.top_k - 1)];
+    for (double& l : last)
+      if (l < kth) l = -INFINITY;
+  }
+  const double mx = *std::max_element(last.begin(), last.end());
+  std::vector<double> w;
+  for (double l : last) w.push_back(std::exp(l - mx));
+  return std::discrete_distribution<int64_t>(w.begin(), w.end())(rng);
+}
+
+mg::Tensor token_tensor(std::vector<int64_t>::const_iterator first, std::vector<int64_t>::const_iterator last,
+                        mg::Device dev) {
+  std::vector<int64_t> t(first, last);
+  const auto n = static_cast<int64_t>(t.size());
+  return mg::tensor<int64_t>(t, {1, n}).to(dev);
+}
+
+/// Without a cache (nanoGPT's sampler): the whole window, the last `block`
+/// tokens, through the model for every new token.
+void sample_full_window(gpt::CharGPT& net, std::vector<int64_t>& tokens, const Options& o, std::mt19937_64& rng,
+                        mg::Device dev) {
+  for (int64_t i = 0; i < o.sample; ++i) {
+    const int64_t n = std::min<int64_t>(static_cast<int64_t>(tokens.size()), o.model.block);
+    const auto logits = net(token_tensor(tokens.end() - n, tokens.end(), dev));
+    tokens.push_back(pick(F::narrow(F::reshape(logits, {n, -1}), 0, n - 1, 1), o, rng));
+  }
+}
+
+/// With a KV cache per layer: the prompt goes through once, then each new
+/// token alone, attending to the cached keys and values. The position
+/// embedding knows `block` positions; when the caches are full, they are
+/// re-filled from the last block / 2 tokens (one prefill, then block / 2
+/// cheap steps again). nanoGPT instead crops to the last `block` tokens at
+/// every step, which with a cache would mean a full prefill per token; the
+/// text after the first `block` characters therefore differs from the
+/// uncached sampler's, which always sees a full window.
+void sample_cached(gpt::CharGPT& net, std::vector<int64_t>& tokens, const Options& o, std::mt19937_64& rng,
+                   mg::Device dev, mg::DType dtype) {
+  auto caches = net.make_kv_caches(1, dtype);
+  auto refill = [&](int64_t keep) {
+    for (auto& c : caches) c.reset();
+    keep = std::min<int64_t>(keep, static_cast<int64_t>(tokens.size()));
+    return net.next_logits(token_tensor(tokens.end() - keep, tokens.end(), dev), caches);
+  };
+  mg::Tensor logits = refill(o.model.block);
+  for (int64_t i = 0; i < o.sample; ++i) {
+    tokens.push_back(pick(logits, o, rng));
+    if (i + 1 == o.sample) break;
+    if (caches.front().remaining() == 0)
+      logits = refill(std::max<int64_t>(o.model.block / 2, 1));
+    else
+      logits = net.next_logits(token_tensor(tokens.end() - 1, tokens.end(), dev), caches);
+  }
+}
+
+/// `o.sample` characters after the prompt, in inference mode and the
+/// training precision (autocast: the caches in its low-precision dtype).
+/// Prints the speed.
 std::string sample(gpt::CharGPT& net, const gpt::Corpus& c, const Options& o, bool autocast, mg::DType low,
                    mg::Device dev) {
-  mg::autodiff::no_grad guard;
+  mg::autodiff::inference_mode guard;
   mg::amp::autocast ac(autocast, low);
   net.eval();
   std::mt19937_64 rng(o.seed);
   std::vector<int64_t> tokens = c.encode(o.prompt);
-  for (int64_t i = 0; i < o.sample; ++i) {
-    const int64_t n = std::min<int64_t>(static_cast<int64_t>(tokens.size()), o.model.block);
-    std::vector<int64_t> window(tokens.end() - n, tokens.end());
-    const auto logits = net(mg::tensor<int64_t>(window, {1, n}).to(dev));
-    auto last = F::narrow(F::reshape(logits, {n, c.vocab_size()}), 0, n - 1, 1).to_vector<double>();
-    for (double& l : last) l /= o.temperature;
-    if (o.top_k > 0 && o.top_k < static_cast<int64_t>(last.size())) {
-      std::vector<double> sorted = last;
-      std::nth_element(sorted.begin(), sorted.begin() + (o.top_k - 1), sorted.end(), std::greater<>());
-      const double kth = sorted[static_cast<size_t>(o.top_k - 1)];
-      for (double& l : last)
-        if (l < kth) l = -INFINITY;
-    }
-    const double mx = *std::max_element(last.begin(), last.end());
-    std::vector<double> w;
-    for (double l : last) w.push_back(std::exp(l - mx));
-    tokens.push_back(std::discrete_distribution<int64_t>(w.begin(), w.end())(rng));
-  }
+  const auto t0 = Clock::now();
+  if (o.kv_cache)
+    sample_cached(net, tokens, o, rng, dev, autocast ? low : mg::DType::float32);
+  else
+    sample_full_window(net, tokens, o, rng, dev);
+  const double secs = seconds_since(t0);
   net.train();
+  std::printf("sampled %lld characters in %.2f s  %.0f tok/s  (%s, %s)\n", static_cast<long long>(o.sample), secs,
+              static_cast<double>(o.sample) / secs, o.kv_cache ? "KV cache" : "whole window per token",
+              autocast ? (std::string(mg::to_string(low)) + " autocast").c_str() : "float32");
   return c.decode(tokens);
 }
 
@@ -277,8 +337,9 @@ int main(int argc, char** argv) {
     std::printf("done: step %lld, validation loss %.4f nats/char, %.0f s\n", static_cast<long long>(step), val,
                 seconds_since(run_start));
     if (o.sample > 0) {
+      const std::string text = sample(net, *corpus, o, autocast, low, dev);
       std::printf("\n--- sample (temperature %.2f, top-%lld) ---\n%s\n---\n", o.temperature,
-                  static_cast<long long>(o.top_k), sample(net, *corpus, o, autocast, low, dev).c_str());
+                  static_cast<long long>(o.top_k), text.c_str());
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train_char_gpt: training failed: %s\n", e.what());

@@ -5,6 +5,11 @@
 //
 //   gpt::CharGPT net({.vocab = 96, .block = 64, .layers = 4, .heads = 4, .embd = 128});
 //   mg::Tensor logits = net(tokens);   // int64 [B, T] -> [B, T, vocab]
+//
+//   // Decoding (under no_grad): one KV cache per layer, the prompt once, then a token at a time.
+//   auto caches = net.make_kv_caches(/*batch=*/1, mg::DType::bfloat16);   // the dtype attention runs in
+//   mg::Tensor next = net.next_logits(prompt, caches);                      // [1, vocab]
+//   next = net.next_logits(token, caches);                                  // token: [1, 1]
 #pragma once
 
 #include <memory>
@@ -50,6 +55,28 @@ class CharGPT : public mg::nn::Module {
     mg::Tensor x = mg::F::add((*tok_)(tokens), (*pos_)(mg::arange(T).to(tokens.device())));
     for (auto& b : blocks_) x = b->forward(x, {.is_causal = true});
     return mg::F::linear((*ln_f_)(x), tok_->weight());  // tied: the output layer is the token embedding
+  }
+
+  /// One cache per layer, `block` positions each, on the model's device, in
+  /// `dtype`: the one attention runs in (autocast's low-precision dtype under
+  /// autocast, else float32).
+  std::vector<mg::nn::KVCache> make_kv_caches(int64_t batch, mg::DType dtype) const {
+    std::vector<mg::nn::KVCache> caches;
+    caches.reserve(blocks_.size());
+    for (const auto& b : blocks_) caches.push_back(b->make_kv_cache(batch, c_.block, dtype));
+    return caches;
+  }
+
+  /// tokens: int64 [B, T], the positions that follow the caches' length
+  /// (length + T <= block). Appends their keys and values and returns the
+  /// logits of the last position only, [B, vocab]: all that sampling reads.
+  mg::Tensor next_logits(const mg::Tensor& tokens, std::vector<mg::nn::KVCache>& caches) {
+    const int64_t T = tokens.size(1), past = caches.front().length();
+    // Positions past..past+T-1: rows of the position table (no index tensor to send to the device).
+    mg::Tensor x = mg::F::add((*tok_)(tokens), mg::F::narrow(pos_->weight(), 0, past, T));
+    for (size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i]->forward(x, caches[i]);
+    x = mg::F::reshape(mg::F::narrow(x, 1, T - 1, 1), {x.size(0), c_.embd});
+    return mg::F::linear((*ln_f_)(x), tok_->weight());
   }
 
   const Config& config() const { return c_; }

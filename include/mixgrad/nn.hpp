@@ -12,6 +12,7 @@
 #include "mixgrad/nn/flatten.hpp"
 #include "mixgrad/nn/group_norm.hpp"
 #include "mixgrad/nn/init.hpp"
+#include "mixgrad/nn/kv_cache.hpp"
 #include "mixgrad/nn/layer_norm.hpp"
 #include "mixgrad/nn/linear.hpp"
 #include "mixgrad/nn/module.hpp"

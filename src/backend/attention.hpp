@@ -3,8 +3,11 @@
 // [L, S] matrix is ever stored. The forward saves each row's log-sum-exp of
 // the scores; the backward recomputes the scores from it.
 //
-// Shapes, all contiguous: q [N, H, L, E], k [N, Hk, S, E], v [N, Hk, S, Ev]
-// with H a multiple of Hk (query head h reads key/value head h / (H / Hk)).
+// Shapes: q [N, H, L, E], k [N, Hk, S, E], v [N, Hk, S, Ev] with H a
+// multiple of Hk (query head h reads key/value head h / (H / Hk)). q is
+// contiguous; k and v have contiguous rows within a head, their heads
+// k_head_stride / v_head_stride elements apart: a KV cache's first S of its
+// capacity positions are read in place.
 // Everything is computed in the accumulation dtype (float32; float64 for
 // float64 inputs) and rounded once into the outputs.
 //
@@ -34,6 +37,9 @@ struct AttentionArgs {
   bool causal = false;
   double scale = 1.0;
   int64_t n = 0, heads = 0, kv_heads = 0, q_len = 0, kv_len = 0, head_dim = 0, value_dim = 0;
+  /// Elements from one (n, kv head) of k (v) to the next: kv_len * head_dim
+  /// (kv_len * value_dim) when dense.
+  int64_t k_head_stride = 0, v_head_stride = 0;
 };
 
 /// What the forward writes (and the backward reads).

@@ -26,6 +26,34 @@ Tensor additive(const Tensor& sdpa_mask, DType dtype) {
                   scalar(-std::numeric_limits<double>::infinity(), dtype, sdpa_mask.device()));
 }
 
+/// Query / key positions [N, L, E] from the module's layout (rank 3 with or
+/// without batch_first, or unbatched rank 2), and back.
+Tensor to_batch_major(const Tensor& t, bool batch_first) {
+  if (t.ndim() == 2) return F::unsqueeze(t, 0);
+  return batch_first ? t : F::transpose(t, 0, 1);
+}
+Tensor from_batch_major(const Tensor& t, int rank, bool batch_first) {
+  if (rank == 2) return F::squeeze(t, 0);
+  return batch_first ? t : F::transpose(t, 0, 1);
+}
+
+/// [N, len, E] as heads [N, H, len, E / H] (a view where the layout allows).
+Tensor split_heads(const Tensor& t, int64_t heads) {
+  const int64_t n = t.size(0), len = t.size(1);
+  return F::transpose(F::reshape(t, {n, len, heads, t.size(2) / heads}), 1, 2);
+}
+
+/// The mask of `len` new queries after `past` cached positions: query i
+/// sees keys 0..past + i (bool [len, past + len], true: attends).
+/// F::scaled_dot_product_attention's is_causal aligns top-left (query i sees
+/// keys 0..i), which is this mask only when past is 0.
+Tensor causal_after(int64_t past, int64_t len, Device device) {
+  const Tensor keys = F::unsqueeze(arange(past + len), 0);
+  const Tensor queries = F::unsqueeze(arange(static_cast<double>(past), static_cast<double>(past + len), 1.0,
+                                             DType::int64), 1);
+  return F::le(keys, queries).to(device);
+}
+
 }  // namespace
 
 MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, const MultiheadAttentionOptions& options)
@@ -48,7 +76,7 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
                                    const AttentionMasks& masks) {
   core::check_defined("MultiheadAttention", {&query, &key, &value});
   const int r = query.ndim();
-  const int64_t E = embed_dim_, H = num_heads_, D = E / H;
+  const int64_t E = embed_dim_, H = num_heads_;
   auto fail = [&](const std::string& why) {
     throw ShapeError(describe() + ": " + why + " (query " + core::describe(query) + ", key " + core::describe(key) +
                      ", value " + core::describe(value) + ")");
@@ -56,11 +84,8 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
   if ((r != 2 && r != 3) || key.ndim() != r || value.ndim() != r) fail("inputs must all be 3-D (batched) or 2-D");
   if (query.size(-1) != E || key.size(-1) != E || value.size(-1) != E) fail("the last dim must be embed_dim");
   // Everything as [N, L, E].
-  auto batch_major = [&](const Tensor& t) {
-    if (r == 2) return F::unsqueeze(t, 0);
-    return options_.batch_first ? t : F::transpose(t, 0, 1);
-  };
-  const Tensor q = batch_major(query), k = batch_major(key), v = batch_major(value);
+  const bool bf = options_.batch_first;
+  const Tensor q = to_batch_major(query, bf), k = to_batch_major(key, bf), v = to_batch_major(value, bf);
   const int64_t N = q.size(0), L = q.size(1), S = k.size(1);
   if (k.size(0) != N || v.size(0) != N || v.size(1) != S) fail("key and value must match the query's batch and each other's length");
 
@@ -79,7 +104,6 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
     kp = project(k, 1);
     vp = project(v, 2);
   }
-  auto heads = [&](const Tensor& t, int64_t len) { return F::transpose(F::reshape(t, {N, len, H, D}), 1, 2); };
 
   F::AttentionOptions o{.dropout_p = is_training() ? options_.dropout : 0.0, .is_causal = masks.is_causal};
   Tensor attn = masks.attn_mask, pad = masks.key_padding_mask;
@@ -107,10 +131,49 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
     o.attn_mask = F::add(additive(attn, qp.dtype()), additive(pad, qp.dtype()));
   else
     o.attn_mask = attn.defined() ? attn : pad;
-  const Tensor y = F::scaled_dot_product_attention(heads(qp, L), heads(kp, S), heads(vp, S), o);  // [N, H, L, D]
-  const Tensor out = (*out_proj_)(F::reshape(F::transpose(y, 1, 2), {N, L, E}));
-  if (r == 2) return F::squeeze(out, 0);
-  return options_.batch_first ? out : F::transpose(out, 0, 1);
+  const Tensor y = F::scaled_dot_product_attention(split_heads(qp, H), split_heads(kp, H), split_heads(vp, H), o);
+  return from_batch_major(merge_heads(y), r, bf);
+}
+
+Tensor MultiheadAttention::merge_heads(const Tensor& y) {  // [N, H, L, D] -> out_proj([N, L, E])
+  return (*out_proj_)(F::reshape(F::transpose(y, 1, 2), {y.size(0), y.size(2), embed_dim_}));
+}
+
+Tensor MultiheadAttention::forward(const Tensor& x, KVCache& cache) {
+  ops::check_defined("MultiheadAttention", {&x});
+  const int r = x.ndim();
+  const int64_t E = embed_dim_, H = num_heads_;
+  if ((r != 2 && r != 3) || x.size(-1) != E)
+    throw ShapeError(describe() + ": the cached forward takes " +
+                     (options_.batch_first ? "[N, L, E]" : "[L, N, E]") + " or [L, E] with E = embed_dim, got " +
+                     ops::describe(x));
+  const bool bf = options_.batch_first;
+  const Tensor xb = to_batch_major(x, bf);
+  const int64_t N = xb.size(0), L = xb.size(1), past = cache.length();
+  cache.check_append(describe(), {N, H, L, E / H}, x.device());  // before any op runs
+
+  const Tensor qkv = F::linear(xb, in_proj_weight_, in_proj_bias_);
+  const auto kv = cache.append(split_heads(F::narrow(qkv, 2, E, E), H), split_heads(F::narrow(qkv, 2, 2 * E, E), H),
+                               describe());
+  try {
+    F::AttentionOptions o{.dropout_p = is_training() ? options_.dropout : 0.0};
+    // An empty cache: SDPA's top-left causal mask is right. One new query
+    // after `past` keys sees them all: no mask. A chunk after them: offset.
+    if (past == 0)
+      o.is_causal = L > 1;
+    else if (L > 1)
+      o.attn_mask = causal_after(past, L, x.device());
+    const Tensor y = F::scaled_dot_product_attention(split_heads(F::narrow(qkv, 2, 0, E), H), kv.keys, kv.values, o);
+    return from_batch_major(merge_heads(y), r, bf);
+  } catch (...) {
+    cache.crop(past);  // a call that throws leaves the cache as it was
+    throw;
+  }
+}
+
+KVCache MultiheadAttention::make_kv_cache(int64_t batch, int64_t capacity, DType dtype) const {
+  return KVCache(num_heads_, embed_dim_ / num_heads_,
+                 {.batch = batch, .capacity = capacity, .dtype = dtype, .device = in_proj_weight_.device()});
 }
 
 std::string MultiheadAttention::describe() const {

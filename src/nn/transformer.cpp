@@ -24,24 +24,40 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
   dropout2_ = register_module("dropout2", Dropout(options.dropout));
 }
 
-Tensor TransformerEncoderLayer::self_attention(const Tensor& x, const AttentionMasks& masks) {
-  return (*dropout1_)(self_attn_->forward(x, x, x, masks));
-}
-
 Tensor TransformerEncoderLayer::feed_forward(const Tensor& x) {
   return (*dropout2_)(detail::feed_forward(*linear1_, *dropout_, *linear2_, options_.activation, x));
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src) { return forward(src, {}); }
 
-Tensor TransformerEncoderLayer::forward(const Tensor& src, const AttentionMasks& masks) {
+Tensor TransformerEncoderLayer::residual_blocks(const Tensor& src,
+                                                const std::function<Tensor(const Tensor&)>& attend) {
+  auto sa = [&](const Tensor& x) { return (*dropout1_)(attend(x)); };
   Tensor x = src;
   if (options_.norm_first) {
-    x = F::add(x, self_attention((*norm1_)(x), masks));
+    x = F::add(x, sa((*norm1_)(x)));
     return F::add(x, feed_forward((*norm2_)(x)));
   }
-  x = (*norm1_)(F::add(x, self_attention(x, masks)));
+  x = (*norm1_)(F::add(x, sa(x)));
   return (*norm2_)(F::add(x, feed_forward(x)));
+}
+
+Tensor TransformerEncoderLayer::forward(const Tensor& src, const AttentionMasks& masks) {
+  return residual_blocks(src, [&](const Tensor& x) { return self_attn_->forward(x, x, x, masks); });
+}
+
+Tensor TransformerEncoderLayer::forward(const Tensor& src, KVCache& cache) {
+  const int64_t past = cache.length();
+  try {
+    return residual_blocks(src, [&](const Tensor& x) { return self_attn_->forward(x, cache); });
+  } catch (...) {
+    cache.crop(past);  // the attention appended, a later step threw: roll the positions back
+    throw;
+  }
+}
+
+KVCache TransformerEncoderLayer::make_kv_cache(int64_t batch, int64_t capacity, DType dtype) const {
+  return self_attn_->make_kv_cache(batch, capacity, dtype);
 }
 
 std::string TransformerEncoderLayer::describe() const {

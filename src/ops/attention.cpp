@@ -193,12 +193,36 @@ void set_mask(backend::AttentionArgs& a, const Tensor& mask, const Geometry& g, 
   a.mask = m;
 }
 
+/// k or v as the kernel reads it: the rows of a head contiguous, the heads
+/// (all dims before the last two, flattened) one stride apart, returned in
+/// `head_stride`. A KV cache's keys ([N, H, capacity, E] narrowed to the
+/// first S positions) qualify and are read in place: decoding does not copy
+/// the whole cache per token. Any other layout is copied dense.
+Tensor heads_in_place(const Tensor& t, int64_t& head_stride) {
+  const int r = t.ndim();
+  const Shape& ext = t.shape();
+  const Shape& st = t.strides();
+  const int64_t len = ext[r - 2], dim = ext[r - 1];
+  head_stride = len * dim;
+  bool ok = (dim <= 1 || st[r - 1] == 1) && (len <= 1 || st[r - 2] == dim);
+  int64_t stride = r >= 3 ? st[r - 3] : head_stride, span = 1;
+  for (int d = r - 3; ok && d >= 0; --d) {  // the head dims must flatten into one stride
+    ok = ext[d] <= 1 || st[d] == stride * span;
+    span *= ext[d];
+  }
+  if (!ok) return ops::dense(t);
+  if (r >= 3) head_stride = stride;
+  return t;
+}
+
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Geometry& g,
                        const AttentionOptions& o) {
   const DType acc = q.dtype() == DType::float64 ? DType::float64 : DType::float32;
+  int64_t k_head_stride = 0, v_head_stride = 0;
+  const Tensor kr = heads_in_place(k, k_head_stride), vr = heads_in_place(v, v_head_stride);
   backend::AttentionArgs a{.q = ops::dense(q),
-                           .k = ops::dense(k),
-                           .v = ops::dense(v),
+                           .k = kr,
+                           .v = vr,
                            .mask = Tensor(),
                            .mask_kind = backend::AttentionMask::none,
                            .mask_strides = {},
@@ -210,7 +234,9 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
                            .q_len = g.q_len,
                            .kv_len = g.kv_len,
                            .head_dim = g.head_dim,
-                           .value_dim = g.value_dim};
+                           .value_dim = g.value_dim,
+                           .k_head_stride = k_head_stride,
+                           .v_head_stride = v_head_stride};
   set_mask(a, o.attn_mask, g, acc);
   Shape out_shape = q.shape();
   out_shape[q.ndim() - 1] = g.value_dim;

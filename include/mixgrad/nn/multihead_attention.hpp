@@ -7,6 +7,9 @@
 //   mg::nn::MultiheadAttention mha(256, 8, {.dropout = 0.1, .batch_first = true});
 //   auto y = mha(x);                                  // self-attention, x: [N, L, 256]
 //   auto z = mha.forward(q, kv, kv, {.is_causal = true});
+//   auto cache = mha.make_kv_cache(/*batch=*/2, /*capacity=*/128, mg::DType::float32);
+//   auto p = mha.forward(prompt, cache);              // decoding: the prompt, then
+//   auto t = mha.forward(next, cache);                // one token at a time (see kv_cache.hpp)
 //
 // Masks follow nn.MultiheadAttention, not F::scaled_dot_product_attention:
 // a bool attn_mask or key_padding_mask is true where attention is NOT
@@ -15,6 +18,7 @@
 // are not returned (need_weights=False in PyTorch terms).
 #pragma once
 
+#include "mixgrad/nn/kv_cache.hpp"
 #include "mixgrad/nn/linear.hpp"
 #include "mixgrad/nn/module.hpp"
 
@@ -42,6 +46,17 @@ class MultiheadAttention : public Module {
   /// query [L, N, E] (or [N, L, E] with batch_first; unbatched [L, E]),
   /// key and value [S, N, E]. ShapeError naming the shapes otherwise.
   Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value, const AttentionMasks& masks = {});
+  /// Causal self-attention of new positions against a cache (decoder-only
+  /// inference): x holds the L positions that follow the cache's length() P,
+  /// in forward(x)'s layout. Their keys and values are appended and position
+  /// P + i attends to keys 0..P + i: token by token, the result equals the
+  /// full forward with is_causal over the whole sequence. The errors of
+  /// KVCache::append (capacity, batch, heads, dtype, device, a recording
+  /// GradManager), before anything is computed or written.
+  Tensor forward(const Tensor& x, KVCache& cache);
+  /// A cache for this module's keys and values (its heads and head dim, on
+  /// its parameters' device); `dtype` is the one attention runs in.
+  KVCache make_kv_cache(int64_t batch, int64_t capacity, DType dtype) const;
   std::string describe() const override;
 
   const Tensor& in_proj_weight() const { return in_proj_weight_; }
@@ -51,6 +66,9 @@ class MultiheadAttention : public Module {
   int64_t num_heads() const { return num_heads_; }
 
  private:
+  /// Heads [N, H, L, D] back to [N, L, E], through out_proj.
+  Tensor merge_heads(const Tensor& y);
+
   int64_t embed_dim_, num_heads_;
   MultiheadAttentionOptions options_;
   Tensor in_proj_weight_, in_proj_bias_;

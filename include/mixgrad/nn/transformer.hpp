@@ -7,11 +7,15 @@
 //                                                  .norm_first = true, .activation = mg::nn::Activation::gelu});
 //   auto y = layer(x);                                      // x: [N, L, 256]
 //   auto z = layer.forward(x, {.is_causal = true});         // a causal (decoder-only) stack
+//   auto cache = layer.make_kv_cache(1, 128, mg::DType::bfloat16);
+//   auto h = layer.forward(x_new, cache);                   // the same stack, decoding with a KV cache
 //
 // post-norm:  x = norm1(x + sa(x));  x = norm2(x + ff(x))
 // pre-norm:   x = x + sa(norm1(x));  x = x + ff(norm2(x))
 // sa(x) = dropout1(self_attn(x, x, x)); ff(x) = dropout2(linear2(dropout(act(linear1(x))))).
 #pragma once
+
+#include <functional>
 
 #include "mixgrad/nn/dropout.hpp"
 #include "mixgrad/nn/layer_norm.hpp"
@@ -41,13 +45,23 @@ class TransformerEncoderLayer : public Module {
   Tensor forward(const Tensor& src) override;
   /// With masks as MultiheadAttention takes them (src_mask, src_key_padding_mask, is_causal).
   Tensor forward(const Tensor& src, const AttentionMasks& masks);
+  /// The layer as a causal decoder block over a KV cache: src holds the
+  /// positions after the cache's length(); see
+  /// MultiheadAttention::forward(x, cache). Token by token it equals
+  /// forward(whole, {.is_causal = true}). A call that throws leaves the
+  /// cache as it was.
+  Tensor forward(const Tensor& src, KVCache& cache);
+  /// A cache for this layer's self-attention (see MultiheadAttention::make_kv_cache).
+  KVCache make_kv_cache(int64_t batch, int64_t capacity, DType dtype) const;
   std::string describe() const override;
 
   MultiheadAttention& self_attn() { return *self_attn_; }
 
  private:
   Tensor feed_forward(const Tensor& x);
-  Tensor self_attention(const Tensor& x, const AttentionMasks& masks);
+  /// The two residual branches around `attend` (the self-attention,
+  /// with masks or with a cache), in post- or pre-norm order.
+  Tensor residual_blocks(const Tensor& src, const std::function<Tensor(const Tensor&)>& attend);
 
   TransformerEncoderLayerOptions options_;
   std::shared_ptr<MultiheadAttention> self_attn_;

@@ -51,8 +51,8 @@ struct Problem {
   explicit Problem(const AttentionArgs& args)
       : a(args), q(args.q.data<T>()), k(args.k.data<T>()), v(args.v.data<T>()), group(args.heads / args.kv_heads) {}
   const T* q_head(int64_t n, int64_t h) const { return q + (n * a.heads + h) * a.q_len * a.head_dim; }
-  const T* k_head(int64_t n, int64_t h) const { return k + (n * a.kv_heads + h / group) * a.kv_len * a.head_dim; }
-  const T* v_head(int64_t n, int64_t h) const { return v + (n * a.kv_heads + h / group) * a.kv_len * a.value_dim; }
+  const T* k_head(int64_t n, int64_t h) const { return k + (n * a.kv_heads + h / group) * a.k_head_stride; }
+  const T* v_head(int64_t n, int64_t h) const { return v + (n * a.kv_heads + h / group) * a.v_head_stride; }
   /// Keys a query block [i0, i1) can see: all, or up to i1 when causal.
   int64_t key_end(int64_t i1) const { return a.causal ? std::min(a.kv_len, i1) : a.kv_len; }
 };
