@@ -4,7 +4,7 @@
 
 #include "autodiff/tape.hpp"
 #include "backend/copy.hpp"
-#include "ops/op_support.hpp"
+#include "core/checks.hpp"
 
 namespace mixgrad::nn {
 
@@ -45,13 +45,13 @@ void KVCache::check_append(const std::string& caller, const Shape& kv_shape, Dev
 }
 
 CachedKeysValues KVCache::append(const Tensor& k, const Tensor& v, const std::string& caller) {
-  ops::check_defined("KVCache::append", {&k, &v});
+  core::check_defined("KVCache::append", {&k, &v});
   check_append(caller, k.shape(), k.device());
   if (v.shape() != k.shape() || v.device() != k.device())
-    throw ShapeError(caller + ": keys " + ops::describe(k) + " and values " + ops::describe(v) +
+    throw ShapeError(caller + ": keys " + core::describe(k) + " and values " + core::describe(v) +
                      " must have one shape and device");
   if (k.dtype() != dtype() || v.dtype() != dtype())
-    throw DTypeError(caller + ": keys " + ops::describe(k) + " and values " + ops::describe(v) + " for " +
+    throw DTypeError(caller + ": keys " + core::describe(k) + " and values " + core::describe(v) + " for " +
                      describe() + "; make the cache in the dtype attention runs in (autocast's low-precision "
                      "dtype under autocast)");
   const int64_t len = k.size(2);

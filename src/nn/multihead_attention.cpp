@@ -140,13 +140,13 @@ Tensor MultiheadAttention::merge_heads(const Tensor& y) {  // [N, H, L, D] -> ou
 }
 
 Tensor MultiheadAttention::forward(const Tensor& x, KVCache& cache) {
-  ops::check_defined("MultiheadAttention", {&x});
+  core::check_defined("MultiheadAttention", {&x});
   const int r = x.ndim();
   const int64_t E = embed_dim_, H = num_heads_;
   if ((r != 2 && r != 3) || x.size(-1) != E)
     throw ShapeError(describe() + ": the cached forward takes " +
                      (options_.batch_first ? "[N, L, E]" : "[L, N, E]") + " or [L, E] with E = embed_dim, got " +
-                     ops::describe(x));
+                     core::describe(x));
   const bool bf = options_.batch_first;
   const Tensor xb = to_batch_major(x, bf);
   const int64_t N = xb.size(0), L = xb.size(1), past = cache.length();
