@@ -132,4 +132,30 @@ BOOST_AUTO_TEST_CASE(a_conv_step_on_the_device_does_not_wait_for_it) {
   BOOST_TEST(std::isfinite(loss.to(kCpu).to_vector<float>()[0]));
 }
 
+// An empty input (no input channels; or no rows, which the padding still
+// turns into outputs) convolves to zeros plus the bias. cuDNN refuses
+// descriptors with an extent of 0, so the device must not build any.
+BOOST_AUTO_TEST_CASE(a_convolution_of_an_empty_input_is_the_bias_as_on_the_cpu) {
+  struct C {
+    std::string name;
+    mg::Shape x, w;
+    mg::F::Conv2dOptions o;
+  };
+  const std::vector<C> cases = {
+      {"no input channels", {2, 0, 4, 4}, {3, 0, 3, 3}, {.padding = 1}},
+      {"no input rows, padded", {1, 2, 0, 3}, {3, 2, 1, 1}, {.padding = 1}},
+  };
+  for (const C& c : cases) {
+    for (mg::DType dt : kFloatingDTypes) {
+      BOOST_TEST_CONTEXT(c.name << " in " << dt) {
+        const std::vector<mg::Tensor> inputs = {mg::uniform(c.x, -1.0, 1.0).to(dt), mg::uniform(c.w, -1.0, 1.0).to(dt),
+                                                mg::uniform({c.w[0]}, -1.0, 1.0).to(dt)};
+        const mg::F::Conv2dOptions o = c.o;
+        check_against_cpu([o](const auto& v) { return mg::F::conv2d(v[0], v[1], v[2], o); }, inputs,
+                          kSumTolerances.of(dt), seeded_normal(5));
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

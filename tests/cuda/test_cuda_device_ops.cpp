@@ -7,6 +7,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "backend/elementwise.hpp"
@@ -144,6 +145,37 @@ BOOST_AUTO_TEST_CASE(a_step_on_the_device_does_not_wait_for_it) {
   BOOST_TEST(std::isfinite(value));
   BOOST_TEST(w.grad().defined());
   BOOST_TEST(w.grad().device() == kGpu);
+}
+
+// No classes: every label is out of [0, 0). The row kernel has no row to
+// run, and the loss must still be the CPU's bad-label error, not a reduction
+// of scratch nobody wrote.
+BOOST_AUTO_TEST_CASE(a_class_loss_with_no_classes_reports_the_first_label_as_bad) {
+  const mg::Tensor labels = mg::tensor<int64_t>({0, 0, 0}, {3});
+  for (mg::DType dt : kFloatingDTypes) {
+    BOOST_TEST_CONTEXT("dtype " << dt) {
+      const mg::Tensor logits = mg::zeros({3, 0}, dt);
+      std::string cpu_what;
+      try {
+        (void)mg::F::cross_entropy(logits, labels);
+        BOOST_ERROR("the CPU accepted labels with no classes");
+      } catch (const mg::ValueError& e) {
+        cpu_what = e.what();
+      }
+      try {
+        const mg::Tensor loss = mg::F::cross_entropy(logits.to(kGpu), labels.to(kGpu));
+        (void)loss.item<double>();  // the deferred label check runs here at the latest
+        BOOST_ERROR("the device reduced a loss over no classes without an error");
+      } catch (const mg::ValueError& e) {
+        // The CPU's report (the descriptions differ only by the device suffix).
+        const std::string what = e.what();
+        BOOST_TEST(cpu_what.find("label 0 at index 0") != std::string::npos, cpu_what);
+        BOOST_TEST(what.find("label 0 at index 0") != std::string::npos, what);
+        BOOST_TEST(what.find("with 0 classes") != std::string::npos, what);
+      }
+      BOOST_CHECK_THROW((void)mg::F::nll_loss(logits.to(kGpu), labels.to(kGpu)).item<double>(), mg::ValueError);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
