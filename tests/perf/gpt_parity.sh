@@ -30,10 +30,10 @@ trap 'rm -rf "$log"' EXIT
 
 echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(nproc) cores; $(date -u +%Y-%m-%d)"
 echo "command: $0 $build${opts[*]:+ -- ${opts[*]}}"
-echo "mixgrad:  $example ${opts[*]} --sample 0"
-"$example" "${opts[@]}" --sample 0 | tee "$log/mixgrad" | sed 's/^/  mixgrad  | /'
-echo "LibTorch: $twin ${opts[*]}"
-"$twin" "${opts[@]}" | tee "$log/libtorch" | sed 's/^/  LibTorch | /'
+echo "mixgrad:  $example${opts[*]:+ ${opts[*]}} --sample 0"
+"$example" "${opts[@]}" --sample 0 | tee "$log/mixgrad" | sed -u 's/^/  mixgrad  | /'
+echo "LibTorch: $twin${opts[*]:+ ${opts[*]}}"
+"$twin" "${opts[@]}" | tee "$log/libtorch" | sed -u 's/^/  LibTorch | /'
 
 # The same thing trained: corpus line, shapes and parameter count, and the lr of every log line.
 same() { diff <(eval "$1" < "$log/mixgrad") <(eval "$1" < "$log/libtorch") > /dev/null || { echo "MISMATCH: $2"; mismatch=1; }; }
