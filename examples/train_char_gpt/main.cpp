@@ -126,6 +126,13 @@ mg::Device parse_device(const std::string& s) {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+/// The windows of `seed` as int64 tensors [rows, block] on `dev`: inputs and targets.
+std::pair<mg::Tensor, mg::Tensor> batch_tensors(const gpt::Corpus& c, const std::vector<int64_t>& split, int64_t rows,
+                                                 int64_t block, uint64_t seed, mg::Device dev) {
+  gpt::Windows w = c.windows(split, rows, block, seed);
+  return {mg::tensor<int64_t>(w.x, {rows, block}).to(dev), mg::tensor<int64_t>(w.y, {rows, block}).to(dev)};
+}
+
 /// Mean cross-entropy over `batches` fixed batches of `split`: eval mode,
 /// nothing recorded, the training precision.
 double evaluate(gpt::CharGPT& net, const gpt::Corpus& c, const std::vector<int64_t>& split, const Options& o,
@@ -135,7 +142,7 @@ double evaluate(gpt::CharGPT& net, const gpt::Corpus& c, const std::vector<int64
   net.eval();
   double sum = 0;
   for (int64_t b = 0; b < o.eval_batches; ++b) {
-    auto [x, y] = c.batch(split, o.batch, o.model.block, 1'000'000 + static_cast<uint64_t>(b), dev);
+    auto [x, y] = batch_tensors(c, split, o.batch, o.model.block, gpt::val_batch_seed(b), dev);
     const auto logits = net(x);
     sum += F::cross_entropy(F::reshape(logits, {-1, c.vocab_size()}), F::reshape(y, {-1})).item<double>();
   }
@@ -296,7 +303,7 @@ int main(int argc, char** argv) {
     auto t0 = Clock::now();
     const auto run_start = Clock::now();
     while (step < last) {
-      auto [x, y] = corpus->batch(corpus->train, o.batch, o.model.block, o.seed * 1'000'003 + static_cast<uint64_t>(step), dev);
+      auto [x, y] = batch_tensors(*corpus, corpus->train, o.batch, o.model.block, gpt::train_batch_seed(o.seed, step), dev);
       mg::Tensor loss;
       {
         mg::amp::autocast ac(autocast, low);

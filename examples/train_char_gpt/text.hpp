@@ -3,7 +3,12 @@
 // English), a byte vocabulary, and random training windows.
 //
 //   auto corpus = gpt::load_corpus("/usr/share/games/fortunes");   // nullopt + a message when missing
-//   auto [x, y] = corpus->batch(corpus->train, 32, 64, seed);       // int64 [32, 64]: y is x shifted by one
+//   auto w = corpus->windows(corpus->train, 32, 64, gpt::train_batch_seed(seed, step));
+//   // w.x, w.y: 32 * 64 tokens each, row-major [32, 64]; y is x shifted by one
+//
+// Plain C++ only, no mixgrad: the LibTorch twin of the example
+// (tests/perf/gpt_twin_libtorch.cpp) reads the same text, vocabulary, split
+// and batches through this header.
 #pragma once
 
 #include <algorithm>
@@ -13,7 +18,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <mixgrad/mixgrad.hpp>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -22,6 +26,17 @@
 #include <vector>
 
 namespace gpt {
+
+/// The seed of training step `step`'s batch, and of the `b`-th of the fixed
+/// validation batches: a batch depends on its seed alone, so a resumed run
+/// and the LibTorch twin draw the same ones.
+inline uint64_t train_batch_seed(uint64_t seed, int64_t step) { return seed * 1'000'003 + static_cast<uint64_t>(step); }
+inline uint64_t val_batch_seed(int64_t b) { return 1'000'000 + static_cast<uint64_t>(b); }
+
+/// A batch of windows: inputs and targets, `batch` rows of `block` tokens each.
+struct Windows {
+  std::vector<int64_t> x, y;
+};
 
 struct Corpus {
   std::string alphabet;                 // the bytes that occur, sorted: token i is alphabet[i]
@@ -43,21 +58,19 @@ struct Corpus {
   }
 
   /// `batch` windows of `block` + 1 tokens at random places of `split`,
-  /// drawn from `seed` alone (a resumed run draws the same): inputs and
-  /// targets, int64 [batch, block], on `device`.
-  std::pair<mixgrad::Tensor, mixgrad::Tensor> batch(const std::vector<int64_t>& split, int64_t batch, int64_t block,
-                                                     uint64_t seed, mixgrad::Device device = mixgrad::Device::cpu()) const {
+  /// drawn from `seed` alone: inputs and targets, row-major [batch, block].
+  Windows windows(const std::vector<int64_t>& split, int64_t batch, int64_t block, uint64_t seed) const {
     std::mt19937_64 rng(seed);
     std::uniform_int_distribution<int64_t> start(0, static_cast<int64_t>(split.size()) - block - 1);
-    std::vector<int64_t> x, y;
-    x.reserve(batch * block);
-    y.reserve(batch * block);
+    Windows w;
+    w.x.reserve(batch * block);
+    w.y.reserve(batch * block);
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t s = start(rng);
-      x.insert(x.end(), split.begin() + s, split.begin() + s + block);
-      y.insert(y.end(), split.begin() + s + 1, split.begin() + s + block + 1);
+      w.x.insert(w.x.end(), split.begin() + s, split.begin() + s + block);
+      w.y.insert(w.y.end(), split.begin() + s + 1, split.begin() + s + block + 1);
     }
-    return {mixgrad::tensor<int64_t>(x, {batch, block}).to(device), mixgrad::tensor<int64_t>(y, {batch, block}).to(device)};
+    return w;
   }
 };
 
