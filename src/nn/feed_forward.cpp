@@ -1,5 +1,7 @@
 #include "nn/feed_forward.hpp"
 
+#include <sstream>
+
 #include "mixgrad/ops/elementwise.hpp"
 
 namespace mixgrad::nn::detail {
@@ -15,6 +17,15 @@ Tensor activate(Activation activation, const Tensor& x) {
 
 Tensor feed_forward(Linear& linear1, Dropout& dropout, Linear& linear2, Activation activation, const Tensor& x) {
   return linear2(dropout(activate(activation, linear1(x))));
+}
+
+std::string describe_layer(const char* layer, const MultiheadAttention& self_attn,
+                           const TransformerEncoderLayerOptions& options) {
+  std::ostringstream s;
+  s << layer << "(d_model=" << self_attn.embed_dim() << ", nhead=" << self_attn.num_heads()
+    << ", dim_feedforward=" << options.dim_feedforward << ", dropout=" << options.dropout
+    << ", norm_first=" << (options.norm_first ? "true" : "false") << ")";
+  return s.str();
 }
 
 }  // namespace mixgrad::nn::detail

@@ -4,6 +4,8 @@
 // PyTorch's (linear1.*, linear2.*), and adds its own trailing dropout.
 #pragma once
 
+#include <string>
+
 #include "mixgrad/nn/transformer.hpp"
 
 namespace mixgrad::nn::detail {
@@ -13,5 +15,9 @@ Tensor activate(Activation activation, const Tensor& x);
 
 /// linear2(dropout(activate(activation, linear1(x)))).
 Tensor feed_forward(Linear& linear1, Dropout& dropout, Linear& linear2, Activation activation, const Tensor& x);
+
+/// "<layer>(d_model=..., nhead=..., dim_feedforward=..., dropout=..., norm_first=...)".
+std::string describe_layer(const char* layer, const MultiheadAttention& self_attn,
+                           const TransformerEncoderLayerOptions& options);
 
 }  // namespace mixgrad::nn::detail

@@ -1,6 +1,5 @@
 #include "mixgrad/nn/transformer.hpp"
 
-#include <sstream>
 
 #include "mixgrad/ops/elementwise.hpp"
 #include "nn/feed_forward.hpp"
@@ -60,12 +59,6 @@ KVCache TransformerEncoderLayer::make_kv_cache(int64_t batch, int64_t capacity, 
   return self_attn_->make_kv_cache(batch, capacity, dtype);
 }
 
-std::string TransformerEncoderLayer::describe() const {
-  std::ostringstream s;
-  s << "TransformerEncoderLayer(d_model=" << self_attn_->embed_dim() << ", nhead=" << self_attn_->num_heads()
-    << ", dim_feedforward=" << options_.dim_feedforward << ", dropout=" << options_.dropout
-    << ", norm_first=" << (options_.norm_first ? "true" : "false") << ")";
-  return s.str();
-}
+std::string TransformerEncoderLayer::describe() const { return detail::describe_layer("TransformerEncoderLayer", *self_attn_, options_); }
 
 }  // namespace mixgrad::nn

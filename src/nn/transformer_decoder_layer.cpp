@@ -1,6 +1,5 @@
 #include "mixgrad/nn/transformer_decoder_layer.hpp"
 
-#include <sstream>
 
 #include "mixgrad/error.hpp"
 #include "mixgrad/ops/elementwise.hpp"
@@ -92,12 +91,6 @@ Tensor TransformerDecoderLayer::feed_forward(const Tensor& x) {
   return (*dropout3_)(detail::feed_forward(*linear1_, *dropout_, *linear2_, options_.activation, x));
 }
 
-std::string TransformerDecoderLayer::describe() const {
-  std::ostringstream s;
-  s << "TransformerDecoderLayer(d_model=" << self_attn_->embed_dim() << ", nhead=" << self_attn_->num_heads()
-    << ", dim_feedforward=" << options_.dim_feedforward << ", dropout=" << options_.dropout
-    << ", norm_first=" << (options_.norm_first ? "true" : "false") << ")";
-  return s.str();
-}
+std::string TransformerDecoderLayer::describe() const { return detail::describe_layer("TransformerDecoderLayer", *self_attn_, options_); }
 
 }  // namespace mixgrad::nn

@@ -22,6 +22,13 @@ namespace test_util {
 /// Every element of `t`, converted to double, in row-major order.
 inline std::vector<double> values(const mixgrad::Tensor& t) { return t.to_vector<double>(); }
 
+/// Standard normal float32 values of `shape`, the same for the same seed
+/// (reseeds the global generator).
+inline mixgrad::Tensor randn(const mixgrad::Shape& shape, uint64_t seed) {
+  mixgrad::manual_seed(seed);
+  return mixgrad::normal(shape, 0.0, 1.0, mixgrad::DType::float32);
+}
+
 /// True when the error's message contains every one of `parts`.
 inline bool message_has(const mixgrad::Error& e, std::initializer_list<const char*> parts) {
   const std::string what = e.what();
@@ -46,7 +53,7 @@ void check_error(F&& f, const std::vector<std::string>& needles) {
 }
 
 /// Every element of `got` within tol * (1 + |want|) of `want`'s, same shape.
-inline void check_close(const mixgrad::Tensor& got, const mixgrad::Tensor& want, double tol) {
+inline void check_close(const mixgrad::Tensor& got, const mixgrad::Tensor& want, double tol = 1e-5) {
   BOOST_TEST_REQUIRE(mixgrad::to_string(got.shape()) == mixgrad::to_string(want.shape()));
   const std::vector<double> g = values(got), w = values(want);
   for (size_t i = 0; i < g.size(); ++i)

@@ -20,12 +20,8 @@ namespace mg = mixgrad;
 namespace nn = mixgrad::nn;
 namespace F = mixgrad::F;
 using test_util::check_error;
+using test_util::randn;
 using test_util::values;
-
-mg::Tensor randn(mg::Shape s, uint64_t seed) {
-  mg::manual_seed(seed);
-  return mg::normal(s, 0.0, 1.0, mg::DType::float32);
-}
 
 /// max |got - want| / (1 + |want|); also fails the test on a shape mismatch.
 double max_rel_diff(const mg::Tensor& got, const mg::Tensor& want) {

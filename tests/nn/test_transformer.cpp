@@ -17,25 +17,15 @@ namespace {
 namespace mg = mixgrad;
 namespace nn = mixgrad::nn;
 namespace F = mixgrad::F;
+using test_util::check_close;
 using test_util::message_has;
+using test_util::randn;
 using test_util::values;
-
-mg::Tensor randn(mg::Shape s, uint64_t seed) {
-  mg::manual_seed(seed);
-  return mg::normal(s, 0.0, 1.0, mg::DType::float32);
-}
 
 std::vector<std::string> names(const nn::Module& m) {
   std::vector<std::string> out;
   for (const auto& [name, t] : m.named_parameters()) out.push_back(name + " " + mg::to_string(t.shape()));
   return out;
-}
-
-void check_close(const mg::Tensor& got, const mg::Tensor& want, double tol = 1e-5) {
-  BOOST_TEST_REQUIRE(got.shape() == want.shape());
-  const auto g = values(got), w = values(want);
-  for (size_t i = 0; i < g.size(); ++i)
-    BOOST_TEST(std::abs(g[i] - w[i]) <= tol * (1 + std::abs(w[i])), "element " << i << ": " << g[i] << " vs " << w[i]);
 }
 
 /// nn.MultiheadAttention's definition on [N, L, E] inputs, written out.

@@ -13,8 +13,9 @@
 //   - init: every 2-D parameter U(-0.0346, 0.0346) (std 0.02), in_proj and
 //     out_proj biases 0, MLP biases U(+-1/sqrt(fan_in)), LayerNorms 1 and 0
 //     (the same distributions; the draws are LibTorch's generator's);
-//   - AdamW (betas 0.9 / 0.99, eps 1e-8, weight decay 0.1 on every
-//     parameter, as the example's single AdamW), linear warm-up then cosine
+//   - AdamW (betas 0.9 / 0.99, eps 1e-8) in two groups, as the example's
+//     optim::weight_decay_groups: weight decay 0.1 on the parameters of two
+//     or more dimensions, none on biases and norm weights; linear warm-up then cosine
 //     (the closed form of the example's SequentialLR), clip_grad_norm 1.0;
 //   - bf16 autocast on the CPU (LibTorch's own autocast policy), the loss in
 //     float32; the validation loss as the mean over the same fixed batches.
@@ -188,6 +189,22 @@ void set_lr(torch::optim::AdamW& opt, double lr) {
   for (auto& g : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
 }
 
+torch::optim::AdamWOptions adamw_options(const Options& o, double weight_decay) {
+  return torch::optim::AdamWOptions(lr_at(o, 0)).betas({0.9, 0.99}).eps(1e-8).weight_decay(weight_decay);
+}
+
+// The example's optim::weight_decay_groups: decay on tensors of two or more
+// dimensions (weight matrices, embeddings), none on the others, in this order.
+std::vector<torch::optim::OptimizerParamGroup> param_groups(const std::vector<torch::Tensor>& params,
+                                                            const Options& o) {
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const auto& p : params) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(adamw_options(o, o.weight_decay)));
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(adamw_options(o, 0.0)));
+  return groups;
+}
+
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 }  // namespace
@@ -204,8 +221,7 @@ int main(int argc, char** argv) {
   Gpt net(o, vocab);
   int64_t n_params = 0;
   for (const auto& p : net->parameters()) n_params += p.numel();
-  torch::optim::AdamW opt(net->parameters(),
-                          torch::optim::AdamWOptions(lr_at(o, 0)).betas({0.9, 0.99}).eps(1e-8).weight_decay(o.weight_decay));
+  torch::optim::AdamW opt(param_groups(net->parameters(), o), adamw_options(o, o.weight_decay));
 
   // The example's first lines, so gpt_parity.sh can check that both train the same thing.
   std::printf("train_char_gpt: %lld characters from %lld files of %s, vocabulary %lld\n",
