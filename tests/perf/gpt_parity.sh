@@ -12,7 +12,8 @@
 #
 # The example runs with --sample 0 (the sample comes after the last
 # validation and changes nothing before it). The example takes about 3
-# minutes on 2 idle cores, the twin longer (LibTorch's bf16 step is slower).
+# to 5 minutes on 2 idle cores, the twin about twice as long (LibTorch's
+# bf16 step is the slower one on an AVX-512 CPU).
 set -euo pipefail
 
 tolerance=0.03
