@@ -378,6 +378,9 @@ void run_rss(const std::vector<Side>& sides, const Config& cfg) {
 }  // namespace
 }  // namespace perf
 
+// The arguments are parsed by hand, not with Boost.Program_options as the
+// examples do: `scripts/gpu-check.sh --bench` compiles this file on the GPU
+// machine, which has no Boost headers (docs/cuda.md).
 int main(int argc, char** argv) {
   using namespace perf;
   if (argc == 7 && std::strcmp(argv[1], "--rss-child") == 0)
