@@ -373,7 +373,7 @@ void GradScaler::step(AmpStepTarget& opt, bool fused_unscale) {
   // read-only pass over the pending gradients sets the step's flag.
   // Everything is checked first, so a throw leaves the gradients, the
   // optimizer and this scaler as they were.
-  opt.check_step(AmpStep{.scaler = this, .inv_scale = Tensor(), .found_inf = Tensor()});
+  opt.check_step(AmpStep{.scaler = this, .inv_scale = inv_scale_, .found_inf = Tensor()});
   if (!pending.empty()) {
     const detail::GradList list = detail::collect_grads("GradScaler::step", pending);
     autodiff::NoRecordScope no_record;

@@ -181,6 +181,9 @@ void Optimizer::check_step(const AmpStep& amp) const {
     if (mark.scaled_by != nullptr && mark.scaled_by != amp.scaler)
       throw StateError(which + " has a gradient that GradScaler::backward scaled and no unscale has unscaled; "
                                "call scaler.unscale(...) or scaler.step(opt) instead of opt.step()");
+    if (mark.scaled_by != nullptr && !amp.inv_scale.defined())
+      throw StateError(which + " has a gradient still scaled by the step's scaler, and the AmpStep has no "
+                               "inv_scale to unscale it with");
     const Tensor& flag = mark.scaled_by != nullptr ? amp.found_inf : mark.found_inf;
     if (flag.defined() && flag.device() != p.device())
       throw DeviceError(which + " has a found-inf flag on " + to_string(flag.device()));

@@ -73,6 +73,9 @@ BOOST_AUTO_TEST_CASE(a_still_scaled_gradient_needs_its_scalers_amp_step) {
                     mg::StateError);
   BOOST_CHECK_THROW(s.opt.check_step({.scaler = nullptr, .inv_scale = mg::Tensor(), .found_inf = mg::Tensor()}),
                     mg::StateError);
+  // Its scaler's step, but nothing to unscale with: refused, not applied scaled.
+  BOOST_CHECK_THROW(s.opt.step({.scaler = &kScaler, .inv_scale = mg::Tensor(), .found_inf = flag(0.0)}),
+                    mg::StateError);
   BOOST_TEST(values(s.p) == Vec({1.0, -2.0, 0.5}), boost::test_tools::per_element());
 
   // The scaler's step with an overflow: nothing changes.

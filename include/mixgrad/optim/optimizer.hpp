@@ -112,7 +112,8 @@ class Optimizer : public AmpStepTarget {
   /// The step under a scaler's AmpStep (mixgrad/amp_step.hpp): gradients
   /// still scaled by `amp.scaler` are multiplied by amp.inv_scale in the
   /// update and skipped when amp.found_inf is set; the others follow their
-  /// own marks, as in step(). GradScaler::step calls it.
+  /// own marks, as in step(). A gradient still scaled by amp.scaler with no
+  /// amp.inv_scale is a StateError. GradScaler::step calls it.
   Optimizer& step(const AmpStep& amp) override;
   /// The mixed-precision step, for a loop whose gradients `scaler`'s
   /// backward scaled (PyTorch's `step` of an optimizer with
