@@ -118,10 +118,10 @@ void Optimizer::check_groups() const {
   }
 }
 
-const Optimizer::Group& Optimizer::group_of(size_t i) const {
-  for (const Group& g : groups_)
-    if (i < g.end) return g;
-  return groups_.back();  // not reached: every index lies in a group
+size_t Optimizer::group_index(size_t i) const {
+  size_t g = 0;
+  while (g + 1 < groups_.size() && i >= groups_[g].end) ++g;
+  return g;
 }
 
 void Optimizer::check_group_index(size_t group, const char* op) const {
@@ -277,7 +277,7 @@ StateDict Optimizer::state_dict() const {
     }
     if (!s.step.defined() || s.step.item<int64_t>() == 0) continue;
     out.insert(state_key(i, "step"), s.step.clone());
-    const std::vector<std::string> names = buffer_names(group_of(i).hyperparameters);
+    const std::vector<std::string> names = buffer_names(groups_[group_index(i)].hyperparameters);
     for (size_t b = 0; b < names.size() && b < s.buffers.size(); ++b)
       out.insert(state_key(i, names[b]), s.buffers[b].clone());
   }
@@ -331,11 +331,6 @@ Optimizer::CheckedLoad Optimizer::check_load(const StateDict& dict) const {
     check_hyperparameters(h);
     hs.push_back(std::move(h));
   }
-  const auto group_index = [&](size_t i) {
-    size_t g = 0;
-    while (i >= groups_[g].end) ++g;
-    return g;
-  };
   const auto names_of = [&](size_t i) { return buffer_names(hs[group_index(i)]); };
 
   // 2. Every other key must be a known state entry.

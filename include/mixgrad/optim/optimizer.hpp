@@ -244,8 +244,8 @@ class Optimizer : public AmpStepTarget {
   CheckedLoad check_load(const StateDict& dict) const;
   /// Whether parameter i is updated through a master copy now.
   bool uses_master(size_t i) const;
-  /// The group of parameter i.
-  const Group& group_of(size_t i) const;
+  /// The index of parameter i's group.
+  size_t group_index(size_t i) const;
   void check_group_index(size_t group, const char* op) const;
   /// The AmpStep parameter i's update runs under: `amp`'s for a gradient
   /// still scaled by amp.scaler, else the gradient's own flag.
