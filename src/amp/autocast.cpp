@@ -4,8 +4,8 @@
 #include <optional>
 #include <unordered_map>
 
-#include "amp/autocast_state.hpp"
-#include "autodiff/tape.hpp"
+#include "hooks/autocast.hpp"
+#include "hooks/tape.hpp"
 #include "mixgrad/cpu.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 

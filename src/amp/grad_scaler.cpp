@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "amp/grad_list.hpp"
-#include "autodiff/tape.hpp"
+#include "hooks/tape.hpp"
 #include "backend/copy.hpp"
 #include "backend/loss_scale.hpp"
 #include "backend/multi_tensor.hpp"

@@ -2,8 +2,8 @@
 
 #include <span>
 
-#include "amp/autocast_state.hpp"
-#include "autodiff/tape.hpp"
+#include "hooks/autocast.hpp"
+#include "hooks/tape.hpp"
 #include "mixgrad/amp/autocast.hpp"
 #include "mixgrad/autodiff/no_grad.hpp"
 #include "mixgrad/ops/creation.hpp"

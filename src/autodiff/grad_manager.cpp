@@ -13,7 +13,7 @@
 
 #include "autodiff/group_access.hpp"
 #include "autodiff/inspect.hpp"
-#include "autodiff/tape.hpp"
+#include "hooks/tape.hpp"
 #include "backend/copy.hpp"
 #include "core/grad_check.hpp"
 #include "mixgrad/amp/autocast.hpp"

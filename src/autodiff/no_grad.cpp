@@ -2,7 +2,7 @@
 // what autodiff::is_recording() — the check every op makes — already reads.
 #include "mixgrad/autodiff/no_grad.hpp"
 
-#include "autodiff/tape.hpp"
+#include "hooks/tape.hpp"
 
 namespace mixgrad::autodiff {
 

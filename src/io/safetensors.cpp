@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "autodiff/tape.hpp"
+#include "hooks/tape.hpp"
 #include "io/file.hpp"
 #include "mixgrad/ops/creation.hpp"
 

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "autodiff/tape.hpp"
+#include "hooks/tape.hpp"
 #include "mixgrad/nn/init.hpp"
 
 namespace mixgrad::nn::detail {

@@ -2,11 +2,11 @@
 
 #include <cmath>
 
-#include "autodiff/tape.hpp"
-#include "backend/copy.hpp"
+#include "hooks/tape.hpp"
 #include "core/sizes.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "core/checks.hpp"
+#include "ops/untracked_copy.hpp"
 
 namespace mixgrad::nn::init {
 
@@ -24,9 +24,7 @@ void check(const Tensor& t, const char* fn) {
 DType draw_dtype(const Tensor& t) { return t.dtype() == DType::float64 ? DType::float64 : DType::float32; }
 
 Tensor fill_from(const Tensor& t, const Tensor& values) {
-  autodiff::NoRecordScope no_record;
-  backend::copy(values.device() == t.device() ? values : values.to(t.device()), t);
-  t.bump_version();
+  ops::overwrite(t, values);
   return t;
 }
 
@@ -105,8 +103,7 @@ Tensor normal_(const Tensor& t, double mean, double std) {
 
 Tensor constant_(const Tensor& t, double value) {
   check(t, "constant_");
-  backend::fill(t, value);
-  t.bump_version();
+  ops::overwrite(t, value);
   return t;
 }
 

@@ -2,9 +2,9 @@
 
 #include <sstream>
 
-#include "autodiff/tape.hpp"
-#include "backend/copy.hpp"
+#include "hooks/tape.hpp"
 #include "core/checks.hpp"
+#include "ops/untracked_copy.hpp"
 
 namespace mixgrad::nn {
 
@@ -57,10 +57,8 @@ CachedKeysValues KVCache::append(const Tensor& k, const Tensor& v, const std::st
   const int64_t len = k.size(2);
   // Strided copies into the next positions: no allocation, and k / v may be
   // views (the heads of a projection) without a contiguous copy first.
-  backend::copy(k, keys_.narrow(2, length_, len));
-  backend::copy(v, values_.narrow(2, length_, len));
-  keys_.bump_version();
-  values_.bump_version();
+  ops::overwrite(keys_.narrow(2, length_, len), k);
+  ops::overwrite(values_.narrow(2, length_, len), v);
   length_ += len;
   return cached();
 }

@@ -2,12 +2,12 @@
 
 #include <unordered_set>
 
-#include "autodiff/tape.hpp"
-#include "backend/copy.hpp"
+#include "hooks/tape.hpp"
 #include "mixgrad/cuda.hpp"
 #include "mixgrad/nn/batch_norm.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "core/checks.hpp"
+#include "ops/untracked_copy.hpp"
 
 namespace mixgrad::nn {
 
@@ -275,11 +275,7 @@ void Module::check_state_dict(const StateDict& dict, const LoadStateDictOptions&
 
 void Module::load_state_dict(const StateDict& dict, const LoadStateDictOptions& options) {
   const auto copies = checked_copies(dict, options);
-  autodiff::NoRecordScope no_record;
-  for (const auto& [src, dst] : copies) {
-    backend::copy(src.device() == dst.device() ? src : src.to(dst.device()), dst);
-    dst.bump_version();
-  }
+  for (const auto& [src, dst] : copies) ops::overwrite(dst, src);
 }
 
 namespace {

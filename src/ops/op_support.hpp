@@ -7,8 +7,8 @@
 #include <span>
 #include <string>
 
-#include "amp/autocast_state.hpp"
-#include "autodiff/tape.hpp"
+#include "hooks/autocast.hpp"
+#include "hooks/tape.hpp"
 #include "core/checks.hpp"
 #include "mixgrad/tensor.hpp"
 #include "core/op_table.hpp"

@@ -11,7 +11,7 @@
 
 #include "backend/indexing.hpp"
 #include "backend/sorting.hpp"
-#include "mixgrad/autodiff/no_grad.hpp"
+#include "hooks/tape.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/indexing.hpp"
 #include "ops/op_support.hpp"
@@ -84,7 +84,7 @@ ValuesIndices sort(const Tensor& x, int dim, bool descending) {
 Tensor argsort(const Tensor& x, int dim, bool descending) {
   constexpr const char* op = "argsort";
   const int d = checked_dim(op, x, dim);
-  autodiff::no_grad guard;  // indices only: nothing to record
+  autodiff::NoRecordScope guard;  // indices only: nothing to record
   return ordered(OpKind::sort, x, x.ndim() == 0 ? 1 : x.shape()[d], d, descending).indices;
 }
 

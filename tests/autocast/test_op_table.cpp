@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-#include "amp/autocast_state.hpp"
+#include "hooks/autocast.hpp"
 #include "core/op_table.hpp"
 #include "mixgrad/mixgrad.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "autodiff/tape.hpp"
+#include "hooks/tape.hpp"
 #include "mixgrad/mixgrad.hpp"
 
 namespace mg = mixgrad;

@@ -9,7 +9,7 @@
 #include <exception>
 #include <sstream>
 
-#include "amp/autocast_state.hpp"
+#include "hooks/autocast.hpp"
 #include "backend/dispatch.hpp"
 #include "op_registry.hpp"
 

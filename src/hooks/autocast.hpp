@@ -1,6 +1,7 @@
 // Autocast as the ops see it: the calling thread's state, and the cast that
 // applies an op's policy to its inputs. The user-facing scope, wrapper and
-// global switch (mixgrad/amp/autocast.hpp) all act on this state.
+// global switch (mixgrad/amp/autocast.hpp) all act on this state. A hook
+// below ops (hooks/), implemented by amp (above ops).
 #pragma once
 
 #include <initializer_list>

@@ -1,5 +1,7 @@
 // The op-facing side of autodiff: how an op writes itself onto the tape of
 // every GradManager that records on this thread and tracks one of its inputs.
+// It sits in hooks/, below ops: ops call it, autodiff (above ops) implements
+// it, so no include runs from ops up to autodiff.
 //
 //   Tensor out = ...forward...;
 //   autodiff::record({&a, &b}, out, [a, b](const Tensor& g, autodiff::InputGrads& gi) {
