@@ -54,10 +54,22 @@ install_packages() {
 # Python's safetensors and numpy, for the test that reads our checkpoints
 # with them (it is skipped without them, so a failure here only warns).
 install_python_packages() {
-  python3 -c 'import safetensors, numpy' 2>/dev/null && return
-  python3 -m pip install -q safetensors numpy 2>/dev/null ||
-    python3 -m pip install -q --break-system-packages safetensors numpy 2>/dev/null ||
+  python3 -c 'import safetensors, numpy' 2>/dev/null || pip_install safetensors numpy ||
     echo "warning: could not pip-install safetensors and numpy; the safetensors interop test will be skipped" >&2
+  # The header-only cuDNN frontend (fused attention on CUDA), where the CUDA
+  # toolkit is: without it, attention on CUDA runs the composed math.
+  if [ -d /usr/local/cuda/include ] && ! python3 -c 'import os, sysconfig, sys
+sys.exit(not os.path.exists(sysconfig.get_paths()["purelib"] + "/include/cudnn_frontend.h"))' 2>/dev/null; then
+    pip_install nvidia-cudnn-frontend ||
+      echo "warning: could not pip-install nvidia-cudnn-frontend; attention on CUDA will run the composed math" >&2
+  fi
+}
+
+# pip install --no-deps of the packages not importable yet (Debian's pip
+# wants --break-system-packages outside a virtual environment).
+pip_install() {
+  python3 -m pip install -q --no-deps "$@" 2>/dev/null ||
+    python3 -m pip install -q --no-deps --break-system-packages "$@" 2>/dev/null
 }
 
 # MIXGRAD_GPU_ARCH overrides the CUDA architectures (-Dgpu_arch); CI sets one,
