@@ -139,7 +139,7 @@ Tensor MultiheadAttention::merge_heads(const Tensor& y) {  // [N, H, L, D] -> ou
   return (*out_proj_)(F::reshape(F::transpose(y, 1, 2), {y.size(0), y.size(2), embed_dim_}));
 }
 
-Tensor MultiheadAttention::forward(const Tensor& x, KVCache& cache) {
+Tensor MultiheadAttention::forward(const Tensor& x, KVCache& cache, const Tensor& key_padding_mask) {
   core::check_defined("MultiheadAttention", {&x});
   const int r = x.ndim();
   const int64_t E = embed_dim_, H = num_heads_;
@@ -151,6 +151,16 @@ Tensor MultiheadAttention::forward(const Tensor& x, KVCache& cache) {
   const Tensor xb = to_batch_major(x, bf);
   const int64_t N = xb.size(0), L = xb.size(1), past = cache.length();
   cache.check_append(describe(), {N, H, L, E / H}, x.device());  // before any op runs
+  const Tensor& pad = key_padding_mask;
+  if (pad.defined()) {
+    if (pad.ndim() != 2 || pad.size(0) != N || pad.size(1) != past + L)
+      throw ShapeError(describe() + ": the cached forward's key_padding_mask must be [N, cached + new positions] = [" +
+                       std::to_string(N) + ", " + std::to_string(past + L) + "], got " + core::describe(pad));
+    if (pad.dtype() != DType::bool_)
+      throw DTypeError(describe() + ": the cached forward's key_padding_mask must be bool (true: padding), got " +
+                       core::describe(pad));
+    core::check_same_device(describe().c_str(), {&x, &pad});
+  }
 
   const Tensor qkv = F::linear(xb, in_proj_weight_, in_proj_bias_);
   const auto kv = cache.append(split_heads(F::narrow(qkv, 2, E, E), H), split_heads(F::narrow(qkv, 2, 2 * E, E), H),
@@ -159,10 +169,15 @@ Tensor MultiheadAttention::forward(const Tensor& x, KVCache& cache) {
     F::AttentionOptions o{.dropout_p = is_training() ? options_.dropout : 0.0};
     // An empty cache: SDPA's top-left causal mask is right. One new query
     // after `past` keys sees them all: no mask. A chunk after them: offset.
-    if (past == 0)
+    if (pad.defined()) {  // the padding, and the causal cut where there is more than one query
+      const Tensor keep = F::reshape(to_sdpa_mask(pad), {N, 1, 1, past + L});
+      o.attn_mask = L > 1 ? F::add(additive(causal_after(past, L, x.device()), qkv.dtype()), additive(keep, qkv.dtype()))
+                          : keep;
+    } else if (past == 0) {
       o.is_causal = L > 1;
-    else if (L > 1)
+    } else if (L > 1) {
       o.attn_mask = causal_after(past, L, x.device());
+    }
     const Tensor y = F::scaled_dot_product_attention(split_heads(F::narrow(qkv, 2, 0, E), H), kv.keys, kv.values, o);
     return from_batch_major(merge_heads(y), r, bf);
   } catch (...) {

@@ -45,10 +45,10 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const AttentionMasks&
   return residual_blocks(src, [&](const Tensor& x) { return self_attn_->forward(x, x, x, masks); });
 }
 
-Tensor TransformerEncoderLayer::forward(const Tensor& src, KVCache& cache) {
+Tensor TransformerEncoderLayer::forward(const Tensor& src, KVCache& cache, const Tensor& key_padding_mask) {
   const int64_t past = cache.length();
   try {
-    return residual_blocks(src, [&](const Tensor& x) { return self_attn_->forward(x, cache); });
+    return residual_blocks(src, [&](const Tensor& x) { return self_attn_->forward(x, cache, key_padding_mask); });
   } catch (...) {
     cache.crop(past);  // the attention appended, a later step threw: roll the positions back
     throw;

@@ -71,8 +71,8 @@ struct Stack {
     for (auto& l : layers) c.push_back(l->make_kv_cache(batch, capacity, dtype));
     return c;
   }
-  mg::Tensor cached(mg::Tensor x, std::vector<nn::KVCache>& c) {
-    for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward(x, c[i]);
+  mg::Tensor cached(mg::Tensor x, std::vector<nn::KVCache>& c, const mg::Tensor& padding = mg::Tensor()) {
+    for (size_t i = 0; i < layers.size(); ++i) x = layers[i]->forward(x, c[i], padding);
     return x;
   }
 };
@@ -136,6 +136,55 @@ BOOST_AUTO_TEST_CASE(an_encoder_stack_decodes_as_its_full_causal_forward) {
     BOOST_TEST(max_rel_diff(got, want) < 1e-5, "norm_first " << norm_first);
     for (const auto& ci : c) BOOST_TEST(ci.length() == 9);
   }
+}
+
+// Two prompts of 6 and 3 tokens, the shorter left-padded by 3, decoded as
+// one batch (the prompts, then 4 tokens one at a time) with a key padding
+// mask: each sequence's outputs equal decoding it alone, unpadded.
+BOOST_AUTO_TEST_CASE(left_padded_prompts_decode_as_one_batch_like_each_alone) {
+  mg::autodiff::inference_mode guard;
+  for (bool norm_first : {true, false}) {
+    Stack s(2, norm_first);
+    const int64_t pad = 3, prompt = 6, steps = 4, T = prompt + steps;
+    const auto a = randn({1, T, 16}, 4), b = randn({1, T - pad, 16}, 5);
+    // b's sequence in the batch: `pad` filler positions, then its tokens.
+    const auto batch = F::concat({a, F::concat({randn({1, pad, 16}, 6), b}, 1)}, 0);
+    const auto padded = F::lt(mg::arange(T), double(pad));  // [T]: true at b's filler positions
+    const auto no_pad = F::lt(mg::arange(T), 0.0);
+    auto mask = [&](int64_t upto) {  // [2, upto]: a has no padding, b its first `pad` positions
+      return F::concat({F::unsqueeze(F::narrow(no_pad, 0, 0, upto), 0), F::unsqueeze(F::narrow(padded, 0, 0, upto), 0)}, 0);
+    };
+    auto c = s.caches(2, T, mg::DType::float32);
+    int64_t at = 0;
+    const auto got = decode(batch, {prompt, 1, 1, 1, 1}, [&](const mg::Tensor& t) {
+      at += t.size(1);
+      return s.cached(t, c, mask(at));
+    });
+
+    auto ca = s.caches(1, T, mg::DType::float32), cb = s.caches(1, T, mg::DType::float32);
+    const auto want_a = decode(a, {prompt, 1, 1, 1, 1}, [&](const mg::Tensor& t) { return s.cached(t, ca); });
+    const auto want_b = decode(b, {prompt - pad, 1, 1, 1, 1}, [&](const mg::Tensor& t) { return s.cached(t, cb); });
+    BOOST_TEST(max_rel_diff(F::narrow(got, 0, 0, 1), want_a) < 1e-5, "norm_first " << norm_first);
+    BOOST_TEST(max_rel_diff(F::narrow(F::narrow(got, 0, 1, 1), 1, pad, T - pad), want_b) < 1e-5,
+               "norm_first " << norm_first);
+    // Without the mask, b's tokens would attend to the filler: the test can tell.
+    auto c2 = s.caches(2, T, mg::DType::float32);
+    const auto unmasked = s.cached(F::narrow(batch, 1, 0, prompt), c2);
+    BOOST_TEST(max_rel_diff(F::narrow(F::narrow(unmasked, 0, 1, 1), 1, pad, prompt - pad),
+                            F::narrow(want_b, 1, 0, prompt - pad)) > 1e-3);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_key_padding_mask_of_the_wrong_shape_or_dtype_throws_before_anything_is_written) {
+  mg::autodiff::inference_mode guard;
+  nn::MultiheadAttention mha(16, 4, {.batch_first = true});
+  auto cache = mha.make_kv_cache(2, 8, mg::DType::float32);
+  mha.forward(randn({2, 3, 16}, 7), cache);
+  const auto x = randn({2, 1, 16}, 8);
+  check_error<mg::ShapeError>([&] { mha.forward(x, cache, F::lt(mg::zeros({2, 3}), 1.0)); },
+                              {"key_padding_mask", "[2, 4]", "bool[2, 3]"});
+  check_error<mg::DTypeError>([&] { mha.forward(x, cache, mg::zeros({2, 4})); }, {"key_padding_mask", "bool"});
+  BOOST_TEST(cache.length() == 3);
 }
 
 BOOST_AUTO_TEST_CASE(under_bf16_autocast_the_cache_is_bf16_and_matches_within_bf16_rounding) {

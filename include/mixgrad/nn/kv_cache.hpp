@@ -9,7 +9,9 @@
 //   cache.reset();                                      // a new sequence, same memory
 //
 // One KVCache serves one attention layer: a decoder of n layers keeps n of
-// them. Keys and values are stored as [batch, heads, capacity, head_dim] in
+// them. Its length is one for the whole batch: prompts of different lengths
+// are left-padded and masked (MultiheadAttention::forward(x, cache,
+// key_padding_mask)). Keys and values are stored as [batch, heads, capacity, head_dim] in
 // one dtype on one device, allocated once at construction: appending writes
 // into the next positions, never reallocates. The dtype is the one attention
 // runs in: the low-precision dtype under autocast (the projections' output

@@ -53,7 +53,17 @@ class MultiheadAttention : public Module {
   /// full forward with is_causal over the whole sequence. The errors of
   /// KVCache::append (capacity, batch, heads, dtype, device, a recording
   /// GradManager), before anything is computed or written.
-  Tensor forward(const Tensor& x, KVCache& cache);
+  ///
+  /// Batched decoding of sequences of different lengths: left-pad the
+  /// shorter prompts and pass key_padding_mask, bool [N, P + L], true at
+  /// the padded positions of every sequence (all that are cached and the L
+  /// new ones). A sequence then attends only to its own tokens, and its
+  /// outputs equal those of decoding it alone (position embeddings that
+  /// depend only on distance, such as rotary ones, give the same scores
+  /// when every sequence counts positions from the start of the cache). The
+  /// outputs at padded positions carry no meaning. ShapeError / DTypeError
+  /// for another mask shape or dtype, before anything is computed or written.
+  Tensor forward(const Tensor& x, KVCache& cache, const Tensor& key_padding_mask = Tensor());
   /// A cache for this module's keys and values (its heads and head dim, on
   /// its parameters' device); `dtype` is the one attention runs in.
   KVCache make_kv_cache(int64_t batch, int64_t capacity, DType dtype) const;

@@ -49,8 +49,9 @@ class TransformerEncoderLayer : public Module {
   /// positions after the cache's length(); see
   /// MultiheadAttention::forward(x, cache). Token by token it equals
   /// forward(whole, {.is_causal = true}). A call that throws leaves the
-  /// cache as it was.
-  Tensor forward(const Tensor& src, KVCache& cache);
+  /// cache as it was. key_padding_mask: see MultiheadAttention::forward(x,
+  /// cache, key_padding_mask), for batches of left-padded prompts.
+  Tensor forward(const Tensor& src, KVCache& cache, const Tensor& key_padding_mask = Tensor());
   /// A cache for this layer's self-attention (see MultiheadAttention::make_kv_cache).
   KVCache make_kv_cache(int64_t batch, int64_t capacity, DType dtype) const;
   std::string describe() const override;

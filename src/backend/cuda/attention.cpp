@@ -23,6 +23,7 @@ namespace {
 std::atomic<int64_t> g_runs{0};
 }  // namespace
 int64_t fused_attention_runs() { return g_runs.load(); }
+bool cudnn_attention_built() { return MIXGRAD_WITH_CUDNN_FRONTEND != 0; }
 }  // namespace mixgrad::backend::cuda
 
 #if MIXGRAD_WITH_CUDNN_FRONTEND
