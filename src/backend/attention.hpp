@@ -11,7 +11,7 @@
 // Everything is computed in the accumulation dtype (float32; float64 for
 // float64 inputs) and rounded once into the outputs.
 //
-//   backend::attention_forward(args, {.out = o, .lse = lse});
+//   if (!backend::attention_forward(args, {.out = o, .lse = lse})) ...composed math...
 //   backend::attention_backward(args, {.out = o, .lse = lse}, grad_out, {.q = dq, .k = dk, .v = dv});
 #pragma once
 
@@ -54,21 +54,34 @@ struct AttentionGrads {
 };
 
 namespace cpu {
-void attention_forward(const AttentionArgs& a, const AttentionOutputs& o);
-void attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
+bool attention_forward(const AttentionArgs& a, const AttentionOutputs& o);
+bool attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
                         const AttentionGrads& grads);
 }  // namespace cpu
+namespace cuda {  // cuDNN's SDPA (cuda/attention.cpp): the calls cuda_plan::attention_unsupported allows
+bool attention_forward(const AttentionArgs& a, const AttentionOutputs& o);
+bool attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
+                        const AttentionGrads& grads);
+/// Forward and backward calls cuDNN has run in this process (for tests).
+int64_t fused_attention_runs();
+/// Whether cuDNN's fused attention can run on `device`: the build has the
+/// cuDNN frontend and the GPU is an Ampere (8.0) or later.
+bool fused_attention_available(int device);
+}  // namespace cuda
 
 /// out = softmax(mask(scale q k^T)) v, row by row; a row whose every key is
-/// masked is 0 (and its lse -inf).
-inline void attention_forward(const AttentionArgs& a, const AttentionOutputs& o) {
-  MIXGRAD_DISPATCH(a.q.device(), attention_forward, (a, o));
+/// masked is 0 (and its lse -inf). False when the device's fused kernel does
+/// not take the call (on CUDA: what cuDNN does not support), having written
+/// nothing: the op then runs the composed math. The CPU's takes every call.
+inline bool attention_forward(const AttentionArgs& a, const AttentionOutputs& o) {
+  MIXGRAD_DISPATCH_CUDA(a.q.device(), attention_forward, (a, o));
 }
 
-/// The gradients of q, k and v from the saved output and lse.
-inline void attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
+/// The gradients of q, k and v from the saved output and lse; false (nothing
+/// written) when the device's fused kernel does not take the call.
+inline bool attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
                                const AttentionGrads& grads) {
-  MIXGRAD_DISPATCH(a.q.device(), attention_backward, (a, saved, grad_out, grads));
+  MIXGRAD_DISPATCH_CUDA(a.q.device(), attention_backward, (a, saved, grad_out, grads));
 }
 
 }  // namespace mixgrad::backend

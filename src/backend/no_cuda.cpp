@@ -3,6 +3,7 @@
 // DeviceError from Storage itself.
 #include <cstddef>
 
+#include "backend/attention.hpp"
 #include "backend/dispatch.hpp"
 #include "mixgrad/cuda.hpp"
 
@@ -44,5 +45,9 @@ namespace mixgrad::backend::cuda {
 // backend/cuda/pinned.hpp, which needs the CUDA headers.)
 std::size_t staging_pool_bytes(int);
 std::size_t staging_pool_bytes(int) { return 0; }
+
+// Read by the device tests: no fused attention without CUDA.
+bool fused_attention_available(int) { return false; }
+int64_t fused_attention_runs() { return 0; }
 
 }  // namespace mixgrad::backend::cuda

@@ -5,6 +5,7 @@
 // needs one.
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "backend/attention.hpp"
@@ -215,8 +216,10 @@ Tensor heads_in_place(const Tensor& t, int64_t& head_stride) {
   return t;
 }
 
-Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Geometry& g,
-                       const AttentionOptions& o) {
+/// The device's fused kernel, or nothing when it does not take the call
+/// (CUDA: what cuDNN does not support), which then runs the composed math.
+std::optional<Tensor> fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Geometry& g,
+                                      const AttentionOptions& o) {
   const DType acc = q.dtype() == DType::float64 ? DType::float64 : DType::float32;
   int64_t k_head_stride = 0, v_head_stride = 0;
   const Tensor kr = heads_in_place(k, k_head_stride), vr = heads_in_place(v, v_head_stride);
@@ -244,7 +247,7 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   lse_shape.erase(lse_shape.ndim() - 1);
   backend::AttentionOutputs saved{.out = empty(out_shape, q.dtype(), q.device()),
                                   .lse = empty(lse_shape, acc, q.device())};
-  backend::attention_forward(a, saved);
+  if (!backend::attention_forward(a, saved)) return std::nullopt;
   const Tensor out = saved.out;
   const Tensor& mask = o.attn_mask;
   ops::record_lazy({&q, &k, &v, &mask}, out, [&] {
@@ -255,7 +258,8 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
       if (gi.needs(0)) grads.q = empty(q.shape(), q.dtype(), q.device());
       if (gi.needs(1)) grads.k = empty(k.shape(), k.dtype(), k.device());
       if (gi.needs(2)) grads.v = empty(v.shape(), v.dtype(), v.device());
-      backend::attention_backward(a, saved, ops::dense(grad, q.dtype()), grads);
+      if (!backend::attention_backward(a, saved, ops::dense(grad, q.dtype()), grads))
+        return composed_grads(q, k, v, g, o, grad, gi);
       for (size_t i = 0; i < 3; ++i)
         if (gi.needs(i)) gi.set(i, i == 0 ? grads.q : i == 1 ? grads.k : grads.v);
     };
@@ -274,7 +278,8 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   AttentionOptions o = options;
   amp::autocast_inputs(OpKind::scaled_dot_product_attention, {&q, &k, &v, &o.attn_mask});
   const Geometry g = validate(q, k, v, o);
-  if (q.device().is_cpu() && o.dropout_p == 0.0) return fused_attention(q, k, v, g, o);
+  if (o.dropout_p == 0.0)
+    if (std::optional<Tensor> out = fused_attention(q, k, v, g, o)) return *out;
   return composed_attention(q, k, v, g, o);
 }
 

@@ -7,8 +7,6 @@
 // test_cuda_device executable (whose main exits 77 without a device).
 #include <boost/test/unit_test.hpp>
 
-#include <cuda_runtime_api.h>
-
 #include <string>
 #include <vector>
 
@@ -27,11 +25,7 @@ constexpr Tolerances kAttentionTolerances{1e-2, 6e-2, 1e-5, 1e-12};
 
 /// Whether the GPU has cuDNN's fused attention kernels (Ampere or later) and
 /// the build has the frontend: then a call cuDNN takes must run there.
-bool expects_cudnn() {
-  int major = 0;
-  return be::cuda::cudnn_attention_built() &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess && major >= 8;
-}
+bool expects_cudnn() { return be::cuda::fused_attention_available(0); }
 
 mg::Tensor sdpa(const std::vector<mg::Tensor>& xs, const mg::Tensor& mask, bool causal) {
   const mg::Tensor m = mask.defined() ? mask.to(xs[0].device()) : mask;

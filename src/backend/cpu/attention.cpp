@@ -386,23 +386,25 @@ Variant<T> variant() {
 
 }  // namespace
 
-void attention_forward(const AttentionArgs& a, const AttentionOutputs& o) {
-  if (o.out.numel() == 0) return;
+bool attention_forward(const AttentionArgs& a, const AttentionOutputs& o) {
+  if (o.out.numel() == 0) return true;
   visit_floating(a.q.dtype(), "scaled_dot_product_attention",
                  [&]<class T>() { forward_all<T>(a, o, variant<T>()); });
+  return true;
 }
 
-void attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
+bool attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
                         const AttentionGrads& grads) {
   // The kernel writes every element of the gradients it computes; only an
   // empty problem (no query or no key) leaves them to be zeroed here.
   if (a.n * a.heads * a.q_len * a.kv_len == 0) {
     for (const Tensor* t : {&grads.q, &grads.k, &grads.v})
       if (t->defined()) fill(*t, 0.0);
-    return;
+    return true;
   }
   visit_floating(a.q.dtype(), "scaled_dot_product_attention",
                  [&]<class T>() { backward_all<T>(a, saved, grad_out, grads, variant<T>()); });
+  return true;
 }
 
 }  // namespace mixgrad::backend::cpu

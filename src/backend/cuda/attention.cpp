@@ -23,7 +23,6 @@ namespace {
 std::atomic<int64_t> g_runs{0};
 }  // namespace
 int64_t fused_attention_runs() { return g_runs.load(); }
-bool cudnn_attention_built() { return MIXGRAD_WITH_CUDNN_FRONTEND != 0; }
 }  // namespace mixgrad::backend::cuda
 
 #if MIXGRAD_WITH_CUDNN_FRONTEND
@@ -185,7 +184,9 @@ bool takes(const AttentionArgs& a, int device) {
 
 }  // namespace
 
-bool cudnn_attention_forward(const AttentionArgs& a, const AttentionOutputs& o) {
+bool fused_attention_available(int device) { return has_tensor_core_attention(device); }
+
+bool attention_forward(const AttentionArgs& a, const AttentionOutputs& o) {
   const int device = a.q.device().index();
   if (!takes(a, device)) return false;
   DeviceGuard guard(device);
@@ -202,7 +203,7 @@ bool cudnn_attention_forward(const AttentionArgs& a, const AttentionOutputs& o) 
   return true;
 }
 
-bool cudnn_attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
+bool attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
                               const AttentionGrads& grads) {
   const int device = a.q.device().index();
   if (!takes(a, device)) return false;
@@ -228,12 +229,33 @@ bool cudnn_attention_backward(const AttentionArgs& a, const AttentionOutputs& sa
 
 }  // namespace mixgrad::backend::cuda
 
+// The frontend's headers hold one engine built at run time by NVRTC (an
+// experimental RmsNorm + SiLU fusion for sm100), which mixgrad never asks
+// for. These definitions, hidden inside libmixgrad, make it report NVRTC
+// unavailable instead of making NVRTC a link and run-time dependency of every
+// CUDA build; a program's own NVRTC is untouched (nothing is exported).
+#include <nvrtc.h>
+
+#define MIXGRAD_NO_NVRTC extern "C" __attribute__((visibility("hidden"))) nvrtcResult
+MIXGRAD_NO_NVRTC nvrtcCreateProgram(nvrtcProgram*, const char*, const char*, int, const char* const*,
+                                    const char* const*) {
+  return NVRTC_ERROR_INTERNAL_ERROR;
+}
+MIXGRAD_NO_NVRTC nvrtcDestroyProgram(nvrtcProgram*) { return NVRTC_ERROR_INTERNAL_ERROR; }
+MIXGRAD_NO_NVRTC nvrtcCompileProgram(nvrtcProgram, int, const char* const*) { return NVRTC_ERROR_INTERNAL_ERROR; }
+MIXGRAD_NO_NVRTC nvrtcGetCUBINSize(nvrtcProgram, size_t*) { return NVRTC_ERROR_INTERNAL_ERROR; }
+MIXGRAD_NO_NVRTC nvrtcGetCUBIN(nvrtcProgram, char*) { return NVRTC_ERROR_INTERNAL_ERROR; }
+MIXGRAD_NO_NVRTC nvrtcGetProgramLogSize(nvrtcProgram, size_t*) { return NVRTC_ERROR_INTERNAL_ERROR; }
+MIXGRAD_NO_NVRTC nvrtcGetProgramLog(nvrtcProgram, char*) { return NVRTC_ERROR_INTERNAL_ERROR; }
+#undef MIXGRAD_NO_NVRTC
+
 #else  // built without the cuDNN frontend: the composed math runs every call
 
 namespace mixgrad::backend::cuda {
 
-bool cudnn_attention_forward(const AttentionArgs&, const AttentionOutputs&) { return false; }
-bool cudnn_attention_backward(const AttentionArgs&, const AttentionOutputs&, const Tensor&, const AttentionGrads&) {
+bool fused_attention_available(int) { return false; }
+bool attention_forward(const AttentionArgs&, const AttentionOutputs&) { return false; }
+bool attention_backward(const AttentionArgs&, const AttentionOutputs&, const Tensor&, const AttentionGrads&) {
   return false;
 }
 
