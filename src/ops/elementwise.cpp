@@ -164,7 +164,7 @@ Tensor forward(BinaryOp op, const BinaryInputs& in) {
 Tensor max_min(const BinarySpec& s, BinaryOp op, BinaryGradOp grad_op, const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(s, a, b);
   Tensor out = forward(op, in);
-  ops::record_lazy({&in.a, &in.b}, out, [&] {
+  ops::record_lazy(s.kind, {&in.a, &in.b}, out, [&] {
     return [a = in.a, b = in.b, grad_op](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, a.dtype());
       if (gi.create_graph()) {
@@ -184,7 +184,7 @@ Tensor max_min(const BinarySpec& s, BinaryOp op, BinaryGradOp grad_op, const Ten
 Tensor max_min(const BinarySpec& s, BinaryOp op, BinaryGradOp grad_op, const Tensor& a, double b) {
   const Tensor x = prepare(s, a);
   Tensor out = run_binary(op, x, b, x.shape(), x.dtype(), x.device());
-  ops::record_lazy({&x}, out, [&] {
+  ops::record_lazy(s.kind, {&x}, out, [&] {
     return [x, b, grad_op](const Tensor& g, InputGrads& gi) {
       if (gi.create_graph()) {
         const bool is_max = grad_op == BinaryGradOp::maximum;
@@ -284,7 +284,7 @@ Tensor unary(const UnarySpec& s, const Tensor& x_in, const UnaryParams& params =
   amp::autocast_inputs(s.kind, {&x});
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   backend::unary(s.op, x, out, params);
-  ops::record_lazy({&x}, out, [&] {
+  ops::record_lazy(s.kind, {&x}, out, [&] {
     // Keep only the tensor the derivative reads; `nothing` (neg) reads g.
     Tensor saved = s.saved == Saved::output ? out : (s.saved == Saved::input ? x : Tensor());
     return [op = s.op, saved = std::move(saved), params](const Tensor& g_in, InputGrads& gi) {
@@ -332,7 +332,7 @@ constexpr UnarySpec kGeluTanh{"gelu", OpKind::gelu, UnaryOp::gelu_tanh, Saved::i
 Tensor add(const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(kAdd, a, b);
   Tensor out = forward(BinaryOp::add, in);
-  ops::record_lazy({&in.a, &in.b}, out, [&] {
+  ops::record_lazy(OpKind::add, {&in.a, &in.b}, out, [&] {
     return [sa = in.a.shape(), sb = in.b.shape()](const Tensor& g, InputGrads& gi) {
       (void)gi.create_graph();  // sum_to is a tracked op: the same code serves both paths
       if (gi.needs(0)) gi.set(0, sum_to(g, sa));
@@ -345,7 +345,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 Tensor sub(const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(kSub, a, b);
   Tensor out = forward(BinaryOp::sub, in);
-  ops::record_lazy({&in.a, &in.b}, out, [&] {
+  ops::record_lazy(OpKind::sub, {&in.a, &in.b}, out, [&] {
     return [sa = in.a.shape(), sb = in.b.shape()](const Tensor& g, InputGrads& gi) {
       if (gi.needs(0)) gi.set(0, sum_to(g, sa));
       if (gi.needs(1)) gi.set(1, gi.create_graph() ? neg(sum_to(g, sb)) : negated(sum_to(g, sb)));
@@ -357,7 +357,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(kMul, a, b);
   Tensor out = forward(BinaryOp::mul, in);
-  ops::record_lazy({&in.a, &in.b}, out, [&] {
+  ops::record_lazy(OpKind::mul, {&in.a, &in.b}, out, [&] {
     return [a = in.a, b = in.b](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, a.dtype());
       if (gi.create_graph()) {
@@ -375,7 +375,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(kDiv, a, b);
   Tensor out = forward(BinaryOp::div, in);
-  ops::record_lazy({&in.a, &in.b}, out, [&] {
+  ops::record_lazy(OpKind::div, {&in.a, &in.b}, out, [&] {
     return [sa = in.a.shape(), b = in.b, out](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, b.dtype());
       if (gi.create_graph()) {
@@ -393,7 +393,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor pow(const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(kPow, a, b);
   Tensor out = forward(BinaryOp::pow, in);
-  ops::record_lazy({&in.a, &in.b}, out, [&] {
+  ops::record_lazy(OpKind::pow, {&in.a, &in.b}, out, [&] {
     return [a = in.a, b = in.b, out](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, a.dtype());
       if (gi.create_graph()) {
@@ -430,7 +430,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (tb.dtype() != dtype) tb = astype(tb, dtype);
   Tensor out = empty(shape, dtype, ta.device());
   backend::where(cond, ta, tb, out);
-  ops::record_lazy({&ta, &tb}, out, [&] {
+  ops::record_lazy(OpKind::where, {&ta, &tb}, out, [&] {
     return [cond, sa = ta.shape(), sb = tb.shape()](const Tensor& g, InputGrads& gi) {
       if (gi.create_graph()) {
         if (gi.needs(0)) gi.set(0, sum_to(where(cond, g, zeros_like(g)), sa));
@@ -454,7 +454,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 Tensor add(const Tensor& a, double b) {
   const Tensor x = prepare(kAdd, a);
   Tensor out = run_binary(BinaryOp::add, x, b, x.shape(), x.dtype(), x.device());
-  ops::record_lazy({&x}, out, [&] {
+  ops::record_lazy(OpKind::add, {&x}, out, [&] {
     return [](const Tensor& g, InputGrads& gi) {
       (void)gi.create_graph();  // the identity: differentiable as it is
       gi.set(0, g);
@@ -466,7 +466,7 @@ Tensor add(const Tensor& a, double b) {
 Tensor sub(const Tensor& a, double b) {
   const Tensor x = prepare(kSub, a);
   Tensor out = run_binary(BinaryOp::sub, x, b, x.shape(), x.dtype(), x.device());
-  ops::record_lazy({&x}, out, [&] {
+  ops::record_lazy(OpKind::sub, {&x}, out, [&] {
     return [](const Tensor& g, InputGrads& gi) {
       (void)gi.create_graph();  // the identity: differentiable as it is
       gi.set(0, g);
@@ -478,7 +478,7 @@ Tensor sub(const Tensor& a, double b) {
 Tensor sub(double a, const Tensor& b) {
   const Tensor x = prepare(kSub, b);
   Tensor out = run_binary(BinaryOp::sub, a, x, x.shape(), x.dtype(), x.device());
-  ops::record_lazy({&x}, out, [&] {
+  ops::record_lazy(OpKind::sub, {&x}, out, [&] {
     return [](const Tensor& g, InputGrads& gi) { gi.set(0, gi.create_graph() ? neg(g) : negated(g)); };
   });
   return out;
@@ -487,7 +487,7 @@ Tensor sub(double a, const Tensor& b) {
 Tensor mul(const Tensor& a, double b) {
   const Tensor x = prepare(kMul, a);
   Tensor out = run_binary(BinaryOp::mul, x, b, x.shape(), x.dtype(), x.device());
-  ops::record_lazy({&x}, out, [&] {
+  ops::record_lazy(OpKind::mul, {&x}, out, [&] {
     return [b](const Tensor& g, InputGrads& gi) {
       gi.set(0, gi.create_graph() ? mul(g, b) : grad_binary(BinaryOp::mul, g, b));
     };
@@ -498,7 +498,7 @@ Tensor mul(const Tensor& a, double b) {
 Tensor div(const Tensor& a, double b) {
   const Tensor x = prepare(kDiv, a);
   Tensor out = run_binary(BinaryOp::div, x, b, x.shape(), x.dtype(), x.device());
-  ops::record_lazy({&x}, out, [&] {
+  ops::record_lazy(OpKind::div, {&x}, out, [&] {
     return [b](const Tensor& g, InputGrads& gi) {
       gi.set(0, gi.create_graph() ? div(g, b) : grad_binary(BinaryOp::div, g, b));
     };
@@ -509,7 +509,7 @@ Tensor div(const Tensor& a, double b) {
 Tensor div(double a, const Tensor& b) {
   const Tensor x = prepare(kDiv, b);
   Tensor out = run_binary(BinaryOp::div, a, x, x.shape(), x.dtype(), x.device());
-  ops::record_lazy({&x}, out, [&] {
+  ops::record_lazy(OpKind::div, {&x}, out, [&] {
     return [x, out](const Tensor& g, InputGrads& gi) {
       if (gi.create_graph()) return gi.set(0, neg(div(mul(g, out), x)));
       gi.set(0, grad_kernel(BinaryGradOp::div_divisor, ops::in_dtype(g, x.dtype()), x, out));
@@ -521,7 +521,7 @@ Tensor div(double a, const Tensor& b) {
 Tensor pow(const Tensor& a, double exponent) {
   const Tensor x = prepare(kPow, a);
   Tensor out = run_binary(BinaryOp::pow, x, exponent, x.shape(), x.dtype(), x.device());
-  ops::record_lazy({&x}, out, [&] {
+  ops::record_lazy(OpKind::pow, {&x}, out, [&] {
     return [x, exponent](const Tensor& g, InputGrads& gi) {
       if (gi.create_graph()) return gi.set(0, mul(g, mul(pow(x, exponent - 1.0), exponent)));
       gi.set(0, grad_kernel(BinaryGradOp::pow_base, ops::in_dtype(g, x.dtype()), x, exponent));
