@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../common/test_util.hpp"
+#include "hooks/tape.hpp"
 #include "mixgrad/mixgrad.hpp"
 
 namespace mg = mixgrad;
@@ -362,6 +363,30 @@ BOOST_AUTO_TEST_CASE(a_non_differentiable_backward_is_refused_when_reached) {
   test_util::check_error<mg::StateError>([&] { gm.backward(F::sum(F::mul(g, g))); },
                                          {"GradManager::backward", "OnceSquare", "not twice differentiable"});
   BOOST_TEST(!x.grad().defined());
+}
+
+// A built-in op names itself by the OpKind its tape node records: a closure
+// recorded as OpKind::conv1d that never asks create_graph() is refused as
+// F::conv1d, whatever function its lambda sits in.
+BOOST_AUTO_TEST_CASE(a_refused_backward_names_the_op_kind_its_node_records) {
+  auto x = f64({0.5, -2.0}, {2});
+  GradManager gm;
+  gm.attach(x);
+  auto rec = gm.record();
+  mg::Tensor out;
+  {
+    mg::autodiff::NoRecordScope plain;
+    out = F::mul(x, x);
+  }
+  mg::autodiff::record(mg::OpKind::conv1d, {&x}, out, [x](const mg::Tensor& g, mg::autodiff::InputGrads& gi) {
+    mg::autodiff::NoRecordScope unrecorded;  // never asks create_graph(): not differentiable
+    gi.set(0, F::mul(F::mul(g, x), 2.0));
+  });
+  gm.backward(F::sum(out), {}, kCreateGraph);
+  mg::Tensor g = x.grad();
+  x.set_grad({});
+  test_util::check_error<mg::StateError>([&] { gm.backward(F::sum(F::mul(g, g))); },
+                                         {"GradManager::backward", "F::conv1d", "not twice differentiable"});
 }
 
 // The same op is fine when the second backward does not go through it.
