@@ -12,7 +12,9 @@
 // runs inside an autocast scope. When the backward is itself recorded
 // (gi.create_graph(): higher-order gradients) they take a second path written
 // with F:: ops on the saved tensors, so every gradient here is differentiable
-// again; the walk turns autocast off for it.
+// again; the walk turns autocast off for it. A unary op's second path is its
+// functor's own derivative run on Tensors (kernels/unary.hpp): one formula
+// for both paths.
 #include "mixgrad/ops/elementwise.hpp"
 
 #include <cmath>
@@ -25,6 +27,24 @@
 #include "ops/op_support.hpp"
 #include "ops/untracked_copy.hpp"
 
+// The functions of kernels::math on Tensors: the unary ops' derivatives
+// (kernels/unary.hpp) run on these in a recorded backward, so each step is a
+// recorded F:: op and the gradient is differentiable again.
+namespace mixgrad::kernels::math {
+template <>
+struct TensorOps<Tensor> {
+  static Tensor select(const Tensor& cond, const Tensor& a, const Tensor& b) { return F::where(cond, a, b); }
+  static Tensor select(const Tensor& cond, const Tensor& a, double b) { return F::where(cond, a, full_like(a, b)); }
+  static Tensor select(const Tensor& cond, double a, const Tensor& b) { return F::where(cond, full_like(b, a), b); }
+  static Tensor exp(const Tensor& x) { return F::exp(x); }
+  static Tensor erf(const Tensor& x) { return F::erf(x); }
+  static Tensor sin(const Tensor& x) { return F::sin(x); }
+  static Tensor cos(const Tensor& x) { return F::cos(x); }
+  static Tensor tanh(const Tensor& x) { return F::tanh(x); }
+  static Tensor sigmoid(const Tensor& x) { return F::sigmoid(x); }
+};
+}  // namespace mixgrad::kernels::math
+
 namespace mixgrad::F {
 
 namespace {
@@ -36,6 +56,7 @@ using backend::CompareOp;
 using backend::Operand;
 using backend::UnaryOp;
 using backend::UnaryParams;
+using kernels::Saved;
 
 /// Which dtypes an op takes.
 enum class Accepts : uint8_t {
@@ -43,9 +64,6 @@ enum class Accepts : uint8_t {
   numeric,   // and int8, uint8, int32, int64
   any,       // and bool
 };
-
-/// Which tensor a unary op's backward keeps.
-enum class Saved : uint8_t { nothing, input, output };
 
 bool accepted(DType t, Accepts accepts) {
   return is_floating_point(t) || accepts == Accepts::any || (accepts == Accepts::numeric && t != DType::bool_);
@@ -215,66 +233,30 @@ Tensor compare(const char* name, CompareOp op, const Tensor& a, double b) {
 
 // ---- unary -----------------------------------------------------------------
 
+/// A recorded backward's gradient of a unary op: its functor's derivative
+/// on Tensors (see kernels/unary.hpp), each operation a recorded F:: op.
+using RecordedGrad = Tensor (*)(const Tensor& g, const Tensor& saved, const UnaryParams& params);
+
+template <template <class> class Fn>
+Tensor recorded_grad(const Tensor& g, const Tensor& saved, const UnaryParams& params) {
+  return kernels::make_unary<Fn, double>(params).grad(g, saved);
+}
+
 struct UnarySpec {
   const char* name;
   OpKind kind;
   UnaryOp op;
   Saved saved;
   Accepts accepts;
+  RecordedGrad grad;
 };
 
-/// The derivative of a unary op times g, as tracked F:: ops on the saved
-/// tensor (x or y, as the spec saves it); the kernels' conventions at kinks.
-Tensor unary_grad_graph(UnaryOp op, const Tensor& g, const Tensor& s, const UnaryParams& p) {
-  constexpr double kInvSqrt2 = 0.70710678118654752440, kInvSqrt2Pi = 0.39894228040143267794;
-  constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
-  switch (op) {
-    case UnaryOp::neg: return neg(g);
-    case UnaryOp::exp: return mul(g, s);
-    case UnaryOp::log: return div(g, s);
-    case UnaryOp::sqrt: return div(mul(g, 0.5), s);
-    case UnaryOp::rsqrt: return mul(mul(g, -0.5), mul(mul(s, s), s));
-    case UnaryOp::abs: return where(gt(s, 0.0), g, masked(lt(s, 0.0), neg(g)));
-    case UnaryOp::clamp: return masked(ge(s, p.alpha), masked(le(s, p.beta), g));
-    case UnaryOp::relu: return masked(gt(s, 0.0), g);
-    case UnaryOp::leaky_relu: return where(gt(s, 0.0), g, mul(g, p.alpha));
-    case UnaryOp::gelu: {
-      const Tensor cdf = mul(add(erf(mul(s, kInvSqrt2)), 1.0), 0.5);
-      const Tensor pdf = mul(exp(mul(mul(s, s), -0.5)), kInvSqrt2Pi);
-      return mul(g, add(cdf, mul(s, pdf)));
-    }
-    case UnaryOp::sigmoid: return mul(g, mul(s, sub(1.0, s)));
-    case UnaryOp::tanh: return mul(g, sub(1.0, mul(s, s)));
-    case UnaryOp::silu: {
-      const Tensor sg = sigmoid(s);
-      return mul(g, mul(sg, add(mul(s, sub(1.0, sg)), 1.0)));
-    }
-    case UnaryOp::sin: return mul(g, cos(s));
-    case UnaryOp::cos: return neg(mul(g, sin(s)));
-    case UnaryOp::tan: return mul(g, add(mul(s, s), 1.0));
-    case UnaryOp::log1p: return div(g, add(s, 1.0));
-    case UnaryOp::expm1: return mul(g, add(s, 1.0));
-    case UnaryOp::erf: return mul(g, mul(exp(neg(mul(s, s))), kTwoOverSqrtPi));
-    case UnaryOp::softplus: {
-      const Tensor bx = mul(s, p.alpha);
-      return where(gt(bx, p.beta), g, mul(g, sigmoid(bx)));
-    }
-    case UnaryOp::hardswish:
-      return masked(ge(s, -3.0), where(le(s, 3.0), mul(g, add(div(s, 3.0), 0.5)), g));
-    case UnaryOp::mish: {
-      const Tensor t = tanh(softplus(s));
-      const Tensor soft = mul(g, add(t, mul(mul(s, sigmoid(s)), sub(1.0, mul(t, t)))));
-      return where(gt(s, 20.0), g, soft);
-    }
-    case UnaryOp::gelu_tanh: {
-      constexpr double k = 0.79788456080286535588, c = 0.044715;
-      const Tensor t = tanh(mul(add(s, mul(mul(mul(s, s), s), c)), k));
-      const Tensor du = mul(add(mul(mul(s, s), 3 * c), 1.0), k);
-      return mul(g, add(mul(add(t, 1.0), 0.5), mul(mul(mul(s, 0.5), sub(1.0, mul(t, t))), du)));
-    }
-    case UnaryOp::kCount: break;
-  }
-  throw Error("unary: internal error: no recorded gradient for this op");
+/// The spec of the op `kind` (kernel `op`), computed by functor Fn.
+template <template <class> class Fn>
+constexpr UnarySpec unary_spec(const char* name, OpKind kind, UnaryOp op) {
+  using Functor = Fn<double>;
+  const Accepts accepts = Functor::kIntegers ? Accepts::numeric : Accepts::floating;
+  return {name, kind, op, Functor::kSaved, accepts, &recorded_grad<Fn>};
 }
 
 Tensor unary(const UnarySpec& s, const Tensor& x_in, const UnaryParams& params = {}) {
@@ -287,9 +269,9 @@ Tensor unary(const UnarySpec& s, const Tensor& x_in, const UnaryParams& params =
   ops::record_lazy(s.kind, {&x}, out, [&] {
     // Keep only the tensor the derivative reads; `nothing` (neg) reads g.
     Tensor saved = s.saved == Saved::output ? out : (s.saved == Saved::input ? x : Tensor());
-    return [op = s.op, saved = std::move(saved), params](const Tensor& g_in, InputGrads& gi) {
+    return [op = s.op, grad = s.grad, saved = std::move(saved), params](const Tensor& g_in, InputGrads& gi) {
       if (gi.create_graph()) {
-        gi.set(0, unary_grad_graph(op, g_in, saved, params));
+        gi.set(0, grad(g_in, saved, params));
         return;
       }
       const Tensor g = saved.defined() ? ops::in_dtype(g_in, saved.dtype()) : g_in;
@@ -301,29 +283,29 @@ Tensor unary(const UnarySpec& s, const Tensor& x_in, const UnaryParams& params =
   return out;
 }
 
-constexpr UnarySpec kNeg{"neg", OpKind::neg, UnaryOp::neg, Saved::nothing, Accepts::numeric};
-constexpr UnarySpec kExp{"exp", OpKind::exp, UnaryOp::exp, Saved::output, Accepts::floating};
-constexpr UnarySpec kLog{"log", OpKind::log, UnaryOp::log, Saved::input, Accepts::floating};
-constexpr UnarySpec kSqrt{"sqrt", OpKind::sqrt, UnaryOp::sqrt, Saved::output, Accepts::floating};
-constexpr UnarySpec kRsqrt{"rsqrt", OpKind::rsqrt, UnaryOp::rsqrt, Saved::output, Accepts::floating};
-constexpr UnarySpec kAbs{"abs", OpKind::abs, UnaryOp::abs, Saved::input, Accepts::numeric};
-constexpr UnarySpec kClamp{"clamp", OpKind::clamp, UnaryOp::clamp, Saved::input, Accepts::numeric};
-constexpr UnarySpec kRelu{"relu", OpKind::relu, UnaryOp::relu, Saved::output, Accepts::numeric};
-constexpr UnarySpec kLeakyRelu{"leaky_relu", OpKind::leaky_relu, UnaryOp::leaky_relu, Saved::input, Accepts::floating};
-constexpr UnarySpec kGelu{"gelu", OpKind::gelu, UnaryOp::gelu, Saved::input, Accepts::floating};
-constexpr UnarySpec kSigmoid{"sigmoid", OpKind::sigmoid, UnaryOp::sigmoid, Saved::output, Accepts::floating};
-constexpr UnarySpec kTanh{"tanh", OpKind::tanh, UnaryOp::tanh, Saved::output, Accepts::floating};
-constexpr UnarySpec kSilu{"silu", OpKind::silu, UnaryOp::silu, Saved::input, Accepts::floating};
-constexpr UnarySpec kSin{"sin", OpKind::sin, UnaryOp::sin, Saved::input, Accepts::floating};
-constexpr UnarySpec kCos{"cos", OpKind::cos, UnaryOp::cos, Saved::input, Accepts::floating};
-constexpr UnarySpec kTan{"tan", OpKind::tan, UnaryOp::tan, Saved::output, Accepts::floating};
-constexpr UnarySpec kLog1p{"log1p", OpKind::log1p, UnaryOp::log1p, Saved::input, Accepts::floating};
-constexpr UnarySpec kExpm1{"expm1", OpKind::expm1, UnaryOp::expm1, Saved::output, Accepts::floating};
-constexpr UnarySpec kErf{"erf", OpKind::erf, UnaryOp::erf, Saved::input, Accepts::floating};
-constexpr UnarySpec kSoftplus{"softplus", OpKind::softplus, UnaryOp::softplus, Saved::input, Accepts::floating};
-constexpr UnarySpec kHardswish{"hardswish", OpKind::hardswish, UnaryOp::hardswish, Saved::input, Accepts::floating};
-constexpr UnarySpec kMish{"mish", OpKind::mish, UnaryOp::mish, Saved::input, Accepts::floating};
-constexpr UnarySpec kGeluTanh{"gelu", OpKind::gelu, UnaryOp::gelu_tanh, Saved::input, Accepts::floating};
+constexpr UnarySpec kNeg = unary_spec<kernels::Neg>("neg", OpKind::neg, UnaryOp::neg);
+constexpr UnarySpec kExp = unary_spec<kernels::Exp>("exp", OpKind::exp, UnaryOp::exp);
+constexpr UnarySpec kLog = unary_spec<kernels::Log>("log", OpKind::log, UnaryOp::log);
+constexpr UnarySpec kSqrt = unary_spec<kernels::Sqrt>("sqrt", OpKind::sqrt, UnaryOp::sqrt);
+constexpr UnarySpec kRsqrt = unary_spec<kernels::Rsqrt>("rsqrt", OpKind::rsqrt, UnaryOp::rsqrt);
+constexpr UnarySpec kAbs = unary_spec<kernels::Abs>("abs", OpKind::abs, UnaryOp::abs);
+constexpr UnarySpec kClamp = unary_spec<kernels::Clamp>("clamp", OpKind::clamp, UnaryOp::clamp);
+constexpr UnarySpec kRelu = unary_spec<kernels::Relu>("relu", OpKind::relu, UnaryOp::relu);
+constexpr UnarySpec kLeakyRelu = unary_spec<kernels::LeakyRelu>("leaky_relu", OpKind::leaky_relu, UnaryOp::leaky_relu);
+constexpr UnarySpec kGelu = unary_spec<kernels::Gelu>("gelu", OpKind::gelu, UnaryOp::gelu);
+constexpr UnarySpec kSigmoid = unary_spec<kernels::Sigmoid>("sigmoid", OpKind::sigmoid, UnaryOp::sigmoid);
+constexpr UnarySpec kTanh = unary_spec<kernels::Tanh>("tanh", OpKind::tanh, UnaryOp::tanh);
+constexpr UnarySpec kSilu = unary_spec<kernels::Silu>("silu", OpKind::silu, UnaryOp::silu);
+constexpr UnarySpec kSin = unary_spec<kernels::Sin>("sin", OpKind::sin, UnaryOp::sin);
+constexpr UnarySpec kCos = unary_spec<kernels::Cos>("cos", OpKind::cos, UnaryOp::cos);
+constexpr UnarySpec kTan = unary_spec<kernels::Tan>("tan", OpKind::tan, UnaryOp::tan);
+constexpr UnarySpec kLog1p = unary_spec<kernels::Log1p>("log1p", OpKind::log1p, UnaryOp::log1p);
+constexpr UnarySpec kExpm1 = unary_spec<kernels::Expm1>("expm1", OpKind::expm1, UnaryOp::expm1);
+constexpr UnarySpec kErf = unary_spec<kernels::Erf>("erf", OpKind::erf, UnaryOp::erf);
+constexpr UnarySpec kSoftplus = unary_spec<kernels::Softplus>("softplus", OpKind::softplus, UnaryOp::softplus);
+constexpr UnarySpec kHardswish = unary_spec<kernels::Hardswish>("hardswish", OpKind::hardswish, UnaryOp::hardswish);
+constexpr UnarySpec kMish = unary_spec<kernels::Mish>("mish", OpKind::mish, UnaryOp::mish);
+constexpr UnarySpec kGeluTanh = unary_spec<kernels::GeluTanh>("gelu", OpKind::gelu, UnaryOp::gelu_tanh);
 
 }  // namespace
 
