@@ -17,6 +17,7 @@
 // for both paths.
 #include "mixgrad/ops/elementwise.hpp"
 
+#include <array>
 #include <cmath>
 
 #include "backend/elementwise.hpp"
@@ -283,29 +284,21 @@ Tensor unary(const UnarySpec& s, const Tensor& x_in, const UnaryParams& params =
   return out;
 }
 
-constexpr UnarySpec kNeg = unary_spec<kernels::Neg>("neg", OpKind::neg, UnaryOp::neg);
-constexpr UnarySpec kExp = unary_spec<kernels::Exp>("exp", OpKind::exp, UnaryOp::exp);
-constexpr UnarySpec kLog = unary_spec<kernels::Log>("log", OpKind::log, UnaryOp::log);
-constexpr UnarySpec kSqrt = unary_spec<kernels::Sqrt>("sqrt", OpKind::sqrt, UnaryOp::sqrt);
-constexpr UnarySpec kRsqrt = unary_spec<kernels::Rsqrt>("rsqrt", OpKind::rsqrt, UnaryOp::rsqrt);
-constexpr UnarySpec kAbs = unary_spec<kernels::Abs>("abs", OpKind::abs, UnaryOp::abs);
-constexpr UnarySpec kClamp = unary_spec<kernels::Clamp>("clamp", OpKind::clamp, UnaryOp::clamp);
-constexpr UnarySpec kRelu = unary_spec<kernels::Relu>("relu", OpKind::relu, UnaryOp::relu);
-constexpr UnarySpec kLeakyRelu = unary_spec<kernels::LeakyRelu>("leaky_relu", OpKind::leaky_relu, UnaryOp::leaky_relu);
-constexpr UnarySpec kGelu = unary_spec<kernels::Gelu>("gelu", OpKind::gelu, UnaryOp::gelu);
-constexpr UnarySpec kSigmoid = unary_spec<kernels::Sigmoid>("sigmoid", OpKind::sigmoid, UnaryOp::sigmoid);
-constexpr UnarySpec kTanh = unary_spec<kernels::Tanh>("tanh", OpKind::tanh, UnaryOp::tanh);
-constexpr UnarySpec kSilu = unary_spec<kernels::Silu>("silu", OpKind::silu, UnaryOp::silu);
-constexpr UnarySpec kSin = unary_spec<kernels::Sin>("sin", OpKind::sin, UnaryOp::sin);
-constexpr UnarySpec kCos = unary_spec<kernels::Cos>("cos", OpKind::cos, UnaryOp::cos);
-constexpr UnarySpec kTan = unary_spec<kernels::Tan>("tan", OpKind::tan, UnaryOp::tan);
-constexpr UnarySpec kLog1p = unary_spec<kernels::Log1p>("log1p", OpKind::log1p, UnaryOp::log1p);
-constexpr UnarySpec kExpm1 = unary_spec<kernels::Expm1>("expm1", OpKind::expm1, UnaryOp::expm1);
-constexpr UnarySpec kErf = unary_spec<kernels::Erf>("erf", OpKind::erf, UnaryOp::erf);
-constexpr UnarySpec kSoftplus = unary_spec<kernels::Softplus>("softplus", OpKind::softplus, UnaryOp::softplus);
-constexpr UnarySpec kHardswish = unary_spec<kernels::Hardswish>("hardswish", OpKind::hardswish, UnaryOp::hardswish);
-constexpr UnarySpec kMish = unary_spec<kernels::Mish>("mish", OpKind::mish, UnaryOp::mish);
-constexpr UnarySpec kGeluTanh = unary_spec<kernels::GeluTanh>("gelu", OpKind::gelu, UnaryOp::gelu_tanh);
+/// Every UnaryOp's spec, in the enum's order: generated from unary_ops.def.
+/// A second kernel of an op (gelu_tanh) is named and autocast as that op.
+constexpr std::array kUnarySpecs{
+#define MIXGRAD_UNARY_OP(name, functor, definition, cpu, cuda) \
+  unary_spec<kernels::functor>(#name, OpKind::name, UnaryOp::name),
+#define MIXGRAD_UNARY_KERNEL(name, op, functor) unary_spec<kernels::functor>(#op, OpKind::op, UnaryOp::name),
+#include "core/unary_ops.def"
+#undef MIXGRAD_UNARY_OP
+#undef MIXGRAD_UNARY_KERNEL
+};
+static_assert(kUnarySpecs.size() == static_cast<size_t>(UnaryOp::kCount), "one spec per UnaryOp");
+
+Tensor unary(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) {
+  return unary(kUnarySpecs[static_cast<size_t>(op)], x, params);
+}
 
 }  // namespace
 
@@ -532,47 +525,40 @@ Tensor ge(const Tensor& a, double b) { return compare("ge", CompareOp::ge, a, b)
 
 // ---- unary ops -------------------------------------------------------------------
 
-Tensor neg(const Tensor& x) { return unary(kNeg, x); }
-Tensor exp(const Tensor& x) { return unary(kExp, x); }
-Tensor log(const Tensor& x) { return unary(kLog, x); }
-Tensor sqrt(const Tensor& x) { return unary(kSqrt, x); }
-Tensor rsqrt(const Tensor& x) { return unary(kRsqrt, x); }
-Tensor abs(const Tensor& x) { return unary(kAbs, x); }
+// F::name(x) of each unary_ops.def line marked `generated`; the `written` ones follow.
+#define MIXGRAD_UNARY_DEFINE_generated(name) \
+  Tensor name(const Tensor& x) { return unary(UnaryOp::name, x); }
+#define MIXGRAD_UNARY_DEFINE_written(name)
+#define MIXGRAD_UNARY_OP(name, functor, definition, cpu, cuda) MIXGRAD_UNARY_DEFINE_##definition(name)
+#define MIXGRAD_UNARY_KERNEL(name, op, functor)
+#include "core/unary_ops.def"
+#undef MIXGRAD_UNARY_OP
+#undef MIXGRAD_UNARY_KERNEL
+#undef MIXGRAD_UNARY_DEFINE_generated
+#undef MIXGRAD_UNARY_DEFINE_written
 
 Tensor clamp(const Tensor& x, double lo, double hi) {
   if (!(lo <= hi))
     throw ValueError("clamp: lower bound " + std::to_string(lo) + " is not <= upper bound " + std::to_string(hi) +
                      " (for " + (x.defined() ? ops::describe(x) : std::string("undefined")) + ")");
-  return unary(kClamp, x, {.alpha = lo, .beta = hi});
+  return unary(UnaryOp::clamp, x, {.alpha = lo, .beta = hi});
 }
 
-Tensor relu(const Tensor& x) { return unary(kRelu, x); }
-Tensor leaky_relu(const Tensor& x, double negative_slope) { return unary(kLeakyRelu, x, {.alpha = negative_slope}); }
-Tensor gelu(const Tensor& x) { return unary(kGelu, x); }
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  return unary(UnaryOp::leaky_relu, x, {.alpha = negative_slope});
+}
 
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
-  return approximate == GeluApproximation::tanh ? unary(kGeluTanh, x) : unary(kGelu, x);
+  return unary(approximate == GeluApproximation::tanh ? UnaryOp::gelu_tanh : UnaryOp::gelu, x);
 }
-Tensor sigmoid(const Tensor& x) { return unary(kSigmoid, x); }
-Tensor tanh(const Tensor& x) { return unary(kTanh, x); }
-Tensor silu(const Tensor& x) { return unary(kSilu, x); }
-Tensor sin(const Tensor& x) { return unary(kSin, x); }
-Tensor cos(const Tensor& x) { return unary(kCos, x); }
-Tensor tan(const Tensor& x) { return unary(kTan, x); }
-Tensor log1p(const Tensor& x) { return unary(kLog1p, x); }
-Tensor expm1(const Tensor& x) { return unary(kExpm1, x); }
-Tensor erf(const Tensor& x) { return unary(kErf, x); }
 
 Tensor softplus(const Tensor& x, double beta, double threshold) {
   if (!std::isfinite(beta) || beta == 0.0 || std::isnan(threshold))
     throw ValueError("softplus: beta must be finite and nonzero and threshold not NaN, got beta=" +
                      std::to_string(beta) + " threshold=" + std::to_string(threshold) + " (for " +
                      (x.defined() ? ops::describe(x) : std::string("undefined")) + ")");
-  return unary(kSoftplus, x, {.alpha = beta, .beta = threshold});
+  return unary(UnaryOp::softplus, x, {.alpha = beta, .beta = threshold});
 }
-
-Tensor hardswish(const Tensor& x) { return unary(kHardswish, x); }
-Tensor mish(const Tensor& x) { return unary(kMish, x); }
 
 }  // namespace mixgrad::F
 
