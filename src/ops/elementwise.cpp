@@ -300,6 +300,15 @@ Tensor unary(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) {
   return unary(kUnarySpecs[static_cast<size_t>(op)], x, params);
 }
 
+/// An op taking bounds lo <= hi (clamp), passed as the functor's alpha and beta.
+Tensor bounded(UnaryOp op, const Tensor& x, double lo, double hi) {
+  if (!(lo <= hi))
+    throw ValueError(std::string(kUnarySpecs[static_cast<size_t>(op)].name) + ": lower bound " +
+                     std::to_string(lo) + " is not <= upper bound " + std::to_string(hi) + " (for " +
+                     (x.defined() ? ops::describe(x) : std::string("undefined")) + ")");
+  return unary(op, x, {.alpha = lo, .beta = hi});
+}
+
 }  // namespace
 
 // ---- binary ops --------------------------------------------------------------
@@ -525,9 +534,12 @@ Tensor ge(const Tensor& a, double b) { return compare("ge", CompareOp::ge, a, b)
 
 // ---- unary ops -------------------------------------------------------------------
 
-// F::name(x) of each unary_ops.def line marked `generated`; the `written` ones follow.
+// The F:: functions of the unary_ops.def lines marked `generated` and
+// `bounds`; the `written` ones follow.
 #define MIXGRAD_UNARY_DEFINE_generated(name) \
   Tensor name(const Tensor& x) { return unary(UnaryOp::name, x); }
+#define MIXGRAD_UNARY_DEFINE_bounds(name) \
+  Tensor name(const Tensor& x, double lo, double hi) { return bounded(UnaryOp::name, x, lo, hi); }
 #define MIXGRAD_UNARY_DEFINE_written(name)
 #define MIXGRAD_UNARY_OP(name, functor, definition, cpu, cuda) MIXGRAD_UNARY_DEFINE_##definition(name)
 #define MIXGRAD_UNARY_KERNEL(name, op, functor)
@@ -535,14 +547,8 @@ Tensor ge(const Tensor& a, double b) { return compare("ge", CompareOp::ge, a, b)
 #undef MIXGRAD_UNARY_OP
 #undef MIXGRAD_UNARY_KERNEL
 #undef MIXGRAD_UNARY_DEFINE_generated
+#undef MIXGRAD_UNARY_DEFINE_bounds
 #undef MIXGRAD_UNARY_DEFINE_written
-
-Tensor clamp(const Tensor& x, double lo, double hi) {
-  if (!(lo <= hi))
-    throw ValueError("clamp: lower bound " + std::to_string(lo) + " is not <= upper bound " + std::to_string(hi) +
-                     " (for " + (x.defined() ? ops::describe(x) : std::string("undefined")) + ")");
-  return unary(UnaryOp::clamp, x, {.alpha = lo, .beta = hi});
-}
 
 Tensor leaky_relu(const Tensor& x, double negative_slope) {
   return unary(UnaryOp::leaky_relu, x, {.alpha = negative_slope});
