@@ -376,4 +376,21 @@ struct GeluTanh {
   }
 };
 
+// PyTorch's hardtanh: x clamped to [lo, hi] (alpha, beta); NaN stays NaN.
+// The gradient is g strictly inside (lo, hi) and 0 at and beyond the bounds,
+// as PyTorch's hardtanh_backward (whose scalar form also passes g for NaN).
+template <class C>
+struct Hardtanh {
+  static constexpr bool kIntegers = false;
+  static constexpr Saved kSaved = Saved::input;
+  C lo, hi;
+  MIXGRAD_HOST_DEVICE explicit Hardtanh(const UnaryParams& p)
+      : lo(static_cast<C>(p.alpha)), hi(static_cast<C>(p.beta)) {}
+  MIXGRAD_HOST_DEVICE C operator()(C x) const { return x < lo ? lo : (x > hi ? hi : x); }
+  template <class V>
+  MIXGRAD_HOST_DEVICE V grad(V g, V x) const {
+    return math::select(x <= lo, C(0), math::select(x >= hi, C(0), g));
+  }
+};
+
 }  // namespace mixgrad::kernels
