@@ -93,7 +93,7 @@ std::vector<Tensor> apply(const std::shared_ptr<Function>& fn, const std::vector
 
   for (size_t j = 0; j < outputs.size(); ++j) {
     if (!(*shared_meta)[j].floating) continue;  // indices: no gradient flows through them
-    record_with(in_span, outputs[j], [&] {
+    record_with(OpKind::kCount, in_span, outputs[j], [&] {  // not a table op: the closure names itself
       std::vector<Shape> shapes;
       std::vector<DType> dtypes;
       std::vector<Device> devices;

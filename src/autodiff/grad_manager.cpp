@@ -1,10 +1,7 @@
 #include "mixgrad/autodiff/grad_manager.hpp"
 
-#include <cxxabi.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <mutex>
@@ -252,25 +249,12 @@ void accumulate(std::unordered_map<uint64_t, Tensor>& grads, uint64_t id, Tensor
                    "managers gm1 | gm2 when their gradients are independent)");
 }
 
-// The op a backward closure belongs to, from its type: the closures are
-// lambdas inside the op's function ("mixgrad::F::conv2d(...)::{lambda...}").
-// Only read to name an op in an error.
-std::string op_name_of(const BackwardFn& fn) {
-  const char* mangled = fn.target_type().name();
-  int status = 0;
-  std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(mangled, nullptr, nullptr, &status),
-                                                   std::free);
-  const std::string full = status == 0 && demangled ? std::string(demangled.get()) : std::string(mangled);
-  for (const char* ns : {"mixgrad::F::", "mixgrad::autodiff::", "mixgrad::"}) {
-    size_t pos = full.find(ns);
-    if (pos == std::string::npos) continue;
-    pos += std::string_view(ns).size();
-    const std::string_view anon = "(anonymous namespace)::";
-    if (full.compare(pos, anon.size(), anon) == 0) pos += anon.size();
-    const size_t end = full.find('(', pos);
-    return "F::" + full.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-  }
-  return full.substr(0, 160);
+// The op a node records, for errors: its table name ("F::conv2d"), or the
+// name its closure gave (a user's autodiff::Function).
+std::string op_name_of(const Node& node, const InputGrads& input_grads) {
+  if (input_grads.op()) return std::string("F::") + input_grads.op();
+  if (node.op != OpKind::kCount) return "F::" + std::string(op_name(node.op));
+  return "an op outside the op table";
 }
 
 // Sets up a recorded backward: the thread's recording list becomes the
@@ -318,10 +302,9 @@ class GraphScope {
 [[gnu::noinline]] static void mark_unrecorded(const std::vector<GradManager*>& recorders, const Node& node,
                                               const InputGrads& input_grads) {
   const std::vector<Tensor>& gs = const_cast<InputGrads&>(input_grads).grads();
-  std::string name = input_grads.op() ? std::string("F::") + input_grads.op() : std::string();
+  const std::string name = op_name_of(node, input_grads);
   for (size_t i = 0; i < gs.size(); ++i) {
     if (!gs[i].defined() || !node.needs[i]) continue;
-    if (name.empty()) name = op_name_of(node.backward);
     for (GradManager* m : recorders) {
       auto& ms = TapeAccess::state(m);
       if (!ms.recording) continue;

@@ -20,9 +20,13 @@ namespace mixgrad::backend {
 
 using kernels::UnaryParams;
 
+/// The unary kernels, in the order of core/unary_ops.def.
 enum class UnaryOp : uint8_t {
-  neg, exp, log, sqrt, rsqrt, abs, clamp, relu, leaky_relu, gelu, sigmoid, tanh, silu,
-  sin, cos, tan, log1p, expm1, erf, softplus, hardswish, mish, gelu_tanh,
+#define MIXGRAD_UNARY_OP(name, functor, definition, cpu, cuda) name,
+#define MIXGRAD_UNARY_KERNEL(name, op, functor) name,
+#include "core/unary_ops.def"
+#undef MIXGRAD_UNARY_OP
+#undef MIXGRAD_UNARY_KERNEL
   kCount
 };
 enum class BinaryOp : uint8_t { add, sub, mul, div, pow, maximum, minimum, kCount };

@@ -1,8 +1,9 @@
-// Which shared functor (src/kernels/) computes each elementwise op, listed
-// once in the order of backend/elementwise.hpp's enums. The CPU and the CUDA
-// backend build their dispatch tables from these lists, each with its own
-// kernel templates, so adding an op is one line here (and a compile error in
-// each backend until the enum and this list agree):
+// Which shared functor (src/kernels/) computes each elementwise op, in the
+// order of backend/elementwise.hpp's enums. The CPU and the CUDA backend
+// build their dispatch tables from these lists, each with its own kernel
+// templates. The unary list is generated from core/unary_ops.def, as the
+// UnaryOp enum is, so adding a unary op is one line there; the binary lists
+// are written here (a compile error in each backend until enum and list agree):
 //
 //   template <template <class> class F> struct Forward { static constexpr UnaryFn fn = &unary_kernel<F>; };
 //   constexpr auto kUnary = elementwise_tables::unary<Forward>();
@@ -28,11 +29,11 @@ template <template <template <class> class> class Entry>
 constexpr auto unary() {
   using namespace kernels;
   constexpr std::array table{
-      Entry<Neg>::fn,  Entry<Exp>::fn,     Entry<Log>::fn,       Entry<Sqrt>::fn,   Entry<Rsqrt>::fn,
-      Entry<Abs>::fn,  Entry<Clamp>::fn,   Entry<Relu>::fn,      Entry<LeakyRelu>::fn, Entry<Gelu>::fn,
-      Entry<Sigmoid>::fn, Entry<Tanh>::fn, Entry<Silu>::fn,      Entry<Sin>::fn,    Entry<Cos>::fn,
-      Entry<Tan>::fn,  Entry<Log1p>::fn,   Entry<Expm1>::fn,     Entry<Erf>::fn,    Entry<Softplus>::fn,
-      Entry<Hardswish>::fn, Entry<Mish>::fn, Entry<GeluTanh>::fn,
+#define MIXGRAD_UNARY_OP(name, functor, definition, cpu, cuda) Entry<functor>::fn,
+#define MIXGRAD_UNARY_KERNEL(name, op, functor) Entry<functor>::fn,
+#include "core/unary_ops.def"
+#undef MIXGRAD_UNARY_OP
+#undef MIXGRAD_UNARY_KERNEL
   };
   static_assert(one_per_op<UnaryOp, table.size()>(), "one functor per UnaryOp, in its order");
   return table;

@@ -1,11 +1,13 @@
-// The op table as code: OpKind, op names, op families and the autocast cast
-// policy per device type, all generated from the one list in op_table.def.
+// The op table as code: OpKind, op names, op families, whether each op's
+// gradient is differentiable again and the autocast cast policy per device
+// type, all generated from the one list in op_table.def (and unary_ops.def).
 // It sits in core/ so that amp/ (which applies the policy) and ops/ (which
 // names its op when it asks) both see it without amp/ including ops/.
 //
 //   mg::op_name(mg::OpKind::conv2d);                                 // "conv2d"
 //   mg::amp::cast_policy(mg::OpKind::sum, mg::DeviceType::cuda);     // CastPolicy::high
 //   mg::op_from_name("conv2d");                                      // OpKind::conv2d
+//   mg::op_gradient(mg::OpKind::argmax);                             // OpGradient::none
 #pragma once
 
 #include <array>
@@ -20,7 +22,7 @@ namespace mixgrad {
 
 /// Every user-visible op, in the order of op_table.def.
 enum class OpKind : uint16_t {
-#define MIXGRAD_OP(name, family, cpu, cuda) name,
+#define MIXGRAD_OP(name, family, gradient, cpu, cuda) name,
 #include "core/op_table.def"
 #undef MIXGRAD_OP
   kCount
@@ -30,6 +32,14 @@ inline constexpr std::size_t kOpCount = static_cast<std::size_t>(OpKind::kCount)
 
 /// The group an op belongs to; the op registry's cases files follow it.
 enum class OpFamily : uint8_t { elementwise, reduction, linalg, nn, loss, indexing, view, shape, resize };
+
+/// Whether an op has a gradient, and whether that gradient is differentiable
+/// again (docs/autodiff.md, "Twice differentiable ops").
+enum class OpGradient : uint8_t {
+  twice,  // the backward records itself under create_graph
+  once,   // a gradient, but a backward through it throws StateError
+  none,   // no gradient (comparisons, argmax)
+};
 
 namespace amp {
 
@@ -48,13 +58,14 @@ namespace op_table_detail {
 struct Row {
   std::string_view name;
   OpFamily family;
+  OpGradient gradient;
   amp::CastPolicy cpu;
   amp::CastPolicy cuda;
 };
 
 inline constexpr std::array<Row, kOpCount> kRows = {{
-#define MIXGRAD_OP(name, family, cpu, cuda) \
-  {#name, OpFamily::family, amp::CastPolicy::cpu, amp::CastPolicy::cuda},
+#define MIXGRAD_OP(name, family, gradient, cpu, cuda) \
+  {#name, OpFamily::family, OpGradient::gradient, amp::CastPolicy::cpu, amp::CastPolicy::cuda},
 #include "core/op_table.def"
 #undef MIXGRAD_OP
 }};
@@ -66,6 +77,11 @@ constexpr std::string_view op_name(OpKind op) { return op_table_detail::kRows[st
 
 /// The op's family.
 constexpr OpFamily op_family(OpKind op) { return op_table_detail::kRows[static_cast<std::size_t>(op)].family; }
+
+/// Whether the op has a gradient and whether it is differentiable again.
+constexpr OpGradient op_gradient(OpKind op) {
+  return op_table_detail::kRows[static_cast<std::size_t>(op)].gradient;
+}
 
 /// The op named `name`, if the table has one.
 constexpr std::optional<OpKind> op_from_name(std::string_view name) {

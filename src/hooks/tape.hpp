@@ -4,7 +4,7 @@
 // it, so no include runs from ops up to autodiff.
 //
 //   Tensor out = ...forward...;
-//   autodiff::record({&a, &b}, out, [a, b](const Tensor& g, autodiff::InputGrads& gi) {
+//   autodiff::record(OpKind::mul, {&a, &b}, out, [a, b](const Tensor& g, autodiff::InputGrads& gi) {
 //     if (gi.needs(0)) gi.set(0, g * b);
 //     if (gi.needs(1)) gi.set(1, g * a);
 //   });
@@ -19,6 +19,7 @@
 #include <span>
 #include <vector>
 
+#include "core/op_table.hpp"
 #include "mixgrad/tensor.hpp"
 
 namespace mixgrad::autodiff {
@@ -54,8 +55,8 @@ class InputGrads {
   }
   /// Whether the closure asked create_graph() (read by the walk).
   bool asked() const { return asked_; }
-  /// Names the op for errors about this backward ("max_pool1d"), where the
-  /// closure serves several ops and its type names only the helper it sits in.
+  /// Names the op for errors about this backward where its node's OpKind
+  /// does not (a user's autodiff::Function, recorded as OpKind::kCount).
   void name_op(const char* op) { op_ = op; }
   /// The name given by name_op, or nullptr.
   const char* op() const { return op_; }
@@ -70,8 +71,11 @@ class InputGrads {
 
 using BackwardFn = std::function<void(const Tensor& grad_output, InputGrads& grads)>;
 
-/// One recorded op: which tensors went in, which came out, how to go back.
+/// One recorded op: which op, which tensors went in, which came out, how to
+/// go back. `op` names it in errors; OpKind::kCount for an op outside the
+/// table (a user's autodiff::Function, whose closure names itself).
 struct Node {
+  OpKind op = OpKind::kCount;
   std::vector<uint64_t> input_ids;
   std::vector<DType> input_dtypes;
   std::vector<Shape> input_shapes;
@@ -102,7 +106,7 @@ inline bool is_recording() { return !detail::recording_managers().empty() && det
 /// Writes `out = op(inputs)` onto the tape of every recording manager that
 /// tracks one of the inputs. `make_backward()` is called only then.
 template <class MakeBackward>
-void record_with(std::span<const Tensor* const> inputs, const Tensor& out, MakeBackward&& make_backward) {
+void record_with(OpKind op, std::span<const Tensor* const> inputs, const Tensor& out, MakeBackward&& make_backward) {
   if (!is_recording()) return;
   auto& managers = detail::recording_managers();
   std::vector<bool> needs(inputs.size(), false);
@@ -112,6 +116,7 @@ void record_with(std::span<const Tensor* const> inputs, const Tensor& out, MakeB
       if (inputs[i]->defined() && detail::tracks(gm, inputs[i]->id())) needs[i] = any = true;
   if (!any) return;
   auto node = std::make_shared<Node>();
+  node->op = op;
   node->input_ids.reserve(inputs.size());
   for (const Tensor* t : inputs) {
     node->input_ids.push_back(t->defined() ? t->id() : 0);
@@ -133,9 +138,9 @@ void record_with(std::span<const Tensor* const> inputs, const Tensor& out, MakeB
 
 /// As record_with, for a closure that is cheap to build.
 template <class Fn>
-void record(std::initializer_list<const Tensor*> inputs, const Tensor& out, Fn&& backward) {
+void record(OpKind op, std::initializer_list<const Tensor*> inputs, const Tensor& out, Fn&& backward) {
   if (!is_recording()) return;
-  record_with(std::span<const Tensor* const>(inputs.begin(), inputs.size()), out,
+  record_with(op, std::span<const Tensor* const>(inputs.begin(), inputs.size()), out,
               [&] { return BackwardFn(std::forward<Fn>(backward)); });
 }
 

@@ -250,9 +250,8 @@ std::optional<Tensor> fused_attention(const Tensor& q, const Tensor& k, const Te
   if (!backend::attention_forward(a, saved)) return std::nullopt;
   const Tensor out = saved.out;
   const Tensor& mask = o.attn_mask;
-  ops::record_lazy({&q, &k, &v, &mask}, out, [&] {
+  ops::record_lazy(OpKind::scaled_dot_product_attention, {&q, &k, &v, &mask}, out, [&] {
     return [a, saved, q, k, v, g, o](const Tensor& grad, autodiff::InputGrads& gi) {
-      gi.name_op(kOp);
       if (gi.create_graph() || gi.needs(3)) return composed_grads(q, k, v, g, o, grad, gi);
       backend::AttentionGrads grads;
       if (gi.needs(0)) grads.q = empty(q.shape(), q.dtype(), q.device());

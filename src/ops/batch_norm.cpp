@@ -126,7 +126,7 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
     running_var.bump_version();
   }
 
-  autodiff::record({&x, &weight, &bias}, y,
+  autodiff::record(OpKind::batch_norm, {&x, &weight, &bias}, y,
                    [x, weight, xc, w, mean, var, training = o.training, eps = o.eps,
                     w_dtype = weight.defined() ? weight.dtype() : stats,
                     b_dtype = bias.defined() ? bias.dtype() : stats](const Tensor& g_in, autodiff::InputGrads& gi) {

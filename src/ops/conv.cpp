@@ -91,7 +91,7 @@ Tensor conv_part(ConvPart part, const Tensor& a, const Tensor& b, const ConvGeom
     case ConvPart::data: backend::conv2d_backward_data(ac, bc, out, geo.p); break;
     case ConvPart::weights: backend::conv2d_backward_weights(ac, bc, out, Tensor(), geo.p); break;
   }
-  autodiff::record({&a, &b}, out, [part, a, b, geo](const Tensor& gg, autodiff::InputGrads& gi) {
+  autodiff::record(OpKind::conv2d, {&a, &b}, out, [part, a, b, geo](const Tensor& gg, autodiff::InputGrads& gi) {
     (void)gi.create_graph();  // runs conv_part: recorded as any op
     // <gg, part(a, b)> rewritten as <., a> and <., b> (see above).
     switch (part) {
@@ -131,7 +131,7 @@ Tensor run_conv(OpKind op, const char* name, const Tensor& x_in, const Tensor& w
   Tensor y = empty(s.y, x.dtype(), x.device());
   backend::conv2d_forward(xc, wc, bc, as_shape(y, s.y4), p);
 
-  autodiff::record({&x, &w, &b}, y, [x, w, xc, wc, p, x_shape = x.shape(), w_shape = w.shape(), y4 = s.y4,
+  autodiff::record(op, {&x, &w, &b}, y, [x, w, xc, wc, p, x_shape = x.shape(), w_shape = w.shape(), y4 = s.y4,
                                      b_dtype = b.defined() ? b.dtype() : x.dtype()](const Tensor& g_in,
                                                                                    autodiff::InputGrads& gi) {
     if (gi.create_graph()) {
@@ -303,7 +303,7 @@ Tensor conv_transpose2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_
     backend::binary(backend::BinaryOp::add, y, as_shape(bc, Shape{1, out_ch, 1, 1}), y);
   }
 
-  autodiff::record({&x, &w, &b}, y, [x, w, xc, wc, p, b_dtype = b.defined() ? b.dtype() : x.dtype()](
+  autodiff::record(OpKind::conv_transpose2d, {&x, &w, &b}, y, [x, w, xc, wc, p, b_dtype = b.defined() ? b.dtype() : x.dtype()](
                                         const Tensor& g_in, autodiff::InputGrads& gi) {
     if (gi.create_graph()) {
       // This op is conv2d's data part in the geometry mapping g's shape to x's.

@@ -12,9 +12,12 @@
 // runs inside an autocast scope. When the backward is itself recorded
 // (gi.create_graph(): higher-order gradients) they take a second path written
 // with F:: ops on the saved tensors, so every gradient here is differentiable
-// again; the walk turns autocast off for it.
+// again; the walk turns autocast off for it. A unary op's second path is its
+// functor's own derivative run on Tensors (kernels/unary.hpp): one formula
+// for both paths.
 #include "mixgrad/ops/elementwise.hpp"
 
+#include <array>
 #include <cmath>
 
 #include "backend/elementwise.hpp"
@@ -24,6 +27,24 @@
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/op_support.hpp"
 #include "ops/untracked_copy.hpp"
+
+// The functions of kernels::math on Tensors: the unary ops' derivatives
+// (kernels/unary.hpp) run on these in a recorded backward, so each step is a
+// recorded F:: op and the gradient is differentiable again.
+namespace mixgrad::kernels::math {
+template <>
+struct TensorOps<Tensor> {
+  static Tensor select(const Tensor& cond, const Tensor& a, const Tensor& b) { return F::where(cond, a, b); }
+  static Tensor select(const Tensor& cond, const Tensor& a, double b) { return F::where(cond, a, full_like(a, b)); }
+  static Tensor select(const Tensor& cond, double a, const Tensor& b) { return F::where(cond, full_like(b, a), b); }
+  static Tensor exp(const Tensor& x) { return F::exp(x); }
+  static Tensor erf(const Tensor& x) { return F::erf(x); }
+  static Tensor sin(const Tensor& x) { return F::sin(x); }
+  static Tensor cos(const Tensor& x) { return F::cos(x); }
+  static Tensor tanh(const Tensor& x) { return F::tanh(x); }
+  static Tensor sigmoid(const Tensor& x) { return F::sigmoid(x); }
+};
+}  // namespace mixgrad::kernels::math
 
 namespace mixgrad::F {
 
@@ -36,6 +57,7 @@ using backend::CompareOp;
 using backend::Operand;
 using backend::UnaryOp;
 using backend::UnaryParams;
+using kernels::Saved;
 
 /// Which dtypes an op takes.
 enum class Accepts : uint8_t {
@@ -43,9 +65,6 @@ enum class Accepts : uint8_t {
   numeric,   // and int8, uint8, int32, int64
   any,       // and bool
 };
-
-/// Which tensor a unary op's backward keeps.
-enum class Saved : uint8_t { nothing, input, output };
 
 bool accepted(DType t, Accepts accepts) {
   return is_floating_point(t) || accepts == Accepts::any || (accepts == Accepts::numeric && t != DType::bool_);
@@ -164,7 +183,7 @@ Tensor forward(BinaryOp op, const BinaryInputs& in) {
 Tensor max_min(const BinarySpec& s, BinaryOp op, BinaryGradOp grad_op, const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(s, a, b);
   Tensor out = forward(op, in);
-  ops::record_lazy({&in.a, &in.b}, out, [&] {
+  ops::record_lazy(s.kind, {&in.a, &in.b}, out, [&] {
     return [a = in.a, b = in.b, grad_op](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, a.dtype());
       if (gi.create_graph()) {
@@ -184,7 +203,7 @@ Tensor max_min(const BinarySpec& s, BinaryOp op, BinaryGradOp grad_op, const Ten
 Tensor max_min(const BinarySpec& s, BinaryOp op, BinaryGradOp grad_op, const Tensor& a, double b) {
   const Tensor x = prepare(s, a);
   Tensor out = run_binary(op, x, b, x.shape(), x.dtype(), x.device());
-  ops::record_lazy({&x}, out, [&] {
+  ops::record_lazy(s.kind, {&x}, out, [&] {
     return [x, b, grad_op](const Tensor& g, InputGrads& gi) {
       if (gi.create_graph()) {
         const bool is_max = grad_op == BinaryGradOp::maximum;
@@ -215,66 +234,30 @@ Tensor compare(const char* name, CompareOp op, const Tensor& a, double b) {
 
 // ---- unary -----------------------------------------------------------------
 
+/// A recorded backward's gradient of a unary op: its functor's derivative
+/// on Tensors (see kernels/unary.hpp), each operation a recorded F:: op.
+using RecordedGrad = Tensor (*)(const Tensor& g, const Tensor& saved, const UnaryParams& params);
+
+template <template <class> class Fn>
+Tensor recorded_grad(const Tensor& g, const Tensor& saved, const UnaryParams& params) {
+  return kernels::make_unary<Fn, double>(params).grad(g, saved);
+}
+
 struct UnarySpec {
   const char* name;
   OpKind kind;
   UnaryOp op;
   Saved saved;
   Accepts accepts;
+  RecordedGrad grad;
 };
 
-/// The derivative of a unary op times g, as tracked F:: ops on the saved
-/// tensor (x or y, as the spec saves it); the kernels' conventions at kinks.
-Tensor unary_grad_graph(UnaryOp op, const Tensor& g, const Tensor& s, const UnaryParams& p) {
-  constexpr double kInvSqrt2 = 0.70710678118654752440, kInvSqrt2Pi = 0.39894228040143267794;
-  constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
-  switch (op) {
-    case UnaryOp::neg: return neg(g);
-    case UnaryOp::exp: return mul(g, s);
-    case UnaryOp::log: return div(g, s);
-    case UnaryOp::sqrt: return div(mul(g, 0.5), s);
-    case UnaryOp::rsqrt: return mul(mul(g, -0.5), mul(mul(s, s), s));
-    case UnaryOp::abs: return where(gt(s, 0.0), g, masked(lt(s, 0.0), neg(g)));
-    case UnaryOp::clamp: return masked(ge(s, p.alpha), masked(le(s, p.beta), g));
-    case UnaryOp::relu: return masked(gt(s, 0.0), g);
-    case UnaryOp::leaky_relu: return where(gt(s, 0.0), g, mul(g, p.alpha));
-    case UnaryOp::gelu: {
-      const Tensor cdf = mul(add(erf(mul(s, kInvSqrt2)), 1.0), 0.5);
-      const Tensor pdf = mul(exp(mul(mul(s, s), -0.5)), kInvSqrt2Pi);
-      return mul(g, add(cdf, mul(s, pdf)));
-    }
-    case UnaryOp::sigmoid: return mul(g, mul(s, sub(1.0, s)));
-    case UnaryOp::tanh: return mul(g, sub(1.0, mul(s, s)));
-    case UnaryOp::silu: {
-      const Tensor sg = sigmoid(s);
-      return mul(g, mul(sg, add(mul(s, sub(1.0, sg)), 1.0)));
-    }
-    case UnaryOp::sin: return mul(g, cos(s));
-    case UnaryOp::cos: return neg(mul(g, sin(s)));
-    case UnaryOp::tan: return mul(g, add(mul(s, s), 1.0));
-    case UnaryOp::log1p: return div(g, add(s, 1.0));
-    case UnaryOp::expm1: return mul(g, add(s, 1.0));
-    case UnaryOp::erf: return mul(g, mul(exp(neg(mul(s, s))), kTwoOverSqrtPi));
-    case UnaryOp::softplus: {
-      const Tensor bx = mul(s, p.alpha);
-      return where(gt(bx, p.beta), g, mul(g, sigmoid(bx)));
-    }
-    case UnaryOp::hardswish:
-      return masked(ge(s, -3.0), where(le(s, 3.0), mul(g, add(div(s, 3.0), 0.5)), g));
-    case UnaryOp::mish: {
-      const Tensor t = tanh(softplus(s));
-      const Tensor soft = mul(g, add(t, mul(mul(s, sigmoid(s)), sub(1.0, mul(t, t)))));
-      return where(gt(s, 20.0), g, soft);
-    }
-    case UnaryOp::gelu_tanh: {
-      constexpr double k = 0.79788456080286535588, c = 0.044715;
-      const Tensor t = tanh(mul(add(s, mul(mul(mul(s, s), s), c)), k));
-      const Tensor du = mul(add(mul(mul(s, s), 3 * c), 1.0), k);
-      return mul(g, add(mul(add(t, 1.0), 0.5), mul(mul(mul(s, 0.5), sub(1.0, mul(t, t))), du)));
-    }
-    case UnaryOp::kCount: break;
-  }
-  throw Error("unary: internal error: no recorded gradient for this op");
+/// The spec of the op `kind` (kernel `op`), computed by functor Fn.
+template <template <class> class Fn>
+constexpr UnarySpec unary_spec(const char* name, OpKind kind, UnaryOp op) {
+  using Functor = Fn<double>;
+  const Accepts accepts = Functor::kIntegers ? Accepts::numeric : Accepts::floating;
+  return {name, kind, op, Functor::kSaved, accepts, &recorded_grad<Fn>};
 }
 
 Tensor unary(const UnarySpec& s, const Tensor& x_in, const UnaryParams& params = {}) {
@@ -284,12 +267,12 @@ Tensor unary(const UnarySpec& s, const Tensor& x_in, const UnaryParams& params =
   amp::autocast_inputs(s.kind, {&x});
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   backend::unary(s.op, x, out, params);
-  ops::record_lazy({&x}, out, [&] {
+  ops::record_lazy(s.kind, {&x}, out, [&] {
     // Keep only the tensor the derivative reads; `nothing` (neg) reads g.
     Tensor saved = s.saved == Saved::output ? out : (s.saved == Saved::input ? x : Tensor());
-    return [op = s.op, saved = std::move(saved), params](const Tensor& g_in, InputGrads& gi) {
+    return [op = s.op, grad = s.grad, saved = std::move(saved), params](const Tensor& g_in, InputGrads& gi) {
       if (gi.create_graph()) {
-        gi.set(0, unary_grad_graph(op, g_in, saved, params));
+        gi.set(0, grad(g_in, saved, params));
         return;
       }
       const Tensor g = saved.defined() ? ops::in_dtype(g_in, saved.dtype()) : g_in;
@@ -301,29 +284,30 @@ Tensor unary(const UnarySpec& s, const Tensor& x_in, const UnaryParams& params =
   return out;
 }
 
-constexpr UnarySpec kNeg{"neg", OpKind::neg, UnaryOp::neg, Saved::nothing, Accepts::numeric};
-constexpr UnarySpec kExp{"exp", OpKind::exp, UnaryOp::exp, Saved::output, Accepts::floating};
-constexpr UnarySpec kLog{"log", OpKind::log, UnaryOp::log, Saved::input, Accepts::floating};
-constexpr UnarySpec kSqrt{"sqrt", OpKind::sqrt, UnaryOp::sqrt, Saved::output, Accepts::floating};
-constexpr UnarySpec kRsqrt{"rsqrt", OpKind::rsqrt, UnaryOp::rsqrt, Saved::output, Accepts::floating};
-constexpr UnarySpec kAbs{"abs", OpKind::abs, UnaryOp::abs, Saved::input, Accepts::numeric};
-constexpr UnarySpec kClamp{"clamp", OpKind::clamp, UnaryOp::clamp, Saved::input, Accepts::numeric};
-constexpr UnarySpec kRelu{"relu", OpKind::relu, UnaryOp::relu, Saved::output, Accepts::numeric};
-constexpr UnarySpec kLeakyRelu{"leaky_relu", OpKind::leaky_relu, UnaryOp::leaky_relu, Saved::input, Accepts::floating};
-constexpr UnarySpec kGelu{"gelu", OpKind::gelu, UnaryOp::gelu, Saved::input, Accepts::floating};
-constexpr UnarySpec kSigmoid{"sigmoid", OpKind::sigmoid, UnaryOp::sigmoid, Saved::output, Accepts::floating};
-constexpr UnarySpec kTanh{"tanh", OpKind::tanh, UnaryOp::tanh, Saved::output, Accepts::floating};
-constexpr UnarySpec kSilu{"silu", OpKind::silu, UnaryOp::silu, Saved::input, Accepts::floating};
-constexpr UnarySpec kSin{"sin", OpKind::sin, UnaryOp::sin, Saved::input, Accepts::floating};
-constexpr UnarySpec kCos{"cos", OpKind::cos, UnaryOp::cos, Saved::input, Accepts::floating};
-constexpr UnarySpec kTan{"tan", OpKind::tan, UnaryOp::tan, Saved::output, Accepts::floating};
-constexpr UnarySpec kLog1p{"log1p", OpKind::log1p, UnaryOp::log1p, Saved::input, Accepts::floating};
-constexpr UnarySpec kExpm1{"expm1", OpKind::expm1, UnaryOp::expm1, Saved::output, Accepts::floating};
-constexpr UnarySpec kErf{"erf", OpKind::erf, UnaryOp::erf, Saved::input, Accepts::floating};
-constexpr UnarySpec kSoftplus{"softplus", OpKind::softplus, UnaryOp::softplus, Saved::input, Accepts::floating};
-constexpr UnarySpec kHardswish{"hardswish", OpKind::hardswish, UnaryOp::hardswish, Saved::input, Accepts::floating};
-constexpr UnarySpec kMish{"mish", OpKind::mish, UnaryOp::mish, Saved::input, Accepts::floating};
-constexpr UnarySpec kGeluTanh{"gelu", OpKind::gelu, UnaryOp::gelu_tanh, Saved::input, Accepts::floating};
+/// Every UnaryOp's spec, in the enum's order: generated from unary_ops.def.
+/// A second kernel of an op (gelu_tanh) is named and autocast as that op.
+constexpr std::array kUnarySpecs{
+#define MIXGRAD_UNARY_OP(name, functor, definition, cpu, cuda) \
+  unary_spec<kernels::functor>(#name, OpKind::name, UnaryOp::name),
+#define MIXGRAD_UNARY_KERNEL(name, op, functor) unary_spec<kernels::functor>(#op, OpKind::op, UnaryOp::name),
+#include "core/unary_ops.def"
+#undef MIXGRAD_UNARY_OP
+#undef MIXGRAD_UNARY_KERNEL
+};
+static_assert(kUnarySpecs.size() == static_cast<size_t>(UnaryOp::kCount), "one spec per UnaryOp");
+
+Tensor unary(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) {
+  return unary(kUnarySpecs[static_cast<size_t>(op)], x, params);
+}
+
+/// An op taking bounds lo <= hi (clamp), passed as the functor's alpha and beta.
+Tensor bounded(UnaryOp op, const Tensor& x, double lo, double hi) {
+  if (!(lo <= hi))
+    throw ValueError(std::string(kUnarySpecs[static_cast<size_t>(op)].name) + ": lower bound " +
+                     std::to_string(lo) + " is not <= upper bound " + std::to_string(hi) + " (for " +
+                     (x.defined() ? ops::describe(x) : std::string("undefined")) + ")");
+  return unary(op, x, {.alpha = lo, .beta = hi});
+}
 
 }  // namespace
 
@@ -332,7 +316,7 @@ constexpr UnarySpec kGeluTanh{"gelu", OpKind::gelu, UnaryOp::gelu_tanh, Saved::i
 Tensor add(const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(kAdd, a, b);
   Tensor out = forward(BinaryOp::add, in);
-  ops::record_lazy({&in.a, &in.b}, out, [&] {
+  ops::record_lazy(OpKind::add, {&in.a, &in.b}, out, [&] {
     return [sa = in.a.shape(), sb = in.b.shape()](const Tensor& g, InputGrads& gi) {
       (void)gi.create_graph();  // sum_to is a tracked op: the same code serves both paths
       if (gi.needs(0)) gi.set(0, sum_to(g, sa));
@@ -345,7 +329,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 Tensor sub(const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(kSub, a, b);
   Tensor out = forward(BinaryOp::sub, in);
-  ops::record_lazy({&in.a, &in.b}, out, [&] {
+  ops::record_lazy(OpKind::sub, {&in.a, &in.b}, out, [&] {
     return [sa = in.a.shape(), sb = in.b.shape()](const Tensor& g, InputGrads& gi) {
       if (gi.needs(0)) gi.set(0, sum_to(g, sa));
       if (gi.needs(1)) gi.set(1, gi.create_graph() ? neg(sum_to(g, sb)) : negated(sum_to(g, sb)));
@@ -357,7 +341,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(kMul, a, b);
   Tensor out = forward(BinaryOp::mul, in);
-  ops::record_lazy({&in.a, &in.b}, out, [&] {
+  ops::record_lazy(OpKind::mul, {&in.a, &in.b}, out, [&] {
     return [a = in.a, b = in.b](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, a.dtype());
       if (gi.create_graph()) {
@@ -375,7 +359,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(kDiv, a, b);
   Tensor out = forward(BinaryOp::div, in);
-  ops::record_lazy({&in.a, &in.b}, out, [&] {
+  ops::record_lazy(OpKind::div, {&in.a, &in.b}, out, [&] {
     return [sa = in.a.shape(), b = in.b, out](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, b.dtype());
       if (gi.create_graph()) {
@@ -393,7 +377,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor pow(const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(kPow, a, b);
   Tensor out = forward(BinaryOp::pow, in);
-  ops::record_lazy({&in.a, &in.b}, out, [&] {
+  ops::record_lazy(OpKind::pow, {&in.a, &in.b}, out, [&] {
     return [a = in.a, b = in.b, out](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, a.dtype());
       if (gi.create_graph()) {
@@ -430,7 +414,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (tb.dtype() != dtype) tb = astype(tb, dtype);
   Tensor out = empty(shape, dtype, ta.device());
   backend::where(cond, ta, tb, out);
-  ops::record_lazy({&ta, &tb}, out, [&] {
+  ops::record_lazy(OpKind::where, {&ta, &tb}, out, [&] {
     return [cond, sa = ta.shape(), sb = tb.shape()](const Tensor& g, InputGrads& gi) {
       if (gi.create_graph()) {
         if (gi.needs(0)) gi.set(0, sum_to(where(cond, g, zeros_like(g)), sa));
@@ -454,7 +438,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 Tensor add(const Tensor& a, double b) {
   const Tensor x = prepare(kAdd, a);
   Tensor out = run_binary(BinaryOp::add, x, b, x.shape(), x.dtype(), x.device());
-  ops::record_lazy({&x}, out, [&] {
+  ops::record_lazy(OpKind::add, {&x}, out, [&] {
     return [](const Tensor& g, InputGrads& gi) {
       (void)gi.create_graph();  // the identity: differentiable as it is
       gi.set(0, g);
@@ -466,7 +450,7 @@ Tensor add(const Tensor& a, double b) {
 Tensor sub(const Tensor& a, double b) {
   const Tensor x = prepare(kSub, a);
   Tensor out = run_binary(BinaryOp::sub, x, b, x.shape(), x.dtype(), x.device());
-  ops::record_lazy({&x}, out, [&] {
+  ops::record_lazy(OpKind::sub, {&x}, out, [&] {
     return [](const Tensor& g, InputGrads& gi) {
       (void)gi.create_graph();  // the identity: differentiable as it is
       gi.set(0, g);
@@ -478,7 +462,7 @@ Tensor sub(const Tensor& a, double b) {
 Tensor sub(double a, const Tensor& b) {
   const Tensor x = prepare(kSub, b);
   Tensor out = run_binary(BinaryOp::sub, a, x, x.shape(), x.dtype(), x.device());
-  ops::record_lazy({&x}, out, [&] {
+  ops::record_lazy(OpKind::sub, {&x}, out, [&] {
     return [](const Tensor& g, InputGrads& gi) { gi.set(0, gi.create_graph() ? neg(g) : negated(g)); };
   });
   return out;
@@ -487,7 +471,7 @@ Tensor sub(double a, const Tensor& b) {
 Tensor mul(const Tensor& a, double b) {
   const Tensor x = prepare(kMul, a);
   Tensor out = run_binary(BinaryOp::mul, x, b, x.shape(), x.dtype(), x.device());
-  ops::record_lazy({&x}, out, [&] {
+  ops::record_lazy(OpKind::mul, {&x}, out, [&] {
     return [b](const Tensor& g, InputGrads& gi) {
       gi.set(0, gi.create_graph() ? mul(g, b) : grad_binary(BinaryOp::mul, g, b));
     };
@@ -498,7 +482,7 @@ Tensor mul(const Tensor& a, double b) {
 Tensor div(const Tensor& a, double b) {
   const Tensor x = prepare(kDiv, a);
   Tensor out = run_binary(BinaryOp::div, x, b, x.shape(), x.dtype(), x.device());
-  ops::record_lazy({&x}, out, [&] {
+  ops::record_lazy(OpKind::div, {&x}, out, [&] {
     return [b](const Tensor& g, InputGrads& gi) {
       gi.set(0, gi.create_graph() ? div(g, b) : grad_binary(BinaryOp::div, g, b));
     };
@@ -509,7 +493,7 @@ Tensor div(const Tensor& a, double b) {
 Tensor div(double a, const Tensor& b) {
   const Tensor x = prepare(kDiv, b);
   Tensor out = run_binary(BinaryOp::div, a, x, x.shape(), x.dtype(), x.device());
-  ops::record_lazy({&x}, out, [&] {
+  ops::record_lazy(OpKind::div, {&x}, out, [&] {
     return [x, out](const Tensor& g, InputGrads& gi) {
       if (gi.create_graph()) return gi.set(0, neg(div(mul(g, out), x)));
       gi.set(0, grad_kernel(BinaryGradOp::div_divisor, ops::in_dtype(g, x.dtype()), x, out));
@@ -521,7 +505,7 @@ Tensor div(double a, const Tensor& b) {
 Tensor pow(const Tensor& a, double exponent) {
   const Tensor x = prepare(kPow, a);
   Tensor out = run_binary(BinaryOp::pow, x, exponent, x.shape(), x.dtype(), x.device());
-  ops::record_lazy({&x}, out, [&] {
+  ops::record_lazy(OpKind::pow, {&x}, out, [&] {
     return [x, exponent](const Tensor& g, InputGrads& gi) {
       if (gi.create_graph()) return gi.set(0, mul(g, mul(pow(x, exponent - 1.0), exponent)));
       gi.set(0, grad_kernel(BinaryGradOp::pow_base, ops::in_dtype(g, x.dtype()), x, exponent));
@@ -550,47 +534,37 @@ Tensor ge(const Tensor& a, double b) { return compare("ge", CompareOp::ge, a, b)
 
 // ---- unary ops -------------------------------------------------------------------
 
-Tensor neg(const Tensor& x) { return unary(kNeg, x); }
-Tensor exp(const Tensor& x) { return unary(kExp, x); }
-Tensor log(const Tensor& x) { return unary(kLog, x); }
-Tensor sqrt(const Tensor& x) { return unary(kSqrt, x); }
-Tensor rsqrt(const Tensor& x) { return unary(kRsqrt, x); }
-Tensor abs(const Tensor& x) { return unary(kAbs, x); }
+// The F:: functions of the unary_ops.def lines marked `generated` and
+// `bounds`; the `written` ones follow.
+#define MIXGRAD_UNARY_DEFINE_generated(name) \
+  Tensor name(const Tensor& x) { return unary(UnaryOp::name, x); }
+#define MIXGRAD_UNARY_DEFINE_bounds(name) \
+  Tensor name(const Tensor& x, double lo, double hi) { return bounded(UnaryOp::name, x, lo, hi); }
+#define MIXGRAD_UNARY_DEFINE_written(name)
+#define MIXGRAD_UNARY_OP(name, functor, definition, cpu, cuda) MIXGRAD_UNARY_DEFINE_##definition(name)
+#define MIXGRAD_UNARY_KERNEL(name, op, functor)
+#include "core/unary_ops.def"
+#undef MIXGRAD_UNARY_OP
+#undef MIXGRAD_UNARY_KERNEL
+#undef MIXGRAD_UNARY_DEFINE_generated
+#undef MIXGRAD_UNARY_DEFINE_bounds
+#undef MIXGRAD_UNARY_DEFINE_written
 
-Tensor clamp(const Tensor& x, double lo, double hi) {
-  if (!(lo <= hi))
-    throw ValueError("clamp: lower bound " + std::to_string(lo) + " is not <= upper bound " + std::to_string(hi) +
-                     " (for " + (x.defined() ? ops::describe(x) : std::string("undefined")) + ")");
-  return unary(kClamp, x, {.alpha = lo, .beta = hi});
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  return unary(UnaryOp::leaky_relu, x, {.alpha = negative_slope});
 }
-
-Tensor relu(const Tensor& x) { return unary(kRelu, x); }
-Tensor leaky_relu(const Tensor& x, double negative_slope) { return unary(kLeakyRelu, x, {.alpha = negative_slope}); }
-Tensor gelu(const Tensor& x) { return unary(kGelu, x); }
 
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
-  return approximate == GeluApproximation::tanh ? unary(kGeluTanh, x) : unary(kGelu, x);
+  return unary(approximate == GeluApproximation::tanh ? UnaryOp::gelu_tanh : UnaryOp::gelu, x);
 }
-Tensor sigmoid(const Tensor& x) { return unary(kSigmoid, x); }
-Tensor tanh(const Tensor& x) { return unary(kTanh, x); }
-Tensor silu(const Tensor& x) { return unary(kSilu, x); }
-Tensor sin(const Tensor& x) { return unary(kSin, x); }
-Tensor cos(const Tensor& x) { return unary(kCos, x); }
-Tensor tan(const Tensor& x) { return unary(kTan, x); }
-Tensor log1p(const Tensor& x) { return unary(kLog1p, x); }
-Tensor expm1(const Tensor& x) { return unary(kExpm1, x); }
-Tensor erf(const Tensor& x) { return unary(kErf, x); }
 
 Tensor softplus(const Tensor& x, double beta, double threshold) {
   if (!std::isfinite(beta) || beta == 0.0 || std::isnan(threshold))
     throw ValueError("softplus: beta must be finite and nonzero and threshold not NaN, got beta=" +
                      std::to_string(beta) + " threshold=" + std::to_string(threshold) + " (for " +
                      (x.defined() ? ops::describe(x) : std::string("undefined")) + ")");
-  return unary(kSoftplus, x, {.alpha = beta, .beta = threshold});
+  return unary(UnaryOp::softplus, x, {.alpha = beta, .beta = threshold});
 }
-
-Tensor hardswish(const Tensor& x) { return unary(kHardswish, x); }
-Tensor mish(const Tensor& x) { return unary(kMish, x); }
 
 }  // namespace mixgrad::F
 

@@ -61,10 +61,10 @@ Tensor channel_view(const Tensor& p, const Tensor& x) {
 }
 
 /// The validated, autocast group norm.
-Tensor group_norm_impl(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor group_norm_impl(OpKind op, const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
   const int64_t n = x.shape()[0];
   const int64_t cols = n == 0 ? 0 : x.numel() / (n * num_groups);
-  Tensor y = ops::layer_norm_rows(x, Shape{cols}, Tensor(), Tensor(), eps);
+  Tensor y = ops::layer_norm_rows(op, x, Shape{cols}, Tensor(), Tensor(), eps);
   if (weight.defined()) y = mul(y, channel_view(weight, x));
   if (bias.defined()) y = add(y, channel_view(bias, x));
   return y;
@@ -76,7 +76,7 @@ Tensor group_norm(const Tensor& x_in, int64_t num_groups, const Tensor& weight_i
   validate("group_norm", x_in, num_groups, weight_in, bias_in, eps);
   Tensor x = x_in, weight = weight_in, bias = bias_in;
   amp::autocast_inputs(OpKind::group_norm, {&x, &weight, &bias});
-  return group_norm_impl(x, num_groups, weight, bias, eps);
+  return group_norm_impl(OpKind::group_norm, x, num_groups, weight, bias, eps);
 }
 
 Tensor instance_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, double eps) {
@@ -85,7 +85,7 @@ Tensor instance_norm(const Tensor& x_in, const Tensor& weight_in, const Tensor& 
   validate("instance_norm", x_in, channels, weight_in, bias_in, eps);
   Tensor x = x_in, weight = weight_in, bias = bias_in;
   amp::autocast_inputs(OpKind::instance_norm, {&x, &weight, &bias});
-  return group_norm_impl(x, channels, weight, bias, eps);
+  return group_norm_impl(OpKind::instance_norm, x, channels, weight, bias, eps);
 }
 
 }  // namespace mixgrad::F

@@ -72,14 +72,14 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
 
   Tensor x = x_in, weight = weight_in, bias = bias_in;
   amp::autocast_inputs(OpKind::layer_norm, {&x, &weight, &bias});
-  return ops::layer_norm_rows(x, normalized_shape, weight, bias, eps);
+  return ops::layer_norm_rows(OpKind::layer_norm, x, normalized_shape, weight, bias, eps);
 }
 
 }  // namespace mixgrad::F
 
 namespace mixgrad::ops {
 
-Tensor layer_norm_rows(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+Tensor layer_norm_rows(OpKind op, const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                        double eps) {
   const DType acc = x.dtype() == DType::float64 ? DType::float64 : DType::float32;
   const int64_t cols = normalized_shape.numel();
@@ -96,7 +96,7 @@ Tensor layer_norm_rows(const Tensor& x, const Shape& normalized_shape, const Ten
   Tensor out = o.out;
   backend::LayerNormArgs grad_args = args;  // the backward never reads the bias
   grad_args.bias = Tensor();
-  autodiff::record({&x, &weight, &bias}, out,
+  autodiff::record(op, {&x, &weight, &bias}, out,
                    [args = grad_args, normalized_shape, x, weight, bias,
                     saved = backend::LayerNormOutputs{.out = Tensor(), .mean = o.mean, .rstd = o.rstd},
                     w_dtype = weight.defined() ? weight.dtype() : acc,

@@ -158,7 +158,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   const Tensor out_full = product(a_full, b_full);
   const Tensor out = view::make(out_full, out_shape, contiguous_strides(out_shape));
 
-  autodiff::record({&a, &b}, out, [a, b, a_full, b_full, full_shape = out_full.shape(), a_shape = a.shape(),
+  autodiff::record(OpKind::matmul, {&a, &b}, out, [a, b, a_full, b_full, full_shape = out_full.shape(), a_shape = a.shape(),
                                    b_shape = b.shape()](const Tensor& g_in, autodiff::InputGrads& gi) {
     if (gi.create_graph()) {  // the same products as tracked ops on the forward's a and b
       const Tensor a2 = a.ndim() == 1 ? F::unsqueeze(a, 0) : a;
@@ -218,7 +218,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   backend::matmul(x2, w_t, b, view::make(out, Shape{rows, out_features}, Shape{out_features, 1}));
 
   const DType b_dtype = b.defined() ? b.dtype() : x.dtype();
-  autodiff::record({&x, &w, &b}, out, [x, x2, w, in, out_features, rows, b_dtype, x_shape = x.shape()](
+  autodiff::record(OpKind::linear, {&x, &w, &b}, out, [x, x2, w, in, out_features, rows, b_dtype, x_shape = x.shape()](
                                           const Tensor& g_in, autodiff::InputGrads& gi) {
     if (gi.create_graph()) {  // tracked ops on the forward's x and w
       const Tensor g2 = F::reshape(g_in, Shape{rows, out_features});

@@ -118,7 +118,7 @@ Tensor autocast_unrecorded(OpKind kind, const Tensor& input) {
 /// have: its gradient is the incoming one cast back.
 void record_cast(const Tensor& input, const Tensor& cast) {
   if (cast.impl() == input.impl()) return;
-  autodiff::record({&input}, cast, [in = input.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+  autodiff::record(OpKind::astype, {&input}, cast, [in = input.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
     (void)gi.create_graph();  // an F:: op: differentiable as written
     gi.set(0, astype(g, in));
   });
@@ -165,7 +165,7 @@ Tensor pointwise_loss(const char* op, OpKind kind, backend::PointwiseLoss loss, 
       .kind = loss, .pred = ops::dense(pred), .target = ops::dense(target), .reduction = to_backend(reduction)};
   Tensor out = empty(loss_shape(reduction, pred.shape()), pred.dtype(), pred.device());
   backend::pointwise_loss_forward(args, out);
-  autodiff::record({&pred, &target}, out, [args, pred, target](const Tensor& g, autodiff::InputGrads& gi) {
+  autodiff::record(kind, {&pred, &target}, out, [args, pred, target](const Tensor& g, autodiff::InputGrads& gi) {
     if (gi.create_graph()) {  // the kernel's derivatives on the forward's own (tracked) tensors
       const Tensor ge = spread(g, args.reduction, pred.shape(), pred.numel());
       Tensor dp, dt;
@@ -217,7 +217,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& labels, const CrossE
   backend::cross_entropy_forward(args, out, stats, status);
   check_label_status(kOp, status, logits_in, labels, p.layout.classes);
   record_cast(logits_in, logits);
-  autodiff::record({&logits}, out, [args, stats, logits, axis = p.axis](const Tensor& g, autodiff::InputGrads& gi) {
+  autodiff::record(OpKind::cross_entropy, {&logits}, out, [args, stats, logits, axis = p.axis](const Tensor& g, autodiff::InputGrads& gi) {
     if (gi.create_graph()) {  // scale (softmax(x) - target), tracked
       const int64_t classes = args.layout.classes;
       Tensor target = one_hot(args.labels, logits.shape(), axis, logits.dtype());
@@ -252,7 +252,7 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& labels, const LossOpti
   // The gradient does not depend on the input's values: keep only its shape.
   backend::ClassLossArgs grad_args = args;
   grad_args.input = Tensor();
-  autodiff::record({&log_probs}, out,
+  autodiff::record(OpKind::nll_loss, {&log_probs}, out,
                    [grad_args, shape = log_probs.shape(), dtype = log_probs.dtype(), axis = p.axis](
                        const Tensor& g, autodiff::InputGrads& gi) {
                      if (gi.create_graph()) {  // -onehot scale g: linear in g, tracked through g

@@ -26,9 +26,9 @@ using core::describe;
 /// input: an op whose closure captures tensors pays nothing for them in
 /// inference.
 template <class Make>
-void record_lazy(std::initializer_list<const Tensor*> inputs, const Tensor& out, Make&& make) {
+void record_lazy(OpKind op, std::initializer_list<const Tensor*> inputs, const Tensor& out, Make&& make) {
   if (!autodiff::is_recording()) return;
-  autodiff::record_with(std::span<const Tensor* const>(inputs.begin(), inputs.size()), out,
+  autodiff::record_with(op, std::span<const Tensor* const>(inputs.begin(), inputs.size()), out,
                         [&] { return autodiff::BackwardFn(make()); });
 }
 
@@ -38,8 +38,8 @@ void record_lazy(std::initializer_list<const Tensor*> inputs, const Tensor& out,
 /// the op again (the kernel's adjoint), so the op is differentiable any
 /// number of times. `forward(gg)` runs the op through F::.
 template <class Forward>
-void record_linear_grad(const Tensor& g, const Tensor& gx, Forward forward) {
-  autodiff::record({&g}, gx, [forward](const Tensor& gg, autodiff::InputGrads& gi) {
+void record_linear_grad(OpKind op, const Tensor& g, const Tensor& gx, Forward forward) {
+  autodiff::record(op, {&g}, gx, [forward](const Tensor& gg, autodiff::InputGrads& gi) {
     (void)gi.create_graph();  // forward is an F:: op: recorded as any op
     gi.set(0, forward(gg));
   });

@@ -82,19 +82,19 @@ using ArgmaxPtr = std::shared_ptr<const ArgmaxMap>;
 // scatter is recorded as a node on g whose backward gathers at the same
 // positions, and the gather records the scatter, so max pooling is
 // differentiable any number of times.
-Tensor gather_from_argmax(const Tensor& gg, const ArgmaxPtr& m);
+Tensor gather_from_argmax(OpKind op, const Tensor& gg, const ArgmaxPtr& m);
 
-Tensor scatter_to_argmax(const Tensor& g, const ArgmaxPtr& m) {
+Tensor scatter_to_argmax(OpKind op, const Tensor& g, const ArgmaxPtr& m) {
   Tensor gx = empty(m->x_shape, m->dt, g.device());
   backend::max_pool2d_backward(as_shape(ops::dense(g, m->dt), m->y4), m->ws, as_shape(gx, m->x4), m->p);
-  ops::record_linear_grad(g, gx, [m](const Tensor& gg) { return gather_from_argmax(gg, m); });
+  ops::record_linear_grad(op, g, gx, [op, m](const Tensor& gg) { return gather_from_argmax(op, gg, m); });
   return gx;
 }
 
-Tensor gather_from_argmax(const Tensor& gg, const ArgmaxPtr& m) {
+Tensor gather_from_argmax(OpKind op, const Tensor& gg, const ArgmaxPtr& m) {
   Tensor gy = empty(m->y_shape, m->dt, gg.device());
   backend::max_pool2d_gather(as_shape(ops::dense(gg, m->dt), m->x4), m->ws, as_shape(gy, m->y4));
-  ops::record_linear_grad(gg, gy, [m](const Tensor& g) { return scatter_to_argmax(g, m); });
+  ops::record_linear_grad(op, gg, gy, [op, m](const Tensor& g) { return scatter_to_argmax(op, g, m); });
   return gy;
 }
 
@@ -205,13 +205,13 @@ Tensor run_pool(OpKind op, const Tensor& x_in, const PoolPlan& plan) {
     s.ws[static_cast<size_t>(i)] = Kind::forward(as_shape(in, ps.x4), as_shape(out, ps.y4), ps.p);
     in = out;
   }
-  autodiff::record({&x}, out, [s, op, plan](const Tensor& g, autodiff::InputGrads& gi) {
+  autodiff::record(op, {&x}, out, [s, op, plan](const Tensor& g, autodiff::InputGrads& gi) {
     gi.set(0, gi.create_graph() ? Kind::recorded_grad(s, g, op, plan) : pool_backward<Kind>(s, g, plan));
   });
   return out;
 }
 
-Tensor MaxPool::recorded_grad(const Saved& s, const Tensor& g, OpKind, const PoolPlan& plan) {
+Tensor MaxPool::recorded_grad(const Saved& s, const Tensor& g, OpKind op, const PoolPlan& plan) {
   std::array<ArgmaxPtr, 2> maps;
   Tensor in = s.x;
   for (int i = 0; i < plan.passes; ++i) {
@@ -221,13 +221,13 @@ Tensor MaxPool::recorded_grad(const Saved& s, const Tensor& g, OpKind, const Poo
     in = next;
   }
   Tensor gx = g;
-  for (int i = plan.passes - 1; i >= 0; --i) gx = scatter_to_argmax(gx, maps[static_cast<size_t>(i)]);
+  for (int i = plan.passes - 1; i >= 0; --i) gx = scatter_to_argmax(op, gx, maps[static_cast<size_t>(i)]);
   return gx;
 }
 
 Tensor AvgPool::recorded_grad(const Saved& s, const Tensor& g, OpKind op, const PoolPlan& plan) {
   Tensor gx = pool_backward<AvgPool>(s, g, plan);
-  ops::record_linear_grad(g, gx, [op, plan](const Tensor& gg) { return run_pool<AvgPool>(op, gg, plan); });
+  ops::record_linear_grad(op, g, gx, [op, plan](const Tensor& gg) { return run_pool<AvgPool>(op, gg, plan); });
   return gx;
 }
 
@@ -336,12 +336,13 @@ Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
   amp::autocast_inputs(OpKind::adaptive_avg_pool2d, {&x});
   Tensor y = empty(y_shape, x.dtype(), x.device());
   backend::adaptive_avg_pool2d_forward(ops::dense(x), y);
-  autodiff::record({&x}, y, [output_size, x_shape = x.shape(), dt = x.dtype()](const Tensor& g,
+  autodiff::record(OpKind::adaptive_avg_pool2d, {&x}, y, [output_size, x_shape = x.shape(), dt = x.dtype()](const Tensor& g,
                                                                               autodiff::InputGrads& gi) {
     Tensor gx = empty(x_shape, dt, g.device());
     backend::adaptive_avg_pool2d_backward(ops::dense(g, dt), gx);
     if (gi.create_graph())
-      ops::record_linear_grad(g, gx, [output_size](const Tensor& gg) { return adaptive_avg_pool2d(gg, output_size); });
+      ops::record_linear_grad(OpKind::adaptive_avg_pool2d, g, gx,
+                              [output_size](const Tensor& gg) { return adaptive_avg_pool2d(gg, output_size); });
     gi.set(0, gx);
   });
   return y;

@@ -25,7 +25,7 @@ Tensor pad_recorded(const Tensor& gg, backend::PadParams p, const Shape& y_shape
   p.value = 0.0;
   Tensor out = empty(y_shape, gg.dtype(), gg.device());
   backend::pad_forward(ops::dense(gg), out, p);
-  autodiff::record({&gg}, out, [p, x_shape = gg.shape()](const Tensor& g, autodiff::InputGrads& gi) {
+  autodiff::record(OpKind::pad, {&gg}, out, [p, x_shape = gg.shape()](const Tensor& g, autodiff::InputGrads& gi) {
     (void)gi.create_graph();  // recorded in a recorded backward, plain otherwise (no recording then)
     gi.set(0, pad_adjoint_recorded(g, p, x_shape));
   });
@@ -36,7 +36,7 @@ Tensor pad_recorded(const Tensor& gg, backend::PadParams p, const Shape& y_shape
 Tensor pad_adjoint_recorded(const Tensor& g, const backend::PadParams& p, const Shape& x_shape) {
   Tensor gx = empty(x_shape, g.dtype(), g.device());
   backend::pad_backward(ops::dense(g), gx, p);
-  autodiff::record({&g}, gx, [p, y_shape = g.shape()](const Tensor& gg, autodiff::InputGrads& gi) {
+  autodiff::record(OpKind::pad, {&g}, gx, [p, y_shape = g.shape()](const Tensor& gg, autodiff::InputGrads& gi) {
     (void)gi.create_graph();
     gi.set(0, pad_recorded(gg, p, y_shape));
   });
@@ -145,7 +145,7 @@ Tensor pad(const Tensor& x_in, const std::vector<int64_t>& pads, PadMode mode, d
   amp::autocast_inputs(OpKind::pad, {&x});
   Tensor y = empty(out_shape, x.dtype(), x.device());
   backend::pad_forward(ops::dense(x), y, p);
-  autodiff::record({&x}, y, [p, x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+  autodiff::record(OpKind::pad, {&x}, y, [p, x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
     if (gi.create_graph()) return gi.set(0, pad_adjoint_recorded(g, p, x_shape));
     Tensor gx = empty(x_shape, dt, g.device());
     backend::pad_backward(ops::dense(g, dt), gx, p);
@@ -165,12 +165,13 @@ Tensor interpolate(const Tensor& x_in, const InterpolateOptions& options) {
   amp::autocast_inputs(p.bilinear ? OpKind::upsample_bilinear : OpKind::upsample_nearest, {&x});
   Tensor y = empty(out_shape, x.dtype(), x.device());
   backend::upsample2d_forward(ops::dense(x), y, p);
-  autodiff::record({&x}, y, [p, options, x_shape = x.shape(), dt = x.dtype()](const Tensor& g,
-                                                                             autodiff::InputGrads& gi) {
+  const OpKind op = p.bilinear ? OpKind::upsample_bilinear : OpKind::upsample_nearest;
+  autodiff::record(op, {&x}, y, [op, p, options, x_shape = x.shape(), dt = x.dtype()](const Tensor& g,
+                                                                                     autodiff::InputGrads& gi) {
     Tensor gx = empty(x_shape, dt, g.device());
     backend::upsample2d_backward(ops::dense(g, dt), gx, p);
     if (gi.create_graph())
-      ops::record_linear_grad(g, gx, [options](const Tensor& gg) { return interpolate(gg, options); });
+      ops::record_linear_grad(op, g, gx, [options](const Tensor& gg) { return interpolate(gg, options); });
     gi.set(0, gx);
   });
   return y;

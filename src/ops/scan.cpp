@@ -38,7 +38,7 @@ Tensor cumsum(const Tensor& x_in, int dim) {
   const backend::Axis3 a = axis3(x.shape(), d);
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   backend::cumsum(ops::dense(x), a, false, out);
-  ops::record_lazy({&x}, out, [a] {
+  ops::record_lazy(OpKind::cumsum, {&x}, out, [a] {
     return [a](const Tensor& g, autodiff::InputGrads& gi) {
       if (gi.create_graph()) {  // the reverse running sum, total - cumsum + g, as tracked ops
         const Tensor g3 = reshape(g, Shape{a.outer, a.axis, a.inner});
@@ -69,7 +69,7 @@ Tensor prod(const Tensor& x_in, int dim, bool keepdim) {
   const Tensor xd = ops::dense(x);
   Tensor out = empty(out_shape, x.dtype(), x.device());
   backend::prod(xd, a, out);
-  ops::record_lazy({&x}, out, [a, x, xd] {
+  ops::record_lazy(OpKind::prod, {&x}, out, [a, x, xd] {
     return [a, x, xd](const Tensor& g, autodiff::InputGrads& gi) {
       if (gi.create_graph()) {
         // dx_i = g prod_{j != i} x_j, exact with zeros: a recorded prod over

@@ -61,7 +61,7 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
     backend::copy(x, c);
     out = view::make(c, target, contiguous_strides(target), 0);
   }
-  autodiff::record({&x}, out, [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
+  autodiff::record(OpKind::reshape, {&x}, out, [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
     (void)gi.create_graph();  // F:: ops: differentiable as written
     gi.set(0, reshape(g, in_shape));
   });
@@ -98,7 +98,7 @@ Tensor permute(const Tensor& x, const std::vector<int>& dims) {
     strides.push_back(x.strides()[perm[i]]);
   }
   Tensor out = view::make(x, shape, strides, x.impl()->offset);
-  autodiff::record({&x}, out, [perm](const Tensor& g, autodiff::InputGrads& gi) {
+  autodiff::record(OpKind::permute, {&x}, out, [perm](const Tensor& g, autodiff::InputGrads& gi) {
     std::vector<int> inverse(perm.size());
     for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int>(i);
     (void)gi.create_graph();  // F:: ops: differentiable as written
@@ -127,7 +127,7 @@ Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length) {
   Shape shape = x.shape();
   shape[d] = length;
   Tensor out = view::make(x, shape, x.strides(), x.impl()->offset + start * x.strides()[d]);
-  autodiff::record({&x}, out, [in_shape = x.shape(), d, start](const Tensor& g, autodiff::InputGrads& gi) {
+  autodiff::record(OpKind::narrow, {&x}, out, [in_shape = x.shape(), d, start](const Tensor& g, autodiff::InputGrads& gi) {
     if (gi.create_graph()) {  // g between zero blocks, as tracked ops
       std::vector<Tensor> parts;
       Shape block = in_shape;
@@ -156,7 +156,7 @@ namespace {
 // concat after autocast. Mixed dtypes join in the widest of them, autocast
 // or not (as torch.cat), so autocast's table entry for concat and stack is
 // what decides only where it asks for more than promotion.
-Tensor join(std::vector<Tensor> xs, int axis) {
+Tensor join(OpKind op, std::vector<Tensor> xs, int axis) {
   DType dtype = xs[0].dtype();
   for (const Tensor& t : xs) dtype = promote_types(dtype, t.dtype());
   for (Tensor& t : xs) if (t.dtype() != dtype) t = astype(t, dtype);
@@ -186,7 +186,7 @@ Tensor join(std::vector<Tensor> xs, int axis) {
   }
   std::vector<const Tensor*> inputs;
   for (const Tensor& t : xs) inputs.push_back(&t);
-  autodiff::record_with(inputs, out, [&] {
+  autodiff::record_with(op, inputs, out, [&] {
     std::vector<int64_t> lengths;
     for (const Tensor& t : xs) lengths.push_back(t.shape()[a]);
     return autodiff::BackwardFn([a, starts, lengths](const Tensor& g, autodiff::InputGrads& gi) {
@@ -210,7 +210,7 @@ Tensor concat(const std::vector<Tensor>& xs_in, int axis) {
   check_inputs("concat", xs_in);
   std::vector<Tensor> xs = xs_in;
   amp::autocast_inputs(OpKind::concat, xs);
-  return join(std::move(xs), axis);
+  return join(OpKind::concat, std::move(xs), axis);
 }
 
 Tensor stack(const std::vector<Tensor>& xs_in, int axis) {
@@ -222,7 +222,7 @@ Tensor stack(const std::vector<Tensor>& xs_in, int axis) {
   std::vector<Tensor> xs = xs_in;
   amp::autocast_inputs(OpKind::stack, xs);
   for (Tensor& t : xs) t = unsqueeze(t, a);
-  return join(std::move(xs), a);
+  return join(OpKind::stack, std::move(xs), a);
 }
 
 Tensor squeeze(const Tensor& x) {
@@ -254,7 +254,7 @@ Tensor unsqueeze(const Tensor& x, int dim) {
                                               [&] { return "the strides of " + ops::describe(x); })
                                  : 1);
   Tensor out = view::make(x, shape, strides, x.impl()->offset);
-  autodiff::record({&x}, out, [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
+  autodiff::record(OpKind::unsqueeze, {&x}, out, [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
     (void)gi.create_graph();  // F:: ops: differentiable as written
     gi.set(0, reshape(g, in_shape));
   });
@@ -273,7 +273,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
     strides.push_back(j < 0 || x.shape()[j] == 1 ? 0 : x.strides()[j]);
   }
   Tensor out = view::make(x, shape, strides, x.impl()->offset);
-  autodiff::record({&x}, out, [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
+  autodiff::record(OpKind::broadcast_to, {&x}, out, [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
     (void)gi.create_graph();  // F:: ops: differentiable as written
     gi.set(0, sum_to(g, in_shape));
   });
@@ -286,7 +286,7 @@ Tensor astype(const Tensor& x, DType dtype) {
   Tensor out = empty(x.shape(), dtype, x.device());
   backend::copy(x, out);
   if (is_floating_point(dtype) && is_floating_point(x.dtype())) {
-    autodiff::record({&x}, out, [in = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+    autodiff::record(OpKind::astype, {&x}, out, [in = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
       (void)gi.create_graph();  // F:: ops: differentiable as written
       gi.set(0, astype(g, in));
     });

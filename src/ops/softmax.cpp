@@ -29,7 +29,7 @@ Tensor softmax_op(const char* op, OpKind kind_of_op, backend::SoftmaxKind kind, 
   }
   Tensor y = empty(x.shape(), x.dtype(), x.device());
   backend::softmax_forward(ops::dense(x), y, s, kind);
-  autodiff::record({&x}, y, [y, s, kind, a](const Tensor& g, autodiff::InputGrads& gi) {
+  autodiff::record(kind_of_op, {&x}, y, [y, s, kind, a](const Tensor& g, autodiff::InputGrads& gi) {
     if (gi.create_graph()) {  // tracked: y (g - sum(g y)) and g - e^y sum(g)
       if (y.ndim() == 0) return gi.set(0, zeros_like(g));  // one element: the output is constant
       if (kind == backend::SoftmaxKind::softmax) return gi.set(0, mul(y, sub(g, sum(mul(g, y), a, true))));

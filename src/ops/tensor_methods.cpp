@@ -27,7 +27,7 @@ Tensor Tensor::to(Device device) const {
   }
   Tensor out = empty(shape(), dtype(), device);
   backend::transfer(src, out);
-  autodiff::record({this}, out, [from = this->device()](const Tensor& g, autodiff::InputGrads& gi) {
+  autodiff::record(OpKind::kCount, {this}, out, [from = this->device()](const Tensor& g, autodiff::InputGrads& gi) {
     (void)gi.create_graph();  // F:: ops: differentiable as written
     gi.set(0, g.to(from));
   });
@@ -37,7 +37,7 @@ Tensor Tensor::to(Device device) const {
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), dtype(), device());
   backend::copy(*this, out);
-  autodiff::record({this}, out, [](const Tensor& g, autodiff::InputGrads& gi) {
+  autodiff::record(OpKind::kCount, {this}, out, [](const Tensor& g, autodiff::InputGrads& gi) {
     (void)gi.create_graph();  // F:: ops: differentiable as written
     gi.set(0, g);
   });

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../common/test_util.hpp"
+#include "hooks/tape.hpp"
 #include "mixgrad/mixgrad.hpp"
 
 namespace mg = mixgrad;
@@ -362,6 +363,57 @@ BOOST_AUTO_TEST_CASE(a_non_differentiable_backward_is_refused_when_reached) {
   test_util::check_error<mg::StateError>([&] { gm.backward(F::sum(F::mul(g, g))); },
                                          {"GradManager::backward", "OnceSquare", "not twice differentiable"});
   BOOST_TEST(!x.grad().defined());
+}
+
+// A unary op's recorded gradient is its kernel's derivative run on Tensors
+// (kernels/unary.hpp); where e^x would overflow (mish past its linear
+// threshold, silu and softplus far below 0) the second derivative stays
+// finite: 0, the tails' exact value, at +-800.
+BOOST_AUTO_TEST_CASE(unary_second_derivatives_stay_finite_where_exp_overflows) {
+  const std::vector<std::pair<const char*, std::function<mg::Tensor(const mg::Tensor&)>>> ops{
+      {"mish", [](const mg::Tensor& x) { return F::mish(x); }},
+      {"silu", [](const mg::Tensor& x) { return F::silu(x); }},
+      {"softplus", [](const mg::Tensor& x) { return F::softplus(x, 1.0, 1e6); }}};
+  for (const auto& [name, op] : ops) {
+    BOOST_TEST_CONTEXT(name) {
+      auto x = f64({-800.0, 800.0}, {2});
+      GradManager gm;
+      gm.attach(x);
+      auto rec = gm.record();
+      gm.backward(F::sum(op(x)), {}, kCreateGraph);
+      mg::Tensor g = x.grad();
+      x.set_grad({});
+      gm.backward(F::sum(g));
+      const std::vector<double> second = values(x.grad());
+      BOOST_TEST(std::isfinite(second[0]));
+      BOOST_TEST(std::isfinite(second[1]));
+      BOOST_TEST(second == std::vector<double>({0.0, 0.0}), tt::tolerance(1e-12) << tt::per_element());
+    }
+  }
+}
+
+// A built-in op names itself by the OpKind its tape node records: a closure
+// recorded as OpKind::conv1d that never asks create_graph() is refused as
+// F::conv1d, whatever function its lambda sits in.
+BOOST_AUTO_TEST_CASE(a_refused_backward_names_the_op_kind_its_node_records) {
+  auto x = f64({0.5, -2.0}, {2});
+  GradManager gm;
+  gm.attach(x);
+  auto rec = gm.record();
+  mg::Tensor out;
+  {
+    mg::autodiff::NoRecordScope plain;
+    out = F::mul(x, x);
+  }
+  mg::autodiff::record(mg::OpKind::conv1d, {&x}, out, [x](const mg::Tensor& g, mg::autodiff::InputGrads& gi) {
+    mg::autodiff::NoRecordScope unrecorded;  // never asks create_graph(): not differentiable
+    gi.set(0, F::mul(F::mul(g, x), 2.0));
+  });
+  gm.backward(F::sum(out), {}, kCreateGraph);
+  mg::Tensor g = x.grad();
+  x.set_grad({});
+  test_util::check_error<mg::StateError>([&] { gm.backward(F::sum(F::mul(g, g))); },
+                                         {"GradManager::backward", "F::conv1d", "not twice differentiable"});
 }
 
 // The same op is fine when the second backward does not go through it.

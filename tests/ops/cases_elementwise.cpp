@@ -331,6 +331,19 @@ Cases cases_of<mg::OpKind::mish>() {
   };
 }
 
+template <>
+Cases cases_of<mg::OpKind::hardtanh>() {
+  return {
+      {.name = "hardtanh", .inputs = {InputSpec({3, 4}, -2.0, 2.0)}, .run = [](const Inputs& x) { return F::hardtanh(x[0]); }},
+      {.name = "hardtanh_bounds",
+       .inputs = {InputSpec({3, 4}, -1.0, 1.5)},
+       .run = [](const Inputs& x) { return F::hardtanh(x[0], -0.25, 0.5); }},
+      {.name = "hardtanh_transposed",
+       .inputs = {InputSpec({4, 3}, -2.0, 2.0)},
+       .run = [](const Inputs& x) { return F::hardtanh(F::transpose(x[0], 0, 1)); }},
+  };
+}
+
 std::vector<OpCase> elementwise_cases() { return family_cases<mg::OpFamily::elementwise>(); }
 
 }  // namespace optest

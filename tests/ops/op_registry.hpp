@@ -126,38 +126,21 @@ std::vector<OpCase> resize_cases();
 
 /// Whether an op's gradient can be differentiated again (its backward
 /// closure records itself under create_graph; docs/autodiff.md lists them):
-/// true, false, or no gradient at all. Every op of the table must be listed,
-/// which test_op_registry checks, and the registry holds each op to its
-/// answer: true ops have their second derivatives checked against finite
-/// differences of the gradient, false ops must refuse (StateError) a
-/// backward through their recorded gradient.
-enum class SecondOrder { twice_differentiable, not_twice_differentiable, no_gradient, unlisted };
+/// the gradient column of the op table (src/core/op_table.def, OpGradient),
+/// so every op has an answer. The registry holds each op to it: twice
+/// differentiable ops have their second derivatives checked against finite
+/// differences of the gradient, once differentiable ops must refuse
+/// (StateError) a backward through their recorded gradient, and ops without
+/// a gradient have no gradient check.
+enum class SecondOrder { twice_differentiable, not_twice_differentiable, no_gradient };
 
 constexpr SecondOrder second_order(mg::OpKind op) {
-  using K = mg::OpKind;
-  switch (op) {
-    case K::add: case K::sub: case K::mul: case K::div: case K::pow: case K::maximum: case K::minimum:
-    case K::where: case K::neg: case K::exp: case K::log: case K::sqrt: case K::rsqrt: case K::abs:
-    case K::clamp: case K::relu: case K::leaky_relu: case K::gelu: case K::sigmoid: case K::tanh:
-    case K::silu: case K::sin: case K::cos: case K::tan: case K::log1p: case K::expm1: case K::erf:
-    case K::softplus: case K::hardswish: case K::mish: case K::sum: case K::mean: case K::var: case K::norm:
-    case K::matmul: case K::batched_matmul: case K::linear: case K::layer_norm: case K::group_norm:
-    case K::instance_norm: case K::softmax: case K::log_softmax: case K::cross_entropy: case K::nll_loss:
-    case K::mse_loss: case K::l1_loss: case K::binary_cross_entropy_with_logits: case K::reshape:
-    case K::transpose: case K::permute: case K::narrow: case K::squeeze: case K::unsqueeze:
-    case K::broadcast_to: case K::concat: case K::stack: case K::astype: case K::cumsum: case K::topk:
-    case K::sort: case K::dropout: case K::embedding: case K::index_select: case K::gather: case K::scatter_add:
-    case K::index_put:
-    case K::max: case K::min: case K::avg_pool2d: case K::adaptive_avg_pool2d: case K::upsample_nearest:
-    case K::upsample_bilinear: case K::batch_norm: case K::pad: case K::avg_pool1d: case K::avg_pool3d:
-    case K::max_pool2d: case K::max_pool1d: case K::max_pool3d: case K::prod: case K::conv2d: case K::conv1d:
-    case K::conv_transpose2d: case K::scaled_dot_product_attention:
-      return SecondOrder::twice_differentiable;
-    case K::compare: case K::argmax:
-      return SecondOrder::no_gradient;
-    default:
-      return SecondOrder::unlisted;
+  switch (mg::op_gradient(op)) {
+    case mg::OpGradient::twice: return SecondOrder::twice_differentiable;
+    case mg::OpGradient::once: return SecondOrder::not_twice_differentiable;
+    case mg::OpGradient::none: break;
   }
+  return SecondOrder::no_gradient;
 }
 
 /// Whether case c's gradient is checked for second derivatives.

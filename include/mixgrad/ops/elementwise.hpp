@@ -109,6 +109,10 @@ Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 Tensor hardswish(const Tensor& x);
 /// x * tanh(softplus(x)).
 Tensor mish(const Tensor& x);
+/// x clamped to [min_val, max_val] (PyTorch's hardtanh); floating tensors
+/// only. The gradient passes strictly inside (min_val, max_val), 0 at and
+/// beyond the bounds; min_val > max_val throws ValueError.
+Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0);
 
 /// Sine (radians).
 Tensor sin(const Tensor& x);

@@ -16,7 +16,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "kernels/unary.hpp"
+#include "kernels/fast_float.hpp"
 
 // Vector types are passed between always-inlined functions only: the ABI
 // note GCC gives for them does not apply.

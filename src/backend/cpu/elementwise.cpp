@@ -39,12 +39,6 @@ constexpr bool has_kernel() {
   else return true;
 }
 
-template <template <class> class F, class C>
-F<C> make_unary(const UnaryParams& p) {
-  if constexpr (std::is_constructible_v<F<C>, const UnaryParams&>) return F<C>(p);
-  else return F<C>{};
-}
-
 // ---- unary -----------------------------------------------------------------
 
 using UnaryFn = void (*)(const Tensor&, const Tensor&, const UnaryParams&);
@@ -55,7 +49,7 @@ void unary_kernel(const Tensor& x, const Tensor& out, const UnaryParams& params)
   visit_dtype(out.dtype(), [&]<class T>() {
     if constexpr (has_kernel<F, T>()) {
       using C = kernels::compute_t<T>;
-      const F<C> f = make_unary<F, C>(params);
+      const F<C> f = kernels::make_unary<F, C>(params);
       map<T, T, 1>(out, {Operand(x)}, [f](C v) { return f(v); });
     } else {
       unsupported("unary", out.dtype());
@@ -68,7 +62,7 @@ void unary_grad_kernel(const Tensor& grad, const Tensor& saved, const Tensor& dx
   visit_dtype(dx.dtype(), [&]<class T>() {
     if constexpr (has_kernel<F, T>()) {
       using C = kernels::compute_t<T>;
-      const F<C> f = make_unary<F, C>(params);
+      const F<C> f = kernels::make_unary<F, C>(params);
       map<T, T, 2>(dx, {Operand(grad), Operand(saved)}, [f](C g, C s) { return f.grad(g, s); });
     } else {
       unsupported("unary_grad", dx.dtype());

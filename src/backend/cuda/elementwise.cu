@@ -34,12 +34,6 @@ constexpr bool has_kernel() {
   else return true;
 }
 
-template <template <class> class F, class C>
-F<C> make_unary(const UnaryParams& p) {
-  if constexpr (std::is_constructible_v<F<C>, const UnaryParams&>) return F<C>(p);
-  else return F<C>{};
-}
-
 // Adaptors from a unary functor to the map engine's call (no device lambdas).
 template <class F, class C>
 struct Forward {
@@ -62,7 +56,7 @@ void unary_kernel(const Tensor& x, const Tensor& out, const UnaryParams& params)
   visit_dtype(out.dtype(), [&]<class T>() {
     if constexpr (has_kernel<F, T>()) {
       using C = kernels::compute_t<T>;
-      map<T, T, 1>("unary", out, {Operand(x)}, Forward<F<C>, C>{make_unary<F, C>(params)});
+      map<T, T, 1>("unary", out, {Operand(x)}, Forward<F<C>, C>{kernels::make_unary<F, C>(params)});
     } else {
       unsupported("unary", out.dtype());
     }
@@ -74,7 +68,8 @@ void unary_grad_kernel(const Tensor& grad, const Tensor& saved, const Tensor& dx
   visit_dtype(dx.dtype(), [&]<class T>() {
     if constexpr (has_kernel<F, T>()) {
       using C = kernels::compute_t<T>;
-      map<T, T, 2>("unary_grad", dx, {Operand(grad), Operand(saved)}, Backward<F<C>, C>{make_unary<F, C>(params)});
+      map<T, T, 2>("unary_grad", dx, {Operand(grad), Operand(saved)},
+                   Backward<F<C>, C>{kernels::make_unary<F, C>(params)});
     } else {
       unsupported("unary_grad", dx.dtype());
     }

@@ -1,0 +1,79 @@
+// The functions a unary op's derivative is written with (kernels/unary.hpp),
+// for both value types it runs on: a scalar C (float, double, an integer) in
+// the CPU and CUDA loops, and a Tensor in a recorded backward (create_graph),
+// where each call is a recorded F:: op, so the derivative is differentiable
+// again. Arithmetic and comparisons are the operators of either type.
+//
+//   template <class V> V grad(V g, V x) const { return g * math::exp(-x * x); }
+//
+// For a scalar each function is the plain expression and inlines into the
+// kernel's loop as before. For any other V (Tensor) it calls
+// math::TensorOps<V>, which ops/ (a layer above kernels) specialises.
+#pragma once
+
+#include <cmath>
+#include <type_traits>
+
+#include "kernels/fast_float.hpp"
+#include "mixgrad/half.hpp"
+
+namespace mixgrad::kernels::math {
+
+/// The Tensor versions of the functions below (F:: ops), specialised in
+/// ops/elementwise.cpp; only declared here.
+template <class V>
+struct TensorOps;
+
+template <class V>
+inline constexpr bool kScalar = std::is_arithmetic_v<V>;
+
+/// cond ? a : b. Both arms are computed before the choice, which lets a
+/// scalar loop compile to a vector blend; a Tensor takes F::where, whose
+/// gradient flows to the chosen arm only. An arm may be a plain number.
+template <class B, class A, class Z>
+MIXGRAD_HOST_DEVICE auto select(const B& cond, const A& a, const Z& b) {
+  if constexpr (std::is_same_v<B, bool>) return cond ? a : b;
+  else return TensorOps<B>::select(cond, a, b);
+}
+
+template <class V>
+MIXGRAD_HOST_DEVICE V exp(const V& x) {
+  if constexpr (kScalar<V>) return std::exp(x);
+  else return TensorOps<V>::exp(x);
+}
+
+template <class V>
+MIXGRAD_HOST_DEVICE V erf(const V& x) {
+  if constexpr (kScalar<V>) return std::erf(x);
+  else return TensorOps<V>::erf(x);
+}
+
+template <class V>
+MIXGRAD_HOST_DEVICE V sin(const V& x) {
+  if constexpr (kScalar<V>) return std::sin(x);
+  else return TensorOps<V>::sin(x);
+}
+
+template <class V>
+MIXGRAD_HOST_DEVICE V cos(const V& x) {
+  if constexpr (kScalar<V>) return std::cos(x);
+  else return TensorOps<V>::cos(x);
+}
+
+/// tanh; float through tanh_float (vectorisable).
+template <class V>
+MIXGRAD_HOST_DEVICE V tanh(const V& x) {
+  if constexpr (std::is_same_v<V, float>) return tanh_float(x);
+  else if constexpr (kScalar<V>) return std::tanh(x);
+  else return TensorOps<V>::tanh(x);
+}
+
+/// 1 / (1 + e^-x); a Tensor takes F::sigmoid, whose derivative stays finite
+/// where e^-x overflows.
+template <class V>
+MIXGRAD_HOST_DEVICE V sigmoid(const V& x) {
+  if constexpr (kScalar<V>) return V(1) / (V(1) + std::exp(-x));
+  else return TensorOps<V>::sigmoid(x);
+}
+
+}  // namespace mixgrad::kernels::math
