@@ -300,7 +300,7 @@ Tensor unary(UnaryOp op, const Tensor& x, const UnaryParams& params = {}) {
   return unary(kUnarySpecs[static_cast<size_t>(op)], x, params);
 }
 
-/// An op taking bounds lo <= hi (clamp), passed as the functor's alpha and beta.
+/// An op taking bounds lo <= hi (clamp, hardtanh), passed as the functor's alpha and beta.
 Tensor bounded(UnaryOp op, const Tensor& x, double lo, double hi) {
   if (!(lo <= hi))
     throw ValueError(std::string(kUnarySpecs[static_cast<size_t>(op)].name) + ": lower bound " +
