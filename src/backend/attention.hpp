@@ -41,6 +41,7 @@ struct AttentionArgs {
   /// (kv_len * value_dim) when dense.
   int64_t k_head_stride = 0, v_head_stride = 0;
 };
+inline Device device_of(const AttentionArgs& a) { return a.q.device(); }  // the kernels' device
 
 /// What the forward writes (and the backward reads).
 struct AttentionOutputs {
@@ -53,22 +54,14 @@ struct AttentionGrads {
   Tensor q, k, v;  // their inputs' shapes and dtypes
 };
 
-namespace cpu {
-void attention_forward(const AttentionArgs& a, const AttentionOutputs& o);
-void attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
-                        const AttentionGrads& grads);
-}  // namespace cpu
-
 /// out = softmax(mask(scale q k^T)) v, row by row; a row whose every key is
 /// masked is 0 (and its lse -inf).
-inline void attention_forward(const AttentionArgs& a, const AttentionOutputs& o) {
-  MIXGRAD_DISPATCH(a.q.device(), attention_forward, (a, o));
-}
+using AttentionForwardFn = void(const AttentionArgs& a, const AttentionOutputs& o);
+extern constinit Stub<AttentionForwardFn, 0> attention_forward;  // on a.q's device
 
 /// The gradients of q, k and v from the saved output and lse.
-inline void attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
-                               const AttentionGrads& grads) {
-  MIXGRAD_DISPATCH(a.q.device(), attention_backward, (a, saved, grad_out, grads));
-}
+using AttentionBackwardFn = void(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
+                                 const AttentionGrads& grads);
+extern constinit Stub<AttentionBackwardFn, 0> attention_backward;  // on a.q's device
 
 }  // namespace mixgrad::backend
