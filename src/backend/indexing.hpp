@@ -3,9 +3,9 @@
 //
 // Tensors are contiguous and viewed as [outer, axis, inner] around the axis
 // the op works along (Axis3); index tensors are int64, validated in range by
-// the caller on the CPU, by the kernels themselves on CUDA (a bad index is
-// skipped and reported as a ValueError at the device's next host sync,
-// backend/pending_checks.hpp). The scatter kernels add into `out` (the
+// check_indices before the kernels on the CPU, by the kernels themselves on
+// CUDA (a bad index is skipped and reported as a ValueError at the device's
+// next host sync, backend/pending_checks.hpp). The scatter kernels add into `out` (the
 // caller fills it first); the CPU's are race-free without atomics (work is
 // split only over positions that never share a destination), CUDA's use
 // atomics in float32 / float64 and that ordered split in the other dtypes.
@@ -29,6 +29,12 @@ struct Axis3 {
   int64_t inner = 1;
 };
 
+/// Throws ValueError naming `op`, the first index outside [0, extent) and
+/// `what` the index reaches into ("dimension 0 of float32[3, 4]"). On the
+/// CPU it reads the indices at once; on CUDA it does nothing, the kernels
+/// checking as they read (see above).
+using CheckIndicesFn = void(const char* op, const Tensor& index, int64_t extent, const std::string& what);
+extern constinit Stub<CheckIndicesFn, 1> check_indices;  // on index's device
 /// out [outer, K, inner] = x [outer, axis, inner] at index[k] (index [K]).
 using IndexSelectFn = void(const Tensor& x, Axis3 a, const Tensor& index, const Tensor& out);
 extern constinit Stub<IndexSelectFn, 3> index_select;  // on out's device

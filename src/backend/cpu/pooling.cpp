@@ -282,7 +282,9 @@ constinit Stub<MaxPool2dArgmaxFn, 1> max_pool2d_argmax{"max_pool2d_argmax", cpu:
 constinit Stub<MaxPool2dGatherFn, 2> max_pool2d_gather{"max_pool2d_gather", cpu::max_pool2d_gather};
 constinit Stub<AvgPool2dForwardFn, 1> avg_pool2d_forward{"avg_pool2d_forward", cpu::avg_pool2d_forward};
 constinit Stub<AvgPool2dBackwardFn, 1> avg_pool2d_backward{"avg_pool2d_backward", cpu::avg_pool2d_backward};
-constinit Stub<AdaptiveAvgPool2dForwardFn, 1> adaptive_avg_pool2d_forward{"adaptive_avg_pool2d_forward", cpu::adaptive_avg_pool2d_forward};
-constinit Stub<AdaptiveAvgPool2dBackwardFn, 1> adaptive_avg_pool2d_backward{"adaptive_avg_pool2d_backward", cpu::adaptive_avg_pool2d_backward};
+constinit Stub<AdaptiveAvgPool2dForwardFn, 1> adaptive_avg_pool2d_forward{"adaptive_avg_pool2d_forward",
+                                                                          cpu::adaptive_avg_pool2d_forward};
+constinit Stub<AdaptiveAvgPool2dBackwardFn, 1> adaptive_avg_pool2d_backward{"adaptive_avg_pool2d_backward",
+                                                                            cpu::adaptive_avg_pool2d_backward};
 
 }  // namespace mixgrad::backend

@@ -500,6 +500,10 @@ void prod_grad(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx) {
   MIXGRAD_CUDA_CHECK(cudaGetLastError());
 }
 
+// The kernels check their indices as they read them (IndexCheck).
+void check_indices(const char*, const Tensor&, int64_t, const std::string&) {}
+
+const CudaKernel check_indices_on_cuda{backend::check_indices, check_indices};
 const CudaKernel index_select_on_cuda{backend::index_select, index_select};
 const CudaKernel index_add_on_cuda{backend::index_add, index_add};
 const CudaKernel gather_on_cuda{backend::gather, gather};
