@@ -13,13 +13,13 @@
 //                     one (the stub is constant-initialised, before any code runs):
 //                       constinit Stub<MatmulFn, 3> matmul{"matmul", cpu::matmul};
 //   cuda/matmul.cpp   registers the CUDA kernel while the library loads:
-//                       const CudaKernel on_cuda{backend::matmul, matmul};
+//                       const CudaKernel matmul_on_cuda{backend::matmul, matmul};
 //
 // A stub with no CUDA kernel (or a build without the CUDA backend) throws
 // DeviceError naming the op for CUDA tensors. tests/core/test_dispatch.cpp
 // checks which stubs have which kernels. The CUDA registrations are objects
 // nothing references: they run because libmixgrad is a shared library (every
-// object file is in it); a static libmixgrad would need --whole-archive.
+// object file is in it); a static one would need --whole-archive (the test fails).
 #pragma once
 
 #include <cstddef>
