@@ -41,6 +41,7 @@ struct AttentionArgs {
   /// (kv_len * value_dim) when dense.
   int64_t k_head_stride = 0, v_head_stride = 0;
 };
+inline Device device_of(const AttentionArgs& a) { return a.q.device(); }  // the kernels' device
 
 /// What the forward writes (and the backward reads).
 struct AttentionOutputs {
@@ -53,15 +54,7 @@ struct AttentionGrads {
   Tensor q, k, v;  // their inputs' shapes and dtypes
 };
 
-namespace cpu {
-bool attention_forward(const AttentionArgs& a, const AttentionOutputs& o);
-bool attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
-                        const AttentionGrads& grads);
-}  // namespace cpu
-namespace cuda {  // cuDNN's SDPA (cuda/attention.cpp): the calls cuda_plan::attention_unsupported allows
-bool attention_forward(const AttentionArgs& a, const AttentionOutputs& o);
-bool attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
-                        const AttentionGrads& grads);
+namespace cuda {  // the cuDNN SDPA (cuda/attention.cpp) around the CUDA kernels
 /// Forward and backward calls cuDNN has run in this process (for tests).
 int64_t fused_attention_runs();
 /// Whether cuDNN's fused attention can run on `device`: the build has the
@@ -71,17 +64,16 @@ bool fused_attention_available(int device);
 
 /// out = softmax(mask(scale q k^T)) v, row by row; a row whose every key is
 /// masked is 0 (and its lse -inf). False when the device's fused kernel does
-/// not take the call (on CUDA: what cuDNN does not support), having written
-/// nothing: the op then runs the composed math. The CPU's takes every call.
-inline bool attention_forward(const AttentionArgs& a, const AttentionOutputs& o) {
-  MIXGRAD_DISPATCH_CUDA(a.q.device(), attention_forward, (a, o));
-}
+/// not take the call (on CUDA: what cuDNN does not support,
+/// cuda_plan::attention_unsupported), having written nothing: the op then
+/// runs the composed math. The CPU's takes every call.
+using AttentionForwardFn = bool(const AttentionArgs& a, const AttentionOutputs& o);
+extern constinit Stub<AttentionForwardFn, 0> attention_forward;  // on a.q's device
 
 /// The gradients of q, k and v from the saved output and lse; false (nothing
 /// written) when the device's fused kernel does not take the call.
-inline bool attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
-                               const AttentionGrads& grads) {
-  MIXGRAD_DISPATCH_CUDA(a.q.device(), attention_backward, (a, saved, grad_out, grads));
-}
+using AttentionBackwardFn = bool(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
+                                 const AttentionGrads& grads);
+extern constinit Stub<AttentionBackwardFn, 0> attention_backward;  // on a.q's device
 
 }  // namespace mixgrad::backend

@@ -28,6 +28,7 @@ struct BatchNormForward {
   bool training = false;
   double eps = 1e-5;
 };
+inline Device device_of(const BatchNormForward& a) { return a.y.device(); }  // the kernels' device
 
 struct BatchNormBackward {
   Tensor grad_y;       // like x, contiguous
@@ -40,6 +41,7 @@ struct BatchNormBackward {
   bool training = false;
   double eps = 1e-5;
 };
+inline Device device_of(const BatchNormBackward& a) { return a.grad_y.device(); }  // the kernels' device
 
 struct BatchNormRunningUpdate {
   Tensor running_mean;  // [C] any floating dtype, any stride: updated in place
@@ -49,37 +51,24 @@ struct BatchNormRunningUpdate {
   double momentum = 0.1;
   double var_correction = 1.0;  // count / (count - 1): the variance goes in unbiased
 };
-
-namespace cpu {
-void batch_norm_forward(const BatchNormForward& a);
-void batch_norm_backward(const BatchNormBackward& a);
-void batch_norm_update_running(const BatchNormRunningUpdate& a);
-}  // namespace cpu
-namespace cuda {
-void batch_norm_forward(const BatchNormForward& a);
-void batch_norm_backward(const BatchNormBackward& a);
-void batch_norm_update_running(const BatchNormRunningUpdate& a);
-}  // namespace cuda
+inline Device device_of(const BatchNormRunningUpdate& a) { return a.running_mean.device(); }  // the kernels' device
 
 /// y = (x - mean) / sqrt(var + eps) * weight + bias per channel; in training
 /// mean / var are the batch statistics, computed here.
-inline void batch_norm_forward(const BatchNormForward& a) {
-  MIXGRAD_DISPATCH_CUDA(a.y.device(), batch_norm_forward, (a));
-}
+using BatchNormForwardFn = void(const BatchNormForward& a);
+extern constinit Stub<BatchNormForwardFn, 0> batch_norm_forward;  // on a.y's device
 
 /// The gradients of x, weight and bias (those defined in `a`, overwritten).
 /// In training the gradient of x includes the dependence of the batch
 /// statistics on x; otherwise the statistics are constants.
-inline void batch_norm_backward(const BatchNormBackward& a) {
-  MIXGRAD_DISPATCH_CUDA(a.grad_y.device(), batch_norm_backward, (a));
-}
+using BatchNormBackwardFn = void(const BatchNormBackward& a);
+extern constinit Stub<BatchNormBackwardFn, 0> batch_norm_backward;  // on a.grad_y's device
 
 /// running = (1 - momentum) * running + momentum * batch statistic, the
 /// variance times var_correction; computed in double, rounded to the
 /// statistics dtype, stored in the running tensors' dtype. Does not bump
 /// their versions (the op does).
-inline void batch_norm_update_running(const BatchNormRunningUpdate& a) {
-  MIXGRAD_DISPATCH_CUDA(a.running_mean.device(), batch_norm_update_running, (a));
-}
+using BatchNormUpdateRunningFn = void(const BatchNormRunningUpdate& a);
+extern constinit Stub<BatchNormUpdateRunningFn, 0> batch_norm_update_running;  // on running_mean's device
 
 }  // namespace mixgrad::backend

@@ -23,36 +23,20 @@ struct Conv2dParams {
   int64_t groups = 1;
 };
 
-namespace cpu {
-void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Conv2dParams& p);
-void conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p);
-void conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gbias,
-                             const Conv2dParams& p);
-}  // namespace cpu
-namespace cuda {
-void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Conv2dParams& p);
-void conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p);
-void conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gbias,
-                             const Conv2dParams& p);
-}  // namespace cuda
-
 /// y[N, O, OH, OW] = conv(x[N, C, H, W], w[O, C/groups, KH, KW]) + bias[O].
 /// x, w, y contiguous, one dtype; bias undefined or [O] (any floating dtype).
-inline void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
-                           const Conv2dParams& p) {
-  MIXGRAD_DISPATCH_CUDA(y.device(), conv2d_forward, (x, w, bias, y, p));
-}
+using Conv2dForwardFn = void(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                             const Conv2dParams& p);
+extern constinit Stub<Conv2dForwardFn, 3> conv2d_forward;  // on y's device
 
 /// gx = the gradient of the input given gy (overwritten), all contiguous.
-inline void conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p) {
-  MIXGRAD_DISPATCH_CUDA(gx.device(), conv2d_backward_data, (gy, w, gx, p));
-}
+using Conv2dBackwardDataFn = void(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p);
+extern constinit Stub<Conv2dBackwardDataFn, 2> conv2d_backward_data;  // on gx's device
 
 /// gw (and gbias when defined) = the gradients of weight and bias given gy and
 /// the forward input x (overwritten), all contiguous.
-inline void conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gbias,
-                                    const Conv2dParams& p) {
-  MIXGRAD_DISPATCH_CUDA(gw.device(), conv2d_backward_weights, (gy, x, gw, gbias, p));
-}
+using Conv2dBackwardWeightsFn = void(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gbias,
+                                     const Conv2dParams& p);
+extern constinit Stub<Conv2dBackwardWeightsFn, 2> conv2d_backward_weights;  // on gw's device
 
 }  // namespace mixgrad::backend

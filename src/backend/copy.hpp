@@ -7,15 +7,7 @@
 
 namespace mixgrad::backend {
 
-namespace cpu {
-void copy(const Tensor& src, const Tensor& dst);
-void fill(const Tensor& dst, double value);
-void accumulate(const Tensor& dst, const Tensor& src);
-}  // namespace cpu
 namespace cuda {
-void copy(const Tensor& src, const Tensor& dst);
-void fill(const Tensor& dst, double value);
-void accumulate(const Tensor& dst, const Tensor& src);
 void transfer(const Tensor& src, const Tensor& dst);
 }  // namespace cuda
 
@@ -24,21 +16,29 @@ void transfer(const Tensor& src, const Tensor& dst);
 /// strides, so a mismatch would read out of bounds.
 [[noreturn]] void throw_mismatch(const char* op, const Tensor& dst, const Tensor& src);
 
+/// The kernels of copy and accumulate below, which check their arguments first.
+using CopyFn = void(const Tensor& src, const Tensor& dst);
+extern constinit Stub<CopyFn, 1> copy_kernel;  // on dst's device
+using AccumulateFn = void(const Tensor& dst, const Tensor& src);
+extern constinit Stub<AccumulateFn, 0> accumulate_kernel;  // on dst's device
+
 /// dst[i] = convert(src[i]); same shape, any strides and dtypes, same device.
 inline void copy(const Tensor& src, const Tensor& dst) {
   if (dst.shape() != src.shape() || dst.device() != src.device()) [[unlikely]]
     throw_mismatch("copy", dst, src);
-  MIXGRAD_DISPATCH_CUDA(dst.device(), copy, (src, dst));
+  copy_kernel(src, dst);
 }
+
 /// Every element of dst (any strides) set to value.
-inline void fill(const Tensor& dst, double value) { MIXGRAD_DISPATCH_CUDA(dst.device(), fill, (dst, value)); }
+using FillFn = void(const Tensor& dst, double value);
+extern constinit Stub<FillFn, 0> fill;  // on dst's device
 
 /// dst += src elementwise; same shape and device, src converted to dst's
 /// dtype (else throw_mismatch).
 inline void accumulate(const Tensor& dst, const Tensor& src) {
   if (dst.shape() != src.shape() || dst.device() != src.device()) [[unlikely]]
     throw_mismatch("accumulate", dst, src);
-  MIXGRAD_DISPATCH_CUDA(dst.device(), accumulate, (dst, src));
+  accumulate_kernel(dst, src);
 }
 
 /// dst = src where one of them is on a CUDA device (or they are on two):

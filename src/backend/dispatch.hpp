@@ -1,16 +1,31 @@
-// The device seam. Each op family has a header in backend/ that declares the
-// per-device implementations (`cpu::name`, `cuda::name`) and an inline
-// `name(...)` that picks one by the output's device:
+// The device seam. Each op family has a header in backend/ that declares, once
+// per dispatched function, its signature and a stub of that name:
 //
-//   MIXGRAD_DISPATCH(device, name, (args))       CPU, or DeviceError on CUDA
-//   MIXGRAD_DISPATCH_CUDA(device, name, (args))  CPU or CUDA, for families the
-//                                                CUDA backend implements
+//   /// out = a · b (+ bias). Runs on out's device.
+//   using MatmulFn = void(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
+//   extern constinit Stub<MatmulFn, 3> matmul;   // 3: the argument whose device picks the kernel
 //
-// A family moves from the first to the second when its CUDA kernels land.
-// Without the CUDA backend built, both throw DeviceError for CUDA tensors.
+// and callers write `backend::matmul(a, b, bias, out)`: one indirect call to
+// the kernel of that argument's device (a Tensor, or a struct with a
+// `device_of` overload next to it). The kernels:
+//
+//   cpu/matmul.cpp    defines the stub with its CPU kernel, so every stub has
+//                     one (the stub is constant-initialised, before any code runs):
+//                       constinit Stub<MatmulFn, 3> matmul{"matmul", cpu::matmul};
+//   cuda/matmul.cpp   registers the CUDA kernel while the library loads:
+//                       const CudaKernel matmul_on_cuda{backend::matmul, matmul};
+//
+// A stub with no CUDA kernel (or a build without the CUDA backend) throws
+// DeviceError naming the op for CUDA tensors. tests/core/test_dispatch.cpp
+// checks which stubs have which kernels. The CUDA registrations are objects
+// nothing references: they run because libmixgrad is a shared library (every
+// object file is in it); a static one would need --whole-archive (the test fails).
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "mixgrad/error.hpp"
 #include "mixgrad/tensor.hpp"
@@ -26,20 +41,52 @@ int cuda_device_count();
 /// Throws DeviceError: `op` has no CUDA implementation in this build.
 [[noreturn]] void throw_no_cuda(const char* op);
 
+/// The device a tensor argument picks. Family headers overload it for their
+/// argument structs.
+inline Device device_of(const Tensor& t) { return t.device(); }
+
+template <class Fn, std::size_t DeviceArg>
+class Stub;
+
+/// One dispatched function: a kernel per device type, called with the
+/// arguments as given; argument `DeviceArg` picks the device.
+template <class R, class... Args, std::size_t DeviceArg>
+class Stub<R(Args...), DeviceArg> {
+  static_assert(DeviceArg < sizeof...(Args), "the device argument is one of the arguments");
+
+ public:
+  using Kernel = R(Args...);
+
+  constexpr Stub(const char* name, Kernel* cpu_kernel) : name_(name), cpu_(cpu_kernel) {
+    if (cpu_kernel == nullptr) throw "a Stub is defined with its CPU kernel";  // at compile time (constinit)
+  }
+  Stub(const Stub&) = delete;
+  Stub& operator=(const Stub&) = delete;
+
+  R operator()(Args... args) const {
+    Kernel* kernel = device_of(std::get<DeviceArg>(std::tie(args...))).is_cpu() ? cpu_ : cuda_;
+    if (kernel == nullptr) [[unlikely]]
+      throw_no_cuda(name_);
+    return kernel(std::forward<Args>(args)...);
+  }
+
+  const char* name() const { return name_; }
+  bool has_kernel(DeviceType type) const { return (type == DeviceType::cpu ? cpu_ : cuda_) != nullptr; }
+  void set_cuda_kernel(Kernel* kernel) { cuda_ = kernel; }
+
+ private:
+  const char* name_;
+  Kernel* cpu_;
+  Kernel* cuda_ = nullptr;
+};
+
+/// Registers a stub's CUDA kernel when its object is initialised (at load
+/// time, for a namespace-scope object in the CUDA file).
+struct CudaKernel {
+  template <class Fn, std::size_t DeviceArg>
+  CudaKernel(Stub<Fn, DeviceArg>& stub, Fn* kernel) {
+    stub.set_cuda_kernel(kernel);
+  }
+};
+
 }  // namespace mixgrad::backend
-
-#define MIXGRAD_DISPATCH(device, op, call_args)      \
-  do {                                               \
-    if ((device).is_cpu()) return cpu::op call_args; \
-    ::mixgrad::backend::throw_no_cuda(#op);          \
-  } while (0)
-
-#if MIXGRAD_WITH_CUDA
-#define MIXGRAD_DISPATCH_CUDA(device, op, call_args) \
-  do {                                               \
-    if ((device).is_cpu()) return cpu::op call_args; \
-    return cuda::op call_args;                       \
-  } while (0)
-#else
-#define MIXGRAD_DISPATCH_CUDA(device, op, call_args) MIXGRAD_DISPATCH(device, op, call_args)
-#endif

@@ -16,17 +16,9 @@ struct DropoutParams {
   double scale = 1.0;  // 1 / (1 - p)
 };
 
-namespace cpu {
-void dropout_apply(const Tensor& src, const Tensor& dst, const DropoutParams& p);
-}  // namespace cpu
-namespace cuda {
-void dropout_apply(const Tensor& src, const Tensor& dst, const DropoutParams& p);
-}  // namespace cuda
-
 /// dst[i] = keep(i) ? src[i] * scale : 0, with i the row-major index; src and
 /// dst contiguous, same shape and floating dtype.
-inline void dropout_apply(const Tensor& src, const Tensor& dst, const DropoutParams& p) {
-  MIXGRAD_DISPATCH_CUDA(dst.device(), dropout_apply, (src, dst, p));
-}
+using DropoutApplyFn = void(const Tensor& src, const Tensor& dst, const DropoutParams& p);
+extern constinit Stub<DropoutApplyFn, 1> dropout_apply;  // on dst's device
 
 }  // namespace mixgrad::backend

@@ -44,49 +44,26 @@ struct Operand {
   Operand(double s) : scalar(s) {}          // NOLINT(google-explicit-constructor)
 };
 
-namespace cpu {
-void unary(UnaryOp op, const Tensor& x, const Tensor& out, const UnaryParams& params);
-void unary_grad(UnaryOp op, const Tensor& grad, const Tensor& saved, const Tensor& dx, const UnaryParams& params);
-void binary(BinaryOp op, const Operand& a, const Operand& b, const Tensor& out);
-void binary_grad(BinaryGradOp op, const Tensor& grad, const Operand& x, const Operand& y, const Tensor& dx);
-void compare(CompareOp op, const Operand& a, const Operand& b, const Tensor& out);
-void where(const Tensor& cond, const Operand& a, const Operand& b, const Tensor& out);
-}  // namespace cpu
-namespace cuda {
-void unary(UnaryOp op, const Tensor& x, const Tensor& out, const UnaryParams& params);
-void unary_grad(UnaryOp op, const Tensor& grad, const Tensor& saved, const Tensor& dx, const UnaryParams& params);
-void binary(BinaryOp op, const Operand& a, const Operand& b, const Tensor& out);
-void binary_grad(BinaryGradOp op, const Tensor& grad, const Operand& x, const Operand& y, const Tensor& dx);
-void compare(CompareOp op, const Operand& a, const Operand& b, const Tensor& out);
-void where(const Tensor& cond, const Operand& a, const Operand& b, const Tensor& out);
-}  // namespace cuda
-
 /// out = op(x) elementwise; x has out's shape and dtype.
-inline void unary(UnaryOp op, const Tensor& x, const Tensor& out, const UnaryParams& params = {}) {
-  MIXGRAD_DISPATCH_CUDA(out.device(), unary, (op, x, out, params));
-}
+using UnaryFn = void(UnaryOp op, const Tensor& x, const Tensor& out, const UnaryParams& params);
+extern constinit Stub<UnaryFn, 2> unary;  // on out's device
 /// dx = grad * op'(...), from the tensor op's backward keeps (its input or its
 /// output, see kernels/unary.hpp); all of dx's shape and dtype.
-inline void unary_grad(UnaryOp op, const Tensor& grad, const Tensor& saved, const Tensor& dx,
-                       const UnaryParams& params = {}) {
-  MIXGRAD_DISPATCH_CUDA(dx.device(), unary_grad, (op, grad, saved, dx, params));
-}
+using UnaryGradFn = void(UnaryOp op, const Tensor& grad, const Tensor& saved, const Tensor& dx,
+                         const UnaryParams& params);
+extern constinit Stub<UnaryGradFn, 3> unary_grad;  // on dx's device
 /// out = op(a, b) with broadcasting.
-inline void binary(BinaryOp op, const Operand& a, const Operand& b, const Tensor& out) {
-  MIXGRAD_DISPATCH_CUDA(out.device(), binary, (op, a, b, out));
-}
+using BinaryFn = void(BinaryOp op, const Operand& a, const Operand& b, const Tensor& out);
+extern constinit Stub<BinaryFn, 3> binary;  // on out's device
 /// dx = op's partial derivative applied to grad (see BinaryGradOp), in the
 /// broadcast shape of dx.
-inline void binary_grad(BinaryGradOp op, const Tensor& grad, const Operand& x, const Operand& y, const Tensor& dx) {
-  MIXGRAD_DISPATCH_CUDA(dx.device(), binary_grad, (op, grad, x, y, dx));
-}
+using BinaryGradFn = void(BinaryGradOp op, const Tensor& grad, const Operand& x, const Operand& y, const Tensor& dx);
+extern constinit Stub<BinaryGradFn, 4> binary_grad;  // on dx's device
 /// out (bool) = a op b with broadcasting; a and b share a dtype.
-inline void compare(CompareOp op, const Operand& a, const Operand& b, const Tensor& out) {
-  MIXGRAD_DISPATCH_CUDA(out.device(), compare, (op, a, b, out));
-}
+using CompareFn = void(CompareOp op, const Operand& a, const Operand& b, const Tensor& out);
+extern constinit Stub<CompareFn, 3> compare;  // on out's device
 /// out = cond ? a : b with broadcasting; cond is bool.
-inline void where(const Tensor& cond, const Operand& a, const Operand& b, const Tensor& out) {
-  MIXGRAD_DISPATCH_CUDA(out.device(), where, (cond, a, b, out));
-}
+using WhereFn = void(const Tensor& cond, const Operand& a, const Operand& b, const Tensor& out);
+extern constinit Stub<WhereFn, 3> where;  // on out's device
 
 }  // namespace mixgrad::backend

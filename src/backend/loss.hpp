@@ -66,59 +66,36 @@ struct LossGrads {
   Tensor target;  // pointwise losses only
 };
 
-namespace cpu {
-void cross_entropy_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& stats, const Tensor& label_status);
-void cross_entropy_backward(const ClassLossArgs& a, const Tensor& stats, const Tensor& grad_out, const Tensor& grad_input);
-void nll_loss_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& label_status);
-void nll_loss_backward(const ClassLossArgs& a, const Tensor& grad_out, const Tensor& grad_input);
-void pointwise_loss_forward(const PointwiseLossArgs& a, const Tensor& out);
-void pointwise_loss_backward(const PointwiseLossArgs& a, const Tensor& grad_out, const LossGrads& grads);
-}  // namespace cpu
-namespace cuda {
-void cross_entropy_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& stats, const Tensor& label_status);
-void cross_entropy_backward(const ClassLossArgs& a, const Tensor& stats, const Tensor& grad_out, const Tensor& grad_input);
-void nll_loss_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& label_status);
-void nll_loss_backward(const ClassLossArgs& a, const Tensor& grad_out, const Tensor& grad_input);
-void pointwise_loss_forward(const PointwiseLossArgs& a, const Tensor& out);
-void pointwise_loss_backward(const PointwiseLossArgs& a, const Tensor& grad_out, const LossGrads& grads);
-}  // namespace cuda
-
 /// out: the loss in the input's dtype, 0-d for mean / sum, [samples] for none.
 /// stats: [samples, 2] in the accumulation dtype (float32, float64 for float64
 /// input) receives each sample's (max, log sum exp(x - max)) for the backward.
 /// label_status: int64 [2] on out's device, always written: {-1, 0} when every
 /// label is in [0, classes), else {index, label} of the first label (in
 /// sample order) that is not, and then out and stats are unspecified.
-inline void cross_entropy_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& stats,
-                                  const Tensor& label_status) {
-  MIXGRAD_DISPATCH_CUDA(out.device(), cross_entropy_forward, (a, out, stats, label_status));
-}
+using CrossEntropyForwardFn = void(const ClassLossArgs& a, const Tensor& out, const Tensor& stats,
+                                   const Tensor& label_status);
+extern constinit Stub<CrossEntropyForwardFn, 1> cross_entropy_forward;  // on out's device
 
 /// grad_input = scale * (softmax - smoothed one-hot), scale from grad_out
 /// (0-d for mean / sum, [samples] for none) and the reduction.
-inline void cross_entropy_backward(const ClassLossArgs& a, const Tensor& stats, const Tensor& grad_out,
-                                   const Tensor& grad_input) {
-  MIXGRAD_DISPATCH_CUDA(grad_input.device(), cross_entropy_backward, (a, stats, grad_out, grad_input));
-}
+using CrossEntropyBackwardFn = void(const ClassLossArgs& a, const Tensor& stats, const Tensor& grad_out,
+                                    const Tensor& grad_input);
+extern constinit Stub<CrossEntropyBackwardFn, 3> cross_entropy_backward;  // on grad_input's device
 
 /// out = -input[label], reduced; label_status as for cross_entropy_forward.
-inline void nll_loss_forward(const ClassLossArgs& a, const Tensor& out, const Tensor& label_status) {
-  MIXGRAD_DISPATCH_CUDA(out.device(), nll_loss_forward, (a, out, label_status));
-}
+using NllLossForwardFn = void(const ClassLossArgs& a, const Tensor& out, const Tensor& label_status);
+extern constinit Stub<NllLossForwardFn, 1> nll_loss_forward;  // on out's device
 
 /// grad_input = -scale at each label, 0 elsewhere (a.input is not read).
-inline void nll_loss_backward(const ClassLossArgs& a, const Tensor& grad_out, const Tensor& grad_input) {
-  MIXGRAD_DISPATCH_CUDA(grad_input.device(), nll_loss_backward, (a, grad_out, grad_input));
-}
+using NllLossBackwardFn = void(const ClassLossArgs& a, const Tensor& grad_out, const Tensor& grad_input);
+extern constinit Stub<NllLossBackwardFn, 2> nll_loss_backward;  // on grad_input's device
 
 /// out: the loss in pred's dtype, 0-d for mean / sum, pred's shape for none.
-inline void pointwise_loss_forward(const PointwiseLossArgs& a, const Tensor& out) {
-  MIXGRAD_DISPATCH_CUDA(out.device(), pointwise_loss_forward, (a, out));
-}
+using PointwiseLossForwardFn = void(const PointwiseLossArgs& a, const Tensor& out);
+extern constinit Stub<PointwiseLossForwardFn, 1> pointwise_loss_forward;  // on out's device
 
 /// Gradients for pred and / or target (whichever of grads is defined).
-inline void pointwise_loss_backward(const PointwiseLossArgs& a, const Tensor& grad_out, const LossGrads& grads) {
-  MIXGRAD_DISPATCH_CUDA(grad_out.device(), pointwise_loss_backward, (a, grad_out, grads));
-}
+using PointwiseLossBackwardFn = void(const PointwiseLossArgs& a, const Tensor& grad_out, const LossGrads& grads);
+extern constinit Stub<PointwiseLossBackwardFn, 1> pointwise_loss_backward;  // on grad_out's device
 
 }  // namespace mixgrad::backend

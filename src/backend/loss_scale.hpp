@@ -23,16 +23,9 @@ struct ScaleUpdateOptions {
   int64_t growth_interval = 1;
 };
 
-namespace cpu {
-void scale_copy(const Tensor& src, const Tensor& dst, const Tensor& scale);
-void update_scale(const Tensor& scale, const Tensor& inv_scale, const Tensor& growth_tracker, const Tensor& found_inf,
-                  const ScaleUpdateOptions& o);
-}  // namespace cpu
-namespace cuda {
-void scale_copy(const Tensor& src, const Tensor& dst, const Tensor& scale);
-void update_scale(const Tensor& scale, const Tensor& inv_scale, const Tensor& growth_tracker, const Tensor& found_inf,
-                  const ScaleUpdateOptions& o);
-}  // namespace cuda
+/// The kernel of scale_copy below, which checks scale first.
+using ScaleCopyFn = void(const Tensor& src, const Tensor& dst, const Tensor& scale);
+extern constinit Stub<ScaleCopyFn, 1> scale_copy_kernel;  // on dst's device
 
 /// dst = src * scale elementwise (src of dst's shape, any dtype), the
 /// product formed in dst's arithmetic type with the scale rounded once to
@@ -40,16 +33,15 @@ void update_scale(const Tensor& scale, const Tensor& inv_scale, const Tensor& gr
 /// tensor on dst's device.
 inline void scale_copy(const Tensor& src, const Tensor& dst, const Tensor& scale) {
   detail::check_scalar_arg("scale_copy", "scale", scale, dst.device(), true);
-  MIXGRAD_DISPATCH_CUDA(dst.device(), scale_copy, (src, dst, scale));
+  scale_copy_kernel(src, dst, scale);
 }
 
 /// One step of the dynamic scale (kernels::ScaleUpdate): scale and inv_scale
 /// are one-element float64 tensors, growth_tracker a one-element int64
 /// tensor, found_inf a one-element float32 flag (nonzero: the step
 /// overflowed) or undefined for a clean step; all on one device.
-inline void update_scale(const Tensor& scale, const Tensor& inv_scale, const Tensor& growth_tracker,
-                         const Tensor& found_inf, const ScaleUpdateOptions& o) {
-  MIXGRAD_DISPATCH_CUDA(scale.device(), update_scale, (scale, inv_scale, growth_tracker, found_inf, o));
-}
+using UpdateScaleFn = void(const Tensor& scale, const Tensor& inv_scale, const Tensor& growth_tracker,
+                           const Tensor& found_inf, const ScaleUpdateOptions& o);
+extern constinit Stub<UpdateScaleFn, 0> update_scale;  // on scale's device
 
 }  // namespace mixgrad::backend

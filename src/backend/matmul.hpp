@@ -10,20 +10,12 @@
 
 namespace mixgrad::backend {
 
-namespace cpu {
-void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
-}  // namespace cpu
-namespace cuda {
-void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
-}  // namespace cuda
-
 /// out[..., m, n] = a[..., m, k] · b[..., k, n] (+ bias[n]). a, b and out have
 /// the same rank (>= 2) and dtype; each batch extent of a and b equals out's
 /// or is 1 (broadcast). a and b may have any strides (transposed views cost
 /// nothing); out is contiguous; bias is undefined or [n], any floating dtype.
 /// Accumulates in float32 (float64 for float64).
-inline void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
-  MIXGRAD_DISPATCH_CUDA(out.device(), matmul, (a, b, bias, out));
-}
+using MatmulFn = void(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
+extern constinit Stub<MatmulFn, 3> matmul;  // on out's device
 
 }  // namespace mixgrad::backend

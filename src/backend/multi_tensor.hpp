@@ -23,19 +23,6 @@
 
 namespace mixgrad::backend {
 
-namespace cpu {
-void non_finite_check_and_unscale(std::span<const Tensor> tensors, const Tensor& found_inf, const Tensor& inv_scale);
-void non_finite_check(std::span<const Tensor> tensors, const Tensor& found_inf, const Tensor& inv_scale);
-void grad_norm(std::span<const Tensor> tensors, double norm_type, const Tensor& out);
-void clip_by_norm(std::span<const Tensor> tensors, const Tensor& norm, double max_norm);
-}  // namespace cpu
-namespace cuda {
-void non_finite_check_and_unscale(std::span<const Tensor> tensors, const Tensor& found_inf, const Tensor& inv_scale);
-void non_finite_check(std::span<const Tensor> tensors, const Tensor& found_inf, const Tensor& inv_scale);
-void grad_norm(std::span<const Tensor> tensors, double norm_type, const Tensor& out);
-void clip_by_norm(std::span<const Tensor> tensors, const Tensor& norm, double max_norm);
-}  // namespace cuda
-
 namespace detail {
 // A one-element tensor of an allowed dtype on `device`; DTypeError /
 // ShapeError / DeviceError naming `op` and `what` otherwise.
@@ -51,6 +38,16 @@ inline void check_scalar_arg(const char* op, const char* what, const Tensor& t, 
                       to_string(device));
 }
 }  // namespace detail
+
+/// The kernels of the functions below, which check their arguments first
+/// (found_inf, inv_scale, norm, out: on the tensors' device).
+using NonFiniteCheckFn = void(std::span<const Tensor> tensors, const Tensor& found_inf, const Tensor& inv_scale);
+extern constinit Stub<NonFiniteCheckFn, 1> non_finite_check_and_unscale_kernel;  // on found_inf's device
+extern constinit Stub<NonFiniteCheckFn, 1> non_finite_check_kernel;              // on found_inf's device
+using GradNormFn = void(std::span<const Tensor> tensors, double norm_type, const Tensor& out);
+extern constinit Stub<GradNormFn, 2> grad_norm_kernel;  // on out's device
+using ClipByNormFn = void(std::span<const Tensor> tensors, const Tensor& norm, double max_norm);
+extern constinit Stub<ClipByNormFn, 1> clip_by_norm_kernel;  // on norm's device
 
 /// PyTorch's `_amp_foreach_non_finite_check_and_unscale_`: multiplies every
 /// element of every tensor by inv_scale's value in place (rounded once to
@@ -69,7 +66,7 @@ inline void non_finite_check_and_unscale(std::span<const Tensor> tensors, const 
   const Device device = tensors.front().device();
   detail::check_scalar_arg("non_finite_check_and_unscale", "found_inf", found_inf, device, false);
   detail::check_scalar_arg("non_finite_check_and_unscale", "inv_scale", inv_scale, device, true);
-  MIXGRAD_DISPATCH_CUDA(device, non_finite_check_and_unscale, (tensors, found_inf, inv_scale));
+  non_finite_check_and_unscale_kernel(tensors, found_inf, inv_scale);
 }
 
 /// The check of non_finite_check_and_unscale without the write: sets
@@ -83,7 +80,7 @@ inline void non_finite_check(std::span<const Tensor> tensors, const Tensor& foun
   const Device device = tensors.front().device();
   detail::check_scalar_arg("non_finite_check", "found_inf", found_inf, device, false);
   detail::check_scalar_arg("non_finite_check", "inv_scale", inv_scale, device, true);
-  MIXGRAD_DISPATCH_CUDA(device, non_finite_check, (tensors, found_inf, inv_scale));
+  non_finite_check_kernel(tensors, found_inf, inv_scale);
 }
 
 /// The p-norm (`norm_type` > 0, or +inf for the largest |x|) of all elements
@@ -97,7 +94,7 @@ inline Tensor grad_norm(std::span<const Tensor> tensors, double norm_type) {
     *out.data<double>() = 0.0;
     return out;
   }
-  [&] { MIXGRAD_DISPATCH_CUDA(device, grad_norm, (tensors, norm_type, out)); }();
+  grad_norm_kernel(tensors, norm_type, out);
   return out;
 }
 
@@ -109,7 +106,7 @@ inline void clip_by_norm(std::span<const Tensor> tensors, const Tensor& norm, do
   if (tensors.empty()) return;
   const Device device = tensors.front().device();
   detail::check_scalar_arg("clip_by_norm", "norm", norm, device, true);
-  MIXGRAD_DISPATCH_CUDA(device, clip_by_norm, (tensors, norm, max_norm));
+  clip_by_norm_kernel(tensors, norm, max_norm);
 }
 
 }  // namespace mixgrad::backend

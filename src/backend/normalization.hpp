@@ -24,6 +24,7 @@ struct LayerNormArgs {
   int64_t cols = 0;
   double eps = 1e-5;
 };
+inline Device device_of(const LayerNormArgs& a) { return a.x.device(); }  // the kernels' device
 
 /// What the forward writes.
 struct LayerNormOutputs {
@@ -39,28 +40,15 @@ struct LayerNormGrads {
   Tensor bias;    // accumulation dtype
 };
 
-namespace cpu {
-void layer_norm_forward(const LayerNormArgs& a, const LayerNormOutputs& o);
-void layer_norm_backward(const LayerNormArgs& a, const LayerNormOutputs& saved, const Tensor& grad_out,
-                         const LayerNormGrads& grads);
-}  // namespace cpu
-namespace cuda {
-void layer_norm_forward(const LayerNormArgs& a, const LayerNormOutputs& o);
-void layer_norm_backward(const LayerNormArgs& a, const LayerNormOutputs& saved, const Tensor& grad_out,
-                         const LayerNormGrads& grads);
-}  // namespace cuda
-
 /// out = (x - mean) * rstd * weight + bias per row, with mean and rstd saved.
-inline void layer_norm_forward(const LayerNormArgs& a, const LayerNormOutputs& o) {
-  MIXGRAD_DISPATCH_CUDA(a.x.device(), layer_norm_forward, (a, o));
-}
+using LayerNormForwardFn = void(const LayerNormArgs& a, const LayerNormOutputs& o);
+extern constinit Stub<LayerNormForwardFn, 0> layer_norm_forward;  // on a.x's device
 
 /// Gradients for x, weight and bias from the saved mean and rstd (a.bias and
 /// saved.out are not read). The weight and bias gradients are summed over rows in fixed
 /// blocks: deterministic on any thread count.
-inline void layer_norm_backward(const LayerNormArgs& a, const LayerNormOutputs& saved, const Tensor& grad_out,
-                                const LayerNormGrads& grads) {
-  MIXGRAD_DISPATCH_CUDA(a.x.device(), layer_norm_backward, (a, saved, grad_out, grads));
-}
+using LayerNormBackwardFn = void(const LayerNormArgs& a, const LayerNormOutputs& saved, const Tensor& grad_out,
+                                 const LayerNormGrads& grads);
+extern constinit Stub<LayerNormBackwardFn, 0> layer_norm_backward;  // on a.x's device
 
 }  // namespace mixgrad::backend

@@ -41,37 +41,19 @@ struct AmpUpdate {
   Tensor master;
 };
 
-namespace cpu {
-void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
-                const Tensor& found_inf, const SgdStep& s, const AmpUpdate& amp = {});
-void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                 const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf, const AdamStep& s,
-                 const AmpUpdate& amp = {});
-}  // namespace cpu
-namespace cuda {
-void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
-                const Tensor& found_inf, const SgdStep& s, const AmpUpdate& amp = {});
-void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                 const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf, const AdamStep& s,
-                 const AmpUpdate& amp = {});
-}  // namespace cuda
-
 /// param <- SGD(param, grad), unless found_inf is set; momentum_buffer is
 /// undefined when momentum == 0, and initialised from the gradient when
 /// step is 0. grad may have any floating dtype and strides; buffers are in
 /// float32 (float64 for float64 parameters) with the parameter's shape.
-inline void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
-                       const Tensor& found_inf, const SgdStep& s, const AmpUpdate& amp = {}) {
-  MIXGRAD_DISPATCH_CUDA(param.device(), sgd_update, (param, grad, momentum_buffer, step, found_inf, s, amp));
-}
+using SgdUpdateFn = void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
+                         const Tensor& found_inf, const SgdStep& s, const AmpUpdate& amp);
+extern constinit Stub<SgdUpdateFn, 0> sgd_update;  // on param's device
 
 /// param <- Adam(param, grad), unless found_inf is set, with the bias
 /// corrections of update step + 1; max_exp_avg_sq is undefined unless AMSGrad.
-inline void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                        const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf,
-                        const AdamStep& s, const AmpUpdate& amp = {}) {
-  MIXGRAD_DISPATCH_CUDA(param.device(), adam_update,
-                        (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, found_inf, s, amp));
-}
+using AdamUpdateFn = void(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                          const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf,
+                          const AdamStep& s, const AmpUpdate& amp);
+extern constinit Stub<AdamUpdateFn, 0> adam_update;  // on param's device
 
 }  // namespace mixgrad::backend

@@ -100,6 +100,14 @@ std::vector<Pending> take(int device, bool all) {
 
 }  // namespace
 
+Tensor status_tensor(Device device) {
+  if (device.is_cpu()) {
+    thread_local const Tensor cpu_status = empty(Shape{2}, DType::int64, Device::cpu());
+    return cpu_status;
+  }
+  return empty(Shape{2}, DType::int64, device);
+}
+
 void defer_status_check(const Tensor& status, StatusCheck check) {
   if (status.device().is_cpu()) {
     check(Tensor(status).contiguous().data<int64_t>());

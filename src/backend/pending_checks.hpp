@@ -7,9 +7,9 @@
 // where the status is ready and reading it costs no extra wait. A check that
 // fails throws its error from there. CPU statuses are checked at once.
 //
-//   const Tensor status = empty({2}, DType::int64, device);
+//   const Tensor status = backend::status_tensor(device);
 //   backend::cross_entropy_forward(args, out, stats, status);
-//   backend::defer_status_check(status, [=](const int64_t* st) { if (st[0] >= 0) throw ValueError(...); });
+//   backend::check_status(status, [=](const int64_t* st) { if (st[0] >= 0) throw ValueError(...); });
 //
 // set_eager_status_checks(true) (or MIXGRAD_EAGER_CHECKS=1 in the
 // environment) checks every status right after its kernel instead: slower,
@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 
 #include "mixgrad/tensor.hpp"
 
@@ -35,6 +36,24 @@ inline constexpr int kMaxPendingChecks = 256;
 /// once for a CPU status or with eager checks on, else at the next
 /// synchronisation of its device.
 void defer_status_check(const Tensor& status, StatusCheck check);
+
+/// A status for a kernel to write (int64 [2]: where the first failure is, or
+/// -1, and what failed) on `device`: on the CPU one per thread, reused, as
+/// check_status reads it before the next kernel can write it.
+Tensor status_tensor(Device device);
+
+/// Runs `check` on the contents of `status` once its kernel has written it:
+/// at once on the CPU, where it is host memory (nothing copied, `check` not
+/// kept), else as defer_status_check. `check` keeps what its error needs by
+/// value (core::Description).
+template <class Check>
+void check_status(const Tensor& status, Check&& check) {
+  if (status.device().is_cpu()) {
+    check(status.data<int64_t>());
+    return;
+  }
+  defer_status_check(status, StatusCheck(std::forward<Check>(check)));
+}
 
 /// Runs (and forgets) the pending checks of `device` (a CUDA device index);
 /// throws the error of the first that fails after running them all. Called

@@ -35,62 +35,33 @@ struct MaxPoolWorkspace {
   DType compute_dtype = DType::float32;
 };
 
-namespace cpu {
-MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p);
-void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Tensor& gx, const Pool2dParams& p);
-MaxPoolWorkspace max_pool2d_argmax(const Tensor& x, const Tensor& y, const Pool2dParams& p);
-void max_pool2d_gather(const Tensor& gx, const MaxPoolWorkspace& ws, const Tensor& gy);
-void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p);
-void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dParams& p);
-void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y);
-void adaptive_avg_pool2d_backward(const Tensor& gy, const Tensor& gx);
-}  // namespace cpu
-namespace cuda {
-MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p);
-void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Tensor& gx, const Pool2dParams& p);
-MaxPoolWorkspace max_pool2d_argmax(const Tensor& x, const Tensor& y, const Pool2dParams& p);
-void max_pool2d_gather(const Tensor& gx, const MaxPoolWorkspace& ws, const Tensor& gy);
-void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p);
-void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dParams& p);
-void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y);
-void adaptive_avg_pool2d_backward(const Tensor& gy, const Tensor& gx);
-}  // namespace cuda
-
 /// y = max over each window of x (both contiguous [N, C, H, W], one dtype);
 /// padded positions never win. Returns what the backward needs.
-inline MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
-  MIXGRAD_DISPATCH_CUDA(y.device(), max_pool2d_forward, (x, y, p));
-}
+using MaxPool2dForwardFn = MaxPoolWorkspace(const Tensor& x, const Tensor& y, const Pool2dParams& p);
+extern constinit Stub<MaxPool2dForwardFn, 1> max_pool2d_forward;  // on y's device
 /// gx (overwritten) = gy routed to the maximal input of each window.
-inline void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Tensor& gx, const Pool2dParams& p) {
-  MIXGRAD_DISPATCH_CUDA(gx.device(), max_pool2d_backward, (gy, ws, gx, p));
-}
+using MaxPool2dBackwardFn = void(const Tensor& gy, const MaxPoolWorkspace& ws, const Tensor& gx, const Pool2dParams& p);
+extern constinit Stub<MaxPool2dBackwardFn, 2> max_pool2d_backward;  // on gx's device
 /// max_pool2d_forward on the built-in path whatever the geometry: y and the
 /// `argmax` workspace, which max_pool2d_gather reads (a recorded backward's
 /// positions; the paths agree except which of tied maxima wins).
-inline MaxPoolWorkspace max_pool2d_argmax(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
-  MIXGRAD_DISPATCH_CUDA(y.device(), max_pool2d_argmax, (x, y, p));
-}
+using MaxPool2dArgmaxFn = MaxPoolWorkspace(const Tensor& x, const Tensor& y, const Pool2dParams& p);
+extern constinit Stub<MaxPool2dArgmaxFn, 1> max_pool2d_argmax;  // on y's device
 /// gy (overwritten) = gx read at each output's maximal input (ws of kind
 /// argmax): the adjoint of max_pool2d_backward, the recorded gradient's own backward.
-inline void max_pool2d_gather(const Tensor& gx, const MaxPoolWorkspace& ws, const Tensor& gy) {
-  MIXGRAD_DISPATCH_CUDA(gy.device(), max_pool2d_gather, (gx, ws, gy));
-}
+using MaxPool2dGatherFn = void(const Tensor& gx, const MaxPoolWorkspace& ws, const Tensor& gy);
+extern constinit Stub<MaxPool2dGatherFn, 2> max_pool2d_gather;  // on gy's device
 /// y = mean over each window of x, counting only positions inside x.
-inline void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
-  MIXGRAD_DISPATCH_CUDA(y.device(), avg_pool2d_forward, (x, y, p));
-}
+using AvgPool2dForwardFn = void(const Tensor& x, const Tensor& y, const Pool2dParams& p);
+extern constinit Stub<AvgPool2dForwardFn, 1> avg_pool2d_forward;  // on y's device
 /// gx (overwritten) = gy spread evenly over the inside positions of each window.
-inline void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dParams& p) {
-  MIXGRAD_DISPATCH_CUDA(gx.device(), avg_pool2d_backward, (gy, gx, p));
-}
+using AvgPool2dBackwardFn = void(const Tensor& gy, const Tensor& gx, const Pool2dParams& p);
+extern constinit Stub<AvgPool2dBackwardFn, 1> avg_pool2d_backward;  // on gx's device
 /// y[.., i, j] = mean of x over rows [floor(i*H/OH), ceil((i+1)*H/OH)) and
 /// the same for columns; OH, OW read from y.
-inline void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
-  MIXGRAD_DISPATCH_CUDA(y.device(), adaptive_avg_pool2d_forward, (x, y));
-}
-inline void adaptive_avg_pool2d_backward(const Tensor& gy, const Tensor& gx) {
-  MIXGRAD_DISPATCH_CUDA(gx.device(), adaptive_avg_pool2d_backward, (gy, gx));
-}
+using AdaptiveAvgPool2dForwardFn = void(const Tensor& x, const Tensor& y);
+extern constinit Stub<AdaptiveAvgPool2dForwardFn, 1> adaptive_avg_pool2d_forward;  // on y's device
+using AdaptiveAvgPool2dBackwardFn = void(const Tensor& gy, const Tensor& gx);
+extern constinit Stub<AdaptiveAvgPool2dBackwardFn, 1> adaptive_avg_pool2d_backward;  // on gx's device
 
 }  // namespace mixgrad::backend

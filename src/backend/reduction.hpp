@@ -9,7 +9,7 @@
 // bool); the result is converted to out's dtype.
 //
 //   Tensor out = empty({C}, x.dtype());
-//   backend::reduce(ReduceOp::sum, x, 0b1101, out);   // [N, C, H, W] -> [C]
+//   backend::reduce(ReduceOp::sum, x, 0b1101, out, {});   // [N, C, H, W] -> [C]
 #pragma once
 
 #include <cstdint>
@@ -26,54 +26,31 @@ struct ReduceParams {
   int correction = 0;  // var: divide by n - correction
 };
 
-namespace cpu {
-void reduce(ReduceOp op, const Tensor& x, uint32_t axes, const Tensor& out, const ReduceParams& params);
-void arg_reduce(ArgReduceOp op, const Tensor& x, int axis, const Tensor& out);
-void put_along_last_axis(const Tensor& values, const Tensor& index, const Tensor& dst);
-void var_grad(const Tensor& grad, const Tensor& x, const Tensor& mean, double scale, const Tensor& dx);
-void norm_grad(const Tensor& grad, const Tensor& x, const Tensor& norm, double p, const Tensor& dx);
-void sum_channels(const Tensor& x, int64_t outer, int64_t channels, int64_t inner, const Tensor& out);
-}  // namespace cpu
-namespace cuda {
-void reduce(ReduceOp op, const Tensor& x, uint32_t axes, const Tensor& out, const ReduceParams& params);
-void arg_reduce(ArgReduceOp op, const Tensor& x, int axis, const Tensor& out);
-void put_along_last_axis(const Tensor& values, const Tensor& index, const Tensor& dst);
-void var_grad(const Tensor& grad, const Tensor& x, const Tensor& mean, double scale, const Tensor& dx);
-void norm_grad(const Tensor& grad, const Tensor& x, const Tensor& norm, double p, const Tensor& dx);
-void sum_channels(const Tensor& x, int64_t outer, int64_t channels, int64_t inner, const Tensor& out);
-}  // namespace cuda
-
 /// out = op over the masked axes of x (see the file comment). An empty
 /// reduction gives the identity (0 for sums, NaN for mean and var); max and
 /// min of nothing are the caller's to reject.
-inline void reduce(ReduceOp op, const Tensor& x, uint32_t axes, const Tensor& out, const ReduceParams& params = {}) {
-  MIXGRAD_DISPATCH_CUDA(out.device(), reduce, (op, x, axes, out, params));
-}
+using ReduceFn = void(ReduceOp op, const Tensor& x, uint32_t axes, const Tensor& out, const ReduceParams& params);
+extern constinit Stub<ReduceFn, 3> reduce;  // on out's device
 /// out (int64, contiguous, x's shape without `axis`) = index of the first
 /// largest (smallest) element along `axis`; NaN counts as the largest (and
 /// the smallest), so the first NaN wins.
-inline void arg_reduce(ArgReduceOp op, const Tensor& x, int axis, const Tensor& out) {
-  MIXGRAD_DISPATCH_CUDA(out.device(), arg_reduce, (op, x, axis, out));
-}
+using ArgReduceFn = void(ArgReduceOp op, const Tensor& x, int axis, const Tensor& out);
+extern constinit Stub<ArgReduceFn, 3> arg_reduce;  // on out's device
 /// dst[k, index[k]] = values[k] for a contiguous 2-d dst; the other elements
 /// are left as they are.
-inline void put_along_last_axis(const Tensor& values, const Tensor& index, const Tensor& dst) {
-  MIXGRAD_DISPATCH_CUDA(dst.device(), put_along_last_axis, (values, index, dst));
-}
+using PutAlongLastAxisFn = void(const Tensor& values, const Tensor& index, const Tensor& dst);
+extern constinit Stub<PutAlongLastAxisFn, 2> put_along_last_axis;  // on dst's device
 /// dx = grad * scale * (x - mean); grad and mean broadcast to x's shape.
-inline void var_grad(const Tensor& grad, const Tensor& x, const Tensor& mean, double scale, const Tensor& dx) {
-  MIXGRAD_DISPATCH_CUDA(dx.device(), var_grad, (grad, x, mean, scale, dx));
-}
+using VarGradFn = void(const Tensor& grad, const Tensor& x, const Tensor& mean, double scale, const Tensor& dx);
+extern constinit Stub<VarGradFn, 4> var_grad;  // on dx's device
 /// dx = d||x||_p/dx * grad; grad and norm broadcast to x's shape.
-inline void norm_grad(const Tensor& grad, const Tensor& x, const Tensor& norm, double p, const Tensor& dx) {
-  MIXGRAD_DISPATCH_CUDA(dx.device(), norm_grad, (grad, x, norm, p, dx));
-}
+using NormGradFn = void(const Tensor& grad, const Tensor& x, const Tensor& norm, double p, const Tensor& dx);
+extern constinit Stub<NormGradFn, 4> norm_grad;  // on dx's device
 
 /// out[c] = sum over o < outer, i < inner of x[o, c, i], x contiguous and
 /// viewed as [outer, channels, inner]; out [channels], any floating dtype.
 /// Sums in float32 (float64 for float64): the bias gradient of linear / conv.
-inline void sum_channels(const Tensor& x, int64_t outer, int64_t channels, int64_t inner, const Tensor& out) {
-  MIXGRAD_DISPATCH_CUDA(out.device(), sum_channels, (x, outer, channels, inner, out));
-}
+using SumChannelsFn = void(const Tensor& x, int64_t outer, int64_t channels, int64_t inner, const Tensor& out);
+extern constinit Stub<SumChannelsFn, 4> sum_channels;  // on out's device
 
 }  // namespace mixgrad::backend

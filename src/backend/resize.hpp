@@ -35,35 +35,17 @@ struct UpsampleParams {
   double scale_w = 0.0;
 };
 
-namespace cpu {
-void pad_forward(const Tensor& x, const Tensor& y, const PadParams& p);
-void pad_backward(const Tensor& gy, const Tensor& gx, const PadParams& p);
-void upsample2d_forward(const Tensor& x, const Tensor& y, const UpsampleParams& p);
-void upsample2d_backward(const Tensor& gy, const Tensor& gx, const UpsampleParams& p);
-}  // namespace cpu
-
-namespace cuda {
-void pad_forward(const Tensor& x, const Tensor& y, const PadParams& p);
-void pad_backward(const Tensor& gy, const Tensor& gx, const PadParams& p);
-void upsample2d_forward(const Tensor& x, const Tensor& y, const UpsampleParams& p);
-void upsample2d_backward(const Tensor& gy, const Tensor& gx, const UpsampleParams& p);
-}  // namespace cuda
-
 /// y (contiguous, x's dtype) = x padded as p says; x contiguous.
-inline void pad_forward(const Tensor& x, const Tensor& y, const PadParams& p) {
-  MIXGRAD_DISPATCH_CUDA(y.device(), pad_forward, (x, y, p));
-}
+using PadForwardFn = void(const Tensor& x, const Tensor& y, const PadParams& p);
+extern constinit Stub<PadForwardFn, 1> pad_forward;  // on y's device
 /// gx (overwritten) = sum of gy over the output positions each input element went to.
-inline void pad_backward(const Tensor& gy, const Tensor& gx, const PadParams& p) {
-  MIXGRAD_DISPATCH_CUDA(gx.device(), pad_backward, (gy, gx, p));
-}
+using PadBackwardFn = void(const Tensor& gy, const Tensor& gx, const PadParams& p);
+extern constinit Stub<PadBackwardFn, 1> pad_backward;  // on gx's device
 /// y [N, C, OH, OW] = x [N, C, H, W] resampled; both contiguous, one dtype.
-inline void upsample2d_forward(const Tensor& x, const Tensor& y, const UpsampleParams& p) {
-  MIXGRAD_DISPATCH_CUDA(y.device(), upsample2d_forward, (x, y, p));
-}
+using Upsample2dForwardFn = void(const Tensor& x, const Tensor& y, const UpsampleParams& p);
+extern constinit Stub<Upsample2dForwardFn, 1> upsample2d_forward;  // on y's device
 /// gx (overwritten) = the adjoint of the forward applied to gy.
-inline void upsample2d_backward(const Tensor& gy, const Tensor& gx, const UpsampleParams& p) {
-  MIXGRAD_DISPATCH_CUDA(gx.device(), upsample2d_backward, (gy, gx, p));
-}
+using Upsample2dBackwardFn = void(const Tensor& gy, const Tensor& gx, const UpsampleParams& p);
+extern constinit Stub<Upsample2dBackwardFn, 1> upsample2d_backward;  // on gx's device
 
 }  // namespace mixgrad::backend

@@ -20,26 +20,15 @@ struct SoftmaxShape {
   int64_t inner = 1;
 };
 
-namespace cpu {
-void softmax_forward(const Tensor& x, const Tensor& y, const SoftmaxShape& s, SoftmaxKind kind);
-void softmax_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, const SoftmaxShape& s, SoftmaxKind kind);
-}  // namespace cpu
-namespace cuda {
-void softmax_forward(const Tensor& x, const Tensor& y, const SoftmaxShape& s, SoftmaxKind kind);
-void softmax_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, const SoftmaxShape& s, SoftmaxKind kind);
-}  // namespace cuda
-
 /// y = exp(x - max) / sum exp(x - max) (softmax) or x - max - log sum exp(x - max)
 /// (log_softmax) along the axis; x, y contiguous, one dtype.
-inline void softmax_forward(const Tensor& x, const Tensor& y, const SoftmaxShape& s, SoftmaxKind kind) {
-  MIXGRAD_DISPATCH_CUDA(y.device(), softmax_forward, (x, y, s, kind));
-}
+using SoftmaxForwardFn = void(const Tensor& x, const Tensor& y, const SoftmaxShape& s, SoftmaxKind kind);
+extern constinit Stub<SoftmaxForwardFn, 1> softmax_forward;  // on y's device
 
 /// gx = y * (gy - sum(gy * y)) (softmax) or gy - exp(y) * sum(gy)
 /// (log_softmax), sums along the axis; y is the forward's output.
-inline void softmax_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, const SoftmaxShape& s,
-                             SoftmaxKind kind) {
-  MIXGRAD_DISPATCH_CUDA(gx.device(), softmax_backward, (gy, y, gx, s, kind));
-}
+using SoftmaxBackwardFn = void(const Tensor& gy, const Tensor& y, const Tensor& gx, const SoftmaxShape& s,
+                               SoftmaxKind kind);
+extern constinit Stub<SoftmaxBackwardFn, 2> softmax_backward;  // on gx's device
 
 }  // namespace mixgrad::backend

@@ -15,20 +15,11 @@
 
 namespace mixgrad::backend {
 
-namespace cpu {
-void sort_lines(const Tensor& x, Axis3 a, int64_t k, bool descending, const Tensor& values, const Tensor& indices);
-}  // namespace cpu
-
-namespace cuda {
-void sort_lines(const Tensor& x, Axis3 a, int64_t k, bool descending, const Tensor& values, const Tensor& indices);
-}  // namespace cuda
-
 /// The first k elements of each line in ascending (descending) order, NaN
 /// counted as the largest, ties in input order; values in x's dtype, indices
 /// int64.
-inline void sort_lines(const Tensor& x, Axis3 a, int64_t k, bool descending, const Tensor& values,
-                       const Tensor& indices) {
-  MIXGRAD_DISPATCH_CUDA(values.device(), sort_lines, (x, a, k, descending, values, indices));
-}
+using SortLinesFn = void(const Tensor& x, Axis3 a, int64_t k, bool descending, const Tensor& values,
+                         const Tensor& indices);
+extern constinit Stub<SortLinesFn, 4> sort_lines;  // on values's device
 
 }  // namespace mixgrad::backend

@@ -1,13 +1,24 @@
 #include "core/checks.hpp"
 
+#include "core/description.hpp"
+
 #include "mixgrad/error.hpp"
 
 namespace mixgrad::core {
 
-std::string describe(const Tensor& t) {
-  if (!t.defined()) return "undefined";
-  return std::string(to_string(t.dtype())) + to_string(t.shape()) + (t.device().is_cpu() ? "" : "@" + to_string(t.device()));
+Description::Description(const Tensor& t) : defined_(t.defined()) {
+  if (!defined_) return;
+  dtype_ = t.dtype();
+  shape_ = t.shape();
+  device_ = t.device();
 }
+
+std::string Description::str() const {
+  if (!defined_) return "undefined";
+  return std::string(to_string(dtype_)) + to_string(shape_) + (device_.is_cpu() ? "" : "@" + to_string(device_));
+}
+
+std::string describe(const Tensor& t) { return Description(t).str(); }
 
 void check_defined(const char* op, std::initializer_list<const Tensor*> inputs) {
   int i = 0;

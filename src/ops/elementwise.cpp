@@ -114,7 +114,7 @@ Tensor grad_kernel(BinaryGradOp op, const Tensor& g, const Operand& x, const Ope
 
 Tensor negated(const Tensor& g) {
   Tensor out = empty(g.shape(), g.dtype(), g.device());
-  backend::unary(UnaryOp::neg, g, out);
+  backend::unary(UnaryOp::neg, g, out, {});
   return out;
 }
 

@@ -32,18 +32,6 @@ void check_index_dtype(const char* op, const Tensor& index) {
     throw DTypeError(std::string(op) + ": expected an int64 index tensor, got " + ops::describe(index));
 }
 
-/// Throws ValueError naming the first index outside [0, extent).
-void check_range(const char* op, const Tensor& index_dense, int64_t extent, const std::string& what) {
-  // CUDA kernels check their indices as they read them and report at the next sync (no host read here)
-  if (!index_dense.device().is_cpu()) return;
-  const int64_t* p = index_dense.data<int64_t>();
-  const int64_t n = index_dense.numel();
-  for (int64_t k = 0; k < n; ++k)
-    if (p[k] < 0 || p[k] >= extent)
-      throw ValueError(std::string(op) + ": index " + std::to_string(p[k]) + " is out of range for " + what +
-                       " (valid: 0 to " + std::to_string(extent - 1) + ")");
-}
-
 backend::Axis3 axis3(const Shape& s, int dim) {
   backend::Axis3 a;
   for (int d = 0; d < dim; ++d) a.outer *= s[d];
@@ -110,8 +98,9 @@ Tensor embedding(const Tensor& weight_in, const Tensor& indices) {
   if (indices.ndim() + 1 > Shape::kMaxDims)
     throw ShapeError(std::string(op) + ": indices " + ops::describe(indices) + " have too many dimensions");
   const Tensor index = ops::dense(indices);
-  check_range(op, index, weight_in.shape()[0], "an embedding table of " + std::to_string(weight_in.shape()[0]) +
-                                                  " rows (weight " + ops::describe(weight_in) + ")");
+  backend::check_indices(op, index, weight_in.shape()[0],
+                         "an embedding table of " + std::to_string(weight_in.shape()[0]) + " rows (weight " +
+                             ops::describe(weight_in) + ")");
   Tensor weight = weight_in;
   amp::autocast_inputs(OpKind::embedding, {&weight});
   Shape out_shape = indices.shape();
@@ -129,8 +118,8 @@ Tensor index_select(const Tensor& x_in, int dim, const Tensor& index_in) {
   if (x_in.ndim() == 0) throw ShapeError(std::string(op) + ": cannot index a 0-d tensor " + ops::describe(x_in));
   const int d = normalize_axis(dim, x_in.ndim(), op);
   const Tensor index = ops::dense(index_in);
-  check_range(op, index, x_in.shape()[d],
-              "dimension " + std::to_string(d) + " of " + ops::describe(x_in));
+  backend::check_indices(op, index, x_in.shape()[d],
+                         "dimension " + std::to_string(d) + " of " + ops::describe(x_in));
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::index_select, {&x});
   Shape out_shape = x.shape();
@@ -152,7 +141,8 @@ Tensor gather(const Tensor& x_in, int dim, const Tensor& index_in) {
       throw ShapeError(std::string(op) + ": index " + ops::describe(index_in) + " is larger than the input " +
                        ops::describe(x_in) + " along dimension " + std::to_string(k));
   const Tensor index = ops::dense(index_in);
-  check_range(op, index, x_in.shape()[d], "dimension " + std::to_string(d) + " of " + ops::describe(x_in));
+  backend::check_indices(op, index, x_in.shape()[d],
+                         "dimension " + std::to_string(d) + " of " + ops::describe(x_in));
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::gather, {&x});
   Tensor out = empty(index.shape(), x.dtype(), x.device());
@@ -190,7 +180,8 @@ Tensor scatter_add(const Tensor& x_in, int dim, const Tensor& index_in, const Te
     throw DTypeError(std::string(op) + ": expected src of the input's dtype, got " + ops::describe(src_in) +
                      " for " + ops::describe(x_in));
   const Tensor index = ops::dense(index_in);
-  check_range(op, index, x_in.shape()[d], "dimension " + std::to_string(d) + " of " + ops::describe(x_in));
+  backend::check_indices(op, index, x_in.shape()[d],
+                         "dimension " + std::to_string(d) + " of " + ops::describe(x_in));
   Tensor x = x_in, src = src_in;
   amp::autocast_inputs(OpKind::scatter_add, {&x, &src});
   Tensor out = empty(x.shape(), x.dtype(), x.device());

@@ -13,6 +13,7 @@
 
 #include "backend/loss.hpp"
 #include "backend/pending_checks.hpp"
+#include "core/description.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/nn.hpp"
@@ -70,17 +71,6 @@ ClassProblem check_class_loss(const char* op, const Tensor& input, const Tensor&
   return p;
 }
 
-/// A label status for a class-loss forward, on the loss's device. The CPU
-/// reads it as soon as the kernel returns, so one per thread serves every
-/// forward and no allocation is made per call.
-Tensor label_status(const Tensor& input) {
-  if (input.device().is_cpu()) {
-    thread_local const Tensor cpu_status = empty(Shape{2}, DType::int64, Device::cpu());
-    return cpu_status;
-  }
-  return empty(Shape{2}, DType::int64, input.device());
-}
-
 [[noreturn]] void throw_bad_label(const std::string& op, const int64_t* st, const std::string& labels,
                                   const std::string& input, int64_t classes) {
   throw ValueError(op + ": label " + std::to_string(st[1]) + " at index " + std::to_string(st[0]) + " of labels " +
@@ -88,20 +78,14 @@ Tensor label_status(const Tensor& input) {
                    " classes (expected 0 <= label < " + std::to_string(classes) + ")");
 }
 
-/// Throws the ValueError for the first bad label the forward reported. On
-/// the CPU the status is host memory the kernel has just written; a device
-/// status is checked at the device's next synchronisation
+/// Throws the ValueError for the first bad label the forward reported: at
+/// once on the CPU, at the device's next synchronisation otherwise
 /// (backend/pending_checks.hpp), so the forward does not wait for it.
 void check_label_status(const char* op, const Tensor& status, const Tensor& input, const Tensor& labels,
                         int64_t classes) {
-  if (status.device().is_cpu()) {
-    const int64_t* st = status.data<int64_t>();
-    if (st[0] >= 0) throw_bad_label(op, st, ops::describe(labels), ops::describe(input), classes);
-    return;
-  }
-  backend::defer_status_check(status, [op = std::string(op), l = ops::describe(labels), in = ops::describe(input),
-                                       classes](const int64_t* st) {
-    if (st[0] >= 0) throw_bad_label(op, st, l, in, classes);
+  backend::check_status(status, [op = std::string(op), l = core::Description(labels), in = core::Description(input),
+                                 classes](const int64_t* st) {
+    if (st[0] >= 0) throw_bad_label(op, st, l.str(), in.str(), classes);
   });
 }
 
@@ -213,7 +197,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& labels, const CrossE
                                     .label_smoothing = options.label_smoothing};
   Tensor out = empty(loss_shape(options.reduction, p.sample_shape), logits.dtype(), logits.device());
   Tensor stats = empty(Shape{p.layout.samples(), 2}, accumulation_dtype(logits.dtype()), logits.device());
-  const Tensor status = label_status(logits);
+  const Tensor status = backend::status_tensor(logits.device());
   backend::cross_entropy_forward(args, out, stats, status);
   check_label_status(kOp, status, logits_in, labels, p.layout.classes);
   record_cast(logits_in, logits);
@@ -245,7 +229,7 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& labels, const LossOpti
                                     .layout = p.layout,
                                     .reduction = to_backend(options.reduction)};
   Tensor out = empty(loss_shape(options.reduction, p.sample_shape), log_probs.dtype(), log_probs.device());
-  const Tensor status = label_status(log_probs);
+  const Tensor status = backend::status_tensor(log_probs.device());
   backend::nll_loss_forward(args, out, status);
   check_label_status(kOp, status, log_probs_in, labels, p.layout.classes);
   record_cast(log_probs_in, log_probs);

@@ -255,7 +255,7 @@ Tensor var(const Tensor& x_in, const Axes& axes, bool keepdim, int correction) {
         return gi.set(0, mul(mul(centred, expand_graph(g, x.shape(), mask)), 2.0 / divisor));
       }
       Tensor m = empty(reduced_view(g, x.shape(), mask, keepdim, false).shape(), x.dtype(), x.device());
-      backend::reduce(ReduceOp::mean, x, mask, m);
+      backend::reduce(ReduceOp::mean, x, mask, m, {});
       const double divisor = static_cast<double>(std::max<int64_t>(0, count - correction));
       Tensor dx = empty(x.shape(), x.dtype(), x.device());
       backend::var_grad(reduced_view(g, x.shape(), mask, keepdim, false), x, m, 2.0 / divisor, dx);
@@ -318,7 +318,7 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   }
   if (!ok) throw ShapeError("sum_to: cannot sum " + ops::describe(x) + " to " + to_string(shape));
   Tensor out = empty(shape, x.dtype(), x.device());
-  backend::reduce(ReduceOp::sum, x, mask, out);
+  backend::reduce(ReduceOp::sum, x, mask, out, {});
   ops::record_lazy(OpKind::sum, {&x}, out, [&] {
     return [xshape = x.shape()](const Tensor& g, InputGrads& gi) {
       (void)gi.create_graph();  // F:: ops: differentiable as written

@@ -329,19 +329,19 @@ BOOST_AUTO_TEST_CASE(conv2d_and_conv1d_plans_executed_match_the_cpu_in_every_dir
           for (int i = 0; i < p.y.dims[2]; ++i)
             for (int j = 0; j < p.y.dims[3]; ++j) yv[at(p.y, n, o, i, j)] += bv[static_cast<size_t>(o)];
       const mg::Tensor y = mg::empty(y4, kF64);
-      be::cpu::conv2d_forward(x, w, b, y, c.p);
+      be::conv2d_forward(x, w, b, y, c.p);
       check_values(yv, y, "forward");
 
       std::vector<double> gyv = host(gy), gxv(static_cast<size_t>(x.numel()));
       run_conv_plan(p, Dir::backward_data, gxv, wv, gyv);
       const mg::Tensor gx = mg::empty(c.x4, kF64);
-      be::cpu::conv2d_backward_data(gy, w, gx, c.p);
+      be::conv2d_backward_data(gy, w, gx, c.p);
       check_values(gxv, gx, "backward data");
 
       std::vector<double> gwv(static_cast<size_t>(w.numel()));
       run_conv_plan(p, Dir::backward_weights, xv, gwv, gyv);
       const mg::Tensor gw = mg::empty(c.w4, kF64);
-      be::cpu::conv2d_backward_weights(gy, x, gw, mg::Tensor(), c.p);
+      be::conv2d_backward_weights(gy, x, gw, mg::Tensor(), c.p);
       check_values(gwv, gw, "backward weights");
     }
   }
@@ -436,21 +436,21 @@ BOOST_AUTO_TEST_CASE(pool_kernels_executed_match_the_cpu_for_every_registry_fami
 
       ref_max_forward(k, planes, xv, yv, argmax);
       const mg::Tensor y = mg::empty(y4, kF64), gx = mg::empty(c.x4, kF64);
-      const be::MaxPoolWorkspace ws = be::cpu::max_pool2d_forward(x, y, c.p);
+      const be::MaxPoolWorkspace ws = be::max_pool2d_forward(x, y, c.p);
       check_values(yv, y, "max forward");
       if (ws.kind == be::MaxPoolWorkspace::Kind::argmax) {  // the layout the CUDA backward reads
         const std::vector<int32_t> cpu_argmax = ws.data.to_vector<int32_t>();
         BOOST_TEST(cpu_argmax == argmax, boost::test_tools::per_element());
       }
       ref_max_backward(k, planes, gyv, argmax, gxv);
-      be::cpu::max_pool2d_backward(gy, ws, gx, c.p);
+      be::max_pool2d_backward(gy, ws, gx, c.p);
       check_values(gxv, gx, "max backward");
 
       ref_avg_forward(k, planes, xv, yv);
-      be::cpu::avg_pool2d_forward(x, y, c.p);
+      be::avg_pool2d_forward(x, y, c.p);
       check_values(yv, y, "avg forward");
       ref_avg_backward(k, planes, gyv, gxv);
-      be::cpu::avg_pool2d_backward(gy, gx, c.p);
+      be::avg_pool2d_backward(gy, gx, c.p);
       check_values(gxv, gx, "avg backward");
     }
   }
@@ -469,10 +469,10 @@ BOOST_AUTO_TEST_CASE(adaptive_pool_kernels_executed_match_the_cpu) {
       std::vector<double> yv(static_cast<size_t>(gy.numel())), gxv(static_cast<size_t>(x.numel()));
       ref_avg_forward(k, planes, host(x), yv);
       const mg::Tensor y = mg::empty(ys, kF64), gx = mg::empty(xs, kF64);
-      be::cpu::adaptive_avg_pool2d_forward(x, y);
+      be::adaptive_avg_pool2d_forward(x, y);
       check_values(yv, y, "adaptive forward");
       ref_avg_backward(k, planes, host(gy), gxv);
-      be::cpu::adaptive_avg_pool2d_backward(gy, gx);
+      be::adaptive_avg_pool2d_backward(gy, gx);
       check_values(gxv, gx, "adaptive backward");
     }
   }

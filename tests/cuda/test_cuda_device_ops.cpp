@@ -119,7 +119,7 @@ BOOST_AUTO_TEST_CASE(operands_on_another_device_are_device_errors_and_change_not
   const mg::Tensor host = mg::ones({3});
   using mg::backend::Operand;
   BOOST_CHECK_THROW(mg::backend::binary(mg::backend::BinaryOp::add, Operand(host), Operand(1.0), out), mg::DeviceError);
-  BOOST_CHECK_THROW(mg::backend::reduce(mg::backend::ReduceOp::sum, mg::ones({3, 3}), 0b01, out), mg::DeviceError);
+  BOOST_CHECK_THROW(mg::backend::reduce(mg::backend::ReduceOp::sum, mg::ones({3, 3}), 0b01, out, {}), mg::DeviceError);
   BOOST_TEST(out.to(kCpu).to_vector<float>() == std::vector<float>(3, 7.f), boost::test_tools::per_element());
 }
 

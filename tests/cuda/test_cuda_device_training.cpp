@@ -171,11 +171,12 @@ BOOST_AUTO_TEST_CASE(optimizer_updates_match_the_cpu_and_skip_flagged_steps) {
           if (kind < 2) {
             mg::backend::sgd_update(
                 s.p, g, kind == 1 ? s.m : mg::Tensor(), s.step, s.flag,
-                {.lr = 0.1, .momentum = kind == 1 ? 0.9 : 0.0, .weight_decay = 1e-2, .nesterov = kind == 1});
+                {.lr = 0.1, .momentum = kind == 1 ? 0.9 : 0.0, .weight_decay = 1e-2, .nesterov = kind == 1}, {});
           } else {
             mg::backend::adam_update(
                 s.p, g, s.m, s.v, kind == 3 ? s.vmax : mg::Tensor(), s.step, s.flag,
-                {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2, .decoupled = kind == 3});
+                {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 1e-2, .decoupled = kind == 3},
+                {});
           }
         };
         for (int it = 0; it < 3; ++it) {

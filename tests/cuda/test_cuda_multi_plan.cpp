@@ -144,7 +144,7 @@ BOOST_AUTO_TEST_CASE(the_kernel_mapping_gives_the_cpu_mask) {
       const mg::backend::DropoutParams p{.mask = {0x1234abcdull, 977, uint64_t{1} << 31}, .scale = 1.0};
       const mg::Tensor ones = mg::ones({n});
       const mg::Tensor out = mg::empty({n});
-      mg::backend::cpu::dropout_apply(ones, out, p);
+      mg::backend::dropout_apply(ones, out, p);
       const float* cpu = out.data<float>();
       std::vector<int> covered(static_cast<size_t>(n), 0);
       int64_t kept = 0;

@@ -9,8 +9,8 @@
 //   suite compares it with the CPU.)
 // - max pooling (cuda/conv_plan.hpp's window_argmax): the CPU's tie rule (the
 //   first maximum, NaN beats everything, -inf is a value, padded positions
-//   never win) against backend::cpu::max_pool2d_argmax's workspace, and the
-//   gather of the recorded gradient against backend::cpu::max_pool2d_gather.
+//   never win) against backend::max_pool2d_argmax's workspace on the CPU, and the
+//   gather of the recorded gradient against backend::max_pool2d_gather on the CPU.
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -116,7 +116,7 @@ BOOST_AUTO_TEST_CASE(put_rows_match_the_cpu_with_negative_indices_for_one_to_thr
         tensors.push_back(int_tensor(idx.back()));
       }
       const mg::Tensor rows = mg::empty(mg::Shape{m_count}, mg::DType::int64);
-      be::cpu::index_put_rows(tensors, extents, "x", rows);
+      be::index_put_rows(tensors, extents, "x", rows);
       const PutRows got = run_put_rows(idx, extents);
       BOOST_TEST(got.bad_j == -1);
       BOOST_TEST(got.rows == rows.to_vector<int64_t>(), boost::test_tools::per_element());
@@ -142,7 +142,7 @@ BOOST_AUTO_TEST_CASE(the_first_bad_index_put_rows_reports_is_the_one_the_cpu_nam
       const mg::Tensor rows = mg::empty(mg::Shape{4}, mg::DType::int64);
       std::string message;
       try {
-        be::cpu::index_put_rows(tensors, extents, "x", rows);
+        be::index_put_rows(tensors, extents, "x", rows);
       } catch (const mg::ValueError& e) {
         message = e.what();
       }
@@ -166,7 +166,7 @@ BOOST_AUTO_TEST_CASE(last_write_wins_in_any_thread_order_as_the_cpu_writes_in_or
       const mg::Tensor values = mg::uniform({m_count, inner}, -1.0, 1.0);
       const mg::Tensor base = mg::uniform({n_rows, inner}, -1.0, 1.0);
       const mg::Tensor out = base.clone();
-      be::cpu::index_put(values, int_tensor(rows), false, out);
+      be::index_put(values, int_tensor(rows), false, out);
       std::vector<float> got = base.to_vector<float>();
       run_put(values.to_vector<float>(), rows, n_rows, inner, got);
       BOOST_TEST(got == out.to_vector<float>(), boost::test_tools::per_element());
@@ -186,7 +186,7 @@ BOOST_AUTO_TEST_CASE(last_write_wins_in_any_thread_order_as_the_cpu_writes_in_or
         for (int64_t i = 0; i < inner; ++i) kept_values.push_back(vv[static_cast<size_t>(m * inner + i)]);
       }
       const mg::Tensor out_kept = base.clone();
-      be::cpu::index_put(mg::tensor(kept_values, {m_count - 1, inner}), int_tensor(kept_rows), false, out_kept);
+      be::index_put(mg::tensor(kept_values, {m_count - 1, inner}), int_tensor(kept_rows), false, out_kept);
       std::vector<float> skipped = base.to_vector<float>();
       run_put(vv, with_bad, n_rows, inner, skipped);
       BOOST_TEST(skipped == out_kept.to_vector<float>(), boost::test_tools::per_element());
@@ -217,7 +217,7 @@ BOOST_AUTO_TEST_CASE(window_argmax_is_the_cpus_tie_rule_and_gather_follows) {
         for (double v : plane) two_planes.push_back(-v);  // a second plane: other ties
         const mg::Tensor x = mg::tensor(two_planes, {1, 2, h, w}, dt);
         const mg::Tensor y = mg::empty({1, 2, oh, ow}, dt);
-        const be::MaxPoolWorkspace ws = be::cpu::max_pool2d_argmax(x, y, p);
+        const be::MaxPoolWorkspace ws = be::max_pool2d_argmax(x, y, p);
         BOOST_TEST_REQUIRE((ws.kind == be::MaxPoolWorkspace::Kind::argmax));
         const std::vector<int32_t> cpu_argmax = ws.data.to_vector<int32_t>();
         const std::vector<double> xv = x.to_vector<double>();  // the dtype's values, widened exactly
@@ -249,7 +249,7 @@ BOOST_AUTO_TEST_CASE(window_argmax_is_the_cpus_tie_rule_and_gather_follows) {
         // The gather of the recorded gradient: gy[o] = gx at the argmax.
         const mg::Tensor gx = mg::uniform({1, 2, h, w}, -1.0, 1.0).to(dt);
         const mg::Tensor gy = mg::empty({1, 2, oh, ow}, dt);
-        be::cpu::max_pool2d_gather(gx, ws, gy);
+        be::max_pool2d_gather(gx, ws, gy);
         const std::vector<double> gxv = gx.to_vector<double>(), gyv = gy.to_vector<double>();
         for (size_t o = 0; o < gyv.size(); ++o) {
           const double want = argmax[o] < 0 ? 0.0

@@ -23,6 +23,7 @@
 namespace {
 
 namespace mg = mixgrad;
+namespace backend = mixgrad::backend;
 namespace cpu = mixgrad::backend::cpu;
 using mg::DType;
 using mg::Tensor;
@@ -180,11 +181,11 @@ void check_case(const Case& cs, DType dt, bool training) {
   const Reference ref = reference(x, w, b, gy, training, given_mean, given_var, eps);
 
   const Tensor y = mg::empty(cs.shape, dt);
-  cpu::batch_norm_forward(
+  backend::batch_norm_forward(
       {.x = x, .weight = w, .bias = b, .mean = mean, .var = var, .y = y, .training = training, .eps = eps});
   const Tensor gx = mg::empty(cs.shape, dt), gw = mg::empty({c}, st), gb = mg::empty({c}, st);
-  cpu::batch_norm_backward({.grad_y = gy, .x = x, .weight = w, .mean = mean, .var = var, .grad_x = gx,
-                                    .grad_weight = gw, .grad_bias = gb, .training = training, .eps = eps});
+  backend::batch_norm_backward({.grad_y = gy, .x = x, .weight = w, .mean = mean, .var = var, .grad_x = gx,
+                                        .grad_weight = gw, .grad_bias = gb, .training = training, .eps = eps});
 
   const double stat_tol = dt == DType::float64 ? 1e-12 : 1e-6;
   if (training) {
@@ -264,7 +265,7 @@ BOOST_AUTO_TEST_CASE(instruction_set_variants_agree) {
   auto run = [&](mg::simd::Level level) {
     mg::simd::LevelScope scope(level);
     Tensor mean = mg::empty({5}), var = mg::empty({5}), y = mg::empty(x.shape(), DType::bfloat16);
-    cpu::batch_norm_forward({.x = x, .weight = Tensor(), .bias = Tensor(), .mean = mean, .var = var, .y = y, .training = true});
+    backend::batch_norm_forward({.x = x, .weight = Tensor(), .bias = Tensor(), .mean = mean, .var = var, .y = y, .training = true});
     return std::vector<std::vector<double>>{mean.to_vector<double>(), var.to_vector<double>(), y.to_vector<double>()};
   };
   const auto a = run(mg::simd::Level::portable), b = run(mg::simd::Level::avx512);
@@ -280,16 +281,16 @@ BOOST_AUTO_TEST_CASE(only_the_wanted_gradients_are_written) {
       const int64_t c = shape[1];
       const Tensor x = mg::normal(shape), gy = mg::normal(shape);
       Tensor mean = mg::empty({c}), var = mg::empty({c}), y = mg::empty(shape);
-      cpu::batch_norm_forward({.x = x, .weight = Tensor(), .bias = Tensor(), .mean = mean, .var = var, .y = y, .training = true});
+      backend::batch_norm_forward({.x = x, .weight = Tensor(), .bias = Tensor(), .mean = mean, .var = var, .y = y, .training = true});
       // Weight gradient alone, no weight (so zero), no input gradient.
       Tensor gw = mg::full({c}, 7.0);
-      cpu::batch_norm_backward(
+      backend::batch_norm_backward(
           {.grad_y = gy, .x = x, .weight = Tensor(), .mean = mean, .var = var, .grad_x = Tensor(), .grad_weight = gw, .grad_bias = Tensor(), .training = true});
       BOOST_TEST(gw.to_vector<double>() == std::vector<double>(c, 0.0), boost::test_tools::per_element());
       // Bias gradient alone: the per-channel sums of gy.
       Tensor gb = mg::empty({c});
-      cpu::batch_norm_backward({.grad_y = gy, .x = x, .weight = Tensor(), .mean = mean, .var = var,
-                                        .grad_x = Tensor(), .grad_weight = Tensor(), .grad_bias = gb, .training = true});
+      backend::batch_norm_backward({.grad_y = gy, .x = x, .weight = Tensor(), .mean = mean, .var = var,
+                                            .grad_x = Tensor(), .grad_weight = Tensor(), .grad_bias = gb, .training = true});
       const auto g = gy.to_vector<double>();
       const int64_t s = shape.numel() / (shape[0] * c);
       for (int64_t ci = 0; ci < c; ++ci) {

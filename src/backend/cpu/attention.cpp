@@ -408,3 +408,10 @@ bool attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, c
 }
 
 }  // namespace mixgrad::backend::cpu
+
+namespace mixgrad::backend {
+
+constinit Stub<AttentionForwardFn, 0> attention_forward{"attention_forward", cpu::attention_forward};
+constinit Stub<AttentionBackwardFn, 0> attention_backward{"attention_backward", cpu::attention_backward};
+
+}  // namespace mixgrad::backend

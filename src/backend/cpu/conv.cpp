@@ -193,7 +193,7 @@ void fallback_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& 
   auto store = [](const std::vector<Acc>& v, const Tensor& dst) {
     Tensor src = empty(dst.shape(), dtype_of<Acc>(), dst.device());
     std::copy(v.begin(), v.end(), static_cast<Acc*>(src.raw_data()));
-    copy(src, dst);
+    copy_kernel(src, dst);
   };
   store(gw_acc, gw);
   if (gb.defined()) store(gb_acc, gb);
@@ -233,3 +233,12 @@ void conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw
 }
 
 }  // namespace mixgrad::backend::cpu
+
+namespace mixgrad::backend {
+
+constinit Stub<Conv2dForwardFn, 3> conv2d_forward{"conv2d_forward", cpu::conv2d_forward};
+constinit Stub<Conv2dBackwardDataFn, 2> conv2d_backward_data{"conv2d_backward_data", cpu::conv2d_backward_data};
+constinit Stub<Conv2dBackwardWeightsFn, 2> conv2d_backward_weights{"conv2d_backward_weights",
+                                                                   cpu::conv2d_backward_weights};
+
+}  // namespace mixgrad::backend

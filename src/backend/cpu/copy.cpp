@@ -136,3 +136,11 @@ void accumulate(const Tensor& dst, const Tensor& src) {
 }
 
 }  // namespace mixgrad::backend::cpu
+
+namespace mixgrad::backend {
+
+constinit Stub<CopyFn, 1> copy_kernel{"copy", cpu::copy};
+constinit Stub<FillFn, 0> fill{"fill", cpu::fill};
+constinit Stub<AccumulateFn, 0> accumulate_kernel{"accumulate", cpu::accumulate};
+
+}  // namespace mixgrad::backend

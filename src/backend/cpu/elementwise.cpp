@@ -221,3 +221,14 @@ void where(const Tensor& cond, const Operand& a, const Operand& b, const Tensor&
 }
 
 }  // namespace mixgrad::backend::cpu
+
+namespace mixgrad::backend {
+
+constinit Stub<UnaryFn, 2> unary{"unary", cpu::unary};
+constinit Stub<UnaryGradFn, 3> unary_grad{"unary_grad", cpu::unary_grad};
+constinit Stub<BinaryFn, 3> binary{"binary", cpu::binary};
+constinit Stub<BinaryGradFn, 4> binary_grad{"binary_grad", cpu::binary_grad};
+constinit Stub<CompareFn, 3> compare{"compare", cpu::compare};
+constinit Stub<WhereFn, 3> where{"where", cpu::where};
+
+}  // namespace mixgrad::backend

@@ -282,4 +282,28 @@ void prod_grad(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx) {
   });
 }
 
+void check_indices(const char* op, const Tensor& index, int64_t extent, const std::string& what) {
+  const int64_t* p = index.data<int64_t>();
+  const int64_t n = index.numel();
+  for (int64_t k = 0; k < n; ++k)
+    if (p[k] < 0 || p[k] >= extent)
+      throw ValueError(std::string(op) + ": index " + std::to_string(p[k]) + " is out of range for " + what +
+                       " (valid: 0 to " + std::to_string(extent - 1) + ")");
+}
+
 }  // namespace mixgrad::backend::cpu
+
+namespace mixgrad::backend {
+
+constinit Stub<CheckIndicesFn, 1> check_indices{"check_indices", cpu::check_indices};
+constinit Stub<IndexSelectFn, 3> index_select{"index_select", cpu::index_select};
+constinit Stub<IndexAddFn, 3> index_add{"index_add", cpu::index_add};
+constinit Stub<GatherFn, 3> gather{"gather", cpu::gather};
+constinit Stub<ScatterAddFn, 3> scatter_add{"scatter_add", cpu::scatter_add};
+constinit Stub<IndexPutRowsFn, 3> index_put_rows{"index_put_rows", cpu::index_put_rows};
+constinit Stub<IndexPutFn, 3> index_put{"index_put", cpu::index_put};
+constinit Stub<CumsumFn, 3> cumsum{"cumsum", cpu::cumsum};
+constinit Stub<ProdFn, 2> prod{"prod", cpu::prod};
+constinit Stub<ProdGradFn, 3> prod_grad{"prod_grad", cpu::prod_grad};
+
+}  // namespace mixgrad::backend

@@ -79,7 +79,7 @@ bool onednn_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_in
     Tensor out32 = empty(out.shape(), DType::float32, out.device());
     const Tensor bias32 = bias_in.defined() ? onednn::to_float32(bias_in) : Tensor();
     if (!onednn_matmul(onednn::to_float32(a_in), onednn::to_float32(b_in), bias32, out32)) return false;
-    copy(out32, out);
+    copy_kernel(out32, out);
     return true;
   }
   if (!onednn::native(out.dtype())) return false;
@@ -175,3 +175,9 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& 
 }
 
 }  // namespace mixgrad::backend::cpu
+
+namespace mixgrad::backend {
+
+constinit Stub<MatmulFn, 3> matmul{"matmul", cpu::matmul};
+
+}  // namespace mixgrad::backend

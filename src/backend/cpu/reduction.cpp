@@ -373,7 +373,7 @@ void store(const A* acc, const Tensor& out) {
 
 Tensor contiguous_copy(const Tensor& x) {
   Tensor c = empty(x.shape(), x.dtype(), x.device());
-  copy(x, c);
+  copy_kernel(x, c);
   return c;
 }
 
@@ -408,7 +408,7 @@ void sum_channels_typed(const Tensor& x, int64_t outer, int64_t channels, int64_
                             }
                           }
                         });
-  if (!direct) copy(acc_t, out);
+  if (!direct) copy_kernel(acc_t, out);
 }
 
 }  // namespace
@@ -557,3 +557,14 @@ void sum_channels(const Tensor& x_in, int64_t outer, int64_t channels, int64_t i
 }
 
 }  // namespace mixgrad::backend::cpu
+
+namespace mixgrad::backend {
+
+constinit Stub<ReduceFn, 3> reduce{"reduce", cpu::reduce};
+constinit Stub<ArgReduceFn, 3> arg_reduce{"arg_reduce", cpu::arg_reduce};
+constinit Stub<PutAlongLastAxisFn, 2> put_along_last_axis{"put_along_last_axis", cpu::put_along_last_axis};
+constinit Stub<VarGradFn, 4> var_grad{"var_grad", cpu::var_grad};
+constinit Stub<NormGradFn, 4> norm_grad{"norm_grad", cpu::norm_grad};
+constinit Stub<SumChannelsFn, 4> sum_channels{"sum_channels", cpu::sum_channels};
+
+}  // namespace mixgrad::backend

@@ -58,7 +58,7 @@ bool onednn_forward(const Tensor& x, const Tensor& y, const SoftmaxShape& s, Sof
   if (y.dtype() == DType::float16) {
     Tensor y32 = empty(y.shape(), DType::float32, y.device());
     if (!onednn_forward(onednn::to_float32(x), y32, s, kind)) return false;
-    copy(y32, y);
+    copy_kernel(y32, y);
     return true;
   }
   if (!onednn::native(y.dtype())) return false;
@@ -80,7 +80,7 @@ bool onednn_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, const 
   if (gx.dtype() == DType::float16) {
     Tensor gx32 = empty(gx.shape(), DType::float32, gx.device());
     if (!onednn_backward(onednn::to_float32(gy), onednn::to_float32(y), gx32, s, kind)) return false;
-    copy(gx32, gx);
+    copy_kernel(gx32, gx);
     return true;
   }
   if (!onednn::native(gx.dtype())) return false;
@@ -201,3 +201,10 @@ void softmax_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, const
 }
 
 }  // namespace mixgrad::backend::cpu
+
+namespace mixgrad::backend {
+
+constinit Stub<SoftmaxForwardFn, 1> softmax_forward{"softmax_forward", cpu::softmax_forward};
+constinit Stub<SoftmaxBackwardFn, 2> softmax_backward{"softmax_backward", cpu::softmax_backward};
+
+}  // namespace mixgrad::backend

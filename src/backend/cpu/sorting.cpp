@@ -85,3 +85,9 @@ void sort_lines(const Tensor& x, Axis3 a, int64_t k, bool descending, const Tens
 }
 
 }  // namespace mixgrad::backend::cpu
+
+namespace mixgrad::backend {
+
+constinit Stub<SortLinesFn, 4> sort_lines{"sort_lines", cpu::sort_lines};
+
+}  // namespace mixgrad::backend

@@ -262,3 +262,10 @@ bool attention_backward(const AttentionArgs&, const AttentionOutputs&, const Ten
 }  // namespace mixgrad::backend::cuda
 
 #endif
+
+namespace mixgrad::backend::cuda {
+
+const CudaKernel attention_forward_on_cuda{backend::attention_forward, attention_forward};
+const CudaKernel attention_backward_on_cuda{backend::attention_backward, attention_backward};
+
+}  // namespace mixgrad::backend::cuda

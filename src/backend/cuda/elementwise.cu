@@ -238,4 +238,11 @@ void where(const Tensor& cond, const Operand& a, const Operand& b, const Tensor&
   visit_dtype(out.dtype(), [&]<class T>() { where_typed<T>(cond, a, b, out); });
 }
 
+const CudaKernel unary_on_cuda{backend::unary, unary};
+const CudaKernel unary_grad_on_cuda{backend::unary_grad, unary_grad};
+const CudaKernel binary_on_cuda{backend::binary, binary};
+const CudaKernel binary_grad_on_cuda{backend::binary_grad, binary_grad};
+const CudaKernel compare_on_cuda{backend::compare, compare};
+const CudaKernel where_on_cuda{backend::where, where};
+
 }  // namespace mixgrad::backend::cuda

@@ -500,4 +500,18 @@ void prod_grad(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx) {
   MIXGRAD_CUDA_CHECK(cudaGetLastError());
 }
 
+// The kernels check their indices as they read them (IndexCheck).
+void check_indices(const char*, const Tensor&, int64_t, const std::string&) {}
+
+const CudaKernel check_indices_on_cuda{backend::check_indices, check_indices};
+const CudaKernel index_select_on_cuda{backend::index_select, index_select};
+const CudaKernel index_add_on_cuda{backend::index_add, index_add};
+const CudaKernel gather_on_cuda{backend::gather, gather};
+const CudaKernel scatter_add_on_cuda{backend::scatter_add, scatter_add};
+const CudaKernel index_put_rows_on_cuda{backend::index_put_rows, index_put_rows};
+const CudaKernel index_put_on_cuda{backend::index_put, index_put};
+const CudaKernel cumsum_on_cuda{backend::cumsum, cumsum};
+const CudaKernel prod_on_cuda{backend::prod, prod};
+const CudaKernel prod_grad_on_cuda{backend::prod_grad, prod_grad};
+
 }  // namespace mixgrad::backend::cuda

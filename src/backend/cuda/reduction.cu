@@ -329,4 +329,11 @@ void sum_channels(const Tensor& x_in, int64_t outer, int64_t channels, int64_t i
   });
 }
 
+const CudaKernel reduce_on_cuda{backend::reduce, reduce};
+const CudaKernel arg_reduce_on_cuda{backend::arg_reduce, arg_reduce};
+const CudaKernel put_along_last_axis_on_cuda{backend::put_along_last_axis, put_along_last_axis};
+const CudaKernel var_grad_on_cuda{backend::var_grad, var_grad};
+const CudaKernel norm_grad_on_cuda{backend::norm_grad, norm_grad};
+const CudaKernel sum_channels_on_cuda{backend::sum_channels, sum_channels};
+
 }  // namespace mixgrad::backend::cuda
