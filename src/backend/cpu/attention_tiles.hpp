@@ -90,7 +90,9 @@ template <class Acc, int Bytes>
                                         const Acc* b, int64_t ldb, Acc* c, int64_t ldc) {
   int64_t i = 0;
   if constexpr (Bytes >= 64)
-    for (; i + 8 <= m; i += 8) gemm_rows<Acc, Bytes, 8>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
+    for (; i + 12 <= m; i += 12) gemm_rows<Acc, Bytes, 12>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
+  else
+    for (; i + 6 <= m; i += 6) gemm_rows<Acc, Bytes, 6>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
   for (; i + 4 <= m; i += 4) gemm_rows<Acc, Bytes, 4>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
   for (; i < m; ++i) gemm_rows<Acc, Bytes, 1>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
 }
