@@ -32,6 +32,7 @@
 #include "backend/copy.hpp"
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/conv_plan.hpp"
+#include "backend/cuda/cudnn_handle.hpp"
 #include "backend/cuda/stream.hpp"
 #include "backend/elementwise.hpp"
 #include "backend/reduction.hpp"
@@ -43,20 +44,10 @@ namespace {
 /// Largest workspace a chosen algorithm may ask for.
 constexpr size_t kMaxWorkspaceBytes = size_t{256} << 20;
 
-void check_dnn(cudnnStatus_t status, const char* call) {
-  if (status != CUDNN_STATUS_SUCCESS)
-    throw DeviceError(std::string("conv2d: cuDNN error ") + cudnnGetErrorString(status) + " in " + call);
-}
+void check_dnn(cudnnStatus_t status, const char* call) { check_cudnn(status, "conv2d", call); }
 #define MIXGRAD_CUDNN_CHECK(call) check_dnn((call), #call)
 
-cudnnHandle_t handle(int device) {
-  // Per thread: a handle's stream is state, and setting it from two threads
-  // at once would race. Never destroyed (exit may come after the runtime's).
-  thread_local std::array<cudnnHandle_t, kMaxDevices> handles{};
-  if (!handles[device]) MIXGRAD_CUDNN_CHECK(cudnnCreate(&handles[device]));
-  MIXGRAD_CUDNN_CHECK(cudnnSetStream(handles[device], current_stream(device)));
-  return handles[device];
-}
+cudnnHandle_t handle(int device) { return cudnn_handle(device, "conv2d"); }
 
 struct Types {
   cudnnDataType_t data, compute;

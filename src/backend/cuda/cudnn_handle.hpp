@@ -4,6 +4,9 @@
 // exit may come after the CUDA runtime's).
 //
 //   const cudnnHandle_t h = cuda::cudnn_handle(device, "conv2d");
+//
+// Shared by the convolutions (cuda/conv.cpp) and fused attention
+// (cuda/attention.cpp): one handle per thread and device for both.
 #pragma once
 
 #include <cudnn.h>
