@@ -29,6 +29,7 @@ int64_t fused_attention_runs() { return g_runs.load(); }
 
 #include <cudnn_frontend.h>
 
+#include <array>
 #include <bit>
 #include <compare>
 #include <map>
@@ -159,12 +160,6 @@ const CachedGraph* graph_for(const AttentionArgs& a, const AttentionPlan& p, int
   return it->second.error.empty() ? &it->second : nullptr;
 }
 
-/// Compute capability 8.0 (Ampere) or later: what cuDNN's fused attention needs.
-bool has_tensor_core_attention(int device) {
-  int major = 0;
-  return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 8;
-}
-
 Tensor workspace(int64_t bytes, int device) {
   if (bytes <= 0) return Tensor();
   return empty(Shape{bytes}, DType::bool_, Device::cuda(device));
@@ -179,12 +174,26 @@ void execute(const CachedGraph& c, cudnnHandle_t h, std::unordered_map<int64_t, 
 
 /// What cuDNN takes: the plan's conditions and a GPU that has the kernels.
 bool takes(const AttentionArgs& a, int device) {
-  return cuda_plan::attention_unsupported(a).empty() && has_tensor_core_attention(device);
+  return cuda_plan::attention_unsupported(a).empty() && fused_attention_available(device);
 }
 
 }  // namespace
 
-bool fused_attention_available(int device) { return has_tensor_core_attention(device); }
+bool fused_attention_available(int device) {
+  // Compute capability 8.0 (Ampere) or later, asked once per device: a GPU's
+  // does not change, and every attention call reads it.
+  static const std::array<bool, kMaxDevices> ampere_or_later = [] {
+    std::array<bool, kMaxDevices> r{};
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) return r;
+    for (int d = 0; d < count && d < kMaxDevices; ++d) {
+      int major = 0;
+      r[d] = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) == cudaSuccess && major >= 8;
+    }
+    return r;
+  }();
+  return device >= 0 && device < kMaxDevices && ampere_or_later[device];
+}
 
 bool attention_forward(const AttentionArgs& a, const AttentionOutputs& o) {
   const int device = a.q.device().index();
