@@ -284,7 +284,7 @@ struct Erf {
 
 // PyTorch's softplus: log(1 + e^(beta x)) / beta, and x itself
 // where beta x > threshold (the gradient there is 1). Written as
-// max(bx, 0) + log1p(e^-|bx|) and g / (1 + e^-bx), which do not overflow, so
+// max(bx, 0) + log1p(e^-|bx|) and g sigmoid(bx), which do not overflow, so
 // a large threshold gives the soft value rather than inf or NaN.
 template <class C>
 struct Softplus {
