@@ -63,7 +63,7 @@ struct GraphKey {
   int device = 0;
   DType dtype = DType::float16;
   bool backward = false;
-  std::vector<int64_t> layout;  // every descriptor's dims and strides, causal, bias, scale's bits
+  std::vector<int64_t> layout;  // q, k, v and bias dims and strides, causal, bias, scale's bits
   auto operator<=>(const GraphKey&) const = default;
 };
 
@@ -75,7 +75,8 @@ struct CachedGraph {
 
 GraphKey key_of(const AttentionPlan& p, int device, DType dtype, bool backward) {
   GraphKey k{device, dtype, backward, {}};
-  for (const GraphDesc4* d : {&p.q, &p.k, &p.v, &p.out, &p.dk, &p.dv, &p.stats, &p.bias}) {
+  // out, stats and the gradients' layouts follow from q's and k's.
+  for (const GraphDesc4* d : {&p.q, &p.k, &p.v, &p.bias}) {
     k.layout.insert(k.layout.end(), d->dims.begin(), d->dims.end());
     k.layout.insert(k.layout.end(), d->strides.begin(), d->strides.end());
   }
