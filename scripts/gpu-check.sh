@@ -27,7 +27,8 @@
 #
 # Steps of the check: the machine; unpack; libraries; test_cuda_host;
 # test_cuda_device; the op registry's CUDA cases (values, gradients, second
-# derivatives of every op and dtype); the AMP Fashion-MNIST run. The script
+# derivatives of every op and dtype); the AMP Fashion-MNIST run; the GPT
+# example's default run (fp16 + GradScaler, fused attention). The script
 # exits non-zero when a step that ran failed. Each step has its own time
 # limit (MIXGRAD_STEP_TIMEOUT seconds, default 240), a "started" line in the
 # report before it runs, and a line-buffered log, so a step killed on its
@@ -313,6 +314,20 @@ else
   run_step "AMP run on the CPU from the packed data (dry run: CNN, bf16, 1 epoch of 1,000 images)" "$report_dir/amp.log" \
     "$bin/train_fashion_mnist" --device cpu --amp --model cnn --epochs 1 --limit-train 1000 --data-dir "$data_dir"
   skip "AMP Fashion-MNIST run on cuda:0" "dry run"
+fi
+
+# ---- the GPT run (the second main job) ---------------------------------------------------
+corpus_dir="$pack/data/fortunes"
+if [ ! -d "$corpus_dir" ]; then
+  skip "GPT run" "no corpus (the pack has none)"
+elif [ $gpu_seen = 1 ]; then
+  run_step "GPT run (train_char_gpt's default run: fp16 autocast + GradScaler, fused attention, cuda:0)" "$report_dir/gpt.log" \
+    "$bin/train_char_gpt" --device cuda --data-dir "$corpus_dir"
+  grep -iE 'val|tokens/s|fused|sample' "$report_dir/gpt.log" | tail -n 8 | sed 's/^/      /' | tee -a "$report" >/dev/null
+else
+  run_step "GPT run on the CPU from the packed corpus (dry run: 3 steps, no sample)" "$report_dir/gpt.log" \
+    "$bin/train_char_gpt" --device cpu --steps 3 --warmup 1 --eval-interval 3 --eval-batches 1 --sample 0 --data-dir "$corpus_dir"
+  skip "GPT run on cuda:0" "dry run"
 fi
 
 say ""

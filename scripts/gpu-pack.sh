@@ -14,7 +14,8 @@
 #   --out        where the pack goes (default .gpu-pack/, ignored by git)
 #
 # The pack, OUT/mixgrad-gpu.tar.xz (at most 40 MiB, or the script fails):
-#   bin/      test_cuda_host, test_cuda_device, test_ops, train_fashion_mnist
+#   bin/      test_cuda_host, test_cuda_device, test_ops, train_fashion_mnist,
+#             train_char_gpt
 #   lib/      libmixgrad.so.0 and every library these need that a GPU machine
 #             may lack (oneDNN, OpenCL's loader, Boost.Test and
 #             Program_options, zlib, libgomp). NVIDIA's libraries (CUDA runtime,
@@ -22,6 +23,7 @@
 #             the toolkit or in PyTorch's pip wheels.
 #   include/  mixgrad_config.h, for building the benchmark there against lib/
 #   data/     a Fashion-MNIST subset (10,000 training and 2,000 test images)
+#             and the fortunes corpus (plain-text files) for the GPT run
 #   MANIFEST  commit, architecture, build options, each file's size and SHA-256
 # Everything is stripped. Carry it with the device tool's `carry: [".gpu-pack"]`.
 set -euo pipefail
@@ -56,7 +58,7 @@ option() {
 grep -q 'backend_cuda_' "$build/build.ninja" ||
   { echo "gpu-pack.sh: $build has no CUDA backend (cuda=$(option cuda)); pack from a CUDA build" >&2; exit 1; }
 built_arch=$(option gpu_arch)
-targets=(test_cuda_host test_cuda_device test_ops train_fashion_mnist)
+targets=(test_cuda_host test_cuda_device test_ops train_fashion_mnist train_char_gpt)
 meson compile -C "$build" "${targets[@]}"
 
 # ---- stage -----------------------------------------------------------------------
@@ -67,7 +69,9 @@ mkdir -p "$pack/bin" "$pack/lib" "$pack/include" "$pack/data/fashion-mnist"
 for t in test_cuda_host test_cuda_device test_ops; do
   strip -o "$pack/bin/$t" "$build/tests/$t"
 done
-strip -o "$pack/bin/train_fashion_mnist" "$build/examples/train_fashion_mnist"
+for t in train_fashion_mnist train_char_gpt; do
+  strip -o "$pack/bin/$t" "$build/examples/$t"
+done
 strip -o "$pack/lib/libmixgrad.so.0" "$(readlink -f "$build/libmixgrad.so.0")"
 ln -s libmixgrad.so.0 "$pack/lib/libmixgrad.so"
 cp "$build/mixgrad_config.h" "$pack/include/"
@@ -97,6 +101,14 @@ if [ -f "$data/train-images-idx3-ubyte.gz" ]; then
 else
   echo "gpu-pack.sh: no Fashion-MNIST in $data (apt-get install dataset-fashion-mnist): the pack has no data and the AMP run will be skipped" >&2
   rmdir "$pack/data/fashion-mnist"
+fi
+# The fortunes corpus for the GPT run (its plain-text files, 2.8 MB).
+corpus=${MIXGRAD_CORPUS_DIR:-/usr/share/games/fortunes}
+if [ -d "$corpus" ]; then
+  mkdir -p "$pack/data/fortunes"
+  find "$corpus" -maxdepth 1 -type f ! -name '*.*' -exec cp {} "$pack/data/fortunes/" \;
+else
+  echo "gpu-pack.sh: no fortunes corpus in $corpus (apt-get install fortunes): the GPT run will be skipped" >&2
 fi
 
 {

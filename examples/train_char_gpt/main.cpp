@@ -343,6 +343,12 @@ int main(int argc, char** argv) {
     }
     std::printf("done: step %lld, validation loss %.4f nats/char, %.0f s\n", static_cast<long long>(step), val,
                 seconds_since(run_start));
+    if (dev.is_cuda())
+      std::printf("attention: %s (%lld fused calls)\n",
+                  mg::cuda::fused_attention_available(dev.index())
+                      ? "cuDNN's fused kernel where a call allows it"
+                      : "the composed ops (no cuDNN frontend in this build, or a GPU before Ampere)",
+                  static_cast<long long>(mg::cuda::fused_attention_calls()));
     if (o.sample > 0) {
       const std::string text = sample(net, *corpus, o, autocast, low, dev);
       std::printf("\n--- sample (temperature %.2f, top-%lld) ---\n%s\n---\n", o.temperature,

@@ -44,6 +44,17 @@ void synchronize(int device);
 /// `device` is an existing CUDA device.
 void* current_stream(int device);
 
+/// Whether F::scaled_dot_product_attention on `device` can run cuDNN's
+/// fused kernel: the build has the cuDNN frontend and the GPU is an Ampere
+/// (compute capability 8.0) or later. Which calls take it then depends on
+/// their dtypes, head dims and mask (docs/cuda.md, "What runs on CUDA");
+/// the others run the composed ops. False without such a device.
+bool fused_attention_available(int device);
+
+/// Forward and backward attention calls that cuDNN's fused kernel has run
+/// in this process, on every device: a way to see that a model takes it.
+int64_t fused_attention_calls();
+
 /// Memory of `device` as the caching allocator counts it (bytes).
 struct MemoryStats {
   int64_t allocated = 0;       // in blocks held by tensors

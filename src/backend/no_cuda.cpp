@@ -30,6 +30,8 @@ namespace {
 bool is_available() { return false; }
 bool is_built() { return false; }
 int device_count() { return 0; }
+bool fused_attention_available(int) { return false; }
+int64_t fused_attention_calls() { return 0; }
 void* current_stream(int) { no_device("cuda::current_stream"); }
 void synchronize() { no_device("cuda::synchronize"); }
 void synchronize(int) { no_device("cuda::synchronize"); }

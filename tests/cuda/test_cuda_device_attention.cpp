@@ -10,12 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "backend/attention.hpp"
 #include "device_test_support.hpp"
 #include "mixgrad/mixgrad.hpp"
 
 using namespace device_test;
-namespace be = mixgrad::backend;
 
 namespace {
 
@@ -25,7 +23,7 @@ constexpr Tolerances kAttentionTolerances{1e-2, 6e-2, 1e-5, 1e-12};
 
 /// Whether the GPU has cuDNN's fused attention kernels (Ampere or later) and
 /// the build has the frontend: then a call cuDNN takes must run there.
-bool expects_cudnn() { return be::cuda::fused_attention_available(0); }
+bool expects_cudnn() { return mg::cuda::fused_attention_available(0); }
 
 mg::Tensor sdpa(const std::vector<mg::Tensor>& xs, const mg::Tensor& mask, bool causal) {
   const mg::Tensor m = mask.defined() ? mask.to(xs[0].device()) : mask;
@@ -49,11 +47,11 @@ BOOST_AUTO_TEST_CASE(cudnn_attention_matches_the_cpu_in_16_bits_forward_and_back
         const mg::Tensor k = mg::normal({2, 4, 96, 64}, 0.0, 1.0).to(dt);
         const mg::Tensor v = mg::normal({2, 4, 96, 64}, 0.0, 1.0).to(dt);
         const mg::Tensor mask = with_mask ? mg::normal({4, 64, 96}, 0.0, 0.5).to(dt) : mg::Tensor();
-        const int64_t before = be::cuda::fused_attention_runs();
+        const int64_t before = mg::cuda::fused_attention_calls();
         check_against_cpu([&](const auto& xs) { return sdpa(xs, mask, causal); }, {q, k, v},
                           kAttentionTolerances.of(dt), seeded_normal(5));
         // The forward and the backward each ran on cuDNN.
-        if (fused) BOOST_TEST(be::cuda::fused_attention_runs() == before + 2);
+        if (fused) BOOST_TEST(mg::cuda::fused_attention_calls() == before + 2);
       }
     }
 }
@@ -65,17 +63,17 @@ BOOST_AUTO_TEST_CASE(cudnn_attention_reads_a_kv_caches_keys_in_place) {
   const mg::Tensor q = mg::normal({1, 2, 32, 64}, 0.0, 1.0).to(dt);
   const mg::Tensor k_cache = mg::normal({1, 2, 128, 64}, 0.0, 1.0).to(dt);
   const mg::Tensor v_cache = mg::normal({1, 2, 128, 64}, 0.0, 1.0).to(dt);
-  const int64_t before = be::cuda::fused_attention_runs();
+  const int64_t before = mg::cuda::fused_attention_calls();
   const mg::Tensor out = mg::F::scaled_dot_product_attention(q.to(kGpu), k_cache.to(kGpu).narrow(2, 0, 80),
                                                              v_cache.to(kGpu).narrow(2, 0, 80));
   const mg::Tensor want = mg::F::scaled_dot_product_attention(q, k_cache.narrow(2, 0, 80), v_cache.narrow(2, 0, 80));
   check_close(out, want, kAttentionTolerances.of(dt), "output");
-  if (fused) BOOST_TEST(be::cuda::fused_attention_runs() == before + 1);
+  if (fused) BOOST_TEST(mg::cuda::fused_attention_calls() == before + 1);
 }
 
 BOOST_AUTO_TEST_CASE(calls_cudnn_does_not_take_run_the_composed_math) {
   mg::manual_seed(13);
-  const int64_t before = be::cuda::fused_attention_runs();
+  const int64_t before = mg::cuda::fused_attention_calls();
   const mg::Tensor q32 = mg::normal({1, 4, 32, 32}, 0.0, 1.0), kv32 = mg::normal({1, 4, 40, 32}, 0.0, 1.0);
   check_against_cpu([](const auto& xs) { return sdpa(xs, mg::Tensor(), true); }, {q32, kv32, kv32},
                     kAttentionTolerances.of(mg::DType::float32), seeded_normal(6));
@@ -86,7 +84,7 @@ BOOST_AUTO_TEST_CASE(calls_cudnn_does_not_take_run_the_composed_math) {
   const mg::Tensor keep = mg::F::lt(mg::uniform({32, 40}, 0.0, 1.0), 0.8);
   check_against_cpu([&](const auto& xs) { return sdpa(xs, keep, false); }, {q, kv32.to(dt), kv32.to(dt)},
                     kAttentionTolerances.of(dt), seeded_normal(8));
-  BOOST_TEST(be::cuda::fused_attention_runs() == before);
+  BOOST_TEST(mg::cuda::fused_attention_calls() == before);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

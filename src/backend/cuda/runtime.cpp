@@ -4,6 +4,7 @@
 // the CUDA runtime; nothing here needs a device until a CUDA tensor exists.
 #include <string>
 
+#include "backend/attention.hpp"
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/stream.hpp"
 #include "backend/host_sync.hpp"
@@ -87,6 +88,10 @@ void* current_stream(int device) {
 }
 
 int device_count() { return backend::cuda::device_count(); }
+
+bool fused_attention_available(int device) { return backend::cuda::fused_attention_available(device); }
+
+int64_t fused_attention_calls() { return backend::cuda::fused_attention_runs(); }
 
 void synchronize() {
   const int n = device_count();
