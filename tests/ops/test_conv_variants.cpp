@@ -248,4 +248,33 @@ BOOST_AUTO_TEST_CASE(failed_calls_leave_the_recording_unchanged) {
   BOOST_TEST(test_util::values(w.grad()) == std::vector<double>(8, 9.0), boost::test_tools::per_element());
 }
 
+// An input without channels: the output is the bias, and the bias gradient
+// is dy summed per output channel although the weight gradient is empty (the
+// CPU left it unwritten until the first GPU run compared it with cuDNN's).
+BOOST_AUTO_TEST_CASE(an_input_without_channels_gives_the_bias_and_its_gradient) {
+  for (DType dt : {DType::float64, DType::float32, DType::bfloat16}) {
+    BOOST_TEST_CONTEXT("dtype " << dt) {
+      const Tensor x = mg::zeros({2, 0, 4, 4}, dt), w = mg::zeros({3, 0, 3, 3}, dt);
+      const Tensor b = mg::tensor<double>({0.5, -1.0, 2.0}, {3}).to(dt);
+      const Tensor dy = mg::uniform({2, 3, 4, 4}, -1.0, 1.0).to(dt);
+      mg::autodiff::GradManager gm;
+      gm.attach({w, b});
+      {
+        auto rec = gm.record();
+        const Tensor y = F::conv2d(x, w, b, {.padding = 1});
+        BOOST_TEST(y.shape() == mg::Shape({2, 3, 4, 4}));
+        BOOST_TEST(test_util::values(F::mean(y.to(DType::float64), {0, 2, 3})) == test_util::values(b.to(DType::float64)),
+                   boost::test_tools::per_element());
+        gm.backward(y, dy);
+      }
+      BOOST_TEST(w.grad().shape() == w.shape());
+      const auto want = test_util::values(F::sum(dy.to(DType::float64), {0, 2, 3}));
+      const auto got = test_util::values(b.grad().to(DType::float64));
+      const double tol = dt == DType::bfloat16 ? 0.1 : 1e-5;
+      BOOST_REQUIRE_EQUAL(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) BOOST_TEST(std::fabs(got[i] - want[i]) <= tol, "channel " << i);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -11,6 +11,7 @@
 #include "backend/cpu/gemm.hpp"
 #include "backend/onednn/conv.hpp"
 #include "backend/onednn/onednn.hpp"
+#include "backend/reduction.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/loops.hpp"
 
@@ -224,7 +225,10 @@ void conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, c
 
 void conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gbias,
                              const Conv2dParams& p) {
-  if (gw.numel() == 0) return;
+  if (gw.numel() == 0) {  // no weights (no input channels): the bias still gets dy summed per channel
+    if (gbias.defined()) backend::sum_channels(gy, gy.shape()[0], gy.shape()[1], gy.shape()[2] * gy.shape()[3], gbias);
+    return;
+  }
 #if MIXGRAD_WITH_ONEDNN
   if (gy.numel() > 0 && onednn::use_for(work(gw, gy)) && onednn::conv2d_backward_weights(gy, x, gw, gbias, p))
     return;
