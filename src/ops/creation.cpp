@@ -92,17 +92,19 @@ int64_t arange_count(double start, double end, double step, DType dtype) {
 
 }  // namespace
 
-Tensor arange(double start, double end, double step, DType dtype) {
+Tensor arange(double start, double end, double step, DType dtype, Device device) {
   const int64_t n = arange_count(start, end, step, dtype);
   Tensor t = empty(Shape{n}, dtype);
   visit_dtype(dtype, [&]<class T>() {
     T* d = t.data<T>();
     for (int64_t i = 0; i < n; ++i) d[i] = kernels::cast<T>(start + static_cast<double>(i) * step);
   });
-  return t;
+  return device.is_cpu() ? t : t.to(device);
 }
 
-Tensor arange(int64_t end, DType dtype) { return arange(0.0, static_cast<double>(end), 1.0, dtype); }
+Tensor arange(int64_t end, DType dtype, Device device) {
+  return arange(0.0, static_cast<double>(end), 1.0, dtype, device);
+}
 
 template <class T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape) {

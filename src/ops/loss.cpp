@@ -124,7 +124,7 @@ Tensor spread(const Tensor& g, backend::LossReduction r, const Shape& shape, int
 Tensor one_hot(const Tensor& labels, const Shape& shape, int axis, DType dtype) {
   std::vector<int64_t> dims(static_cast<size_t>(shape.ndim()), 1);
   dims[static_cast<size_t>(axis)] = shape[axis];
-  const Tensor classes = reshape(arange(shape[axis], labels.dtype()), Shape(dims));
+  const Tensor classes = reshape(arange(shape[axis], labels.dtype(), labels.device()), Shape(dims));
   return astype(eq(unsqueeze(labels, axis), classes), dtype);
 }
 

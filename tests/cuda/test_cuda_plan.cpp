@@ -111,6 +111,7 @@ BOOST_AUTO_TEST_CASE(the_cuda_runtime_api_answers_without_a_device) {
   BOOST_CHECK_THROW(mg::cuda::synchronize(0), mg::DeviceError);
   BOOST_CHECK_THROW(mg::cuda::memory_stats(0), mg::DeviceError);
   BOOST_CHECK_THROW(mg::cuda::reset_peak_memory_stats(0), mg::DeviceError);
+  BOOST_CHECK_THROW(mg::arange(3, mg::DType::int64, mg::Device::cuda()), mg::DeviceError);
   BOOST_TEST(!mg::cuda::fused_attention_available(0));
   BOOST_TEST(mg::cuda::fused_attention_calls() == 0);
   BOOST_CHECK_EXCEPTION(mg::empty({2}, mg::DType::float32, mg::Device::cuda(1)), mg::DeviceError,

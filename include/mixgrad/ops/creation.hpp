@@ -25,9 +25,10 @@ Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);
 /// start, start+step, ... < end (> end for a negative step). ValueError for
 /// a non-finite argument, a zero step, more than 2^53 elements, or values an
-/// integer dtype cannot hold.
-Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::float32);
-Tensor arange(int64_t end, DType dtype = DType::int64);
+/// integer dtype cannot hold. Computed on the host and copied to `device`.
+Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::float32,
+              Device device = Device::cpu());
+Tensor arange(int64_t end, DType dtype = DType::int64, Device device = Device::cpu());
 
 /// From values in row-major order; values.size() must equal shape.numel().
 /// The dtype is the values' (float -> float32, double -> float64, ...)
