@@ -154,6 +154,21 @@ PolicyOverride::PolicyOverride(OpKind op, CastPolicy p)
   thread_state().policy_override[static_cast<std::size_t>(op)] = p;
 }
 
+AutocastOff::AutocastOff() {
+  ThreadState& t = thread_state();
+  had_scope_ = t.has_scope;
+  was_enabled_ = t.state.enabled;
+  if (!t.has_scope) t.state = global_state(false);
+  t.has_scope = true;
+  t.state.enabled = false;
+}
+
+AutocastOff::~AutocastOff() {
+  ThreadState& t = thread_state();
+  t.has_scope = had_scope_;
+  t.state.enabled = was_enabled_;
+}
+
 PolicyOverride::~PolicyOverride() { thread_state().policy_override[static_cast<std::size_t>(op_)] = saved_; }
 
 }  // namespace detail

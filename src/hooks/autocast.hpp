@@ -38,6 +38,22 @@ class [[nodiscard]] PolicyOverride {
   std::optional<CastPolicy> saved_;
 };
 
+/// Turns autocast off on this thread while it lives: for an op whose
+/// composed math picks its own dtypes (attention's fallback, which runs 16-bit
+/// inputs in float32 as the fused kernels do), so that the ops inside are
+/// not cast back down.
+class [[nodiscard]] AutocastOff {
+ public:
+  AutocastOff();
+  ~AutocastOff();
+  AutocastOff(const AutocastOff&) = delete;
+  AutocastOff& operator=(const AutocastOff&) = delete;
+
+ private:
+  bool had_scope_ = false;
+  bool was_enabled_ = false;
+};
+
 }  // namespace mixgrad::amp::detail
 
 namespace mixgrad::amp {

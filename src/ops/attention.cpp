@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backend/attention.hpp"
+#include "hooks/autocast.hpp"
 #include "mixgrad/ops/attention.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/elementwise.hpp"
@@ -146,8 +147,23 @@ Tensor attention_weights(const Tensor& q, const Tensor& k, const AttentionOption
   return where(dead, zero, softmax(where(dead, zero, s), -1));
 }
 
+/// The dtype the composed math runs in: float32 for 16-bit inputs, which the
+/// fused kernels accumulate in too, so that the fallback is as accurate as
+/// the kernel it stands in for on every device; else the inputs' own.
+DType math_dtype(DType t) { return is_low_precision(t) ? DType::float32 : t; }
+
+/// `o` with a floating (additive) mask in `dt`.
+AttentionOptions mask_in(AttentionOptions o, DType dt) {
+  if (o.attn_mask.defined() && is_floating_point(o.attn_mask.dtype())) o.attn_mask = astype(o.attn_mask, dt);
+  return o;
+}
+
 Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Geometry& g,
                           const AttentionOptions& o) {
+  if (const DType dt = math_dtype(q.dtype()); dt != q.dtype()) {
+    const amp::detail::AutocastOff float32_inside;
+    return astype(composed_attention(astype(q, dt), astype(k, dt), astype(v, dt), g, mask_in(o, dt)), q.dtype());
+  }
   Tensor p = attention_weights(q, repeat_kv(k, g.heads), o, scale_of(o, g.head_dim));
   if (o.dropout_p > 0.0) p = dropout(p, o.dropout_p);
   return matmul(p, repeat_kv(v, g.heads));
@@ -155,21 +171,25 @@ Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, con
 
 /// The gradients of the fused op as F:: ops (for a recorded backward, and
 /// for a floating mask's gradient): dS = P (dP - rowsum(dP P)).
-void composed_grads(const Tensor& q, const Tensor& k, const Tensor& v, const Geometry& g, const AttentionOptions& o,
-                    const Tensor& grad, autodiff::InputGrads& gi) {
-  const int r = q.ndim();
-  const double scale = scale_of(o, g.head_dim);
-  const Tensor ke = repeat_kv(k, g.heads), ve = repeat_kv(v, g.heads);
+void composed_grads(const Tensor& q_in, const Tensor& k, const Tensor& v, const Geometry& g,
+                    const AttentionOptions& o_in, const Tensor& grad, autodiff::InputGrads& gi) {
+  const int r = q_in.ndim();
+  const double scale = scale_of(o_in, g.head_dim);
+  const DType dt = math_dtype(q_in.dtype());
+  const amp::detail::AutocastOff float32_inside;
+  const Tensor q = astype(q_in, dt);
+  const AttentionOptions o = mask_in(o_in, dt);
+  const Tensor ke = repeat_kv(astype(k, dt), g.heads), ve = repeat_kv(astype(v, dt), g.heads);
   const Tensor p = attention_weights(q, ke, o, scale);
   const Tensor gd = astype(grad, p.dtype());
   if (gi.needs(2)) gi.set(2, astype(sum_groups(matmul(transpose(p, r - 2, r - 1), gd), g.kv_heads), v.dtype()));
   if (!gi.needs(0) && !gi.needs(1) && !gi.needs(3)) return;
   const Tensor dp = matmul(gd, transpose(ve, r - 2, r - 1));
   const Tensor ds = mul(p, sub(dp, sum(mul(dp, p), {-1}, true)));
-  if (gi.needs(0)) gi.set(0, astype(mul(matmul(ds, ke), scale), q.dtype()));
+  if (gi.needs(0)) gi.set(0, astype(mul(matmul(ds, ke), scale), q_in.dtype()));
   if (gi.needs(1))
     gi.set(1, astype(sum_groups(mul(matmul(transpose(ds, r - 2, r - 1), q), scale), g.kv_heads), k.dtype()));
-  if (gi.needs(3)) gi.set(3, astype(sum_to(ds, o.attn_mask.shape()), o.attn_mask.dtype()));
+  if (gi.needs(3)) gi.set(3, astype(sum_to(ds, o.attn_mask.shape()), o_in.attn_mask.dtype()));
 }
 
 // ---- the fused path -------------------------------------------------------------------

@@ -209,6 +209,29 @@ BOOST_AUTO_TEST_CASE(dropout_is_seeded_and_differentiable) {
   BOOST_TEST(q.grad().defined());
 }
 
+// The composed math that stands in for the fused kernel (dropout here; on
+// CUDA, what cuDNN does not take) runs 16-bit inputs in float32 and rounds
+// the output once, as the kernel does, also under autocast: it agrees with
+// the fused kernel to the output's rounding, where scores and weights
+// rounded to 16 bits would not.
+BOOST_AUTO_TEST_CASE(the_composed_fallback_computes_16_bit_inputs_in_float32) {
+  const auto q = randn({2, 2, 33, 16}, 31, mg::DType::float32), k = randn({2, 2, 40, 16}, 32, mg::DType::float32),
+             v = randn({2, 2, 40, 16}, 33, mg::DType::float32);
+  for (auto dt : {mg::DType::bfloat16, mg::DType::float16}) {
+    BOOST_TEST_CONTEXT("dtype " << dt) {
+      mg::amp::autocast scope(true, dt);
+      const auto fused = F::scaled_dot_product_attention(q, k, v);
+      mg::manual_seed(3);
+      const auto composed = F::scaled_dot_product_attention(q, k, v, {.dropout_p = 1e-12});  // drops nothing
+      BOOST_TEST(composed.dtype() == dt);
+      const auto a = values(composed), b = values(fused);
+      const double ulp = dt == mg::DType::bfloat16 ? std::ldexp(1.0, -7) : std::ldexp(1.0, -10);  // one unit in the last place
+      for (size_t i = 0; i < a.size(); ++i)
+        BOOST_TEST(std::fabs(a[i] - b[i]) <= ulp * std::fabs(b[i]) + 1e-6, "element " << i << ": " << a[i] << " vs " << b[i]);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_inputs_name_the_op_and_shapes) {
   const auto q = randn({1, 4, 5, 8}, 27, mg::DType::float32), k = randn({1, 2, 6, 8}, 28, mg::DType::float32),
              v = randn({1, 2, 6, 8}, 29, mg::DType::float32);
