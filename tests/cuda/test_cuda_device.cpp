@@ -65,9 +65,14 @@ BOOST_AUTO_TEST_CASE(fill_and_accumulate_match_the_cpu) {
                  boost::test_tools::per_element());
     }
   }
+  for (mg::DType dt : {mg::DType::int64, mg::DType::float32}) {
+    const mg::Tensor r = mg::arange(9, dt, kGpu);
+    BOOST_TEST(r.device() == kGpu);
+    BOOST_TEST(bytes_of(r) == bytes_of(mg::arange(9, dt)), boost::test_tools::per_element());
+  }
   // Strided destination and a source of another dtype.
   const mg::Tensor base = mg::uniform({6, 4}, -1.0, 1.0);
-  const mg::Tensor src = mg::uniform({4, 3}, -1.0, 1.0, mg::DType::bfloat16);
+  const mg::Tensor src = mg::uniform({3, 4}, -1.0, 1.0, mg::DType::bfloat16);
   const mg::Tensor cpu = base.clone();
   const mg::Tensor gpu = base.to(kGpu);
   mg::backend::accumulate(mg::F::transpose(cpu.narrow(1, 1, 3), 0, 1).narrow(1, 2, 4), src);
