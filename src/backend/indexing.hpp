@@ -2,7 +2,7 @@
 // scatter_add, index_put) and of the scans along one axis (cumsum, prod).
 //
 // Tensors are contiguous and viewed as [outer, axis, inner] around the axis
-// the op works along (Axis3); index tensors are int64, validated in range by
+// the op works along (Axis3, backend/axis3.hpp); index tensors are int64, validated in range by
 // check_indices before the kernels on the CPU, by the kernels themselves on
 // CUDA (a bad index is skipped and reported as a ValueError at the device's
 // next host sync, backend/pending_checks.hpp). The scatter kernels add into `out` (the
@@ -18,16 +18,10 @@
 #include <span>
 #include <string>
 
+#include "backend/axis3.hpp"
 #include "backend/dispatch.hpp"
 
 namespace mixgrad::backend {
-
-/// A contiguous tensor viewed as [outer, axis, inner].
-struct Axis3 {
-  int64_t outer = 1;
-  int64_t axis = 1;
-  int64_t inner = 1;
-};
 
 /// Throws ValueError naming `op`, the first index outside [0, extent) and
 /// `what` the index reaches into ("dimension 0 of float32[3, 4]"). On the

@@ -15,19 +15,6 @@
 
 namespace mixgrad::F {
 
-namespace {
-
-backend::Axis3 axis3(const Shape& s, int dim) {
-  backend::Axis3 a;
-  if (s.ndim() == 0) return a;
-  for (int d = 0; d < dim; ++d) a.outer *= s[d];
-  a.axis = s[dim];
-  for (int d = dim + 1; d < s.ndim(); ++d) a.inner *= s[d];
-  return a;
-}
-
-}  // namespace
-
 Tensor cumsum(const Tensor& x_in, int dim) {
   constexpr const char* op = "cumsum";
   ops::check_defined(op, {&x_in});
@@ -35,7 +22,7 @@ Tensor cumsum(const Tensor& x_in, int dim) {
   const int d = normalize_axis(dim, std::max(x_in.ndim(), 1), op);
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::cumsum, {&x});
-  const backend::Axis3 a = axis3(x.shape(), d);
+  const backend::Axis3 a = backend::axis3(x.shape(), d);
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   backend::cumsum(ops::dense(x), a, false, out);
   ops::record_lazy(OpKind::cumsum, {&x}, out, [a] {
@@ -59,7 +46,7 @@ Tensor prod(const Tensor& x_in, int dim, bool keepdim) {
   const int d = normalize_axis(dim, std::max(x_in.ndim(), 1), op);
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::prod, {&x});
-  const backend::Axis3 a = axis3(x.shape(), d);
+  const backend::Axis3 a = backend::axis3(x.shape(), d);
   Shape out_shape;
   for (int k = 0; k < x.ndim(); ++k)
     if (k != d)
