@@ -15,15 +15,13 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/line_blocks.hpp"
 #include "backend/indexing.hpp"
 #include "kernels/cast.hpp"
 
 namespace mixgrad::backend::cpu {
 
 namespace {
-
-constexpr int64_t kInnerBlock = 256;
-constexpr int64_t kParallelWork = 1 << 15;
 
 using kernels::cast;
 using kernels::compute_t;
@@ -32,20 +30,6 @@ using kernels::compute_t;
 /// float64, the type itself for integers.
 template <class T>
 using acc_t = compute_t<T>;
-
-/// Runs f(o, i0, i1) over every (outer, inner block) pair, in parallel when
-/// the work is large enough.
-template <class F>
-void for_blocks(int64_t outer, int64_t inner, int64_t work, F&& f) {
-  const int64_t blocks = (inner + kInnerBlock - 1) / kInnerBlock;
-  const int64_t tasks = outer * blocks;
-#pragma omp parallel for schedule(static) if (work > kParallelWork && tasks > 1)
-  for (int64_t t = 0; t < tasks; ++t) {
-    const int64_t o = t / blocks;
-    const int64_t i0 = (t % blocks) * kInnerBlock;
-    f(o, i0, std::min(inner, i0 + kInnerBlock));
-  }
-}
 
 /// Element offsets into x of the leading (before `axis`) and trailing
 /// (after `axis`) coordinates of a tensor of shape `s`, row-major.
@@ -91,7 +75,7 @@ void index_add(const Tensor& src, Axis3 a, const Tensor& index, const Tensor& ou
   visit_dtype(out.dtype(), [&]<class T>() {
     const T* ps = src.data<T>();
     T* po = static_cast<T*>(out.raw_data());
-    const int64_t blocks = (a.inner + kInnerBlock - 1) / kInnerBlock;
+    const int64_t blocks = (a.inner + kLineBlock - 1) / kLineBlock;
     if (a.outer * blocks < omp_get_max_threads() && src.numel() > kParallelWork && a.axis > 1) {
       // An embedding table's gradient (outer 1, a narrow row): each thread
       // owns a range of destination rows and takes the indices that land in
@@ -110,7 +94,7 @@ void index_add(const Tensor& src, Axis3 a, const Tensor& index, const Tensor& ou
       }
       return;
     }
-    for_blocks(a.outer, a.inner, src.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
+    for_line_blocks(a.outer, a.inner, src.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
       for (int64_t k = 0; k < k_count; ++k) {
         const T* s = ps + (o * k_count + k) * a.inner;
         T* d = po + (o * a.axis + idx[k]) * a.inner;
@@ -152,7 +136,7 @@ void scatter_add(const Tensor& src, int axis, const Tensor& index, const Tensor&
   visit_dtype(out.dtype(), [&]<class T>() {
     const T* ps = src.data<T>();
     T* po = static_cast<T*>(out.raw_data());
-    for_blocks(outer, inner, index.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
+    for_line_blocks(outer, inner, index.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
       T* base = po + lead[static_cast<size_t>(o)];
       for (int64_t k = 0; k < k_count; ++k) {
         const int64_t row = (o * k_count + k) * inner;
@@ -203,7 +187,7 @@ void index_put(const Tensor& values, const Tensor& rows, bool accumulate, const 
   visit_dtype(out.dtype(), [&]<class T>() {
     const T* pv = values.data<T>();
     T* po = static_cast<T*>(out.raw_data());
-    for_blocks(1, inner, values.numel(), [&](int64_t, int64_t i0, int64_t i1) {
+    for_line_blocks(1, inner, values.numel(), [&](int64_t, int64_t i0, int64_t i1) {
       for (int64_t m = 0; m < m_count; ++m) {
         const T* s = pv + m * inner;
         T* d = po + idx[m] * inner;
@@ -218,8 +202,8 @@ void cumsum(const Tensor& x, Axis3 a, bool reverse, const Tensor& out) {
     using C = acc_t<T>;
     const T* px = x.data<T>();
     T* po = static_cast<T*>(out.raw_data());
-    for_blocks(a.outer, a.inner, x.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
-      C acc[kInnerBlock] = {};
+    for_line_blocks(a.outer, a.inner, x.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
+      C acc[kLineBlock] = {};
       for (int64_t step = 0; step < a.axis; ++step) {
         const int64_t k = reverse ? a.axis - 1 - step : step;
         const int64_t row = (o * a.axis + k) * a.inner;
@@ -237,8 +221,8 @@ void prod(const Tensor& x, Axis3 a, const Tensor& out) {
     using C = acc_t<T>;
     const T* px = x.data<T>();
     T* po = static_cast<T*>(out.raw_data());
-    for_blocks(a.outer, a.inner, x.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
-      C acc[kInnerBlock];
+    for_line_blocks(a.outer, a.inner, x.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
+      C acc[kLineBlock];
       std::fill(acc, acc + (i1 - i0), C(1));
       for (int64_t k = 0; k < a.axis; ++k) {
         const T* row = px + (o * a.axis + k) * a.inner;
@@ -257,10 +241,10 @@ void prod_grad(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx) {
     const T* px = x.data<T>();
     const T* pg = g.data<T>();
     T* pd = static_cast<T*>(dx.raw_data());
-    for_blocks(a.outer, a.inner, x.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
+    for_line_blocks(a.outer, a.inner, x.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
       const int64_t w = i1 - i0;
       std::vector<C> prefix(static_cast<size_t>(a.axis * w));
-      C run[kInnerBlock];
+      C run[kLineBlock];
       std::fill(run, run + w, C(1));
       for (int64_t k = 0; k < a.axis; ++k) {
         const T* row = px + (o * a.axis + k) * a.inner;
