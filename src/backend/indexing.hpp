@@ -1,5 +1,5 @@
 // Backend seam of the indexing ops (index_select / embedding, gather,
-// scatter_add, index_put) and of the scans along one axis (cumsum, prod).
+// scatter_add, index_put) and of the scan cumsum.
 //
 // Tensors are contiguous and viewed as [outer, axis, inner] around the axis
 // the op works along (Axis3, backend/axis3.hpp); index tensors are int64, validated in range by
@@ -68,12 +68,5 @@ extern constinit Stub<IndexPutFn, 3> index_put;  // on out's device
 /// backward of cumsum), accumulated in float (double for float64).
 using CumsumFn = void(const Tensor& x, Axis3 a, bool reverse, const Tensor& out);
 extern constinit Stub<CumsumFn, 3> cumsum;  // on out's device
-/// out [outer, inner] = product of x along the axis.
-using ProdFn = void(const Tensor& x, Axis3 a, const Tensor& out);
-extern constinit Stub<ProdFn, 2> prod;  // on out's device
-/// dx = g * (product of the other elements of x's line), exact with zeros
-/// in the line (no division by them); g [outer, inner].
-using ProdGradFn = void(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx);
-extern constinit Stub<ProdGradFn, 3> prod_grad;  // on dx's device
 
 }  // namespace mixgrad::backend

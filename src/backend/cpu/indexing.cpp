@@ -1,10 +1,10 @@
-// CPU indexing kernels and scans along one axis.
+// CPU indexing kernels and the cumsum scan.
 //
 // Tensors arrive contiguous (the ops make dense copies; gather reads its
 // input through its strides), so an op along an axis sees [outer, axis,
 // inner] and its inner loop runs over `inner` with unit stride. Gathers split
 // their rows across threads; the scatters (index_add, scatter_add) and the
-// scans split over (outer, block of inner) pairs, or for an embedding
+// scan split over (outer, block of inner) pairs, or for an embedding
 // gradient over ranges of destination rows, whose destinations never
 // overlap, so repeated indices accumulate without atomics and in the same
 // order on every run.
@@ -216,56 +216,6 @@ void cumsum(const Tensor& x, Axis3 a, bool reverse, const Tensor& out) {
   });
 }
 
-void prod(const Tensor& x, Axis3 a, const Tensor& out) {
-  visit_floating(out.dtype(), "prod", [&]<class T>() {
-    using C = acc_t<T>;
-    const T* px = x.data<T>();
-    T* po = static_cast<T*>(out.raw_data());
-    for_line_blocks(a.outer, a.inner, x.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
-      C acc[kLineBlock];
-      std::fill(acc, acc + (i1 - i0), C(1));
-      for (int64_t k = 0; k < a.axis; ++k) {
-        const T* row = px + (o * a.axis + k) * a.inner;
-        for (int64_t i = i0; i < i1; ++i) acc[i - i0] *= cast<C>(row[i]);
-      }
-      for (int64_t i = i0; i < i1; ++i) po[o * a.inner + i] = cast<T>(acc[i - i0]);
-    });
-  });
-}
-
-// The product of the other elements as prefix * suffix products: exact
-// with any number of zeros in the line, where g * prod / x is not.
-void prod_grad(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx) {
-  visit_floating(dx.dtype(), "prod_grad", [&]<class T>() {
-    using C = acc_t<T>;
-    const T* px = x.data<T>();
-    const T* pg = g.data<T>();
-    T* pd = static_cast<T*>(dx.raw_data());
-    for_line_blocks(a.outer, a.inner, x.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
-      const int64_t w = i1 - i0;
-      std::vector<C> prefix(static_cast<size_t>(a.axis * w));
-      C run[kLineBlock];
-      std::fill(run, run + w, C(1));
-      for (int64_t k = 0; k < a.axis; ++k) {
-        const T* row = px + (o * a.axis + k) * a.inner;
-        for (int64_t i = i0; i < i1; ++i) {
-          prefix[static_cast<size_t>(k * w + i - i0)] = run[i - i0];
-          run[i - i0] *= cast<C>(row[i]);
-        }
-      }
-      std::fill(run, run + w, C(1));
-      for (int64_t k = a.axis - 1; k >= 0; --k) {
-        const int64_t row = (o * a.axis + k) * a.inner;
-        for (int64_t i = i0; i < i1; ++i) {
-          const C gi = cast<C>(pg[o * a.inner + i]);
-          pd[row + i] = cast<T>(gi * prefix[static_cast<size_t>(k * w + i - i0)] * run[i - i0]);
-          run[i - i0] *= cast<C>(px[row + i]);
-        }
-      }
-    });
-  });
-}
-
 void check_indices(const char* op, const Tensor& index, int64_t extent, const std::string& what) {
   const int64_t* p = index.data<int64_t>();
   const int64_t n = index.numel();
@@ -287,7 +237,5 @@ constinit Stub<ScatterAddFn, 3> scatter_add{"scatter_add", cpu::scatter_add};
 constinit Stub<IndexPutRowsFn, 3> index_put_rows{"index_put_rows", cpu::index_put_rows};
 constinit Stub<IndexPutFn, 3> index_put{"index_put", cpu::index_put};
 constinit Stub<CumsumFn, 3> cumsum{"cumsum", cpu::cumsum};
-constinit Stub<ProdFn, 2> prod{"prod", cpu::prod};
-constinit Stub<ProdGradFn, 3> prod_grad{"prod_grad", cpu::prod_grad};
 
 }  // namespace mixgrad::backend
