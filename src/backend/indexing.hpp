@@ -1,9 +1,9 @@
 // Backend seam of the indexing ops (index_select / embedding, gather,
-// scatter_add, index_put) and of the scan cumsum.
+// scatter_add, index_put).
 //
 // Tensors are contiguous and viewed as [outer, axis, inner] around the axis
-// the op works along (Axis3, backend/axis3.hpp); index tensors are int64, validated in range by
-// check_indices before the kernels on the CPU, by the kernels themselves on
+// the op works along (Axis3, backend/axis3.hpp); index tensors are int64,
+// validated in range by check_indices before the kernels on the CPU, by the kernels themselves on
 // CUDA (a bad index is skipped and reported as a ValueError at the device's
 // next host sync, backend/pending_checks.hpp). The scatter kernels add into `out` (the
 // caller fills it first); the CPU's are race-free without atomics (work is
@@ -64,9 +64,5 @@ extern constinit Stub<IndexPutRowsFn, 3> index_put_rows;  // on rows' device
 /// float64, entries in order in the other dtypes).
 using IndexPutFn = void(const Tensor& values, const Tensor& rows, bool accumulate, const Tensor& out);
 extern constinit Stub<IndexPutFn, 3> index_put;  // on out's device
-/// out = running sum of x along the axis (from the end when `reverse`: the
-/// backward of cumsum), accumulated in float (double for float64).
-using CumsumFn = void(const Tensor& x, Axis3 a, bool reverse, const Tensor& out);
-extern constinit Stub<CumsumFn, 3> cumsum;  // on out's device
 
 }  // namespace mixgrad::backend

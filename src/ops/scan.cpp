@@ -1,7 +1,11 @@
 // F::cumsum: a running sum along one axis, on the [outer, axis, inner] view
 // of a contiguous input. Its gradient is the reversed running sum of the
 // output gradient.
-#include "backend/indexing.hpp"
+#include "mixgrad/ops/scan.hpp"
+
+#include <algorithm>
+
+#include "backend/scan.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/reduction.hpp"

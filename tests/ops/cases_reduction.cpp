@@ -121,18 +121,6 @@ Cases cases_of<mg::OpKind::norm>() {
 }
 
 template <>
-Cases cases_of<mg::OpKind::cumsum>() {
-  namespace F = mg::F;
-  return {
-      {.name = "cumsum_last", .inputs = {{3, 4}}, .run = [](const Inputs& x) { return F::cumsum(x[0], -1); }},
-      {.name = "cumsum_leading", .inputs = {{3, 2, 4}}, .run = [](const Inputs& x) { return F::cumsum(x[0], 0); }},
-      {.name = "cumsum_middle_transposed",
-       .inputs = {{4, 3, 2}},
-       .run = [](const Inputs& x) { return F::cumsum(F::transpose(x[0], 0, 2), 1); }},
-  };
-}
-
-template <>
 Cases cases_of<mg::OpKind::prod>() {
   namespace F = mg::F;
   // Rows with no, one and two zeros: the gradient at a lone zero is the

@@ -117,6 +117,7 @@ Cases family_cases() {
 // One function per op family, each in its own cases_*.cpp.
 std::vector<OpCase> elementwise_cases();
 std::vector<OpCase> reduction_cases();
+std::vector<OpCase> scan_cases();
 std::vector<OpCase> linalg_cases();
 std::vector<OpCase> nn_cases();
 std::vector<OpCase> loss_cases();
@@ -156,8 +157,8 @@ inline std::optional<mg::OpKind>& op_filter() {
 
 inline std::vector<OpCase> all_op_cases() {
   std::vector<OpCase> all;
-  for (auto family : {elementwise_cases, reduction_cases, linalg_cases, nn_cases, loss_cases, indexing_cases,
-                      shape_cases, resize_cases}) {
+  for (auto family : {elementwise_cases, reduction_cases, scan_cases, linalg_cases, nn_cases, loss_cases,
+                      indexing_cases, shape_cases, resize_cases}) {
     for (OpCase& c : family())
       if (!op_filter() || c.op == *op_filter()) all.push_back(std::move(c));
   }

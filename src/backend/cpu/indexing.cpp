@@ -1,10 +1,9 @@
-// CPU indexing kernels and the cumsum scan.
+// CPU indexing kernels.
 //
 // Tensors arrive contiguous (the ops make dense copies; gather reads its
 // input through its strides), so an op along an axis sees [outer, axis,
 // inner] and its inner loop runs over `inner` with unit stride. Gathers split
-// their rows across threads; the scatters (index_add, scatter_add) and the
-// scan split over (outer, block of inner) pairs, or for an embedding
+// their rows across threads; the scatters (index_add, scatter_add) split over (outer, block of inner) pairs, or for an embedding
 // gradient over ranges of destination rows, whose destinations never
 // overlap, so repeated indices accumulate without atomics and in the same
 // order on every run.
@@ -197,25 +196,6 @@ void index_put(const Tensor& values, const Tensor& rows, bool accumulate, const 
   });
 }
 
-void cumsum(const Tensor& x, Axis3 a, bool reverse, const Tensor& out) {
-  visit_floating(out.dtype(), "cumsum", [&]<class T>() {
-    using C = acc_t<T>;
-    const T* px = x.data<T>();
-    T* po = static_cast<T*>(out.raw_data());
-    for_line_blocks(a.outer, a.inner, x.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
-      C acc[kLineBlock] = {};
-      for (int64_t step = 0; step < a.axis; ++step) {
-        const int64_t k = reverse ? a.axis - 1 - step : step;
-        const int64_t row = (o * a.axis + k) * a.inner;
-        for (int64_t i = i0; i < i1; ++i) {
-          acc[i - i0] += cast<C>(px[row + i]);
-          po[row + i] = cast<T>(acc[i - i0]);
-        }
-      }
-    });
-  });
-}
-
 void check_indices(const char* op, const Tensor& index, int64_t extent, const std::string& what) {
   const int64_t* p = index.data<int64_t>();
   const int64_t n = index.numel();
@@ -236,6 +216,5 @@ constinit Stub<GatherFn, 3> gather{"gather", cpu::gather};
 constinit Stub<ScatterAddFn, 3> scatter_add{"scatter_add", cpu::scatter_add};
 constinit Stub<IndexPutRowsFn, 3> index_put_rows{"index_put_rows", cpu::index_put_rows};
 constinit Stub<IndexPutFn, 3> index_put{"index_put", cpu::index_put};
-constinit Stub<CumsumFn, 3> cumsum{"cumsum", cpu::cumsum};
 
 }  // namespace mixgrad::backend
