@@ -12,5 +12,6 @@
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/resize.hpp"
 #include "mixgrad/ops/rotary_embedding.hpp"
+#include "mixgrad/ops/scan.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "mixgrad/ops/sorting.hpp"

@@ -1,9 +1,9 @@
 // Backend seam of the indexing ops (index_select / embedding, gather,
-// scatter_add, index_put) and of the scans along one axis (cumsum, prod).
+// scatter_add, index_put).
 //
 // Tensors are contiguous and viewed as [outer, axis, inner] around the axis
-// the op works along (Axis3); index tensors are int64, validated in range by
-// check_indices before the kernels on the CPU, by the kernels themselves on
+// the op works along (Axis3, backend/axis3.hpp); index tensors are int64,
+// validated in range by check_indices before the kernels on the CPU, by the kernels themselves on
 // CUDA (a bad index is skipped and reported as a ValueError at the device's
 // next host sync, backend/pending_checks.hpp). The scatter kernels add into `out` (the
 // caller fills it first); the CPU's are race-free without atomics (work is
@@ -18,16 +18,10 @@
 #include <span>
 #include <string>
 
+#include "backend/axis3.hpp"
 #include "backend/dispatch.hpp"
 
 namespace mixgrad::backend {
-
-/// A contiguous tensor viewed as [outer, axis, inner].
-struct Axis3 {
-  int64_t outer = 1;
-  int64_t axis = 1;
-  int64_t inner = 1;
-};
 
 /// Throws ValueError naming `op`, the first index outside [0, extent) and
 /// `what` the index reaches into ("dimension 0 of float32[3, 4]"). On the
@@ -70,16 +64,5 @@ extern constinit Stub<IndexPutRowsFn, 3> index_put_rows;  // on rows' device
 /// float64, entries in order in the other dtypes).
 using IndexPutFn = void(const Tensor& values, const Tensor& rows, bool accumulate, const Tensor& out);
 extern constinit Stub<IndexPutFn, 3> index_put;  // on out's device
-/// out = running sum of x along the axis (from the end when `reverse`: the
-/// backward of cumsum), accumulated in float (double for float64).
-using CumsumFn = void(const Tensor& x, Axis3 a, bool reverse, const Tensor& out);
-extern constinit Stub<CumsumFn, 3> cumsum;  // on out's device
-/// out [outer, inner] = product of x along the axis.
-using ProdFn = void(const Tensor& x, Axis3 a, const Tensor& out);
-extern constinit Stub<ProdFn, 2> prod;  // on out's device
-/// dx = g * (product of the other elements of x's line), exact with zeros
-/// in the line (no division by them); g [outer, inner].
-using ProdGradFn = void(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx);
-extern constinit Stub<ProdGradFn, 3> prod_grad;  // on dx's device
 
 }  // namespace mixgrad::backend

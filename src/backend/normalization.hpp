@@ -1,4 +1,6 @@
-// Backend seam of layer normalisation: fused forward and backward per device.
+// Backend seam of normalization: the fused layer-norm forward and backward
+// per device, which group and instance norm run as well (ops/normalization.cpp
+// views [N, C, *] as N * G rows).
 //
 // x is seen as [rows, cols] with cols the product of the normalised trailing
 // dims. Statistics are kept in the accumulation dtype (float32, float64 for

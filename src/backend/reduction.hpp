@@ -1,5 +1,7 @@
 // Backend seam of the reduction family, and the per-channel sums that bias
-// gradients need (sum_channels).
+// gradients need (sum_channels). prod reduces one axis of the
+// [outer, axis, inner] view (backend/axis3.hpp); its gradient, the product
+// of the other elements, is a prefix times a suffix product along it.
 //
 // `reduce` folds the dimensions of x named by a bit mask (bit d set: reduce
 // dimension d) and writes one value per kept position into `out`, a
@@ -14,6 +16,7 @@
 
 #include <cstdint>
 
+#include "backend/axis3.hpp"
 #include "backend/dispatch.hpp"
 
 namespace mixgrad::backend {
@@ -46,6 +49,14 @@ extern constinit Stub<VarGradFn, 4> var_grad;  // on dx's device
 /// dx = d||x||_p/dx * grad; grad and norm broadcast to x's shape.
 using NormGradFn = void(const Tensor& grad, const Tensor& x, const Tensor& norm, double p, const Tensor& dx);
 extern constinit Stub<NormGradFn, 4> norm_grad;  // on dx's device
+/// out [outer, inner] = product of x along the axis, accumulated in float
+/// (double for float64).
+using ProdFn = void(const Tensor& x, Axis3 a, const Tensor& out);
+extern constinit Stub<ProdFn, 2> prod;  // on out's device
+/// dx = g * (product of the other elements of x's line), exact with zeros
+/// in the line (no division by them); g [outer, inner].
+using ProdGradFn = void(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx);
+extern constinit Stub<ProdGradFn, 3> prod_grad;  // on dx's device
 
 /// out[c] = sum over o < outer, i < inner of x[o, c, i], x contiguous and
 /// viewed as [outer, channels, inner]; out [channels], any floating dtype.

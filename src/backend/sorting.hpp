@@ -10,8 +10,8 @@
 
 #include <cstdint>
 
+#include "backend/axis3.hpp"
 #include "backend/dispatch.hpp"
-#include "backend/indexing.hpp"
 
 namespace mixgrad::backend {
 

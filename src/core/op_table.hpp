@@ -31,7 +31,9 @@ enum class OpKind : uint16_t {
 inline constexpr std::size_t kOpCount = static_cast<std::size_t>(OpKind::kCount);
 
 /// The group an op belongs to; the op registry's cases files follow it.
-enum class OpFamily : uint8_t { elementwise, reduction, linalg, nn, loss, indexing, view, shape, resize };
+enum class OpFamily : uint8_t {
+  elementwise, reduction, scan, sorting, linalg, nn, loss, indexing, view, shape, resize
+};
 
 /// Whether an op has a gradient, and whether that gradient is differentiable
 /// again (docs/autodiff.md, "Twice differentiable ops").

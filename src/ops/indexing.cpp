@@ -32,19 +32,11 @@ void check_index_dtype(const char* op, const Tensor& index) {
     throw DTypeError(std::string(op) + ": expected an int64 index tensor, got " + ops::describe(index));
 }
 
-backend::Axis3 axis3(const Shape& s, int dim) {
-  backend::Axis3 a;
-  for (int d = 0; d < dim; ++d) a.outer *= s[d];
-  a.axis = s[dim];
-  for (int d = dim + 1; d < s.ndim(); ++d) a.inner *= s[d];
-  return a;
-}
-
 /// x [.., axis, ..] at `index` (dense int64) along `dim`; records the
 /// index_add backward. Shared by embedding and index_select.
 Tensor select_rows(OpKind op, const Tensor& x, int dim, const Tensor& index, const Shape& out_shape) {
   const Shape xshape = x.shape();
-  backend::Axis3 a = axis3(xshape, dim);
+  backend::Axis3 a = backend::axis3(xshape, dim);
   Tensor out = empty(out_shape, x.dtype(), x.device());
   backend::index_select(ops::dense(x), a, index, out);
   ops::record_lazy(op, {&x}, out, [xshape, a, index] {

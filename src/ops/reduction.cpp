@@ -5,9 +5,11 @@
 // dimensions, so no [N, C]-sized tensor is written for a [C] result until a
 // consumer needs one. max / min send the gradient to the first extreme
 // element: the reduced axes are moved last and merged, arg_reduce finds the
-// index per output, and the gradient is put there.
+// index per output, and the gradient is put there. prod works along one axis
+// (backend::Axis3).
 #include "mixgrad/ops/reduction.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/copy.hpp"
@@ -172,6 +174,21 @@ Tensor max_min(const char* name, OpKind kind, ReduceOp op, ArgReduceOp arg, cons
   return out;
 }
 
+/// prod's gradient as tracked F:: ops (a recorded backward): dx_i = g
+/// prod_{j != i} x_j, exact with zeros, as a recorded prod over n copies of
+/// x with x_i replaced by 1 ([outer, n, n, inner]).
+Tensor prod_grad_graph(const Tensor& g, const Tensor& x, const backend::Axis3& a) {
+  const Shape wide{a.outer, a.axis, a.axis, a.inner};
+  const Tensor idx = arange(a.axis);
+  const Tensor eye =
+      reshape(eq(reshape(idx, Shape{a.axis, 1}), reshape(idx, Shape{1, a.axis})), Shape{1, a.axis, a.axis, 1})
+          .to(x.device());
+  const Tensor xs = broadcast_to(reshape(x, Shape{a.outer, 1, a.axis, a.inner}), wide);
+  const Tensor others = prod(where(broadcast_to(eye, wide), ones_like(xs), xs), 2);
+  const Tensor g3 = reshape(g.dtype() == x.dtype() ? g : astype(g, x.dtype()), Shape{a.outer, 1, a.inner});
+  return reshape(mul(others, g3), x.shape());
+}
+
 }  // namespace
 
 Tensor sum(const Tensor& x_in, const Axes& axes, bool keepdim) {
@@ -298,6 +315,38 @@ Tensor norm(const Tensor& x_in, double p, const Axes& axes, bool keepdim) {
       Tensor dx = empty(x.shape(), x.dtype(), x.device());
       backend::norm_grad(reduced_view(g, x.shape(), mask, keepdim, false), x,
                          reduced_view(out, x.shape(), mask, keepdim, false), p, dx);
+      gi.set(0, dx);
+    };
+  });
+  return out;
+}
+
+// prod's gradient is the product of the other elements of each line,
+// computed by the backend as a prefix times a suffix product: g * prod / x
+// would divide by zero where the line holds a zero, and a line with one zero
+// has a nonzero gradient there.
+Tensor prod(const Tensor& x_in, int dim, bool keepdim) {
+  constexpr const char* op = "prod";
+  ops::check_defined(op, {&x_in});
+  ops::check_floating(op, x_in);
+  const int d = normalize_axis(dim, std::max(x_in.ndim(), 1), op);
+  Tensor x = x_in;
+  amp::autocast_inputs(OpKind::prod, {&x});
+  const backend::Axis3 a = backend::axis3(x.shape(), d);
+  Shape out_shape;
+  for (int k = 0; k < x.ndim(); ++k)
+    if (k != d)
+      out_shape.push_back(x.shape()[k]);
+    else if (keepdim)
+      out_shape.push_back(1);
+  const Tensor xd = ops::dense(x);
+  Tensor out = empty(out_shape, x.dtype(), x.device());
+  backend::prod(xd, a, out);
+  ops::record_lazy(OpKind::prod, {&x}, out, [a, x, xd] {
+    return [a, x, xd](const Tensor& g, autodiff::InputGrads& gi) {
+      if (gi.create_graph()) return gi.set(0, prod_grad_graph(g, x, a));
+      Tensor dx = empty(xd.shape(), g.dtype(), g.device());
+      backend::prod_grad(ops::dense(g, xd.dtype()), xd, a, dx);
       gi.set(0, dx);
     };
   });

@@ -27,12 +27,9 @@ ValuesIndices ordered(OpKind kind, const Tensor& x_in, int64_t k, int dim, bool 
   Tensor x = x_in;
   amp::autocast_inputs(kind, {&x});
   const Shape xshape = x.shape();
-  backend::Axis3 a;
+  const backend::Axis3 a = backend::axis3(xshape, dim);
   Shape out_shape;
   if (x.ndim() > 0) {
-    for (int d = 0; d < dim; ++d) a.outer *= xshape[d];
-    a.axis = xshape[dim];
-    for (int d = dim + 1; d < x.ndim(); ++d) a.inner *= xshape[d];
     out_shape = xshape;
     out_shape[dim] = k;
   } else if (k == 0) {

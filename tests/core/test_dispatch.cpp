@@ -25,6 +25,7 @@
 #include "backend/pooling.hpp"
 #include "backend/reduction.hpp"
 #include "backend/resize.hpp"
+#include "backend/scan.hpp"
 #include "backend/softmax.hpp"
 #include "backend/sorting.hpp"
 
@@ -54,7 +55,7 @@ std::vector<Entry> all_stubs() {
       entry(dropout_apply),
       entry(unary), entry(unary_grad), entry(binary), entry(binary_grad), entry(compare), entry(where),
       entry(check_indices), entry(index_select), entry(index_add), entry(gather), entry(scatter_add),
-      entry(index_put_rows), entry(index_put), entry(cumsum), entry(prod), entry(prod_grad),
+      entry(index_put_rows), entry(index_put),
       entry(cross_entropy_forward), entry(cross_entropy_backward), entry(nll_loss_forward),
       entry(nll_loss_backward), entry(pointwise_loss_forward), entry(pointwise_loss_backward),
       entry(scale_copy_kernel), entry(update_scale),
@@ -67,8 +68,9 @@ std::vector<Entry> all_stubs() {
       entry(avg_pool2d_forward), entry(avg_pool2d_backward), entry(adaptive_avg_pool2d_forward),
       entry(adaptive_avg_pool2d_backward),
       entry(reduce), entry(arg_reduce), entry(put_along_last_axis), entry(var_grad), entry(norm_grad),
-      entry(sum_channels),
+      entry(sum_channels), entry(prod), entry(prod_grad),
       entry(pad_forward), entry(pad_backward), entry(upsample2d_forward), entry(upsample2d_backward),
+      entry(cumsum),
       entry(softmax_forward), entry(softmax_backward),
       entry(sort_lines),
   };

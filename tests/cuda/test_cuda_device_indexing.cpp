@@ -1,9 +1,10 @@
-// Device tests of the CUDA indexing, resize and sorting families against the
-// CPU: embedding / index_select / gather / scatter_add with their gradients,
-// cumsum and prod, pad in every mode, nearest and bilinear resampling, and
-// sort / topk / argsort (stability, NaN as the largest, -0 == +0), in every
-// floating dtype; an out-of-range index reported as a ValueError at the next
-// sync. Part of test_cuda_device (exits 77 without a device).
+// Device tests of the CUDA indexing, scan, resize and sorting families, and
+// of prod, against the CPU: embedding / index_select / gather / scatter_add
+// with their gradients, cumsum and prod, pad in every mode, nearest and
+// bilinear resampling, and sort / topk / argsort (stability, NaN as the
+// largest, -0 == +0), in every floating dtype; an out-of-range index
+// reported as a ValueError at the next sync. Part of test_cuda_device (exits
+// 77 without a device).
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>

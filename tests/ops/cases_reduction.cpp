@@ -121,18 +121,6 @@ Cases cases_of<mg::OpKind::norm>() {
 }
 
 template <>
-Cases cases_of<mg::OpKind::cumsum>() {
-  namespace F = mg::F;
-  return {
-      {.name = "cumsum_last", .inputs = {{3, 4}}, .run = [](const Inputs& x) { return F::cumsum(x[0], -1); }},
-      {.name = "cumsum_leading", .inputs = {{3, 2, 4}}, .run = [](const Inputs& x) { return F::cumsum(x[0], 0); }},
-      {.name = "cumsum_middle_transposed",
-       .inputs = {{4, 3, 2}},
-       .run = [](const Inputs& x) { return F::cumsum(F::transpose(x[0], 0, 2), 1); }},
-  };
-}
-
-template <>
 Cases cases_of<mg::OpKind::prod>() {
   namespace F = mg::F;
   // Rows with no, one and two zeros: the gradient at a lone zero is the
@@ -147,55 +135,6 @@ Cases cases_of<mg::OpKind::prod>() {
       {.name = "prod_with_zeros",
        .inputs = {InputSpec(zs, [zs, zv](mg::DType dt) { return mg::tensor(zv, zs, dt); }, true)},
        .run = [](const Inputs& x) { return F::prod(x[0], -1); }},
-  };
-}
-
-namespace {
-
-/// A permutation of distinct values 0.125 apart (exact in every floating
-/// dtype), so no near-tie makes the order differ between dtypes or under a
-/// finite-difference step.
-InputSpec distinct(mg::Shape s) {
-  return InputSpec(
-      s,
-      [s](mg::DType dt) {
-        const int64_t n = s.numel();
-        std::vector<double> v(static_cast<size_t>(n));
-        for (int64_t j = 0; j < n; ++j) v[j] = static_cast<double>((j * 7) % n) * 0.125 - 1.0;
-        return mg::tensor(v, s, dt);
-      },
-      true);
-}
-
-}  // namespace
-
-template <>
-Cases cases_of<mg::OpKind::topk>() {
-  namespace F = mg::F;
-  return {
-      {.name = "topk_last", .inputs = {distinct({3, 5})}, .run = [](const Inputs& x) { return F::topk(x[0], 2).values; }},
-      {.name = "topk_leading_smallest",
-       .inputs = {distinct({4, 3})},
-       .run = [](const Inputs& x) { return F::topk(x[0], 3, 0, false).values; }},
-      {.name = "topk_middle_transposed",
-       .inputs = {distinct({4, 3, 2})},
-       .run = [](const Inputs& x) { return F::topk(F::transpose(x[0], 0, 2), 2, 1).values; }},
-  };
-}
-
-template <>
-Cases cases_of<mg::OpKind::sort>() {
-  namespace F = mg::F;
-  return {
-      {.name = "sort_last", .inputs = {distinct({3, 5})}, .run = [](const Inputs& x) { return F::sort(x[0]).values; }},
-      {.name = "sort_leading_descending",
-       .inputs = {distinct({4, 3})},
-       .run = [](const Inputs& x) { return F::sort(x[0], 0, true).values; }},
-      {.name = "argsort_middle",
-       .inputs = {distinct({2, 5, 3})},
-       .run = [](const Inputs& x) { return F::argsort(x[0], 1); },
-       .check_low_precision = false,
-       .check_gradient = false},
   };
 }
 

@@ -117,12 +117,14 @@ Cases family_cases() {
 // One function per op family, each in its own cases_*.cpp.
 std::vector<OpCase> elementwise_cases();
 std::vector<OpCase> reduction_cases();
+std::vector<OpCase> scan_cases();
 std::vector<OpCase> linalg_cases();
 std::vector<OpCase> nn_cases();
 std::vector<OpCase> loss_cases();
 std::vector<OpCase> indexing_cases();
 std::vector<OpCase> shape_cases();  // views and shape ops
 std::vector<OpCase> resize_cases();
+std::vector<OpCase> sorting_cases();
 
 /// Whether an op's gradient can be differentiated again (its backward
 /// closure records itself under create_graph; docs/autodiff.md lists them):
@@ -156,8 +158,8 @@ inline std::optional<mg::OpKind>& op_filter() {
 
 inline std::vector<OpCase> all_op_cases() {
   std::vector<OpCase> all;
-  for (auto family : {elementwise_cases, reduction_cases, linalg_cases, nn_cases, loss_cases, indexing_cases,
-                      shape_cases, resize_cases}) {
+  for (auto family : {elementwise_cases, reduction_cases, scan_cases, sorting_cases, linalg_cases, nn_cases,
+                      loss_cases, indexing_cases, shape_cases, resize_cases}) {
     for (OpCase& c : family())
       if (!op_filter() || c.op == *op_filter()) all.push_back(std::move(c));
   }

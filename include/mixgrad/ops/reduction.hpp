@@ -3,18 +3,18 @@
 //   F::sum(x);                 // all elements, a 0-d tensor
 //   F::mean(x, {0, 2}, true);  // over axes 0 and 2, kept as extent 1
 //   F::argmax(logits, 1);      // int64 indices
-//   F::cumsum(x, -1);          // running sum along the last axis
 //   F::prod(x, 1, true);       // product along axis 1, kept as extent 1
 //
 // Sums accumulate in float32 (float64 for float64 tensors) whatever the
 // element dtype, and the result has the input's dtype, except that integer
-// and bool tensors sum to int64 (so a bool mask sums to a count). mean, var
-// and norm need floating tensors. NaN propagates through max and min.
+// and bool tensors sum to int64 (so a bool mask sums to a count). mean, var,
+// norm and prod need floating tensors. NaN propagates through max and min.
 // Errors (ShapeError for a bad or repeated axis or an empty max / min,
 // DTypeError for a dtype the op does not take) name the op and the tensor.
 #pragma once
 
 #include "mixgrad/ops/options.hpp"
+#include "mixgrad/ops/scan.hpp"  // cumsum, a scan, was declared here: code that took it from here still compiles
 #include "mixgrad/tensor.hpp"
 
 namespace mixgrad::F {
@@ -36,9 +36,6 @@ Tensor var(const Tensor& x, const Axes& axes = {}, bool keepdim = false, int cor
 /// p-norm (p = 2 by default, any p > 0, or infinity for max |x|) over axes.
 /// The gradient at a zero norm is zero.
 Tensor norm(const Tensor& x, double p = 2.0, const Axes& axes = {}, bool keepdim = false);
-/// Running sum along `dim` (torch.cumsum): out[.., k, ..] = sum of x[.., j, ..]
-/// for j <= k, accumulated in float32 (float64 for float64); floating only.
-Tensor cumsum(const Tensor& x, int dim);
 /// Product along `dim` (torch.prod(x, dim, keepdim)), accumulated in float32
 /// (float64 for float64); floating only. The gradient is the product of the
 /// other elements, exact where the line holds zeros.

@@ -1,10 +1,9 @@
-// CPU indexing kernels and scans along one axis.
+// CPU indexing kernels.
 //
 // Tensors arrive contiguous (the ops make dense copies; gather reads its
 // input through its strides), so an op along an axis sees [outer, axis,
 // inner] and its inner loop runs over `inner` with unit stride. Gathers split
-// their rows across threads; the scatters (index_add, scatter_add) and the
-// scans split over (outer, block of inner) pairs, or for an embedding
+// their rows across threads; the scatters (index_add, scatter_add) split over (outer, block of inner) pairs, or for an embedding
 // gradient over ranges of destination rows, whose destinations never
 // overlap, so repeated indices accumulate without atomics and in the same
 // order on every run.
@@ -15,15 +14,13 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/line_blocks.hpp"
 #include "backend/indexing.hpp"
 #include "kernels/cast.hpp"
 
 namespace mixgrad::backend::cpu {
 
 namespace {
-
-constexpr int64_t kInnerBlock = 256;
-constexpr int64_t kParallelWork = 1 << 15;
 
 using kernels::cast;
 using kernels::compute_t;
@@ -32,20 +29,6 @@ using kernels::compute_t;
 /// float64, the type itself for integers.
 template <class T>
 using acc_t = compute_t<T>;
-
-/// Runs f(o, i0, i1) over every (outer, inner block) pair, in parallel when
-/// the work is large enough.
-template <class F>
-void for_blocks(int64_t outer, int64_t inner, int64_t work, F&& f) {
-  const int64_t blocks = (inner + kInnerBlock - 1) / kInnerBlock;
-  const int64_t tasks = outer * blocks;
-#pragma omp parallel for schedule(static) if (work > kParallelWork && tasks > 1)
-  for (int64_t t = 0; t < tasks; ++t) {
-    const int64_t o = t / blocks;
-    const int64_t i0 = (t % blocks) * kInnerBlock;
-    f(o, i0, std::min(inner, i0 + kInnerBlock));
-  }
-}
 
 /// Element offsets into x of the leading (before `axis`) and trailing
 /// (after `axis`) coordinates of a tensor of shape `s`, row-major.
@@ -91,7 +74,7 @@ void index_add(const Tensor& src, Axis3 a, const Tensor& index, const Tensor& ou
   visit_dtype(out.dtype(), [&]<class T>() {
     const T* ps = src.data<T>();
     T* po = static_cast<T*>(out.raw_data());
-    const int64_t blocks = (a.inner + kInnerBlock - 1) / kInnerBlock;
+    const int64_t blocks = (a.inner + kLineBlock - 1) / kLineBlock;
     if (a.outer * blocks < omp_get_max_threads() && src.numel() > kParallelWork && a.axis > 1) {
       // An embedding table's gradient (outer 1, a narrow row): each thread
       // owns a range of destination rows and takes the indices that land in
@@ -110,7 +93,7 @@ void index_add(const Tensor& src, Axis3 a, const Tensor& index, const Tensor& ou
       }
       return;
     }
-    for_blocks(a.outer, a.inner, src.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
+    for_line_blocks(a.outer, a.inner, src.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
       for (int64_t k = 0; k < k_count; ++k) {
         const T* s = ps + (o * k_count + k) * a.inner;
         T* d = po + (o * a.axis + idx[k]) * a.inner;
@@ -152,7 +135,7 @@ void scatter_add(const Tensor& src, int axis, const Tensor& index, const Tensor&
   visit_dtype(out.dtype(), [&]<class T>() {
     const T* ps = src.data<T>();
     T* po = static_cast<T*>(out.raw_data());
-    for_blocks(outer, inner, index.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
+    for_line_blocks(outer, inner, index.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
       T* base = po + lead[static_cast<size_t>(o)];
       for (int64_t k = 0; k < k_count; ++k) {
         const int64_t row = (o * k_count + k) * inner;
@@ -203,80 +186,11 @@ void index_put(const Tensor& values, const Tensor& rows, bool accumulate, const 
   visit_dtype(out.dtype(), [&]<class T>() {
     const T* pv = values.data<T>();
     T* po = static_cast<T*>(out.raw_data());
-    for_blocks(1, inner, values.numel(), [&](int64_t, int64_t i0, int64_t i1) {
+    for_line_blocks(1, inner, values.numel(), [&](int64_t, int64_t i0, int64_t i1) {
       for (int64_t m = 0; m < m_count; ++m) {
         const T* s = pv + m * inner;
         T* d = po + idx[m] * inner;
         for (int64_t i = i0; i < i1; ++i) d[i] = cast<T>(cast<acc_t<T>>(d[i]) + cast<acc_t<T>>(s[i]));
-      }
-    });
-  });
-}
-
-void cumsum(const Tensor& x, Axis3 a, bool reverse, const Tensor& out) {
-  visit_floating(out.dtype(), "cumsum", [&]<class T>() {
-    using C = acc_t<T>;
-    const T* px = x.data<T>();
-    T* po = static_cast<T*>(out.raw_data());
-    for_blocks(a.outer, a.inner, x.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
-      C acc[kInnerBlock] = {};
-      for (int64_t step = 0; step < a.axis; ++step) {
-        const int64_t k = reverse ? a.axis - 1 - step : step;
-        const int64_t row = (o * a.axis + k) * a.inner;
-        for (int64_t i = i0; i < i1; ++i) {
-          acc[i - i0] += cast<C>(px[row + i]);
-          po[row + i] = cast<T>(acc[i - i0]);
-        }
-      }
-    });
-  });
-}
-
-void prod(const Tensor& x, Axis3 a, const Tensor& out) {
-  visit_floating(out.dtype(), "prod", [&]<class T>() {
-    using C = acc_t<T>;
-    const T* px = x.data<T>();
-    T* po = static_cast<T*>(out.raw_data());
-    for_blocks(a.outer, a.inner, x.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
-      C acc[kInnerBlock];
-      std::fill(acc, acc + (i1 - i0), C(1));
-      for (int64_t k = 0; k < a.axis; ++k) {
-        const T* row = px + (o * a.axis + k) * a.inner;
-        for (int64_t i = i0; i < i1; ++i) acc[i - i0] *= cast<C>(row[i]);
-      }
-      for (int64_t i = i0; i < i1; ++i) po[o * a.inner + i] = cast<T>(acc[i - i0]);
-    });
-  });
-}
-
-// The product of the other elements as prefix * suffix products: exact
-// with any number of zeros in the line, where g * prod / x is not.
-void prod_grad(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx) {
-  visit_floating(dx.dtype(), "prod_grad", [&]<class T>() {
-    using C = acc_t<T>;
-    const T* px = x.data<T>();
-    const T* pg = g.data<T>();
-    T* pd = static_cast<T*>(dx.raw_data());
-    for_blocks(a.outer, a.inner, x.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
-      const int64_t w = i1 - i0;
-      std::vector<C> prefix(static_cast<size_t>(a.axis * w));
-      C run[kInnerBlock];
-      std::fill(run, run + w, C(1));
-      for (int64_t k = 0; k < a.axis; ++k) {
-        const T* row = px + (o * a.axis + k) * a.inner;
-        for (int64_t i = i0; i < i1; ++i) {
-          prefix[static_cast<size_t>(k * w + i - i0)] = run[i - i0];
-          run[i - i0] *= cast<C>(row[i]);
-        }
-      }
-      std::fill(run, run + w, C(1));
-      for (int64_t k = a.axis - 1; k >= 0; --k) {
-        const int64_t row = (o * a.axis + k) * a.inner;
-        for (int64_t i = i0; i < i1; ++i) {
-          const C gi = cast<C>(pg[o * a.inner + i]);
-          pd[row + i] = cast<T>(gi * prefix[static_cast<size_t>(k * w + i - i0)] * run[i - i0]);
-          run[i - i0] *= cast<C>(px[row + i]);
-        }
       }
     });
   });
@@ -302,8 +216,5 @@ constinit Stub<GatherFn, 3> gather{"gather", cpu::gather};
 constinit Stub<ScatterAddFn, 3> scatter_add{"scatter_add", cpu::scatter_add};
 constinit Stub<IndexPutRowsFn, 3> index_put_rows{"index_put_rows", cpu::index_put_rows};
 constinit Stub<IndexPutFn, 3> index_put{"index_put", cpu::index_put};
-constinit Stub<CumsumFn, 3> cumsum{"cumsum", cpu::cumsum};
-constinit Stub<ProdFn, 2> prod{"prod", cpu::prod};
-constinit Stub<ProdGradFn, 3> prod_grad{"prod_grad", cpu::prod_grad};
 
 }  // namespace mixgrad::backend

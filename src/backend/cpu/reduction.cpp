@@ -20,7 +20,8 @@
 // precision on long reductions.
 //
 // sum_channels, the bias gradient of linear and conv2d, is the per-channel
-// sum of an [outer, channels, inner] tensor in one pass.
+// sum of an [outer, channels, inner] tensor in one pass. prod and its
+// gradient run along one axis of an [outer, axis, inner] view.
 // Kernels here never rely on floating-point exceptions: without trapping
 // math GCC may compute both arms of a select (leaky_relu, the gradients of
 // maximum / clamp, NaN-propagating max) and vectorise the loop, instead of
@@ -41,6 +42,7 @@
 #include <vector>
 
 #include "backend/copy.hpp"
+#include "backend/cpu/line_blocks.hpp"
 #include "backend/cpu/map_loop.hpp"
 #include "kernels/loops.hpp"
 #include "kernels/reduce.hpp"
@@ -556,6 +558,58 @@ void sum_channels(const Tensor& x_in, int64_t outer, int64_t channels, int64_t i
   visit_floating(x.dtype(), "sum_channels", [&]<class T>() { sum_channels_typed<T>(x, outer, channels, inner, out); });
 }
 
+// prod along one axis, and its gradient: the lines of the [outer, axis,
+// inner] view walked by (outer, block of inner) tasks (cpu/line_blocks.hpp).
+void prod(const Tensor& x, Axis3 a, const Tensor& out) {
+  visit_floating(out.dtype(), "prod", [&]<class T>() {
+    using C = kernels::compute_t<T>;
+    const T* px = x.data<T>();
+    T* po = static_cast<T*>(out.raw_data());
+    for_line_blocks(a.outer, a.inner, x.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
+      C acc[kLineBlock];
+      std::fill(acc, acc + (i1 - i0), C(1));
+      for (int64_t k = 0; k < a.axis; ++k) {
+        const T* row = px + (o * a.axis + k) * a.inner;
+        for (int64_t i = i0; i < i1; ++i) acc[i - i0] *= kernels::cast<C>(row[i]);
+      }
+      for (int64_t i = i0; i < i1; ++i) po[o * a.inner + i] = kernels::cast<T>(acc[i - i0]);
+    });
+  });
+}
+
+// The product of the other elements as prefix * suffix products: exact
+// with any number of zeros in the line, where g * prod / x is not.
+void prod_grad(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx) {
+  visit_floating(dx.dtype(), "prod_grad", [&]<class T>() {
+    using C = kernels::compute_t<T>;
+    const T* px = x.data<T>();
+    const T* pg = g.data<T>();
+    T* pd = static_cast<T*>(dx.raw_data());
+    for_line_blocks(a.outer, a.inner, x.numel(), [&](int64_t o, int64_t i0, int64_t i1) {
+      const int64_t w = i1 - i0;
+      std::vector<C> prefix(static_cast<size_t>(a.axis * w));
+      C run[kLineBlock];
+      std::fill(run, run + w, C(1));
+      for (int64_t k = 0; k < a.axis; ++k) {
+        const T* row = px + (o * a.axis + k) * a.inner;
+        for (int64_t i = i0; i < i1; ++i) {
+          prefix[static_cast<size_t>(k * w + i - i0)] = run[i - i0];
+          run[i - i0] *= kernels::cast<C>(row[i]);
+        }
+      }
+      std::fill(run, run + w, C(1));
+      for (int64_t k = a.axis - 1; k >= 0; --k) {
+        const int64_t row = (o * a.axis + k) * a.inner;
+        for (int64_t i = i0; i < i1; ++i) {
+          const C gi = kernels::cast<C>(pg[o * a.inner + i]);
+          pd[row + i] = kernels::cast<T>(gi * prefix[static_cast<size_t>(k * w + i - i0)] * run[i - i0]);
+          run[i - i0] *= kernels::cast<C>(px[row + i]);
+        }
+      }
+    });
+  });
+}
+
 }  // namespace mixgrad::backend::cpu
 
 namespace mixgrad::backend {
@@ -566,5 +620,7 @@ constinit Stub<PutAlongLastAxisFn, 2> put_along_last_axis{"put_along_last_axis",
 constinit Stub<VarGradFn, 4> var_grad{"var_grad", cpu::var_grad};
 constinit Stub<NormGradFn, 4> norm_grad{"norm_grad", cpu::norm_grad};
 constinit Stub<SumChannelsFn, 4> sum_channels{"sum_channels", cpu::sum_channels};
+constinit Stub<ProdFn, 2> prod{"prod", cpu::prod};
+constinit Stub<ProdGradFn, 3> prod_grad{"prod_grad", cpu::prod_grad};
 
 }  // namespace mixgrad::backend

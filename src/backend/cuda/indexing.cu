@@ -1,4 +1,4 @@
-// CUDA indexing kernels and scans along one axis (backend/indexing.hpp).
+// CUDA indexing kernels (backend/indexing.hpp).
 //
 // Gathers (index_select, gather) are grid-stride loops over the output.
 // index_put computes its rows on the device (cuda_plan::put_row) and, when it
@@ -10,8 +10,7 @@
 // runs, as in every GPU framework); in the 16-bit and integer dtypes, which
 // have no native atomics on our element types, one thread owns each
 // destination line and adds the indices in order: deterministic and equal
-// to the CPU's result. The scans (cumsum, prod, prod_grad) run one thread per
-// (outer, inner) line.
+// to the CPU's result.
 //
 // Index range: the CPU ops check indices on the host before any output
 // exists. Here that would stall the stream, so the kernels skip an
@@ -233,55 +232,6 @@ __global__ void scatter_add_ordered_kernel(const T* src, cuda_plan::StridedIndex
   }
 }
 
-template <class T>
-__global__ void cumsum_kernel(const T* x, Axis3 a, bool reverse, T* out, int64_t columns) {
-  using Acc = compute_t<T>;
-  MIXGRAD_GRID_STRIDE_LOOP(c, columns) {
-    const int64_t o = c / a.inner, i = c % a.inner;
-    Acc acc = Acc(0);
-    for (int64_t step = 0; step < a.axis; ++step) {
-      const int64_t k = reverse ? a.axis - 1 - step : step;
-      const int64_t p = (o * a.axis + k) * a.inner + i;
-      acc += cast<Acc>(x[p]);
-      out[p] = cast<T>(acc);
-    }
-  }
-}
-
-template <class T>
-__global__ void prod_kernel(const T* x, Axis3 a, T* out, int64_t columns) {
-  using Acc = compute_t<T>;
-  MIXGRAD_GRID_STRIDE_LOOP(c, columns) {
-    const int64_t o = c / a.inner, i = c % a.inner;
-    Acc acc = Acc(1);
-    for (int64_t k = 0; k < a.axis; ++k) acc *= cast<Acc>(x[(o * a.axis + k) * a.inner + i]);
-    out[c] = cast<T>(acc);
-  }
-}
-
-// The CPU's prefix * suffix products; the prefixes go to an Acc scratch laid
-// out as x.
-template <class T>
-__global__ void prod_grad_kernel(const T* g, const T* x, Axis3 a, compute_t<T>* prefix, T* dx, int64_t columns) {
-  using Acc = compute_t<T>;
-  MIXGRAD_GRID_STRIDE_LOOP(c, columns) {
-    const int64_t o = c / a.inner, i = c % a.inner;
-    Acc run = Acc(1);
-    for (int64_t k = 0; k < a.axis; ++k) {
-      const int64_t p = (o * a.axis + k) * a.inner + i;
-      prefix[p] = run;
-      run *= cast<Acc>(x[p]);
-    }
-    const Acc gi = cast<Acc>(g[c]);
-    run = Acc(1);
-    for (int64_t k = a.axis - 1; k >= 0; --k) {
-      const int64_t p = (o * a.axis + k) * a.inner + i;
-      dx[p] = cast<T>(gi * prefix[p] * run);
-      run *= cast<Acc>(x[p]);
-    }
-  }
-}
-
 /// Calls f.template operator()<U>() with U an unsigned type of `bytes` bytes.
 template <class F>
 void visit_bits(int64_t bytes, F&& f) {
@@ -297,8 +247,6 @@ void visit_bits(int64_t bytes, F&& f) {
 cuda_plan::StridedIndexer<1> without_axis(const Shape& shape, const Tensor& t, int axis) {
   return cuda_plan::axis_free_indexer(shape, t.strides(), element_size(t.dtype()), axis);
 }
-
-DType acc_dtype(DType t) { return t == DType::float64 ? DType::float64 : DType::float32; }
 
 }  // namespace
 
@@ -463,43 +411,6 @@ void index_put(const Tensor& values, const Tensor& rows, bool accumulate, const 
   MIXGRAD_CUDA_CHECK(cudaGetLastError());
 }
 
-void cumsum(const Tensor& x, Axis3 a, bool reverse, const Tensor& out) {
-  const int64_t columns = a.outer * a.inner;
-  const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(columns);
-  if (lc.blocks == 0 || a.axis == 0) return;
-  LaunchOn on(out);
-  visit_floating(out.dtype(), "cumsum", [&]<class T>() {
-    cumsum_kernel<T><<<lc.blocks, lc.threads, 0, on.stream>>>(device_ptr<const T>(x), a, reverse, device_ptr<T>(out),
-                                                               columns);
-  });
-  MIXGRAD_CUDA_CHECK(cudaGetLastError());
-}
-
-void prod(const Tensor& x, Axis3 a, const Tensor& out) {
-  const int64_t columns = a.outer * a.inner;
-  const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(columns);
-  if (lc.blocks == 0) return;
-  LaunchOn on(out);
-  visit_floating(out.dtype(), "prod", [&]<class T>() {
-    prod_kernel<T><<<lc.blocks, lc.threads, 0, on.stream>>>(device_ptr<const T>(x), a, device_ptr<T>(out), columns);
-  });
-  MIXGRAD_CUDA_CHECK(cudaGetLastError());
-}
-
-void prod_grad(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx) {
-  const int64_t columns = a.outer * a.inner;
-  const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(columns);
-  if (lc.blocks == 0 || a.axis == 0) return;
-  LaunchOn on(dx);
-  const Tensor prefix = empty(x.shape(), acc_dtype(x.dtype()), x.device());
-  visit_floating(dx.dtype(), "prod_grad", [&]<class T>() {
-    prod_grad_kernel<T><<<lc.blocks, lc.threads, 0, on.stream>>>(
-        device_ptr<const T>(g), device_ptr<const T>(x), a, static_cast<compute_t<T>*>(prefix.raw_data()),
-        device_ptr<T>(dx), columns);
-  });
-  MIXGRAD_CUDA_CHECK(cudaGetLastError());
-}
-
 // The kernels check their indices as they read them (IndexCheck).
 void check_indices(const char*, const Tensor&, int64_t, const std::string&) {}
 
@@ -510,8 +421,5 @@ const CudaKernel gather_on_cuda{backend::gather, gather};
 const CudaKernel scatter_add_on_cuda{backend::scatter_add, scatter_add};
 const CudaKernel index_put_rows_on_cuda{backend::index_put_rows, index_put_rows};
 const CudaKernel index_put_on_cuda{backend::index_put, index_put};
-const CudaKernel cumsum_on_cuda{backend::cumsum, cumsum};
-const CudaKernel prod_on_cuda{backend::prod, prod};
-const CudaKernel prod_grad_on_cuda{backend::prod_grad, prod_grad};
 
 }  // namespace mixgrad::backend::cuda

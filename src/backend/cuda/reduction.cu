@@ -12,7 +12,8 @@
 // final elementwise pass applies the post step (divide by n for mean / var,
 // sqrt or 1/p power for norms) and converts to out's dtype. Instantiations
 // are per (input dtype, reducer) and (accumulator, output dtype), never per
-// dtype pair of input and output.
+// dtype pair of input and output. prod and its gradient run one thread per
+// line of the [outer, axis, inner] view, as the CPU's loop does per line.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -20,6 +21,7 @@
 #include <string>
 
 #include "backend/copy.hpp"
+#include "backend/cuda/device_ptr.hpp"
 #include "backend/cuda/map.cuh"
 #include "backend/cuda/reduce_plan.hpp"
 #include "backend/reduction.hpp"
@@ -206,6 +208,42 @@ __global__ void put_kernel(const T* values, const int64_t* index, T* dst, int64_
   MIXGRAD_GRID_STRIDE_LOOP(k, rows) { dst[k * width + index[k]] = values[k]; }
 }
 
+// prod along one axis: one thread per (outer, inner) line.
+template <class T>
+__global__ void prod_kernel(const T* x, Axis3 a, T* out, int64_t columns) {
+  using Acc = kernels::compute_t<T>;
+  MIXGRAD_GRID_STRIDE_LOOP(c, columns) {
+    const int64_t o = c / a.inner, i = c % a.inner;
+    Acc acc = Acc(1);
+    for (int64_t k = 0; k < a.axis; ++k) acc *= kernels::cast<Acc>(x[(o * a.axis + k) * a.inner + i]);
+    out[c] = kernels::cast<T>(acc);
+  }
+}
+
+// The CPU's prefix * suffix products; the prefixes go to an Acc scratch laid
+// out as x.
+template <class T>
+__global__ void prod_grad_kernel(const T* g, const T* x, Axis3 a, kernels::compute_t<T>* prefix, T* dx,
+                                 int64_t columns) {
+  using Acc = kernels::compute_t<T>;
+  MIXGRAD_GRID_STRIDE_LOOP(c, columns) {
+    const int64_t o = c / a.inner, i = c % a.inner;
+    Acc run = Acc(1);
+    for (int64_t k = 0; k < a.axis; ++k) {
+      const int64_t p = (o * a.axis + k) * a.inner + i;
+      prefix[p] = run;
+      run *= kernels::cast<Acc>(x[p]);
+    }
+    const Acc gi = kernels::cast<Acc>(g[c]);
+    run = Acc(1);
+    for (int64_t k = a.axis - 1; k >= 0; --k) {
+      const int64_t p = (o * a.axis + k) * a.inner + i;
+      dx[p] = kernels::cast<T>(gi * prefix[p] * run);
+      run *= kernels::cast<Acc>(x[p]);
+    }
+  }
+}
+
 Tensor contiguous_on_device(const Tensor& x) {
   if (x.is_contiguous()) return x;
   Tensor c = empty(x.shape(), x.dtype(), x.device());
@@ -329,11 +367,38 @@ void sum_channels(const Tensor& x_in, int64_t outer, int64_t channels, int64_t i
   });
 }
 
+void prod(const Tensor& x, Axis3 a, const Tensor& out) {
+  const int64_t columns = a.outer * a.inner;
+  const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(columns);
+  if (lc.blocks == 0) return;
+  LaunchOn on(out);
+  visit_floating(out.dtype(), "prod", [&]<class T>() {
+    prod_kernel<T><<<lc.blocks, lc.threads, 0, on.stream>>>(device_ptr<const T>(x), a, device_ptr<T>(out), columns);
+  });
+  MIXGRAD_CUDA_CHECK(cudaGetLastError());
+}
+
+void prod_grad(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx) {
+  const int64_t columns = a.outer * a.inner;
+  const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(columns);
+  if (lc.blocks == 0 || a.axis == 0) return;
+  LaunchOn on(dx);
+  const Tensor prefix = empty(x.shape(), x.dtype() == DType::float64 ? DType::float64 : DType::float32, x.device());
+  visit_floating(dx.dtype(), "prod_grad", [&]<class T>() {
+    prod_grad_kernel<T><<<lc.blocks, lc.threads, 0, on.stream>>>(
+        device_ptr<const T>(g), device_ptr<const T>(x), a, static_cast<kernels::compute_t<T>*>(prefix.raw_data()),
+        device_ptr<T>(dx), columns);
+  });
+  MIXGRAD_CUDA_CHECK(cudaGetLastError());
+}
+
 const CudaKernel reduce_on_cuda{backend::reduce, reduce};
 const CudaKernel arg_reduce_on_cuda{backend::arg_reduce, arg_reduce};
 const CudaKernel put_along_last_axis_on_cuda{backend::put_along_last_axis, put_along_last_axis};
 const CudaKernel var_grad_on_cuda{backend::var_grad, var_grad};
 const CudaKernel norm_grad_on_cuda{backend::norm_grad, norm_grad};
 const CudaKernel sum_channels_on_cuda{backend::sum_channels, sum_channels};
+const CudaKernel prod_on_cuda{backend::prod, prod};
+const CudaKernel prod_grad_on_cuda{backend::prod_grad, prod_grad};
 
 }  // namespace mixgrad::backend::cuda

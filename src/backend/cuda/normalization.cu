@@ -1,10 +1,10 @@
-// CUDA layer norm (backend/normalization.hpp), which group and instance norm
-// reach through ops::layer_norm_rows. One block per row: the mean, then the
-// variance about it (two passes, as the CPU: no E[x^2] - E[x]^2
-// cancellation), by block reduction in float (double for float64). The
-// backward's dx is a row kernel too; the weight and bias gradients are
-// column sums, one thread per column adding the rows in order, so they are
-// deterministic.
+// CUDA normalization (backend/normalization.hpp): the layer-norm kernels,
+// which group and instance norm run too (ops/normalization.cpp). One block
+// per row: the mean, then the variance about it (two passes, as the CPU: no
+// E[x^2] - E[x]^2 cancellation), by block reduction in float (double for
+// float64). The backward's dx is a row kernel too; the weight and bias
+// gradients are column sums, one thread per column adding the rows in
+// order, so they are deterministic.
 #include <cuda_runtime_api.h>
 
 #include "backend/copy.hpp"
@@ -16,7 +16,7 @@
 #include "backend/cuda/stream.hpp"
 #include "backend/normalization.hpp"
 #include "kernels/cast.hpp"
-#include "kernels/layer_norm.hpp"
+#include "kernels/normalization.hpp"
 
 namespace mixgrad::backend::cuda {
 

@@ -1,6 +1,7 @@
-// Element math of layer norm, shared by the CPU loops
-// (backend/cpu/layer_norm.cpp) and a future CUDA backend. Works in the
-// accumulation type `Acc` (float, or double for float64 tensors).
+// Element math of layer norm (which group and instance norm run too), shared
+// by the CPU and CUDA kernels (backend/cpu/normalization.cpp,
+// backend/cuda/normalization.cu). Works in the accumulation type `Acc`
+// (float, or double for float64 tensors).
 //
 //   const float y = kernels::layer_norm_value(x, mean, rstd, w, b);
 #pragma once

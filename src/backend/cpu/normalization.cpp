@@ -1,5 +1,7 @@
-// CPU layer norm. Each row is read twice in the forward (mean, then the
-// variance about it: no cancellation from E[x^2] - E[x]^2) and written once.
+// CPU normalization (backend/normalization.hpp): the layer-norm kernels,
+// which group and instance norm run too (ops/normalization.cpp). Each row
+// is read twice in the forward (mean, then the variance about it: no
+// cancellation from E[x^2] - E[x]^2) and written once.
 // The backward produces dx and the weight / bias partial sums in the same
 // pass over fixed blocks of rows; the partials are then added block by block
 // in order, so the gradients do not depend on the thread count.
@@ -9,7 +11,7 @@
 #include "backend/copy.hpp"
 #include "backend/normalization.hpp"
 #include "kernels/cast.hpp"
-#include "kernels/layer_norm.hpp"
+#include "kernels/normalization.hpp"
 #include "kernels/loops.hpp"
 
 namespace mixgrad::backend::cpu {

@@ -1,6 +1,9 @@
-// F::group_norm and F::instance_norm: values and gradients worked out by hand
-// on tiny inputs, instance_norm against group_norm with one channel per
-// group, mixed dtypes, autocast and the errors (which change nothing).
+// The normalization ops. F::layer_norm: rows of mean 0 and variance 1,
+// values and gradients from the definition (computed here in double), mixed
+// dtypes and errors. F::group_norm and F::instance_norm: values and
+// gradients worked out by hand on tiny inputs, instance_norm against
+// group_norm with one channel per group, mixed dtypes, autocast and the
+// errors (which change nothing).
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -9,8 +12,12 @@
 
 #include "autodiff/inspect.hpp"
 #include "mixgrad/mixgrad.hpp"
+#include "../common/test_util.hpp"
 
 namespace {
+
+using test_util::message_has;
+using test_util::values;
 
 namespace mg = mixgrad;
 namespace F = mixgrad::F;
@@ -30,6 +37,84 @@ std::vector<double> hand_normalised() {
 }
 
 }  // namespace
+
+BOOST_AUTO_TEST_SUITE(layer_norm)
+
+BOOST_AUTO_TEST_CASE(layer_norm_rows_have_mean_zero_and_variance_one) {
+  mg::manual_seed(4);
+  const auto x = mg::uniform({6, 10}, -5, 3);
+  const auto y = values(F::layer_norm(x, {10}, mg::Tensor(), mg::Tensor(), 0.0));
+  for (int r = 0; r < 6; ++r) {
+    double mean = 0, var = 0;
+    for (int j = 0; j < 10; ++j) mean += y[r * 10 + j] / 10;
+    for (int j = 0; j < 10; ++j) var += (y[r * 10 + j] - mean) * (y[r * 10 + j] - mean) / 10;
+    BOOST_TEST(std::abs(mean) < 1e-6);
+    BOOST_TEST(var == 1.0, boost::test_tools::tolerance(1e-5));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(layer_norm_known_values_with_affine) {
+  // Row [1, 2, 3]: mean 2, variance 2/3, so x_hat = [-sqrt(1.5), 0, sqrt(1.5)].
+  const auto x = mg::tensor<double>({1, 2, 3, 10, 10, 10}, {2, 3});
+  const auto w = mg::tensor<double>({2, 1, -1}, {3});
+  const auto b = mg::tensor<double>({0.5, 0, 1}, {3});
+  const auto y = values(F::layer_norm(x, {3}, w, b, 1e-12));
+  const double h = std::sqrt(1.5);
+  const std::vector<double> want = {-2 * h + 0.5, 0, -h + 1, 0.5, 0, 1};  // constant row: x_hat = 0
+  for (size_t k = 0; k < want.size(); ++k) BOOST_TEST(y[k] == want[k], boost::test_tools::tolerance(1e-6));
+}
+
+BOOST_AUTO_TEST_CASE(layer_norm_weight_and_bias_gradients) {
+  mg::manual_seed(8);
+  const int rows = 70;  // more than one block of rows in the weight / bias sums
+  mg::Tensor x = mg::uniform({rows, 3}, -1, 1, mg::DType::float64);
+  mg::Tensor w = mg::uniform({3}, 0.5, 1.5, mg::DType::float64);
+  mg::Tensor b = mg::zeros({3}, mg::DType::float64);
+  mg::autodiff::GradManager gm;
+  gm.attach({w, b});
+  {
+    auto rec = gm.record();
+    gm.backward(F::layer_norm(x, {3}, w, b));
+  }
+  // d/db sum(y) = rows; d/dw sum(y) = sum over rows of x_hat, and x_hat sums to ~0 per row
+  // but not per column, so compute it here.
+  const auto xv = values(x);
+  std::vector<double> want_w(3, 0.0);
+  for (int r = 0; r < rows; ++r) {
+    double m = 0, v = 0;
+    for (int j = 0; j < 3; ++j) m += xv[r * 3 + j] / 3;
+    for (int j = 0; j < 3; ++j) v += (xv[r * 3 + j] - m) * (xv[r * 3 + j] - m) / 3;
+    for (int j = 0; j < 3; ++j) want_w[j] += (xv[r * 3 + j] - m) / std::sqrt(v + 1e-5);
+  }
+  BOOST_TEST(values(b.grad()) == std::vector<double>({rows, rows, rows}), boost::test_tools::per_element());
+  const auto gw = values(w.grad());
+  for (int j = 0; j < 3; ++j) BOOST_TEST(gw[j] == want_w[j], boost::test_tools::tolerance(1e-10));
+}
+
+BOOST_AUTO_TEST_CASE(layer_norm_mixed_dtypes_and_errors) {
+  mg::Tensor w = mg::ones({4});
+  const auto x = mg::uniform({2, 4}).to(mg::DType::bfloat16);
+  mg::autodiff::GradManager gm;
+  gm.attach(w);
+  {
+    auto rec = gm.record();
+    const auto y = F::layer_norm(x, {4}, w);
+    BOOST_TEST(y.dtype() == mg::DType::bfloat16);
+    gm.backward(y);
+  }
+  BOOST_TEST(w.grad().dtype() == mg::DType::float32);
+  BOOST_CHECK_THROW(F::layer_norm(x, {2}), mg::ShapeError);
+  BOOST_CHECK_THROW(F::layer_norm(x, {2, 2, 4}), mg::ShapeError);
+  try {
+    F::layer_norm(x, {4}, mg::ones({3}));
+    BOOST_FAIL("expected a ShapeError");
+  } catch (const mg::ShapeError& e) {
+    BOOST_TEST(message_has(e, {"layer_norm", "weight", "float32[3]"}), e.what());
+  }
+  BOOST_CHECK_THROW(F::layer_norm(mg::zeros({2, 4}, mg::DType::int32), {4}), mg::DTypeError);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(group_norm)
 
