@@ -33,6 +33,13 @@ struct FixedWindows {
     return {std::max<int64_t>(b, 0), std::min(b + kernel, in)};
   }
 };
+// The windows of p along the rows and the columns of x [N, C, H, W].
+struct PlaneWindows {
+  FixedWindows h, w;
+};
+PlaneWindows fixed_windows(const Pool2dParams& p, const Tensor& x) {
+  return {{p.kernel.h, p.stride.h, p.padding.h, x.shape()[2]}, {p.kernel.w, p.stride.w, p.padding.w, x.shape()[3]}};
+}
 struct AdaptiveWindows {
   int64_t in, out;
   std::pair<int64_t, int64_t> operator()(int64_t o) const { return {o * in / out, ((o + 1) * in + out - 1) / out}; }
@@ -48,37 +55,61 @@ int64_t plane_grain(const Planes& pl, int64_t window) {
   return std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, pl.oh * pl.ow * window));
 }
 
+// The input rows [h0, h1) and columns [w0, w1) one output reads.
+struct Window {
+  int64_t h0, h1, w0, w1;
+  int64_t size() const { return (h1 - h0) * (w1 - w0); }
+};
+
+// Calls visit(o, window) for each output o of a plane (counted within it).
+template <class Windows, class Visit>
+void for_each_window(const Planes& pl, const Windows& wh, const Windows& ww, const Visit& visit) {
+  for (int64_t oh = 0; oh < pl.oh; ++oh) {
+    const auto [h0, h1] = wh(oh);
+    for (int64_t ow = 0; ow < pl.ow; ++ow) {
+      const auto [w0, w1] = ww(ow);
+      visit(oh * pl.ow + ow, Window{h0, h1, w0, w1});
+    }
+  }
+}
+
+// A forward's walk: visit(in, o, window) for each output o of y (counted
+// over all planes), `in` the plane of x it reads; planes in parallel.
+template <class T, class Windows, class Visit>
+void for_each_output_window(const Tensor& x, const Tensor& y, const Windows& wh, const Windows& ww, int64_t window_size,
+                            const Visit& visit) {
+  const Planes pl = planes(x, y);
+  const T* xp = static_cast<const T*>(x.raw_data());
+  kernels::parallel_for(pl.count, plane_grain(pl, window_size), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const T* in = xp + c * pl.h * pl.w;
+      const int64_t first = c * pl.oh * pl.ow;
+      for_each_window(pl, wh, ww, [&](int64_t o, const Window& r) { visit(in, first + o, r); });
+    }
+  });
+}
+
 template <class T>
 void fallback_max_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p, int32_t* argmax) {
   using Acc = kernels::compute_t<T>;
-  const Planes pl = planes(x, y);
-  const FixedWindows wh{p.kernel.h, p.stride.h, p.padding.h, pl.h}, ww{p.kernel.w, p.stride.w, p.padding.w, pl.w};
-  const T* xp = static_cast<const T*>(x.raw_data());
+  const int64_t w = x.shape()[3];
+  const PlaneWindows win = fixed_windows(p, x);
   T* yp = static_cast<T*>(y.raw_data());
-  kernels::parallel_for(pl.count, plane_grain(pl, p.kernel.h * p.kernel.w), [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const T* in = xp + c * pl.h * pl.w;
-      for (int64_t oh = 0; oh < pl.oh; ++oh) {
-        const auto [h0, h1] = wh(oh);
-        for (int64_t ow = 0; ow < pl.ow; ++ow) {
-          const auto [w0, w1] = ww(ow);
-          int64_t best_at = -1;
-          Acc best = -std::numeric_limits<Acc>::infinity();
-          for (int64_t ih = h0; ih < h1; ++ih)
-            for (int64_t iw = w0; iw < w1; ++iw) {
-              const Acc v = kernels::cast<Acc>(in[ih * pl.w + iw]);
-              if (best_at < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {  // NaN wins, as in max
-                best = v;
-                best_at = ih * pl.w + iw;
-              }
-            }
-          const int64_t o = (c * pl.oh + oh) * pl.ow + ow;
-          yp[o] = best_at < 0 ? kernels::cast<T>(best) : in[best_at];
-          argmax[o] = static_cast<int32_t>(best_at);
+  auto max_of = [&](const T* in, int64_t o, const Window& r) {
+    int64_t best_at = -1;
+    Acc best = -std::numeric_limits<Acc>::infinity();
+    for (int64_t ih = r.h0; ih < r.h1; ++ih)
+      for (int64_t iw = r.w0; iw < r.w1; ++iw) {
+        const Acc v = kernels::cast<Acc>(in[ih * w + iw]);
+        if (best_at < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {  // NaN wins, as in max
+          best = v;
+          best_at = ih * w + iw;
         }
       }
-    }
-  });
+    yp[o] = best_at < 0 ? kernels::cast<T>(best) : in[best_at];
+    argmax[o] = static_cast<int32_t>(best_at);
+  };
+  for_each_output_window<T>(x, y, win.h, win.w, p.kernel.h * p.kernel.w, max_of);
 }
 
 template <class T>
@@ -95,25 +126,16 @@ void fallback_max_backward(const Tensor& gy, const int32_t* argmax, const Tensor
 template <class T, class Windows>
 void fallback_avg_forward(const Tensor& x, const Tensor& y, Windows wh, Windows ww, int64_t window) {
   using Acc = kernels::compute_t<T>;
-  const Planes pl = planes(x, y);
-  const T* xp = static_cast<const T*>(x.raw_data());
+  const int64_t w = x.shape()[3];
   T* yp = static_cast<T*>(y.raw_data());
-  kernels::parallel_for(pl.count, plane_grain(pl, window), [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const T* in = xp + c * pl.h * pl.w;
-      for (int64_t oh = 0; oh < pl.oh; ++oh) {
-        const auto [h0, h1] = wh(oh);
-        for (int64_t ow = 0; ow < pl.ow; ++ow) {
-          const auto [w0, w1] = ww(ow);
-          Acc s = 0;
-          for (int64_t ih = h0; ih < h1; ++ih)
-            for (int64_t iw = w0; iw < w1; ++iw) s += kernels::cast<Acc>(in[ih * pl.w + iw]);
-          const int64_t count = (h1 - h0) * (w1 - w0);
-          yp[(c * pl.oh + oh) * pl.ow + ow] = kernels::cast<T>(count > 0 ? s / static_cast<Acc>(count) : Acc(0));
-        }
-      }
-    }
-  });
+  auto mean_of = [&](const T* in, int64_t o, const Window& r) {
+    Acc s = 0;
+    for (int64_t ih = r.h0; ih < r.h1; ++ih)
+      for (int64_t iw = r.w0; iw < r.w1; ++iw) s += kernels::cast<Acc>(in[ih * w + iw]);
+    const int64_t count = r.size();
+    yp[o] = kernels::cast<T>(count > 0 ? s / static_cast<Acc>(count) : Acc(0));
+  };
+  for_each_output_window<T>(x, y, wh, ww, window, mean_of);
 }
 
 template <class T, class Windows>
@@ -123,17 +145,14 @@ void fallback_avg_backward(const Tensor& gy, const Tensor& gx, Windows wh, Windo
   const T* gp = static_cast<const T*>(gy.raw_data());
   T* out = static_cast<T*>(gx.raw_data());
   scatter_planes(out, pl.count, pl.h * pl.w, plane_grain(pl, window), [&](int64_t c, Acc* acc) {
-    for (int64_t oh = 0; oh < pl.oh; ++oh) {
-      const auto [h0, h1] = wh(oh);
-      for (int64_t ow = 0; ow < pl.ow; ++ow) {
-        const auto [w0, w1] = ww(ow);
-        const int64_t count = (h1 - h0) * (w1 - w0);
-        if (count == 0) continue;
-        const Acc g = kernels::cast<Acc>(gp[(c * pl.oh + oh) * pl.ow + ow]) / static_cast<Acc>(count);
-        for (int64_t ih = h0; ih < h1; ++ih)
-          for (int64_t iw = w0; iw < w1; ++iw) acc[ih * pl.w + iw] += g;
-      }
-    }
+    const T* g_plane = gp + c * pl.oh * pl.ow;
+    for_each_window(pl, wh, ww, [&](int64_t o, const Window& r) {
+      const int64_t count = r.size();
+      if (count == 0) return;
+      const Acc g = kernels::cast<Acc>(g_plane[o]) / static_cast<Acc>(count);
+      for (int64_t ih = r.h0; ih < r.h1; ++ih)
+        for (int64_t iw = r.w0; iw < r.w1; ++iw) acc[ih * pl.w + iw] += g;
+    });
   });
 }
 
@@ -159,6 +178,18 @@ bool even_tiling(const Tensor& x, const Tensor& y, Pool2dParams& p) {
 
 }  // namespace
 
+// The built-in path, also the forward's last resort.
+MaxPoolWorkspace max_pool2d_argmax(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
+  MaxPoolWorkspace ws;
+  ws.kind = MaxPoolWorkspace::Kind::argmax;
+  ws.data = empty(y.shape(), DType::int32, y.device());
+  ws.compute_dtype = y.dtype();
+  if (y.numel() == 0) return ws;
+  visit_floating(y.dtype(), "max_pool2d",
+                 [&]<class T>() { fallback_max_forward<T>(x, y, p, static_cast<int32_t*>(ws.data.raw_data())); });
+  return ws;
+}
+
 MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
   MaxPoolWorkspace ws;
   if (y.numel() == 0) return ws;
@@ -179,11 +210,7 @@ MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool
     return ws;
   }
 #endif
-  ws.kind = MaxPoolWorkspace::Kind::argmax;
-  ws.data = empty(y.shape(), DType::int32, y.device());
-  visit_floating(y.dtype(), "max_pool2d",
-                 [&]<class T>() { fallback_max_forward<T>(x, y, p, static_cast<int32_t*>(ws.data.raw_data())); });
-  return ws;
+  return max_pool2d_argmax(x, y, p);
 }
 
 void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Tensor& gx,
@@ -207,17 +234,6 @@ void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Ten
                  [&]<class T>() { fallback_max_backward<T>(gy, static_cast<const int32_t*>(ws.data.raw_data()), gx); });
 }
 
-MaxPoolWorkspace max_pool2d_argmax(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
-  MaxPoolWorkspace ws;
-  ws.kind = MaxPoolWorkspace::Kind::argmax;
-  ws.data = empty(y.shape(), DType::int32, y.device());
-  ws.compute_dtype = y.dtype();
-  if (y.numel() == 0) return ws;
-  visit_floating(y.dtype(), "max_pool2d",
-                 [&]<class T>() { fallback_max_forward<T>(x, y, p, static_cast<int32_t*>(ws.data.raw_data())); });
-  return ws;
-}
-
 void max_pool2d_gather(const Tensor& gx, const MaxPoolWorkspace& ws, const Tensor& gy) {
   if (gy.numel() == 0) return;
   if (ws.kind != MaxPoolWorkspace::Kind::argmax)
@@ -233,10 +249,9 @@ void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p)
       onednn::pool2d_forward(onednn::PoolKind::avg, x, y, p, nullptr))
     return;
 #endif
-  const FixedWindows wh{p.kernel.h, p.stride.h, p.padding.h, x.shape()[2]};
-  const FixedWindows ww{p.kernel.w, p.stride.w, p.padding.w, x.shape()[3]};
+  const PlaneWindows win = fixed_windows(p, x);
   visit_floating(y.dtype(), "avg_pool2d",
-                 [&]<class T>() { fallback_avg_forward<T>(x, y, wh, ww, p.kernel.h * p.kernel.w); });
+                 [&]<class T>() { fallback_avg_forward<T>(x, y, win.h, win.w, p.kernel.h * p.kernel.w); });
 }
 
 void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dParams& p) {
@@ -246,10 +261,9 @@ void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dParams&
       onednn::pool2d_backward(onednn::PoolKind::avg, gy, gx, p, nullptr))
     return;
 #endif
-  const FixedWindows wh{p.kernel.h, p.stride.h, p.padding.h, gx.shape()[2]};
-  const FixedWindows ww{p.kernel.w, p.stride.w, p.padding.w, gx.shape()[3]};
+  const PlaneWindows win = fixed_windows(p, gx);
   visit_floating(gx.dtype(), "avg_pool2d",
-                 [&]<class T>() { fallback_avg_backward<T>(gy, gx, wh, ww, p.kernel.h * p.kernel.w); });
+                 [&]<class T>() { fallback_avg_backward<T>(gy, gx, win.h, win.w, p.kernel.h * p.kernel.w); });
 }
 
 void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
