@@ -33,13 +33,14 @@ struct FixedWindows {
     return {std::max<int64_t>(b, 0), std::min(b + kernel, in)};
   }
 };
-// The windows of p along the rows and the columns of x [N, C, H, W].
+// The fixed windows of p along the rows and the columns of x [N, C, H, W].
 struct PlaneWindows {
   FixedWindows h, w;
 };
 PlaneWindows fixed_windows(const Pool2dParams& p, const Tensor& x) {
   return {{p.kernel.h, p.stride.h, p.padding.h, x.shape()[2]}, {p.kernel.w, p.stride.w, p.padding.w, x.shape()[3]}};
 }
+
 struct AdaptiveWindows {
   int64_t in, out;
   std::pair<int64_t, int64_t> operator()(int64_t o) const { return {o * in / out, ((o + 1) * in + out - 1) / out}; }
@@ -55,61 +56,61 @@ int64_t plane_grain(const Planes& pl, int64_t window) {
   return std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, pl.oh * pl.ow * window));
 }
 
-// The input rows [h0, h1) and columns [w0, w1) one output reads.
-struct Window {
-  int64_t h0, h1, w0, w1;
-  int64_t size() const { return (h1 - h0) * (w1 - w0); }
-};
-
-// Calls visit(o, window) for each output o of a plane (counted within it).
-template <class Windows, class Visit>
-void for_each_window(const Planes& pl, const Windows& wh, const Windows& ww, const Visit& visit) {
-  for (int64_t oh = 0; oh < pl.oh; ++oh) {
-    const auto [h0, h1] = wh(oh);
-    for (int64_t ow = 0; ow < pl.ow; ++ow) {
-      const auto [w0, w1] = ww(ow);
-      visit(oh * pl.ow + ow, Window{h0, h1, w0, w1});
+// The reductions of the forwards over one window, fed its elements in order
+// (`at`: the element's offset in its plane). Max pooling's: the maximum and
+// where it is (NaN wins, as in max), written with the argmax.
+template <class T>
+struct MaxOfWindow {
+  using Acc = kernels::compute_t<T>;
+  int32_t* argmax;
+  Acc best = -std::numeric_limits<Acc>::infinity();
+  int64_t best_at = -1;
+  void add(Acc v, int64_t at) {
+    if (best_at < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
+      best = v;
+      best_at = at;
     }
   }
-}
+  void write(T* y, int64_t o, const T* in, int64_t /*count*/) const {
+    y[o] = best_at < 0 ? kernels::cast<T>(best) : in[best_at];
+    argmax[o] = static_cast<int32_t>(best_at);
+  }
+};
 
-// A forward's walk: visit(in, o, window) for each output o of y (counted
-// over all planes), `in` the plane of x it reads; planes in parallel.
-template <class T, class Windows, class Visit>
-void for_each_output_window(const Tensor& x, const Tensor& y, const Windows& wh, const Windows& ww, int64_t window_size,
-                            const Visit& visit) {
+// Average pooling's: the mean of the `count` window elements inside x.
+template <class T>
+struct MeanOfWindow {
+  using Acc = kernels::compute_t<T>;
+  Acc sum = 0;
+  void add(Acc v, int64_t /*at*/) { sum += v; }
+  void write(T* y, int64_t o, const T* /*in*/, int64_t count) const {
+    y[o] = kernels::cast<T>(count > 0 ? sum / static_cast<Acc>(count) : Acc(0));
+  }
+};
+
+// y = the reduction of each window of x (planes in parallel); `start` is
+// the reduction before a window's first element.
+template <class T, class Windows, class Reduce>
+void fallback_forward(const Tensor& x, const Tensor& y, Windows wh, Windows ww, int64_t window, const Reduce& start) {
+  using Acc = kernels::compute_t<T>;
   const Planes pl = planes(x, y);
   const T* xp = static_cast<const T*>(x.raw_data());
-  kernels::parallel_for(pl.count, plane_grain(pl, window_size), [&](int64_t c0, int64_t c1) {
+  T* yp = static_cast<T*>(y.raw_data());
+  kernels::parallel_for(pl.count, plane_grain(pl, window), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       const T* in = xp + c * pl.h * pl.w;
-      const int64_t first = c * pl.oh * pl.ow;
-      for_each_window(pl, wh, ww, [&](int64_t o, const Window& r) { visit(in, first + o, r); });
-    }
-  });
-}
-
-template <class T>
-void fallback_max_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p, int32_t* argmax) {
-  using Acc = kernels::compute_t<T>;
-  const int64_t w = x.shape()[3];
-  const PlaneWindows win = fixed_windows(p, x);
-  T* yp = static_cast<T*>(y.raw_data());
-  auto max_of = [&](const T* in, int64_t o, const Window& r) {
-    int64_t best_at = -1;
-    Acc best = -std::numeric_limits<Acc>::infinity();
-    for (int64_t ih = r.h0; ih < r.h1; ++ih)
-      for (int64_t iw = r.w0; iw < r.w1; ++iw) {
-        const Acc v = kernels::cast<Acc>(in[ih * w + iw]);
-        if (best_at < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {  // NaN wins, as in max
-          best = v;
-          best_at = ih * w + iw;
+      for (int64_t oh = 0; oh < pl.oh; ++oh) {
+        const auto [h0, h1] = wh(oh);
+        for (int64_t ow = 0; ow < pl.ow; ++ow) {
+          const auto [w0, w1] = ww(ow);
+          Reduce r = start;
+          for (int64_t ih = h0; ih < h1; ++ih)
+            for (int64_t iw = w0; iw < w1; ++iw) r.add(kernels::cast<Acc>(in[ih * pl.w + iw]), ih * pl.w + iw);
+          r.write(yp, (c * pl.oh + oh) * pl.ow + ow, in, (h1 - h0) * (w1 - w0));
         }
       }
-    yp[o] = best_at < 0 ? kernels::cast<T>(best) : in[best_at];
-    argmax[o] = static_cast<int32_t>(best_at);
-  };
-  for_each_output_window<T>(x, y, win.h, win.w, p.kernel.h * p.kernel.w, max_of);
+    }
+  });
 }
 
 template <class T>
@@ -124,35 +125,23 @@ void fallback_max_backward(const Tensor& gy, const int32_t* argmax, const Tensor
 }
 
 template <class T, class Windows>
-void fallback_avg_forward(const Tensor& x, const Tensor& y, Windows wh, Windows ww, int64_t window) {
-  using Acc = kernels::compute_t<T>;
-  const int64_t w = x.shape()[3];
-  T* yp = static_cast<T*>(y.raw_data());
-  auto mean_of = [&](const T* in, int64_t o, const Window& r) {
-    Acc s = 0;
-    for (int64_t ih = r.h0; ih < r.h1; ++ih)
-      for (int64_t iw = r.w0; iw < r.w1; ++iw) s += kernels::cast<Acc>(in[ih * w + iw]);
-    const int64_t count = r.size();
-    yp[o] = kernels::cast<T>(count > 0 ? s / static_cast<Acc>(count) : Acc(0));
-  };
-  for_each_output_window<T>(x, y, wh, ww, window, mean_of);
-}
-
-template <class T, class Windows>
 void fallback_avg_backward(const Tensor& gy, const Tensor& gx, Windows wh, Windows ww, int64_t window) {
   using Acc = kernels::compute_t<T>;
   const Planes pl = planes(gx, gy);
   const T* gp = static_cast<const T*>(gy.raw_data());
   T* out = static_cast<T*>(gx.raw_data());
   scatter_planes(out, pl.count, pl.h * pl.w, plane_grain(pl, window), [&](int64_t c, Acc* acc) {
-    const T* g_plane = gp + c * pl.oh * pl.ow;
-    for_each_window(pl, wh, ww, [&](int64_t o, const Window& r) {
-      const int64_t count = r.size();
-      if (count == 0) return;
-      const Acc g = kernels::cast<Acc>(g_plane[o]) / static_cast<Acc>(count);
-      for (int64_t ih = r.h0; ih < r.h1; ++ih)
-        for (int64_t iw = r.w0; iw < r.w1; ++iw) acc[ih * pl.w + iw] += g;
-    });
+    for (int64_t oh = 0; oh < pl.oh; ++oh) {
+      const auto [h0, h1] = wh(oh);
+      for (int64_t ow = 0; ow < pl.ow; ++ow) {
+        const auto [w0, w1] = ww(ow);
+        const int64_t count = (h1 - h0) * (w1 - w0);
+        if (count == 0) continue;
+        const Acc g = kernels::cast<Acc>(gp[(c * pl.oh + oh) * pl.ow + ow]) / static_cast<Acc>(count);
+        for (int64_t ih = h0; ih < h1; ++ih)
+          for (int64_t iw = w0; iw < w1; ++iw) acc[ih * pl.w + iw] += g;
+      }
+    }
   });
 }
 
@@ -185,8 +174,11 @@ MaxPoolWorkspace max_pool2d_argmax(const Tensor& x, const Tensor& y, const Pool2
   ws.data = empty(y.shape(), DType::int32, y.device());
   ws.compute_dtype = y.dtype();
   if (y.numel() == 0) return ws;
-  visit_floating(y.dtype(), "max_pool2d",
-                 [&]<class T>() { fallback_max_forward<T>(x, y, p, static_cast<int32_t*>(ws.data.raw_data())); });
+  const PlaneWindows win = fixed_windows(p, x);
+  int32_t* argmax = static_cast<int32_t*>(ws.data.raw_data());
+  visit_floating(y.dtype(), "max_pool2d", [&]<class T>() {
+    fallback_forward<T>(x, y, win.h, win.w, p.kernel.h * p.kernel.w, MaxOfWindow<T>{argmax});
+  });
   return ws;
 }
 
@@ -250,8 +242,9 @@ void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p)
     return;
 #endif
   const PlaneWindows win = fixed_windows(p, x);
-  visit_floating(y.dtype(), "avg_pool2d",
-                 [&]<class T>() { fallback_avg_forward<T>(x, y, win.h, win.w, p.kernel.h * p.kernel.w); });
+  visit_floating(y.dtype(), "avg_pool2d", [&]<class T>() {
+    fallback_forward<T>(x, y, win.h, win.w, p.kernel.h * p.kernel.w, MeanOfWindow<T>{});
+  });
 }
 
 void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dParams& p) {
@@ -272,7 +265,8 @@ void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
   if (onednn::enabled() && even_tiling(x, y, p)) return cpu::avg_pool2d_forward(x, y, p);
   const AdaptiveWindows wh{x.shape()[2], y.shape()[2]}, ww{x.shape()[3], y.shape()[3]};
   const int64_t window = (x.shape()[2] / y.shape()[2] + 1) * (x.shape()[3] / y.shape()[3] + 1);
-  visit_floating(y.dtype(), "adaptive_avg_pool2d", [&]<class T>() { fallback_avg_forward<T>(x, y, wh, ww, window); });
+  visit_floating(y.dtype(), "adaptive_avg_pool2d",
+                 [&]<class T>() { fallback_forward<T>(x, y, wh, ww, window, MeanOfWindow<T>{}); });
 }
 
 void adaptive_avg_pool2d_backward(const Tensor& gy, const Tensor& gx) {
