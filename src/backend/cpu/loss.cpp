@@ -131,7 +131,8 @@ int64_t row_grain(int64_t classes) { return std::max<int64_t>(1, kernels::kParal
 template <class Tile>
 void for_each_tile(const ClassLayout& layout, const Tile& tile) {
   const int64_t tiles_per_outer = (layout.inner + kTile - 1) / kTile;
-  kernels::parallel_for(layout.outer * tiles_per_outer, row_grain(layout.classes * kTile), [&](int64_t b, int64_t e) {
+  const int64_t grain = row_grain(layout.classes * kTile);
+  kernels::parallel_for(layout.outer * tiles_per_outer, grain, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       const int64_t i0 = (t % tiles_per_outer) * kTile;
       tile(t / tiles_per_outer, i0, std::min(kTile, layout.inner - i0));
