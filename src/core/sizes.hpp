@@ -41,6 +41,8 @@ struct Checked {
     return r;
   }
 };
+template <class Overflows>
+Checked(Overflows) -> Checked<Overflows>;  // clang 14 does not deduce an aggregate's arguments itself
 
 /// a * b, a + b and a - b, checked.
 inline constexpr Checked mul{[](int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r); }};
