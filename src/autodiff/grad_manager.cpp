@@ -357,15 +357,126 @@ void check_outputs(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys
   }
 }
 
-}  // namespace
-
-namespace {
+// The walk proper, which GradManager::backward runs after planning: runs the closures in reverse, fires the
+// callbacks, runs the hooks and writes .grad(). Instantiated twice, so that
+// the ordinary walk (kRecorded false) carries no trace of the recorded one.
 template <bool kRecorded>
 void walk(GradManager::State& s, std::vector<std::shared_ptr<Node>>& tape, const std::unordered_set<uint64_t>& tracked,
           std::unordered_map<uint64_t, Tensor>& grads, const std::vector<char>& runs,
           std::unordered_map<uint64_t, int>& pending, const std::unordered_set<uint64_t>& produced,
           const std::vector<Tensor>& ys, const std::vector<GradManager*>& recorders,
-          const std::vector<GradManager*>& thread_list);
+          const std::vector<GradManager*>& thread_list) {
+  // Converts a gradient to a dtype; in a recorded backward as a tracked op.
+  auto convert = [](const Tensor& g, DType dtype) {
+    if constexpr (kRecorded) return convert_recorded(g, dtype);
+    else return ops::in_dtype(g, dtype);
+  };
+  auto add_grad = [&](uint64_t id, Tensor g) {
+    if constexpr (kRecorded) add_recorded(grads, id, std::move(g));
+    else accumulate(grads, id, std::move(g));
+  };
+
+  // Ready gradients after their callbacks, waiting for .grad(): nothing in
+  // .grad() changes until every callback and after-backward hook has run.
+  std::vector<std::pair<Tensor, Tensor>> updates;
+  auto fire = [&](uint64_t id) {
+    pending[id] = -1;
+    auto g = grads.find(id);
+    if (g == grads.end()) return;  // every contribution was undefined
+    auto at = s.attached_index.find(id);
+    if (at == s.attached_index.end()) return;
+    Tensor t(s.attached[at->second].tensor.lock());
+    if (!t.defined()) return;
+    Tensor grad = g->second;
+    if (!produced.contains(id)) grads.erase(g);  // else its producer still needs it
+    // A copy: a callback may attach (and so grow the list) while it runs.
+    const std::vector<GradCallback> callbacks = s.attached[at->second].callbacks;
+    // MegEngine's chain: each callback gets what the previous one returned,
+    // an undefined tensor included, and an undefined result means "no
+    // gradient for this tensor in this backward".
+    for (const auto& cb : callbacks) grad = cb(t, grad);
+    if (!grad.defined()) return;
+    if (grad.shape() != t.shape())
+      throw ShapeError("GradManager::backward: a callback returned a gradient of shape " + to_string(grad.shape()) +
+                       " for a tensor of shape " + to_string(t.shape()));
+    grad = convert(grad, t.dtype());
+    updates.emplace_back(std::move(t), std::move(grad));
+  };
+  auto consumed = [&](uint64_t id) {
+    auto p = pending.find(id);
+    if (p != pending.end() && p->second > 0 && --p->second == 0) fire(id);
+  };
+  for (const Tensor& y : ys)  // an attached output no op feeds on is final already
+    if (auto p = pending.find(y.id()); p != pending.end() && p->second == 0) fire(y.id());
+
+  for (size_t k = tape.size(); k-- > 0;) {
+    std::shared_ptr<Node> node = std::move(tape[k]);  // freed (with its saved tensors) after this step
+    if (!runs[k]) continue;
+    InputGrads input_grads(node->needs, kRecorded);
+    if (auto g = grads.find(node->output_id); g != grads.end()) {
+      Tensor grad_out = std::move(g->second);
+      grads.erase(g);  // an intermediate gradient lives only until consumed
+      node->backward(grad_out, input_grads);
+      if constexpr (kRecorded)
+        if (!input_grads.asked()) mark_unrecorded(recorders, *node, input_grads);
+    }
+    // Every slot the plan counted is counted down, with or without a gradient.
+    for (size_t i = 0; i < node->input_ids.size(); ++i) {
+      if (!node->needs[i] || !tracked.contains(node->input_ids[i])) continue;
+      Tensor& gi = input_grads.grads()[i];
+      if (gi.defined()) {
+        if (gi.shape() != node->input_shapes[i])
+          throw Error("GradManager::backward: internal error: gradient of shape " + to_string(gi.shape()) +
+                      " for an input of shape " + to_string(node->input_shapes[i]));
+        add_grad(node->input_ids[i], convert(gi, node->input_dtypes[i]));
+      }
+      consumed(node->input_ids[i]);
+    }
+  }
+  for (const auto& [id, left] : pending)  // the plan is exact; this only guards against a lost gradient
+    if (left >= 0 && grads.contains(id)) fire(id);
+
+  // MegEngine's order: the hooks run after every callback and before any
+  // .grad() changes, so a hook that waits for asynchronous reductions
+  // started by the callbacks does so before their results are read.
+  const std::vector<std::function<void()>> hooks = s.after_backward;
+  for (const auto& hook : hooks) hook();
+
+  // A gradient set by hand is accumulated into below; check them all before
+  // any changes (Tensor::set_grad checked it already, this keeps the
+  // accumulation safe whatever path set it).
+  for (const auto& [t, grad] : updates)
+    if (t.grad().defined()) mixgrad::detail::check_grad(t, t.grad(), "GradManager::backward");
+  if constexpr (kRecorded) {
+    set_recorded_grads(updates);
+    return;
+  }
+  // A `.grad()` that a recording manager tracks (the result of a recorded
+  // backward) may be saved by its ops: add out of place, never into it.
+  auto in_a_graph = [&](const Tensor& g) {
+    for (GradManager* m : thread_list)
+      if (TapeAccess::state(m).tracked.contains(g.id())) return true;
+    return false;
+  };
+  for (auto& [t, grad] : updates) {
+    Tensor have = t.grad();
+    if (have.defined() && !thread_list.empty() && in_a_graph(have)) {
+      Tensor sum = empty(have.shape(), have.dtype(), have.device());
+      backend::copy(have, sum);
+      backend::accumulate(sum, grad);
+      t.set_grad(sum);
+    } else if (have.defined()) {
+      backend::accumulate(have, grad);
+    } else if (grad.impl_ptr().use_count() == 1 && grad.impl()->storage.use_count() == 1 && grad.is_contiguous()) {
+      t.set_grad(std::move(grad));  // we hold the only handle: adopt it
+    } else {
+      Tensor own = empty(grad.shape(), grad.dtype(), grad.device());
+      backend::copy(grad, own);
+      t.set_grad(own);
+    }
+  }
+}
+
 }  // namespace
 
 void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys,
@@ -493,130 +604,6 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
     walk<true>(s, tape, tracked, grads, runs, pending, produced, ys, recorders, thread_list);
   }
 }
-
-namespace {
-
-// The walk proper, after planning: runs the closures in reverse, fires the
-// callbacks, runs the hooks and writes .grad(). Instantiated twice, so that
-// the ordinary walk (kRecorded false) carries no trace of the recorded one.
-template <bool kRecorded>
-void walk(GradManager::State& s, std::vector<std::shared_ptr<Node>>& tape, const std::unordered_set<uint64_t>& tracked,
-          std::unordered_map<uint64_t, Tensor>& grads, const std::vector<char>& runs,
-          std::unordered_map<uint64_t, int>& pending, const std::unordered_set<uint64_t>& produced,
-          const std::vector<Tensor>& ys, const std::vector<GradManager*>& recorders,
-          const std::vector<GradManager*>& thread_list) {
-  // Converts a gradient to a dtype; in a recorded backward as a tracked op.
-  auto convert = [](const Tensor& g, DType dtype) {
-    if constexpr (kRecorded) return convert_recorded(g, dtype);
-    else return ops::in_dtype(g, dtype);
-  };
-  auto add_grad = [&](uint64_t id, Tensor g) {
-    if constexpr (kRecorded) add_recorded(grads, id, std::move(g));
-    else accumulate(grads, id, std::move(g));
-  };
-
-  // Ready gradients after their callbacks, waiting for .grad(): nothing in
-  // .grad() changes until every callback and after-backward hook has run.
-  std::vector<std::pair<Tensor, Tensor>> updates;
-  auto fire = [&](uint64_t id) {
-    pending[id] = -1;
-    auto g = grads.find(id);
-    if (g == grads.end()) return;  // every contribution was undefined
-    auto at = s.attached_index.find(id);
-    if (at == s.attached_index.end()) return;
-    Tensor t(s.attached[at->second].tensor.lock());
-    if (!t.defined()) return;
-    Tensor grad = g->second;
-    if (!produced.contains(id)) grads.erase(g);  // else its producer still needs it
-    // A copy: a callback may attach (and so grow the list) while it runs.
-    const std::vector<GradCallback> callbacks = s.attached[at->second].callbacks;
-    // MegEngine's chain: each callback gets what the previous one returned,
-    // an undefined tensor included, and an undefined result means "no
-    // gradient for this tensor in this backward".
-    for (const auto& cb : callbacks) grad = cb(t, grad);
-    if (!grad.defined()) return;
-    if (grad.shape() != t.shape())
-      throw ShapeError("GradManager::backward: a callback returned a gradient of shape " + to_string(grad.shape()) +
-                       " for a tensor of shape " + to_string(t.shape()));
-    grad = convert(grad, t.dtype());
-    updates.emplace_back(std::move(t), std::move(grad));
-  };
-  auto consumed = [&](uint64_t id) {
-    auto p = pending.find(id);
-    if (p != pending.end() && p->second > 0 && --p->second == 0) fire(id);
-  };
-  for (const Tensor& y : ys)  // an attached output no op feeds on is final already
-    if (auto p = pending.find(y.id()); p != pending.end() && p->second == 0) fire(y.id());
-
-  for (size_t k = tape.size(); k-- > 0;) {
-    std::shared_ptr<Node> node = std::move(tape[k]);  // freed (with its saved tensors) after this step
-    if (!runs[k]) continue;
-    InputGrads input_grads(node->needs, kRecorded);
-    if (auto g = grads.find(node->output_id); g != grads.end()) {
-      Tensor grad_out = std::move(g->second);
-      grads.erase(g);  // an intermediate gradient lives only until consumed
-      node->backward(grad_out, input_grads);
-      if constexpr (kRecorded)
-        if (!input_grads.asked()) mark_unrecorded(recorders, *node, input_grads);
-    }
-    // Every slot the plan counted is counted down, with or without a gradient.
-    for (size_t i = 0; i < node->input_ids.size(); ++i) {
-      if (!node->needs[i] || !tracked.contains(node->input_ids[i])) continue;
-      Tensor& gi = input_grads.grads()[i];
-      if (gi.defined()) {
-        if (gi.shape() != node->input_shapes[i])
-          throw Error("GradManager::backward: internal error: gradient of shape " + to_string(gi.shape()) +
-                      " for an input of shape " + to_string(node->input_shapes[i]));
-        add_grad(node->input_ids[i], convert(gi, node->input_dtypes[i]));
-      }
-      consumed(node->input_ids[i]);
-    }
-  }
-  for (const auto& [id, left] : pending)  // the plan is exact; this only guards against a lost gradient
-    if (left >= 0 && grads.contains(id)) fire(id);
-
-  // MegEngine's order: the hooks run after every callback and before any
-  // .grad() changes, so a hook that waits for asynchronous reductions
-  // started by the callbacks does so before their results are read.
-  const std::vector<std::function<void()>> hooks = s.after_backward;
-  for (const auto& hook : hooks) hook();
-
-  // A gradient set by hand is accumulated into below; check them all before
-  // any changes (Tensor::set_grad checked it already, this keeps the
-  // accumulation safe whatever path set it).
-  for (const auto& [t, grad] : updates)
-    if (t.grad().defined()) mixgrad::detail::check_grad(t, t.grad(), "GradManager::backward");
-  if constexpr (kRecorded) {
-    set_recorded_grads(updates);
-    return;
-  }
-  // A `.grad()` that a recording manager tracks (the result of a recorded
-  // backward) may be saved by its ops: add out of place, never into it.
-  auto in_a_graph = [&](const Tensor& g) {
-    for (GradManager* m : thread_list)
-      if (TapeAccess::state(m).tracked.contains(g.id())) return true;
-    return false;
-  };
-  for (auto& [t, grad] : updates) {
-    Tensor have = t.grad();
-    if (have.defined() && !thread_list.empty() && in_a_graph(have)) {
-      Tensor sum = empty(have.shape(), have.dtype(), have.device());
-      backend::copy(have, sum);
-      backend::accumulate(sum, grad);
-      t.set_grad(sum);
-    } else if (have.defined()) {
-      backend::accumulate(have, grad);
-    } else if (grad.impl_ptr().use_count() == 1 && grad.impl()->storage.use_count() == 1 && grad.is_contiguous()) {
-      t.set_grad(std::move(grad));  // we hold the only handle: adopt it
-    } else {
-      Tensor own = empty(grad.shape(), grad.dtype(), grad.device());
-      backend::copy(grad, own);
-      t.set_grad(own);
-    }
-  }
-}
-
-}  // namespace
 
 GradManager& GradManager::register_after_backward_callback(std::function<void()> callback) {
   if (!callback) throw ValueError("GradManager::register_after_backward_callback: empty callback");

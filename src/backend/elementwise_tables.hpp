@@ -1,7 +1,7 @@
 // Which shared functor (src/kernels/) computes each elementwise op, in the
-// order of backend/elementwise.hpp's enums. The CPU and the CUDA backend
-// build their dispatch tables from these lists, each with its own kernel
-// templates. The unary list is generated from core/unary_ops.def, as the
+// order of backend/elementwise.hpp's enums. ElementwiseKernels
+// (elementwise_kernels.hpp) builds both backends' dispatch tables from these
+// lists, each over its device's map engine. The unary list is generated from core/unary_ops.def, as the
 // UnaryOp enum is, so adding a unary op is one line there; the binary lists
 // are written here (a compile error in each backend until enum and list agree):
 //

@@ -26,34 +26,28 @@ namespace mixgrad::sizes {
 /// Throws ShapeError "<op>: size overflow: <what> does not fit in int64".
 [[noreturn]] void throw_overflow(std::string_view op, const std::string& what);
 
-/// a * b, or a ShapeError naming `op` and `context()` (a callable returning
-/// the operands' description; called only on overflow, so it costs nothing
-/// on the normal path).
-template <class Context>
-int64_t mul(int64_t a, int64_t b, std::string_view op, Context&& context) {
-  int64_t r;
-  if (__builtin_mul_overflow(a, b, &r)) [[unlikely]]
-    throw_overflow(op, context());
-  return r;
-}
+/// One checked operation: a op b by `overflows` (a __builtin_*_overflow),
+/// or a ShapeError naming `op` and `context()` (a callable returning the
+/// operands' description; called only on overflow, so it costs nothing on
+/// the normal path).
+template <class Overflows>
+struct Checked {
+  Overflows overflows;
+  template <class Context>
+  int64_t operator()(int64_t a, int64_t b, std::string_view op, Context&& context) const {
+    int64_t r;
+    if (overflows(a, b, &r)) [[unlikely]]
+      throw_overflow(op, context());
+    return r;
+  }
+};
+template <class Overflows>
+Checked(Overflows) -> Checked<Overflows>;  // clang 14 does not deduce an aggregate's arguments itself
 
-/// a + b, checked like mul.
-template <class Context>
-int64_t add(int64_t a, int64_t b, std::string_view op, Context&& context) {
-  int64_t r;
-  if (__builtin_add_overflow(a, b, &r)) [[unlikely]]
-    throw_overflow(op, context());
-  return r;
-}
-
-/// a - b, checked like mul.
-template <class Context>
-int64_t sub(int64_t a, int64_t b, std::string_view op, Context&& context) {
-  int64_t r;
-  if (__builtin_sub_overflow(a, b, &r)) [[unlikely]]
-    throw_overflow(op, context());
-  return r;
-}
+/// a * b, a + b and a - b, checked.
+inline constexpr Checked mul{[](int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r); }};
+inline constexpr Checked add{[](int64_t a, int64_t b, int64_t* r) { return __builtin_add_overflow(a, b, r); }};
+inline constexpr Checked sub{[](int64_t a, int64_t b, int64_t* r) { return __builtin_sub_overflow(a, b, r); }};
 
 /// The product of the nonzero extents of `s` in `out`; false when it does
 /// not fit in int64. The one place the extents of a shape are multiplied.

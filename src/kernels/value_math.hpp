@@ -36,29 +36,20 @@ MIXGRAD_HOST_DEVICE auto select(const B& cond, const A& a, const Z& b) {
   else return TensorOps<B>::select(cond, a, b);
 }
 
-template <class V>
-MIXGRAD_HOST_DEVICE V exp(const V& x) {
-  if constexpr (kScalar<V>) return std::exp(x);
-  else return TensorOps<V>::exp(x);
-}
-
-template <class V>
-MIXGRAD_HOST_DEVICE V erf(const V& x) {
-  if constexpr (kScalar<V>) return std::erf(x);
-  else return TensorOps<V>::erf(x);
-}
-
-template <class V>
-MIXGRAD_HOST_DEVICE V sin(const V& x) {
-  if constexpr (kScalar<V>) return std::sin(x);
-  else return TensorOps<V>::sin(x);
-}
-
-template <class V>
-MIXGRAD_HOST_DEVICE V cos(const V& x) {
-  if constexpr (kScalar<V>) return std::cos(x);
-  else return TensorOps<V>::cos(x);
-}
+// exp, erf, sin and cos: std:: for a scalar, the TensorOps function of the
+// same name for a Tensor. One pattern over four names, which only a macro can
+// take as a parameter.
+#define MIXGRAD_MATH_FUNCTION(name)                \
+  template <class V>                               \
+  MIXGRAD_HOST_DEVICE V name(const V& x) {         \
+    if constexpr (kScalar<V>) return std::name(x); \
+    else return TensorOps<V>::name(x);             \
+  }
+MIXGRAD_MATH_FUNCTION(exp)
+MIXGRAD_MATH_FUNCTION(erf)
+MIXGRAD_MATH_FUNCTION(sin)
+MIXGRAD_MATH_FUNCTION(cos)
+#undef MIXGRAD_MATH_FUNCTION
 
 /// tanh; float through tanh_float (vectorisable).
 template <class V>

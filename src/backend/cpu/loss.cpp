@@ -125,6 +125,21 @@ class FirstBadLabel {
 /// Rows of C classes per parallel chunk: enough work to pay for a thread.
 int64_t row_grain(int64_t classes) { return std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, classes)); }
 
+/// The walk of the strided layout [N, C, d...], where classes are `inner`
+/// apart: tile(o, i0, n) for each tile of up to kTile positions
+/// [i0, i0 + n) of each outer slice o, tiles in parallel.
+template <class Tile>
+void for_each_tile(const ClassLayout& layout, const Tile& tile) {
+  const int64_t tiles_per_outer = (layout.inner + kTile - 1) / kTile;
+  const int64_t grain = row_grain(layout.classes * kTile);
+  kernels::parallel_for(layout.outer * tiles_per_outer, grain, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t i0 = (t % tiles_per_outer) * kTile;
+      tile(t / tiles_per_outer, i0, std::min(kTile, layout.inner - i0));
+    }
+  });
+}
+
 // ---- cross-entropy ---------------------------------------------------------
 
 template <class T, class L>
@@ -134,7 +149,7 @@ void cross_entropy_forward_typed(const ClassLossArgs& a, const Tensor& out, cons
   const T* x = a.input.data<T>();
   const L* y = a.labels.data<L>();
   Acc* st = writable<Acc>(stats);
-  const int64_t outer = a.layout.outer, C = a.layout.classes, inner = a.layout.inner;
+  const int64_t C = a.layout.classes, inner = a.layout.inner;
   const int64_t samples = a.layout.samples();
   const kernels::CrossEntropySample<Acc> sample{static_cast<Acc>(a.label_smoothing), Acc(1) / static_cast<Acc>(C)};
   std::vector<Acc> loss(static_cast<size_t>(samples));
@@ -165,42 +180,37 @@ void cross_entropy_forward_typed(const ClassLossArgs& a, const Tensor& out, cons
         st[2 * s + 1] = log_sum;
       }
     });
-  } else {  // [N, C, d...]: classes are `inner` apart; walk a tile of positions at once
-    const int64_t tiles_per_outer = (inner + kTile - 1) / kTile;
-    kernels::parallel_for(outer * tiles_per_outer, row_grain(C * kTile), [&](int64_t b, int64_t e) {
+  } else {  // [N, C, d...]: walk a tile of positions at once
+    for_each_tile(a.layout, [&](int64_t o, int64_t i0, int64_t n) {
       Acc m[kTile], sum[kTile], z_sum[kTile];
-      for (int64_t t = b; t < e; ++t) {
-        const int64_t o = t / tiles_per_outer, i0 = (t % tiles_per_outer) * kTile;
-        const int64_t n = std::min(kTile, inner - i0);
-        const T* base = x + o * C * inner + i0;
-        for (int64_t i = 0; i < n; ++i) m[i] = cast<Acc>(base[i]);
-        for (int64_t c = 1; c < C; ++c) {
-          const T* row = base + c * inner;
-          for (int64_t i = 0; i < n; ++i) {
-            const Acc v = cast<Acc>(row[i]);
-            m[i] = v > m[i] ? v : m[i];
-          }
-        }
-        for (int64_t i = 0; i < n; ++i) sum[i] = z_sum[i] = 0;
-        for (int64_t c = 0; c < C; ++c) {
-          const T* row = base + c * inner;
-          for (int64_t i = 0; i < n; ++i) {
-            const Acc z = cast<Acc>(row[i]) - m[i];
-            sum[i] += std::exp(z);
-            z_sum[i] += z;
-          }
-        }
+      const T* base = x + o * C * inner + i0;
+      for (int64_t i = 0; i < n; ++i) m[i] = cast<Acc>(base[i]);
+      for (int64_t c = 1; c < C; ++c) {
+        const T* row = base + c * inner;
         for (int64_t i = 0; i < n; ++i) {
-          const int64_t s = o * inner + i0 + i;
-          if (!label_in_range(y[s], C)) {
-            bad.report(s);
-            continue;
-          }
-          const Acc log_sum = std::log(sum[i]);
-          loss[s] = sample(log_sum, cast<Acc>(base[y[s] * inner + i]) - m[i], z_sum[i]);
-          st[2 * s] = m[i];
-          st[2 * s + 1] = log_sum;
+          const Acc v = cast<Acc>(row[i]);
+          m[i] = v > m[i] ? v : m[i];
         }
+      }
+      for (int64_t i = 0; i < n; ++i) sum[i] = z_sum[i] = 0;
+      for (int64_t c = 0; c < C; ++c) {
+        const T* row = base + c * inner;
+        for (int64_t i = 0; i < n; ++i) {
+          const Acc z = cast<Acc>(row[i]) - m[i];
+          sum[i] += std::exp(z);
+          z_sum[i] += z;
+        }
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t s = o * inner + i0 + i;
+        if (!label_in_range(y[s], C)) {
+          bad.report(s);
+          continue;
+        }
+        const Acc log_sum = std::log(sum[i]);
+        loss[s] = sample(log_sum, cast<Acc>(base[y[s] * inner + i]) - m[i], z_sum[i]);
+        st[2 * s] = m[i];
+        st[2 * s + 1] = log_sum;
       }
     });
   }
@@ -216,7 +226,7 @@ void cross_entropy_backward_typed(const ClassLossArgs& a, const Tensor& stats, c
   const L* y = a.labels.data<L>();
   const Acc* st = writable<Acc>(stats);
   T* gx = writable<T>(grad_input);
-  const int64_t outer = a.layout.outer, C = a.layout.classes, inner = a.layout.inner;
+  const int64_t C = a.layout.classes, inner = a.layout.inner;
   const int64_t samples = a.layout.samples();
   const GradScale<T, Acc> scale(grad_out, a.reduction, samples);
   const kernels::SmoothedTarget<Acc> q(static_cast<Acc>(a.label_smoothing), C);
@@ -235,28 +245,23 @@ void cross_entropy_backward_typed(const ClassLossArgs& a, const Tensor& stats, c
     });
     return;
   }
-  const int64_t tiles_per_outer = (inner + kTile - 1) / kTile;
-  kernels::parallel_for(outer * tiles_per_outer, row_grain(C * kTile), [&](int64_t b, int64_t e) {
+  for_each_tile(a.layout, [&](int64_t o, int64_t i0, int64_t n) {
     Acc m[kTile], log_sum[kTile], k[kTile];
-    for (int64_t t = b; t < e; ++t) {
-      const int64_t o = t / tiles_per_outer, i0 = (t % tiles_per_outer) * kTile;
-      const int64_t n = std::min(kTile, inner - i0);
-      const int64_t off = o * C * inner + i0, s0 = o * inner + i0;
-      for (int64_t i = 0; i < n; ++i) {
-        m[i] = st[2 * (s0 + i)];
-        log_sum[i] = st[2 * (s0 + i) + 1];
-        k[i] = scale(s0 + i);
-      }
-      for (int64_t c = 0; c < C; ++c) {
-        const T* row = x + off + c * inner;
-        T* grow = gx + off + c * inner;
-        for (int64_t i = 0; i < n; ++i)
-          grow[i] = cast<T>(kernels::cross_entropy_grad(cast<Acc>(row[i]) - m[i], log_sum[i], q.off, k[i]));
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t at = off + y[s0 + i] * inner + i;
-        gx[at] = cast<T>(kernels::cross_entropy_grad(cast<Acc>(x[at]) - m[i], log_sum[i], q.on, k[i]));
-      }
+    const int64_t off = o * C * inner + i0, s0 = o * inner + i0;
+    for (int64_t i = 0; i < n; ++i) {
+      m[i] = st[2 * (s0 + i)];
+      log_sum[i] = st[2 * (s0 + i) + 1];
+      k[i] = scale(s0 + i);
+    }
+    for (int64_t c = 0; c < C; ++c) {
+      const T* row = x + off + c * inner;
+      T* grow = gx + off + c * inner;
+      for (int64_t i = 0; i < n; ++i)
+        grow[i] = cast<T>(kernels::cross_entropy_grad(cast<Acc>(row[i]) - m[i], log_sum[i], q.off, k[i]));
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t at = off + y[s0 + i] * inner + i;
+      gx[at] = cast<T>(kernels::cross_entropy_grad(cast<Acc>(x[at]) - m[i], log_sum[i], q.on, k[i]));
     }
   });
 }

@@ -6,11 +6,12 @@
 // write-back happen in the same pass (kernels::apply_update).
 #include <algorithm>
 #include <array>
-#include <cmath>
+#include <type_traits>
 #include <utility>
 
 #include "backend/copy.hpp"
 #include "backend/optim.hpp"
+#include "backend/optim_rules.hpp"
 #include "core/simd.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/loops.hpp"
@@ -20,8 +21,8 @@ namespace mixgrad::backend::cpu {
 
 namespace {
 
-template <class P>
-using state_t = std::conditional_t<std::is_same_v<P, double>, double, float>;
+using optim_rules::state_t;
+using optim_rules::visit_param_grad;
 
 // The contiguous loop, compiled portable and inside an AVX-512 target
 // function picked at run time (core/simd.hpp): the updates are a handful of
@@ -147,15 +148,6 @@ bool skipped(const Tensor& found_inf) {
   return found_inf.defined() && *static_cast<const float*>(found_inf.raw_data()) != 0.0f;
 }
 
-// Calls f.template operator()<P, G>() for the parameter's and the gradient's
-// element types.
-template <class F>
-void visit_param_grad(const Tensor& param, const Tensor& grad, const char* op, F&& f) {
-  visit_floating(param.dtype(), op, [&]<class P>() {
-    visit_floating(grad.dtype(), op, [&]<class G>() { f.template operator()<P, G>(); });
-  });
-}
-
 }  // namespace
 
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
@@ -182,21 +174,9 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                  const AmpUpdate& amp) {
   if (skipped(found_inf)) return;
   int64_t& count = *static_cast<int64_t*>(step.raw_data());
-  // Bias corrections in double: 1 - beta^t loses digits in float for large t.
-  const double t = static_cast<double>(count + 1);
-  const double bc1 = 1.0 - std::pow(s.beta1, t);
-  const double bc2 = 1.0 - std::pow(s.beta2, t);
   visit_param_grad(param, grad, "adam_update", [&]<class P, class G>() {
     using C = state_t<P>;
-    const kernels::AdamRule<C> adam{.beta1 = C(s.beta1),
-                                    .one_minus_beta1 = C(1.0 - s.beta1),
-                                    .beta2 = C(s.beta2),
-                                    .one_minus_beta2 = C(1.0 - s.beta2),
-                                    .eps = C(s.eps),
-                                    .decay = C(s.decoupled ? 1.0 - s.lr * s.weight_decay : 1.0),
-                                    .l2 = C(s.decoupled ? 0.0 : s.weight_decay),
-                                    .step_size = C(s.lr / bc1),
-                                    .inv_sqrt_bc2 = C(1.0 / std::sqrt(bc2))};
+    const kernels::AdamRule<C> adam = optim_rules::adam_rule<C>(s, count);
     if (max_exp_avg_sq.defined()) {
       run_rule<P, G, C, 3>(param, grad, {exp_avg, exp_avg_sq, max_exp_avg_sq}, kernels::AmsgradRule<C>{adam}, amp);
     } else {

@@ -33,6 +33,14 @@ struct FixedWindows {
     return {std::max<int64_t>(b, 0), std::min(b + kernel, in)};
   }
 };
+// The fixed windows of p along the rows and the columns of x [N, C, H, W].
+struct PlaneWindows {
+  FixedWindows h, w;
+};
+PlaneWindows fixed_windows(const Pool2dParams& p, const Tensor& x) {
+  return {{p.kernel.h, p.stride.h, p.padding.h, x.shape()[2]}, {p.kernel.w, p.stride.w, p.padding.w, x.shape()[3]}};
+}
+
 struct AdaptiveWindows {
   int64_t in, out;
   std::pair<int64_t, int64_t> operator()(int64_t o) const { return {o * in / out, ((o + 1) * in + out - 1) / out}; }
@@ -48,33 +56,57 @@ int64_t plane_grain(const Planes& pl, int64_t window) {
   return std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, pl.oh * pl.ow * window));
 }
 
+// The reductions of the forwards over one window, fed its elements in order
+// (`at`: the element's offset in its plane). Max pooling's: the maximum and
+// where it is (NaN wins, as in max), written with the argmax.
 template <class T>
-void fallback_max_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p, int32_t* argmax) {
+struct MaxOfWindow {
+  using Acc = kernels::compute_t<T>;
+  int32_t* argmax;
+  Acc best = -std::numeric_limits<Acc>::infinity();
+  int64_t best_at = -1;
+  void add(Acc v, int64_t at) {
+    if (best_at < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
+      best = v;
+      best_at = at;
+    }
+  }
+  void write(T* y, int64_t o, const T* in, int64_t /*count*/) const {
+    y[o] = best_at < 0 ? kernels::cast<T>(best) : in[best_at];
+    argmax[o] = static_cast<int32_t>(best_at);
+  }
+};
+
+// Average pooling's: the mean of the `count` window elements inside x.
+template <class T>
+struct MeanOfWindow {
+  using Acc = kernels::compute_t<T>;
+  Acc sum = 0;
+  void add(Acc v, int64_t /*at*/) { sum += v; }
+  void write(T* y, int64_t o, const T* /*in*/, int64_t count) const {
+    y[o] = kernels::cast<T>(count > 0 ? sum / static_cast<Acc>(count) : Acc(0));
+  }
+};
+
+// y = the reduction of each window of x (planes in parallel); `start` is
+// the reduction before a window's first element.
+template <class T, class Windows, class Reduce>
+void fallback_forward(const Tensor& x, const Tensor& y, Windows wh, Windows ww, int64_t window, const Reduce& start) {
   using Acc = kernels::compute_t<T>;
   const Planes pl = planes(x, y);
-  const FixedWindows wh{p.kernel.h, p.stride.h, p.padding.h, pl.h}, ww{p.kernel.w, p.stride.w, p.padding.w, pl.w};
   const T* xp = static_cast<const T*>(x.raw_data());
   T* yp = static_cast<T*>(y.raw_data());
-  kernels::parallel_for(pl.count, plane_grain(pl, p.kernel.h * p.kernel.w), [&](int64_t c0, int64_t c1) {
+  kernels::parallel_for(pl.count, plane_grain(pl, window), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       const T* in = xp + c * pl.h * pl.w;
       for (int64_t oh = 0; oh < pl.oh; ++oh) {
         const auto [h0, h1] = wh(oh);
         for (int64_t ow = 0; ow < pl.ow; ++ow) {
           const auto [w0, w1] = ww(ow);
-          int64_t best_at = -1;
-          Acc best = -std::numeric_limits<Acc>::infinity();
+          Reduce r = start;
           for (int64_t ih = h0; ih < h1; ++ih)
-            for (int64_t iw = w0; iw < w1; ++iw) {
-              const Acc v = kernels::cast<Acc>(in[ih * pl.w + iw]);
-              if (best_at < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {  // NaN wins, as in max
-                best = v;
-                best_at = ih * pl.w + iw;
-              }
-            }
-          const int64_t o = (c * pl.oh + oh) * pl.ow + ow;
-          yp[o] = best_at < 0 ? kernels::cast<T>(best) : in[best_at];
-          argmax[o] = static_cast<int32_t>(best_at);
+            for (int64_t iw = w0; iw < w1; ++iw) r.add(kernels::cast<Acc>(in[ih * pl.w + iw]), ih * pl.w + iw);
+          r.write(yp, (c * pl.oh + oh) * pl.ow + ow, in, (h1 - h0) * (w1 - w0));
         }
       }
     }
@@ -89,30 +121,6 @@ void fallback_max_backward(const Tensor& gy, const int32_t* argmax, const Tensor
   scatter_planes(static_cast<T*>(gx.raw_data()), pl.count, pl.h * pl.w, plane_grain(pl, 1), [&](int64_t c, Acc* acc) {
     for (int64_t o = c * pl.oh * pl.ow; o < (c + 1) * pl.oh * pl.ow; ++o)
       if (argmax[o] >= 0) acc[argmax[o]] += kernels::cast<Acc>(gp[o]);
-  });
-}
-
-template <class T, class Windows>
-void fallback_avg_forward(const Tensor& x, const Tensor& y, Windows wh, Windows ww, int64_t window) {
-  using Acc = kernels::compute_t<T>;
-  const Planes pl = planes(x, y);
-  const T* xp = static_cast<const T*>(x.raw_data());
-  T* yp = static_cast<T*>(y.raw_data());
-  kernels::parallel_for(pl.count, plane_grain(pl, window), [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const T* in = xp + c * pl.h * pl.w;
-      for (int64_t oh = 0; oh < pl.oh; ++oh) {
-        const auto [h0, h1] = wh(oh);
-        for (int64_t ow = 0; ow < pl.ow; ++ow) {
-          const auto [w0, w1] = ww(ow);
-          Acc s = 0;
-          for (int64_t ih = h0; ih < h1; ++ih)
-            for (int64_t iw = w0; iw < w1; ++iw) s += kernels::cast<Acc>(in[ih * pl.w + iw]);
-          const int64_t count = (h1 - h0) * (w1 - w0);
-          yp[(c * pl.oh + oh) * pl.ow + ow] = kernels::cast<T>(count > 0 ? s / static_cast<Acc>(count) : Acc(0));
-        }
-      }
-    }
   });
 }
 
@@ -159,6 +167,21 @@ bool even_tiling(const Tensor& x, const Tensor& y, Pool2dParams& p) {
 
 }  // namespace
 
+// The built-in path, also the forward's last resort.
+MaxPoolWorkspace max_pool2d_argmax(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
+  MaxPoolWorkspace ws;
+  ws.kind = MaxPoolWorkspace::Kind::argmax;
+  ws.data = empty(y.shape(), DType::int32, y.device());
+  ws.compute_dtype = y.dtype();
+  if (y.numel() == 0) return ws;
+  const PlaneWindows win = fixed_windows(p, x);
+  int32_t* argmax = static_cast<int32_t*>(ws.data.raw_data());
+  visit_floating(y.dtype(), "max_pool2d", [&]<class T>() {
+    fallback_forward<T>(x, y, win.h, win.w, p.kernel.h * p.kernel.w, MaxOfWindow<T>{argmax});
+  });
+  return ws;
+}
+
 MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
   MaxPoolWorkspace ws;
   if (y.numel() == 0) return ws;
@@ -179,11 +202,7 @@ MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool
     return ws;
   }
 #endif
-  ws.kind = MaxPoolWorkspace::Kind::argmax;
-  ws.data = empty(y.shape(), DType::int32, y.device());
-  visit_floating(y.dtype(), "max_pool2d",
-                 [&]<class T>() { fallback_max_forward<T>(x, y, p, static_cast<int32_t*>(ws.data.raw_data())); });
-  return ws;
+  return max_pool2d_argmax(x, y, p);
 }
 
 void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Tensor& gx,
@@ -207,17 +226,6 @@ void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Ten
                  [&]<class T>() { fallback_max_backward<T>(gy, static_cast<const int32_t*>(ws.data.raw_data()), gx); });
 }
 
-MaxPoolWorkspace max_pool2d_argmax(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
-  MaxPoolWorkspace ws;
-  ws.kind = MaxPoolWorkspace::Kind::argmax;
-  ws.data = empty(y.shape(), DType::int32, y.device());
-  ws.compute_dtype = y.dtype();
-  if (y.numel() == 0) return ws;
-  visit_floating(y.dtype(), "max_pool2d",
-                 [&]<class T>() { fallback_max_forward<T>(x, y, p, static_cast<int32_t*>(ws.data.raw_data())); });
-  return ws;
-}
-
 void max_pool2d_gather(const Tensor& gx, const MaxPoolWorkspace& ws, const Tensor& gy) {
   if (gy.numel() == 0) return;
   if (ws.kind != MaxPoolWorkspace::Kind::argmax)
@@ -233,10 +241,10 @@ void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p)
       onednn::pool2d_forward(onednn::PoolKind::avg, x, y, p, nullptr))
     return;
 #endif
-  const FixedWindows wh{p.kernel.h, p.stride.h, p.padding.h, x.shape()[2]};
-  const FixedWindows ww{p.kernel.w, p.stride.w, p.padding.w, x.shape()[3]};
-  visit_floating(y.dtype(), "avg_pool2d",
-                 [&]<class T>() { fallback_avg_forward<T>(x, y, wh, ww, p.kernel.h * p.kernel.w); });
+  const PlaneWindows win = fixed_windows(p, x);
+  visit_floating(y.dtype(), "avg_pool2d", [&]<class T>() {
+    fallback_forward<T>(x, y, win.h, win.w, p.kernel.h * p.kernel.w, MeanOfWindow<T>{});
+  });
 }
 
 void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dParams& p) {
@@ -246,10 +254,9 @@ void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dParams&
       onednn::pool2d_backward(onednn::PoolKind::avg, gy, gx, p, nullptr))
     return;
 #endif
-  const FixedWindows wh{p.kernel.h, p.stride.h, p.padding.h, gx.shape()[2]};
-  const FixedWindows ww{p.kernel.w, p.stride.w, p.padding.w, gx.shape()[3]};
+  const PlaneWindows win = fixed_windows(p, gx);
   visit_floating(gx.dtype(), "avg_pool2d",
-                 [&]<class T>() { fallback_avg_backward<T>(gy, gx, wh, ww, p.kernel.h * p.kernel.w); });
+                 [&]<class T>() { fallback_avg_backward<T>(gy, gx, win.h, win.w, p.kernel.h * p.kernel.w); });
 }
 
 void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
@@ -258,7 +265,8 @@ void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
   if (onednn::enabled() && even_tiling(x, y, p)) return cpu::avg_pool2d_forward(x, y, p);
   const AdaptiveWindows wh{x.shape()[2], y.shape()[2]}, ww{x.shape()[3], y.shape()[3]};
   const int64_t window = (x.shape()[2] / y.shape()[2] + 1) * (x.shape()[3] / y.shape()[3] + 1);
-  visit_floating(y.dtype(), "adaptive_avg_pool2d", [&]<class T>() { fallback_avg_forward<T>(x, y, wh, ww, window); });
+  visit_floating(y.dtype(), "adaptive_avg_pool2d",
+                 [&]<class T>() { fallback_forward<T>(x, y, wh, ww, window, MeanOfWindow<T>{}); });
 }
 
 void adaptive_avg_pool2d_backward(const Tensor& gy, const Tensor& gx) {

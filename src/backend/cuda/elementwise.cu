@@ -1,156 +1,33 @@
-// CUDA elementwise kernels: the functors of kernels/{unary,binary}.hpp run
-// through the grid-stride map engine (map.cuh), so both devices compute each
-// element with the same code. As on the CPU (cpu/elementwise.cpp), each op
-// enum indexes a table of function pointers, one instantiation per functor
-// and dtype: no functor pairs, no dtype pairs.
+// CUDA elementwise kernels: ElementwiseKernels (backend/elementwise_kernels.hpp),
+// the CPU's too, runs the functors of kernels/{unary,binary}.hpp through the
+// grid-stride map engine (map.cuh), so both devices compute each element with
+// the same code: one instantiation per functor and dtype, no functor pairs,
+// no dtype pairs. `where` is this file's own kernel.
 #include <array>
 #include <cstdint>
 #include <cstring>
-#include <string>
-#include <type_traits>
 
 #include "backend/cuda/map.cuh"
 #include "backend/elementwise.hpp"
-#include "backend/elementwise_tables.hpp"
+#include "backend/elementwise_kernels.hpp"
 #include "kernels/binary.hpp"
-#include "kernels/unary.hpp"
 
 namespace mixgrad::backend::cuda {
 
 namespace {
 
-using detail::map;
-
-[[noreturn]] void unsupported(const char* what, DType t) {
-  throw DTypeError(std::string(what) + ": no CUDA kernel for dtype " + std::string(to_string(t)));
-}
-
-// Whether functor family F has a kernel for storage type T: floating types
-// always, integers when the op is meaningful on them, bool never (as the CPU).
-template <template <class> class F, class T>
-constexpr bool has_kernel() {
-  if constexpr (std::is_same_v<T, bool>) return false;
-  else if constexpr (std::is_integral_v<T>) return F<T>::kIntegers;
-  else return true;
-}
-
-// Adaptors from a unary functor to the map engine's call (no device lambdas).
-template <class F, class C>
-struct Forward {
-  F f;
-  __device__ C operator()(C v) const { return f(v); }
-};
-template <class F, class C>
-struct Backward {
-  F f;
-  __device__ C operator()(C g, C s) const { return f.grad(g, s); }
+// The map engine as ElementwiseKernels calls it.
+struct CudaMap {
+  static constexpr const char* kDevice = "CUDA";
+  template <class T, class O, int N, class Fn>
+  static void map(const char* op, const Tensor& out, const std::array<Operand, N>& inputs, const Fn& fn) {
+    detail::map<T, O, N>(op, out, inputs, fn);
+  }
 };
 
-// ---- unary -----------------------------------------------------------------
-
-using UnaryFn = void (*)(const Tensor&, const Tensor&, const UnaryParams&);
-using UnaryGradFn = void (*)(const Tensor&, const Tensor&, const Tensor&, const UnaryParams&);
-
-template <template <class> class F>
-void unary_kernel(const Tensor& x, const Tensor& out, const UnaryParams& params) {
-  visit_dtype(out.dtype(), [&]<class T>() {
-    if constexpr (has_kernel<F, T>()) {
-      using C = kernels::compute_t<T>;
-      map<T, T, 1>("unary", out, {Operand(x)}, Forward<F<C>, C>{kernels::make_unary<F, C>(params)});
-    } else {
-      unsupported("unary", out.dtype());
-    }
-  });
-}
-
-template <template <class> class F>
-void unary_grad_kernel(const Tensor& grad, const Tensor& saved, const Tensor& dx, const UnaryParams& params) {
-  visit_dtype(dx.dtype(), [&]<class T>() {
-    if constexpr (has_kernel<F, T>()) {
-      using C = kernels::compute_t<T>;
-      map<T, T, 2>("unary_grad", dx, {Operand(grad), Operand(saved)},
-                   Backward<F<C>, C>{kernels::make_unary<F, C>(params)});
-    } else {
-      unsupported("unary_grad", dx.dtype());
-    }
-  });
-}
-
-template <template <class> class F>
-struct UnaryForward {
-  static constexpr UnaryFn fn = &unary_kernel<F>;
-};
-template <template <class> class F>
-struct UnaryBackward {
-  static constexpr UnaryGradFn fn = &unary_grad_kernel<F>;
-};
-constexpr auto kUnary = elementwise_tables::unary<UnaryForward>();
-constexpr auto kUnaryGrad = elementwise_tables::unary<UnaryBackward>();
-
-// ---- binary ----------------------------------------------------------------
-
-using BinaryFn = void (*)(const Operand&, const Operand&, const Tensor&);
-
-template <template <class> class F>
-void binary_kernel(const Operand& a, const Operand& b, const Tensor& out) {
-  visit_dtype(out.dtype(), [&]<class T>() {
-    if constexpr (has_kernel<F, T>()) {
-      map<T, T, 2>("binary", out, {a, b}, F<kernels::compute_t<T>>{});
-    } else {
-      unsupported("binary", out.dtype());
-    }
-  });
-}
-
-template <template <class> class F>
-struct BinaryEntry {
-  static constexpr BinaryFn fn = &binary_kernel<F>;
-};
-constexpr auto kBinary = elementwise_tables::binary<BinaryEntry>();
-
-// Gradient functors are floating-only: integer tensors have no gradients.
-template <template <class> class F>
-void binary_grad_kernel(const Tensor& grad, const Operand& x, const Operand& y, const Tensor& dx) {
-  visit_floating(dx.dtype(), "binary_grad", [&]<class T>() {
-    map<T, T, 3>("binary_grad", dx, {Operand(grad), x, y}, F<kernels::compute_t<T>>{});
-  });
-}
-
-using BinaryGradFn = void (*)(const Tensor&, const Operand&, const Operand&, const Tensor&);
-template <template <class> class F>
-struct BinaryGradEntry {
-  static constexpr BinaryGradFn fn = &binary_grad_kernel<F>;
-};
-constexpr auto kBinaryGrad = elementwise_tables::binary_grad<BinaryGradEntry>();
-
-// ---- comparisons -----------------------------------------------------------
-
-DType operand_dtype(const Operand& a, const Operand& b) {
-  if (a.tensor) return a.tensor->dtype();
-  if (b.tensor) return b.tensor->dtype();
-  return DType::float64;
-}
-
-template <template <class> class F>
-void compare_kernel(const Operand& a, const Operand& b, const Tensor& out) {
-  visit_dtype(operand_dtype(a, b),
-              [&]<class T>() { map<T, bool, 2>("compare", out, {a, b}, F<kernels::compute_t<T>>{}); });
-}
-
-using CompareFn = void (*)(const Operand&, const Operand&, const Tensor&);
-template <template <class> class F>
-struct CompareEntry {
-  static constexpr CompareFn fn = &compare_kernel<F>;
-};
-constexpr auto kCompare = elementwise_tables::compare<CompareEntry>();
+using Kernels = ElementwiseKernels<CudaMap>;
 
 // ---- where -----------------------------------------------------------------
-
-template <size_t kBytes> struct bits_of;
-template <> struct bits_of<1> { using type = uint8_t; };
-template <> struct bits_of<2> { using type = uint16_t; };
-template <> struct bits_of<4> { using type = uint32_t; };
-template <> struct bits_of<8> { using type = uint64_t; };
 
 // The operands of where: pointers of out, cond, a, b; a scalar value (its
 // stored bits) where a or b is a scalar.
@@ -214,35 +91,15 @@ void where_typed(const Tensor& cond, const Operand& a, const Operand& b, const T
 
 }  // namespace
 
-void unary(UnaryOp op, const Tensor& x, const Tensor& out, const UnaryParams& params) {
-  kUnary[static_cast<size_t>(op)](x, out, params);
-}
-
-void unary_grad(UnaryOp op, const Tensor& grad, const Tensor& saved, const Tensor& dx, const UnaryParams& params) {
-  kUnaryGrad[static_cast<size_t>(op)](grad, saved, dx, params);
-}
-
-void binary(BinaryOp op, const Operand& a, const Operand& b, const Tensor& out) {
-  kBinary[static_cast<size_t>(op)](a, b, out);
-}
-
-void binary_grad(BinaryGradOp op, const Tensor& grad, const Operand& x, const Operand& y, const Tensor& dx) {
-  kBinaryGrad[static_cast<size_t>(op)](grad, x, y, dx);
-}
-
-void compare(CompareOp op, const Operand& a, const Operand& b, const Tensor& out) {
-  kCompare[static_cast<size_t>(op)](a, b, out);
-}
-
 void where(const Tensor& cond, const Operand& a, const Operand& b, const Tensor& out) {
   visit_dtype(out.dtype(), [&]<class T>() { where_typed<T>(cond, a, b, out); });
 }
 
-const CudaKernel unary_on_cuda{backend::unary, unary};
-const CudaKernel unary_grad_on_cuda{backend::unary_grad, unary_grad};
-const CudaKernel binary_on_cuda{backend::binary, binary};
-const CudaKernel binary_grad_on_cuda{backend::binary_grad, binary_grad};
-const CudaKernel compare_on_cuda{backend::compare, compare};
+const CudaKernel unary_on_cuda{backend::unary, Kernels::unary};
+const CudaKernel unary_grad_on_cuda{backend::unary_grad, Kernels::unary_grad};
+const CudaKernel binary_on_cuda{backend::binary, Kernels::binary};
+const CudaKernel binary_grad_on_cuda{backend::binary_grad, Kernels::binary_grad};
+const CudaKernel compare_on_cuda{backend::compare, Kernels::compare};
 const CudaKernel where_on_cuda{backend::where, where};
 
 }  // namespace mixgrad::backend::cuda

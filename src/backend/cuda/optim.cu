@@ -24,6 +24,7 @@
 #include "backend/cuda/plan.hpp"
 #include "backend/cuda/stream.hpp"
 #include "backend/optim.hpp"
+#include "backend/optim_rules.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/optim.hpp"
 
@@ -32,9 +33,8 @@ namespace mixgrad::backend::cuda {
 namespace {
 
 using cuda_plan::StridedIndexer;
-
-template <class P>
-using state_t = std::conditional_t<std::is_same_v<P, double>, double, float>;
+using optim_rules::state_t;
+using optim_rules::visit_param_grad;
 
 __device__ bool flagged(const float* found_inf) { return found_inf != nullptr && *found_inf != 0.0f; }
 
@@ -54,37 +54,18 @@ struct PlainSgdMaker {
   __device__ kernels::SgdRule<C> operator()(int64_t) const { return {lr, weight_decay}; }
 };
 
-// Bias corrections in double from the count, as the CPU forms them on the host.
-struct AdamMaker {
-  double lr, beta1, beta2, eps, weight_decay;
-  bool decoupled;
-  template <class C>
-  __device__ kernels::AdamRule<C> make(int64_t count) const {
-    const double t = static_cast<double>(count + 1);
-    const double bc1 = 1.0 - pow(beta1, t);
-    const double bc2 = 1.0 - pow(beta2, t);
-    return {.beta1 = C(beta1),
-            .one_minus_beta1 = C(1.0 - beta1),
-            .beta2 = C(beta2),
-            .one_minus_beta2 = C(1.0 - beta2),
-            .eps = C(eps),
-            .decay = C(decoupled ? 1.0 - lr * weight_decay : 1.0),
-            .l2 = C(decoupled ? 0.0 : weight_decay),
-            .step_size = C(lr / bc1),
-            .inv_sqrt_bc2 = C(1.0 / sqrt(bc2))};
-  }
-};
-
+// Adam's rule from the device's count, with the bias corrections the CPU
+// forms on the host (optim_rules::adam_rule).
 template <class C>
 struct AdamRuleMaker {
-  AdamMaker m;
-  __device__ kernels::AdamRule<C> operator()(int64_t count) const { return m.template make<C>(count); }
+  AdamStep s;
+  __device__ kernels::AdamRule<C> operator()(int64_t count) const { return optim_rules::adam_rule<C>(s, count); }
 };
 
 template <class C>
 struct AmsgradRuleMaker {
-  AdamMaker m;
-  __device__ kernels::AmsgradRule<C> operator()(int64_t count) const { return {m.template make<C>(count)}; }
+  AdamStep s;
+  __device__ kernels::AmsgradRule<C> operator()(int64_t count) const { return {optim_rules::adam_rule<C>(s, count)}; }
 };
 
 // Operands of the walk: 0 the parameter, 1 its master copy (null without),
@@ -181,13 +162,6 @@ void check_operands(const char* op, const Tensor& param, const Tensor& grad, con
                      to_string(param.device()));
 }
 
-template <class F>
-void visit_param_grad(const Tensor& param, const Tensor& grad, const char* op, F&& f) {
-  visit_floating(param.dtype(), op, [&]<class P>() {
-    visit_floating(grad.dtype(), op, [&]<class G>() { f.template operator()<P, G>(); });
-  });
-}
-
 }  // namespace
 
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
@@ -211,14 +185,13 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                  const AmpUpdate& amp) {
   check_operands("adam_update", param, grad, step, found_inf, amp);
   DeviceGuard guard(param.device().index());
-  const AdamMaker m{s.lr, s.beta1, s.beta2, s.eps, s.weight_decay, s.decoupled};
   visit_param_grad(param, grad, "adam_update", [&]<class P, class G>() {
     using C = state_t<P>;
     if (max_exp_avg_sq.defined()) {
-      launch_update<P, G, C, 3>(param, grad, {exp_avg, exp_avg_sq, max_exp_avg_sq}, AmsgradRuleMaker<C>{m}, step,
+      launch_update<P, G, C, 3>(param, grad, {exp_avg, exp_avg_sq, max_exp_avg_sq}, AmsgradRuleMaker<C>{s}, step,
                                 found_inf, amp, "adam_update");
     } else {
-      launch_update<P, G, C, 2>(param, grad, {exp_avg, exp_avg_sq}, AdamRuleMaker<C>{m}, step, found_inf,
+      launch_update<P, G, C, 2>(param, grad, {exp_avg, exp_avg_sq}, AdamRuleMaker<C>{s}, step, found_inf,
                                 amp, "adam_update");
     }
   });
