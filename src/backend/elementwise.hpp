@@ -29,12 +29,26 @@ enum class UnaryOp : uint8_t {
 #undef MIXGRAD_UNARY_KERNEL
   kCount
 };
-enum class BinaryOp : uint8_t { add, sub, mul, div, pow, maximum, minimum, kCount };
-enum class CompareOp : uint8_t { eq, ne, lt, le, gt, ge, kCount };
-/// Gradient kernels of binary ops, each over (g, x, y) as named:
-/// div_divisor (g, b, out), pow_base (g, a, b), pow_exponent (g, a, out),
-/// maximum / minimum (g, self, other).
-enum class BinaryGradOp : uint8_t { div_divisor, pow_base, pow_exponent, maximum, minimum, kCount };
+/// The binary kernels, their gradient kernels (each over (g, x, y) as
+/// core/binary_ops.def names them) and the comparisons, in that file's order.
+enum class BinaryOp : uint8_t {
+#define MIXGRAD_BINARY_OP(name, functor) name,
+#include "core/binary_ops.def"
+#undef MIXGRAD_BINARY_OP
+  kCount
+};
+enum class BinaryGradOp : uint8_t {
+#define MIXGRAD_BINARY_GRAD_OP(name, functor) name,
+#include "core/binary_ops.def"
+#undef MIXGRAD_BINARY_GRAD_OP
+  kCount
+};
+enum class CompareOp : uint8_t {
+#define MIXGRAD_COMPARE_OP(name, functor) name,
+#include "core/binary_ops.def"
+#undef MIXGRAD_COMPARE_OP
+  kCount
+};
 
 /// One input of an elementwise kernel: a tensor or a scalar.
 struct Operand {

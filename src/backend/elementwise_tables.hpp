@@ -1,9 +1,9 @@
 // Which shared functor (src/kernels/) computes each elementwise op, in the
 // order of backend/elementwise.hpp's enums. ElementwiseKernels
 // (elementwise_kernels.hpp) builds both backends' dispatch tables from these
-// lists, each over its device's map engine. The unary list is generated from core/unary_ops.def, as the
-// UnaryOp enum is, so adding a unary op is one line there; the binary lists
-// are written here (a compile error in each backend until enum and list agree):
+// lists, each over its device's map engine. The lists are generated, as
+// the enums are, from core/unary_ops.def and core/binary_ops.def, so adding
+// an elementwise kernel is one line there:
 //
 //   template <template <class> class F> struct Forward { static constexpr UnaryFn fn = &unary_kernel<F>; };
 //   constexpr auto kUnary = elementwise_tables::unary<Forward>();
@@ -39,34 +39,37 @@ constexpr auto unary() {
   return table;
 }
 
-/// Entry<F>::fn for each BinaryOp's functor F.
+/// Entry<F>::fn for each BinaryOp's functor F, from core/binary_ops.def.
 template <template <template <class> class> class Entry>
 constexpr auto binary() {
   using namespace kernels;
-  constexpr std::array table{Entry<Add>::fn, Entry<Sub>::fn,     Entry<Mul>::fn,    Entry<Div>::fn,
-                             Entry<Pow>::fn, Entry<Maximum>::fn, Entry<Minimum>::fn};
-  static_assert(one_per_op<BinaryOp, table.size()>(), "one functor per BinaryOp, in its order");
-  return table;
+  return std::array{
+#define MIXGRAD_BINARY_OP(name, functor) Entry<functor>::fn,
+#include "core/binary_ops.def"
+#undef MIXGRAD_BINARY_OP
+  };
 }
 
-/// Entry<F>::fn for each BinaryGradOp's functor F.
+/// Entry<F>::fn for each BinaryGradOp's functor F, from core/binary_ops.def.
 template <template <template <class> class> class Entry>
 constexpr auto binary_grad() {
   using namespace kernels;
-  constexpr std::array table{Entry<DivGradDivisor>::fn, Entry<PowGradBase>::fn, Entry<PowGradExponent>::fn,
-                             Entry<MaximumGrad>::fn, Entry<MinimumGrad>::fn};
-  static_assert(one_per_op<BinaryGradOp, table.size()>(), "one functor per BinaryGradOp, in its order");
-  return table;
+  return std::array{
+#define MIXGRAD_BINARY_GRAD_OP(name, functor) Entry<functor>::fn,
+#include "core/binary_ops.def"
+#undef MIXGRAD_BINARY_GRAD_OP
+  };
 }
 
-/// Entry<F>::fn for each CompareOp's functor F.
+/// Entry<F>::fn for each CompareOp's functor F, from core/binary_ops.def.
 template <template <template <class> class> class Entry>
 constexpr auto compare() {
   using namespace kernels;
-  constexpr std::array table{Entry<Equal>::fn,     Entry<NotEqual>::fn, Entry<Less>::fn,
-                             Entry<LessEqual>::fn, Entry<Greater>::fn,  Entry<GreaterEqual>::fn};
-  static_assert(one_per_op<CompareOp, table.size()>(), "one functor per CompareOp, in its order");
-  return table;
+  return std::array{
+#define MIXGRAD_COMPARE_OP(name, functor) Entry<functor>::fn,
+#include "core/binary_ops.def"
+#undef MIXGRAD_COMPARE_OP
+  };
 }
 
 }  // namespace mixgrad::backend::elementwise_tables

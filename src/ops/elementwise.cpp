@@ -519,18 +519,12 @@ Tensor minimum(const Tensor& a, double b) { return max_min(kMinimum, BinaryOp::m
 
 // ---- comparisons ---------------------------------------------------------------
 
-Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", CompareOp::eq, a, b); }
-Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", CompareOp::ne, a, b); }
-Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", CompareOp::lt, a, b); }
-Tensor le(const Tensor& a, const Tensor& b) { return compare("le", CompareOp::le, a, b); }
-Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", CompareOp::gt, a, b); }
-Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", CompareOp::ge, a, b); }
-Tensor eq(const Tensor& a, double b) { return compare("eq", CompareOp::eq, a, b); }
-Tensor ne(const Tensor& a, double b) { return compare("ne", CompareOp::ne, a, b); }
-Tensor lt(const Tensor& a, double b) { return compare("lt", CompareOp::lt, a, b); }
-Tensor le(const Tensor& a, double b) { return compare("le", CompareOp::le, a, b); }
-Tensor gt(const Tensor& a, double b) { return compare("gt", CompareOp::gt, a, b); }
-Tensor ge(const Tensor& a, double b) { return compare("ge", CompareOp::ge, a, b); }
+// The F:: comparisons, from core/binary_ops.def: against a tensor and a scalar.
+#define MIXGRAD_COMPARE_OP(name, functor)                                                          \
+  Tensor name(const Tensor& a, const Tensor& b) { return compare(#name, CompareOp::name, a, b); } \
+  Tensor name(const Tensor& a, double b) { return compare(#name, CompareOp::name, a, b); }
+#include "core/binary_ops.def"
+#undef MIXGRAD_COMPARE_OP
 
 // ---- unary ops -------------------------------------------------------------------
 
