@@ -5,6 +5,7 @@
 #
 #   scripts/gpu-check.sh [--pack FILE] [--data-dir DIR] [--dry-run] [REPORT_DIR]
 #   scripts/gpu-check.sh --bench [--pack FILE] [--dry-run] [REPORT_DIR]
+#   scripts/gpu-check.sh --profile [--pack FILE] [REPORT_DIR]
 #
 # --pack      the pack (default .gpu-pack/mixgrad-gpu.tar.xz in the repository)
 # --data-dir  Fashion-MNIST for the AMP run (default: the pack's subset)
@@ -17,6 +18,13 @@
 # --bench     the benchmark against LibTorch CUDA: compiles tests/perf's
 #             sources against the pack's library and that machine's torch
 #             (python3's), then runs `bench_vs_libtorch --device cuda --sections train`.
+# --profile   the benchmark's build, then instead of the benchmark: each
+#             kernel's GPU time (Nsight Compute, one metric,
+#             `--clock-control none`) over one mixgrad fp16 step of MLP-4096
+#             and of the ResNet, and the device suite under
+#             `compute-sanitizer --tool memcheck`; each step under its own
+#             limit. Needs ncu and compute-sanitizer on PATH (the device
+#             machines have both; on a gVisor machine they cannot read the GPU).
 #
 # REPORT_DIR defaults to $OUT when set (the device tool's folder that comes
 # back), else ./gpu-check-report. It receives report.md (the summary, with
@@ -43,13 +51,15 @@ data_dir=""
 report_dir=""
 dry_run=0
 bench=0
+profile=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --pack) pack_file=$(realpath -m "$2"); shift 2 ;;
     --data-dir) data_dir=$2; shift 2 ;;
     --dry-run) dry_run=1; shift ;;
     --bench) bench=1; shift ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    --profile) profile=1; bench=1; shift ;;
+    -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
     -*) echo "gpu-check.sh: unknown option $1" >&2; exit 2 ;;
     *) report_dir=$1; shift ;;
   esac
@@ -260,6 +270,19 @@ if [ $bench = 1 ]; then
   if [ $dry_run = 1 ]; then
     run_step "benchmark starts and finds no GPU (dry run)" "$report_dir/bench.log" \
       expect_no_device "$bench_exe" --device cuda --sections train
+  elif [ $profile = 1 ]; then
+    # One fp16 step after one warm-up (the model, the optimizer and the casts
+    # of the first step are in the counts too: the summary says how many
+    # times each kernel ran).
+    for m in mlp-4096 resnet; do
+      run_step "kernel times of mixgrad's fp16 $m step (ncu)" "$report_dir/ncu-$m.log" \
+        ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
+        "$bench_exe" --device cuda --side mixgrad --models "$m" --precisions fp16 --sections train \
+        --rounds 1 --reps 1 --warmup 1
+    done
+    run_step "test_cuda_device under compute-sanitizer memcheck" "$report_dir/memcheck.log" \
+      compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 30 "$bin/test_cuda_device" "${boost_args[@]}"
+    grep -E 'ERROR SUMMARY' "$report_dir/memcheck.log" | tail -n 1 | sed 's/^/      /' | tee -a "$report" >/dev/null
   else
     run_step "GPU benchmark against LibTorch" "$report_dir/bench.log" "$bench_exe" --device cuda --sections train
     tail -n 20 "$report_dir/bench.log" | sed 's/^/      /' | tee -a "$report" >/dev/null
