@@ -13,6 +13,7 @@
 #include "hooks/tape.hpp"
 #include "backend/copy.hpp"
 #include "core/grad_check.hpp"
+#include "core/view.hpp"
 #include "mixgrad/amp/autocast.hpp"
 #include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
@@ -240,6 +241,33 @@ void accumulate(std::unordered_map<uint64_t, Tensor>& grads, uint64_t id, Tensor
   backend::accumulate(have, g);
 }
 
+/// `g` placed in `block` of a gradient of `shape`: the block of `full`.
+Tensor block_of(const Tensor& full, const Tensor& g, const InputGrads::Block& block) {
+  return view::make(full, g.shape(), full.strides(), full.impl()->offset + block.start * full.strides()[block.dim]);
+}
+
+/// Adds `g`, the gradient of `block` of a tensor of `shape` (zero outside
+/// it), to the gradient accumulated for `id`: into that block of it, or
+/// into zeros of `shape` when it is the first.
+void accumulate_block(std::unordered_map<uint64_t, Tensor>& grads, uint64_t id, const Tensor& g,
+                      const InputGrads::Block& block, const Shape& shape) {
+  auto it = grads.find(id);
+  if (it == grads.end()) {
+    Tensor full = empty(shape, g.dtype(), g.device());
+    backend::fill(full, 0.0);
+    backend::copy(g, block_of(full, g, block));
+    grads.emplace(id, std::move(full));
+    return;
+  }
+  Tensor& have = it->second;
+  if (have.impl()->storage.use_count() > 1 || have.impl_ptr().use_count() > 1 || !have.is_contiguous()) {
+    Tensor own = empty(have.shape(), have.dtype(), have.device());
+    backend::copy(have, own);
+    have = own;
+  }
+  backend::accumulate(block_of(have, g, block), g);
+}
+
 [[noreturn]] void throw_unrecorded(std::string_view dtype, const Shape& shape, const std::string& op) {
   throw StateError("GradManager::backward: the gradient reaches a " + std::string(dtype) + to_string(shape) +
                    " tensor computed by the recorded backward of " + op +
@@ -424,7 +452,15 @@ void walk(GradManager::State& s, std::vector<std::shared_ptr<Node>>& tape, const
     for (size_t i = 0; i < node->input_ids.size(); ++i) {
       if (!node->needs[i] || !tracked.contains(node->input_ids[i])) continue;
       Tensor& gi = input_grads.grads()[i];
-      if (gi.defined()) {
+      if (gi.defined() && input_grads.block(i)) {
+        const InputGrads::Block& b = *input_grads.block(i);
+        if (kRecorded || b.dim < 0 || b.dim >= gi.ndim() || b.start < 0 ||
+            gi.shape()[b.dim] > node->input_shapes[i][b.dim] - b.start)
+          throw Error("GradManager::backward: internal error: a gradient block of shape " + to_string(gi.shape()) +
+                      " for an input of shape " + to_string(node->input_shapes[i]) +
+                      (kRecorded ? " in a recorded backward" : ""));
+        accumulate_block(grads, node->input_ids[i], convert(gi, node->input_dtypes[i]), b, node->input_shapes[i]);
+      } else if (gi.defined()) {
         if (gi.shape() != node->input_shapes[i])
           throw Error("GradManager::backward: internal error: gradient of shape " + to_string(gi.shape()) +
                       " for an input of shape " + to_string(node->input_shapes[i]));

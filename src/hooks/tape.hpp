@@ -47,6 +47,23 @@ class InputGrads {
   /// True when input i's gradient is wanted; compute only those.
   bool needs(size_t i) const { return needs_[i]; }
   void set(size_t i, Tensor g) { grads_[i] = std::move(g); }
+  /// Where a gradient set by set_block lies in its input.
+  struct Block {
+    int dim = -1;  // -1: the whole input (set)
+    int64_t start = 0;
+  };
+  /// Input i's gradient is `g` in the block [start, start + g's extent) of
+  /// `dim` and zero elsewhere (narrow's backward): the walk adds `g` into
+  /// that block of the input's gradient instead of adding a tensor of zeros
+  /// around it. Not for a recorded backward (create_graph), which sets
+  /// whole tracked tensors.
+  void set_block(size_t i, Tensor g, int dim, int64_t start) {
+    grads_[i] = std::move(g);
+    if (blocks_.size() < grads_.size()) blocks_.resize(grads_.size());
+    blocks_[i] = {dim, start};
+  }
+  /// The block set_block gave input i, or nullptr for a whole gradient.
+  const Block* block(size_t i) const { return i < blocks_.size() && blocks_[i].dim >= 0 ? &blocks_[i] : nullptr; }
   std::vector<Tensor>& grads() { return grads_; }
   /// True when this backward is itself recorded (see above).
   bool create_graph() {
@@ -64,6 +81,7 @@ class InputGrads {
  private:
   const std::vector<bool>& needs_;
   std::vector<Tensor> grads_;
+  std::vector<Block> blocks_;  // empty unless set_block was called
   bool create_graph_ = false;
   bool asked_ = false;
   const char* op_ = nullptr;

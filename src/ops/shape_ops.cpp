@@ -143,10 +143,7 @@ Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length) {
       gi.set(0, parts.size() == 1 ? g : concat(parts, d));
       return;
     }
-    Tensor full = empty(in_shape, g.dtype(), g.device());
-    backend::fill(full, 0.0);
-    backend::copy(g, view::make(full, g.shape(), full.strides(), start * full.strides()[d]));
-    gi.set(0, full);
+    gi.set_block(0, g, d, start);  // the walk adds g into its block: no zeros around it
   });
   return out;
 }

@@ -292,3 +292,27 @@ BOOST_AUTO_TEST_CASE(saved_tensors_and_intermediate_grads_are_freed) {
   // only w and its grad remain
   BOOST_TEST(mg::allocated_bytes() - base <= 2 * kN * 4 + 4096);
 }
+
+// narrow's backward hands the walk its gradient as a block of the input's
+// (InputGrads::set_block): overlapping blocks, a block after a whole
+// gradient and a whole gradient after blocks all add up, in any order.
+BOOST_AUTO_TEST_CASE(narrowed_gradients_add_into_their_blocks) {
+  const mg::Tensor x = mg::tensor<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  const mg::Tensor w = mg::tensor<float>({10, 20, 30, 40, 50, 60}, {2, 3});
+  GradManager gm;
+  gm.attach(x);
+  {
+    auto rec = gm.record();
+    const mg::Tensor a = mg::F::narrow(x, 1, 0, 2);           // columns 0-1
+    const mg::Tensor b = mg::F::narrow(x, 1, 1, 2);           // columns 1-2, overlapping
+    const mg::Tensor c = mg::F::narrow(mg::F::mul(x, w), 0, 1, 1);  // row 1 of x * w: a block of a whole-tensor op
+    const mg::Tensor loss = mg::F::add(mg::F::add(mg::F::sum(mg::F::mul(a, 2.0)), mg::F::sum(mg::F::mul(b, 3.0))),
+                                       mg::F::add(mg::F::sum(c), mg::F::sum(x)));
+    gm.backward(loss);
+  }
+  // d/dx: 1 everywhere, +2 in columns 0-1, +3 in columns 1-2, + w in row 1.
+  const std::vector<float> want{3, 6, 4, 3 + 40, 6 + 50, 4 + 60};
+  BOOST_TEST(x.grad().to_vector<float>() == want, tt::per_element());
+  // The gradient of x does not share storage with anything the walk made.
+  BOOST_TEST(x.grad().is_contiguous());
+}
