@@ -229,16 +229,21 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
 
 namespace {
 
-void accumulate(std::unordered_map<uint64_t, Tensor>& grads, uint64_t id, Tensor g) {
-  auto [it, fresh] = grads.try_emplace(id, g);
-  if (fresh) return;
-  Tensor& have = it->second;
+/// `have`, replaced first by a contiguous copy of its own where something
+/// else holds it (a node's output, a view): an accumulator added into in place.
+Tensor& owned(Tensor& have) {
   if (have.impl()->storage.use_count() > 1 || have.impl_ptr().use_count() > 1 || !have.is_contiguous()) {
     Tensor own = empty(have.shape(), have.dtype(), have.device());
     backend::copy(have, own);
     have = own;
   }
-  backend::accumulate(have, g);
+  return have;
+}
+
+void accumulate(std::unordered_map<uint64_t, Tensor>& grads, uint64_t id, Tensor g) {
+  auto [it, fresh] = grads.try_emplace(id, g);
+  if (fresh) return;
+  backend::accumulate(owned(it->second), g);
 }
 
 /// `g` placed in `block` of a gradient of `shape`: the block of `full`.
@@ -259,12 +264,7 @@ void accumulate_block(std::unordered_map<uint64_t, Tensor>& grads, uint64_t id, 
     grads.emplace(id, std::move(full));
     return;
   }
-  Tensor& have = it->second;
-  if (have.impl()->storage.use_count() > 1 || have.impl_ptr().use_count() > 1 || !have.is_contiguous()) {
-    Tensor own = empty(have.shape(), have.dtype(), have.device());
-    backend::copy(have, own);
-    have = own;
-  }
+  const Tensor& have = owned(it->second);
   backend::accumulate(block_of(have, g, block), g);
 }
 
