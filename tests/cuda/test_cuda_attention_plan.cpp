@@ -9,7 +9,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/attention.hpp"
@@ -58,29 +61,22 @@ BOOST_AUTO_TEST_CASE(cudnn_takes_16_bit_dense_heads_and_refuses_the_rest_with_a_
     const std::string why = plan::attention_unsupported(b);
     BOOST_TEST(why.find(word) != std::string::npos, "'" << why << "' should name " << word);
   };
-  be::AttentionArgs b = args_of(q16, q16, q16, 16);
-  b.q = mg::zeros({1, 2, 16, 64});
-  refused(b, "float32");
-  b = args_of(q16, q16, q16, 16);
-  b.head_dim = b.value_dim = 12;
-  refused(b, "multiple of 8");
-  b.head_dim = b.value_dim = 256;
-  refused(b, "multiple of 8");
-  b = args_of(q16, q16, q16, 16);
-  b.value_dim = 32;
-  refused(b, "value dim");
-  b = args_of(q16, q16, q16, 16);
-  b.kv_heads = 1;
-  refused(b, "grouped");
-  b = args_of(q16, q16, q16, 16);
-  b.mask_kind = be::AttentionMask::keep;
-  refused(b, "boolean");
-  b = args_of(q16, q16, q16, 16);
-  b.kv_len = 0;
-  refused(b, "empty");
-  b = args_of(q16, q16, q16, 16);
-  b.q_len = 15;
-  refused(b, "decoding");
+  // Each change to a call cuDNN takes, and the word its refusal must name.
+  const std::vector<std::pair<std::function<void(be::AttentionArgs&)>, std::string>> changes = {
+      {[](be::AttentionArgs& b) { b.q = mg::zeros({1, 2, 16, 64}); }, "float32"},
+      {[](be::AttentionArgs& b) { b.head_dim = b.value_dim = 12; }, "multiple of 8"},
+      {[](be::AttentionArgs& b) { b.head_dim = b.value_dim = 256; }, "multiple of 8"},
+      {[](be::AttentionArgs& b) { b.value_dim = 32; }, "value dim"},
+      {[](be::AttentionArgs& b) { b.kv_heads = 1; }, "grouped"},
+      {[](be::AttentionArgs& b) { b.mask_kind = be::AttentionMask::keep; }, "boolean"},
+      {[](be::AttentionArgs& b) { b.kv_len = 0; }, "empty"},
+      {[](be::AttentionArgs& b) { b.q_len = 15; }, "decoding"},
+  };
+  for (const auto& [change, word] : changes) {
+    be::AttentionArgs b = args_of(q16, q16, q16, 16);
+    change(b);
+    refused(b, word);
+  }
 }
 
 // A KV cache of capacity 9 holding 7 positions, 5 queries after them under
