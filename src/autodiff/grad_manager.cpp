@@ -385,9 +385,10 @@ void check_outputs(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys
   }
 }
 
-// The walk proper, which GradManager::backward runs after planning: runs the closures in reverse, fires the
-// callbacks, runs the hooks and writes .grad(). Instantiated twice, so that
-// the ordinary walk (kRecorded false) carries no trace of the recorded one.
+// The walk proper, which GradManager::backward runs after planning: runs
+// the closures in reverse, fires the callbacks, runs the hooks and writes
+// .grad(). Instantiated twice, so that the ordinary walk (kRecorded false)
+// carries no trace of the recorded one.
 template <bool kRecorded>
 void walk(GradManager::State& s, std::vector<std::shared_ptr<Node>>& tape, const std::unordered_set<uint64_t>& tracked,
           std::unordered_map<uint64_t, Tensor>& grads, const std::vector<char>& runs,
