@@ -34,6 +34,7 @@ struct ThreadState {
   std::unordered_map<uint64_t, CachedCast> cache;  // key: id * 8 + dtype
   detail::WeightCacheStats stats;
   std::array<std::optional<CastPolicy>, kOpCount> policy_override{};  // detail::PolicyOverride
+  bool rounded_products = false;                                      // detail::RoundedProducts
 };
 ThreadState& thread_state() {
   thread_local ThreadState s;
@@ -118,36 +119,71 @@ bool autocast_active() {
   return t.has_scope ? t.state.enabled : enabled.load();
 }
 
-void cast_inputs(OpKind op, std::span<Tensor* const> inputs) {
-  // The inputs' device type picks the policy column and the default low
-  // dtype; inputs on different devices are the op's error to report.
-  DeviceType device = DeviceType::cpu;
+namespace {
+
+bool castable(const Tensor* t) {
+  return t->defined() && is_floating_point(t->dtype()) && t->dtype() != DType::float64;
+}
+
+// The dtype `op`'s policy casts `inputs` to, or nothing where it keeps them.
+// The inputs' device type picks the policy column and the default low
+// dtype; inputs on different devices are the op's error to report.
+std::optional<DType> cast_target(ThreadState& ts, OpKind op, std::span<Tensor* const> inputs, DeviceType& device) {
+  device = DeviceType::cpu;
   for (const Tensor* t : inputs)
     if (t->defined()) {
       device = t->device().type();
       break;
     }
-  ThreadState& ts = thread_state();
   const CastPolicy p = ts.policy_override[static_cast<std::size_t>(op)].value_or(cast_policy(op, device));
-  if (p == CastPolicy::keep) return;
+  if (p == CastPolicy::keep) return std::nullopt;
   const AutocastState s = current_state();
-  auto castable = [](const Tensor* t) {
-    return t->defined() && is_floating_point(t->dtype()) && t->dtype() != DType::float64;
-  };
-  DType target = s.low_prec_dtype_for(device);
-  if (p == CastPolicy::high) target = s.high_prec_dtype;
-  if (p == CastPolicy::promote) {
-    bool any = false;
-    for (Tensor* t : inputs) {
-      if (!castable(t)) continue;
-      target = any ? promote_types(target, t->dtype()) : t->dtype();
-      any = true;
-    }
-    if (!any) return;
-  }
-  for (Tensor* t : inputs)
-    if (castable(t) && t->dtype() != target) *t = cast_weight(ts, *t, target);
+  if (p == CastPolicy::low) return s.low_prec_dtype_for(device);
+  if (p == CastPolicy::high) return s.high_prec_dtype;
+  std::optional<DType> target;  // promote: the widest castable input's dtype
+  for (const Tensor* t : inputs)
+    if (castable(t)) target = target ? promote_types(*target, t->dtype()) : t->dtype();
+  return target;
 }
+
+}  // namespace
+
+void cast_inputs(OpKind op, std::span<Tensor* const> inputs) {
+  ThreadState& ts = thread_state();
+  DeviceType device;
+  const std::optional<DType> target = cast_target(ts, op, inputs, device);
+  if (!target) return;
+  for (Tensor* t : inputs)
+    if (castable(t) && t->dtype() != *target) *t = cast_weight(ts, *t, *target);
+}
+
+std::optional<DType> cast_product_inputs(OpKind op, std::span<Tensor* const> inputs) {
+  ThreadState& ts = thread_state();
+  DeviceType device;
+  const std::optional<DType> target = cast_target(ts, op, inputs, device);
+  if (!target) return std::nullopt;
+  const bool widened_anyway = device == DeviceType::cpu && is_low_precision(*target) && !cpu::has_fast_math(*target);
+  if (!widened_anyway || ts.rounded_products) {
+    cast_inputs(op, inputs);
+    return std::nullopt;
+  }
+  bool kept = false;
+  for (Tensor* t : inputs) {
+    if (!castable(t) || t->dtype() == *target) continue;
+    if (t->dtype() == DType::float32) {
+      kept = true;
+      ++ts.stats.kept_float32;
+    } else {
+      *t = cast_weight(ts, *t, *target);
+    }
+  }
+  if (!kept) return std::nullopt;
+  return *target;
+}
+
+RoundedProducts::RoundedProducts() : saved_(thread_state().rounded_products) { thread_state().rounded_products = true; }
+
+RoundedProducts::~RoundedProducts() { thread_state().rounded_products = saved_; }
 
 PolicyOverride::PolicyOverride(OpKind op, CastPolicy p)
     : op_(op), saved_(thread_state().policy_override[static_cast<std::size_t>(op)]) {

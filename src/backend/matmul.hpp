@@ -11,7 +11,10 @@
 namespace mixgrad::backend {
 
 /// out[..., m, n] = a[..., m, k] · b[..., k, n] (+ bias[n]). a, b and out have
-/// the same rank (>= 2) and dtype; each batch extent of a and b equals out's
+/// the same rank (>= 2) and dtype, except on the CPU, where a and b may be
+/// float32 beside a 16-bit out or a 16-bit operand beside a float32 out
+/// (autocast's float32 operands where 16-bit math is missing: all computed
+/// in float32); each batch extent of a and b equals out's
 /// or is 1 (broadcast). a and b may have any strides (transposed views cost
 /// nothing); out is contiguous; bias is undefined or [n], any floating dtype.
 /// Accumulates in float32 (float64 for float64).

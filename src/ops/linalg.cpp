@@ -73,21 +73,21 @@ bool fold_rows(const Tensor& t, Tensor& out) {
 
 // a[..., m, k] · b[..., k, n] for operands of the same rank whose batch dims
 // broadcast; the result is contiguous with the broadcast batch dims. Not recorded.
-Tensor product(const Tensor& a, const Tensor& b, const Tensor& bias = Tensor()) {
+Tensor product(const Tensor& a, const Tensor& b, DType dtype) {
   const int r = a.ndim();
   Shape shape;
   for (int d = 0; d < r - 2; ++d) shape.push_back(std::max(a.shape()[d], b.shape()[d]));
   shape.push_back(a.shape()[r - 2]);
   shape.push_back(b.shape()[r - 1]);
-  Tensor out = empty(shape, a.dtype(), a.device());
+  Tensor out = empty(shape, dtype, a.device());
   Tensor a2;
   if (r > 2 && batch_numel(b.shape()) == 1 && fold_rows(a, a2)) {
     const Tensor b2 =
         view::make(b, Shape{b.shape()[r - 2], b.shape()[r - 1]}, Shape{b.strides()[r - 2], b.strides()[r - 1]});
     const Shape out2{a2.shape()[0], shape[r - 1]};
-    backend::matmul(a2, b2, bias, view::make(out, out2, contiguous_strides(out2)));
+    backend::matmul(a2, b2, Tensor(), view::make(out, out2, contiguous_strides(out2)));
   } else {
-    backend::matmul(a, b, bias, out);
+    backend::matmul(a, b, Tensor(), out);
   }
   return out;
 }
@@ -110,6 +110,29 @@ void check_dtypes(const char* op, std::initializer_list<const Tensor*> ts) {
     else if (t->dtype() != first->dtype())
       throw DTypeError(std::string(op) + ": dtypes differ: " + ops::describe(*first) + " and " + ops::describe(*t));
   }
+}
+
+// The dtype of a product's result after autocast: `mixed` where autocast left
+// float32 operands beside 16-bit ones (amp::autocast_product_inputs), whose
+// operands must then be that dtype or float32; else the one dtype of all.
+DType result_dtype(const char* op, std::optional<DType> mixed, std::initializer_list<const Tensor*> ts) {
+  if (!mixed) {
+    check_dtypes(op, ts);
+    return (*ts.begin())->dtype();
+  }
+  for (const Tensor* t : ts)
+    if (t->defined() && t->dtype() != *mixed && t->dtype() != DType::float32)
+      throw DTypeError(std::string(op) + ": under autocast to " + std::string(to_string(*mixed)) +
+                       ", an operand is " + ops::describe(*t));
+  return *mixed;
+}
+
+// A recorded product for create_graph of operands autocast left in mixed
+// dtypes, computed in float32 as the forward was and returned as `dtype`.
+Tensor recorded_product(const Tensor& a, const Tensor& b, DType dtype) {
+  if (a.dtype() == dtype && b.dtype() == dtype) return F::matmul(a, b);
+  amp::detail::AutocastOff off;
+  return astype(F::matmul(astype(a, DType::float32), astype(b, DType::float32)), dtype);
 }
 
 }  // namespace
@@ -148,39 +171,42 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   if (a_in.dtype() != b_in.dtype() && !amp::detail::autocast_active()) check_dtypes("matmul", {&a_in, &b_in});
 
   Tensor a = a_in, b = b_in;
-  amp::autocast_inputs(rank > 2 ? OpKind::batched_matmul : OpKind::matmul, {&a, &b});
-  check_dtypes("matmul", {&a, &b});
-  sizes::nbytes(out_shape, a.dtype(), "matmul");
+  const DType dtype =
+      result_dtype("matmul", amp::autocast_product_inputs(rank > 2 ? OpKind::batched_matmul : OpKind::matmul, {&a, &b}),
+                   {&a, &b});
+  sizes::nbytes(out_shape, dtype, "matmul");
 
   // Operands as [batch..., m, k] and [batch..., k, n] views of the same rank.
   const Tensor a_full = pad_front(a_vec ? insert_unit(a, 0) : a, rank - std::max(a.ndim(), 2));
   const Tensor b_full = pad_front(b_vec ? insert_unit(b, 1) : b, rank - std::max(b.ndim(), 2));
-  const Tensor out_full = product(a_full, b_full);
+  const Tensor out_full = product(a_full, b_full, dtype);
   const Tensor out = view::make(out_full, out_shape, contiguous_strides(out_shape));
 
-  autodiff::record(OpKind::matmul, {&a, &b}, out, [a, b, a_full, b_full, full_shape = out_full.shape(), a_shape = a.shape(),
-                                   b_shape = b.shape()](const Tensor& g_in, autodiff::InputGrads& gi) {
+  autodiff::record(OpKind::matmul, {&a, &b}, out, [a, b, a_full, b_full, dtype, full_shape = out_full.shape(),
+                                                   a_shape = a.shape(), b_shape = b.shape()](const Tensor& g_in,
+                                                                                             autodiff::InputGrads& gi) {
     if (gi.create_graph()) {  // the same products as tracked ops on the forward's a and b
       const Tensor a2 = a.ndim() == 1 ? F::unsqueeze(a, 0) : a;
       const Tensor b2 = b.ndim() == 1 ? F::unsqueeze(b, 1) : b;
       Shape g2_shape = full_shape;  // g with the vectors' unit dims, batch dims as broadcast
       const Tensor g2 = F::reshape(g_in, g2_shape);
       if (gi.needs(0))
-        gi.set(0, F::reshape(F::sum_to(F::matmul(g2, F::transpose(b2, -1, -2)), a2.shape()), a_shape));
+        gi.set(0, F::reshape(F::sum_to(recorded_product(g2, F::transpose(b2, -1, -2), a.dtype()), a2.shape()), a_shape));
       if (gi.needs(1))
-        gi.set(1, F::reshape(F::sum_to(F::matmul(F::transpose(a2, -1, -2), g2), b2.shape()), b_shape));
+        gi.set(1, F::reshape(F::sum_to(recorded_product(F::transpose(a2, -1, -2), g2, b.dtype()), b2.shape()), b_shape));
       return;
     }
-    const Tensor g = F::reshape(ops::dense(g_in, a_full.dtype()), full_shape);
-    if (gi.needs(0)) gi.set(0, F::reshape(reduce_batch(product(g, swap_last(b_full)), a_full.shape()), a_shape));
+    const Tensor g = F::reshape(ops::dense(g_in, dtype), full_shape);
+    if (gi.needs(0))
+      gi.set(0, F::reshape(reduce_batch(product(g, swap_last(b_full), a.dtype()), a_full.shape()), a_shape));
     if (gi.needs(1)) {
       Tensor a2, g2;
       Tensor gb;
       if (batch_numel(b_full.shape()) == 1 && batch_numel(full_shape) > 1 && fold_rows(ops::dense(a_full), a2) &&
           fold_rows(ops::dense(g), g2)) {
-        gb = product(swap_last(a2), g2);  // one [k, M]·[M, n] product instead of a batch and a sum
+        gb = product(swap_last(a2), g2, b.dtype());  // one [k, M]·[M, n] product instead of a batch and a sum
       } else {
-        gb = reduce_batch(product(swap_last(a_full), g), b_full.shape());
+        gb = reduce_batch(product(swap_last(a_full), g, b.dtype()), b_full.shape());
       }
       gi.set(1, F::reshape(gb, b_shape));
     }
@@ -205,29 +231,29 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   sizes::numel(out_shape, "linear");  // an empty input and weight can ask for too large a result
 
   Tensor x = x_in, w = w_in, b = b_in;
-  amp::autocast_inputs(OpKind::linear, {&x, &w, &b});
-  check_dtypes("linear", {&x, &w, &b});
-  sizes::nbytes(out_shape, x.dtype(), "linear");
+  const DType dtype = result_dtype("linear", amp::autocast_product_inputs(OpKind::linear, {&x, &w, &b}), {&x, &w, &b});
+  sizes::nbytes(out_shape, dtype, "linear");
 
   const int64_t in = w.shape()[1], out_features = w.shape()[0];
   Tensor x2;
   if (!fold_rows(x.ndim() == 1 ? insert_unit(x, 0) : x, x2)) fold_rows(ops::dense(x), x2);
   const int64_t rows = x2.shape()[0];
-  Tensor out = empty(out_shape, x.dtype(), x.device());
+  Tensor out = empty(out_shape, dtype, x.device());
   const Tensor w_t = swap_last(w);  // [in, out]: a transposed view, no copy
   backend::matmul(x2, w_t, b, view::make(out, Shape{rows, out_features}, Shape{out_features, 1}));
 
-  const DType b_dtype = b.defined() ? b.dtype() : x.dtype();
-  autodiff::record(OpKind::linear, {&x, &w, &b}, out, [x, x2, w, in, out_features, rows, b_dtype, x_shape = x.shape()](
-                                          const Tensor& g_in, autodiff::InputGrads& gi) {
+  const DType b_dtype = b.defined() ? b.dtype() : dtype;
+  autodiff::record(OpKind::linear, {&x, &w, &b}, out, [x, x2, w, in, out_features, rows, dtype, b_dtype,
+                                                       x_shape = x.shape()](const Tensor& g_in,
+                                                                            autodiff::InputGrads& gi) {
     if (gi.create_graph()) {  // tracked ops on the forward's x and w
       const Tensor g2 = F::reshape(g_in, Shape{rows, out_features});
-      if (gi.needs(0)) gi.set(0, F::matmul(g_in, w));
-      if (gi.needs(1)) gi.set(1, F::matmul(F::transpose(g2, 0, 1), F::reshape(x, Shape{rows, in})));
-      if (gi.needs(2)) gi.set(2, F::sum(g2, {0}));
+      if (gi.needs(0)) gi.set(0, recorded_product(g_in, w, x.dtype()));
+      if (gi.needs(1)) gi.set(1, recorded_product(F::transpose(g2, 0, 1), F::reshape(x, Shape{rows, in}), w.dtype()));
+      if (gi.needs(2)) gi.set(2, astype(F::sum(g2, {0}), b_dtype));
       return;
     }
-    const Tensor g = ops::dense(g_in, x2.dtype());
+    const Tensor g = ops::dense(g_in, dtype);
     const Tensor g2 = view::make(g, Shape{rows, out_features}, Shape{out_features, 1});
     if (gi.needs(0)) {
       Tensor gx = empty(x_shape, x2.dtype(), x2.device());

@@ -13,6 +13,7 @@
 
 #include "backend/onednn/onednn.hpp"
 #include "core/simd.hpp"
+#include "hooks/autocast.hpp"
 #include "mixgrad/mixgrad.hpp"
 
 namespace {
@@ -153,8 +154,11 @@ BOOST_AUTO_TEST_CASE(float32_route_of_16_bit_convolutions_matches_float32) {
 // Autocast's cast weight carries a float32 copy of its rounded values, which
 // the products read in forward and backward: the results are those of the
 // same products on the 16-bit weight without a copy, bit for bit, and a
-// weight changed in place is cast (and copied) anew.
+// weight changed in place is cast (and copied) anew. Products cast their
+// float32 operands only under RoundedProducts on such a CPU (the next
+// cases); convolutions always do.
 BOOST_AUTO_TEST_CASE(cast_weights_and_their_float32_copies_give_the_16_bit_results) {
+  mg::amp::detail::RoundedProducts rounded;
   mg::manual_seed(13);
   mg::simd::LevelScope avx2(mg::simd::Level::avx2);
   mg::backend::onednn::ModeScope always(mg::backend::onednn::Mode::always);
@@ -197,6 +201,106 @@ BOOST_AUTO_TEST_CASE(cast_weights_and_their_float32_copies_give_the_16_bit_resul
       w.bump_version();
     }
   }
+}
+
+// Where the CPU computes 16-bit products in float32, autocast's linear and
+// matmul read float32 operands as they are, without a cast: the result is
+// the float32 product rounded once to the low dtype, the weight's gradient
+// is the float32 product of the rounded upstream gradient and the input,
+// and the cast cache counts the operands kept instead of casting them.
+BOOST_AUTO_TEST_CASE(products_read_float32_operands_as_they_are_without_16_bit_math) {
+  mg::manual_seed(17);
+  mg::simd::LevelScope avx2(mg::simd::Level::avx2);  // no bfloat16 math; float16 has none on any CPU
+  for (const DType low : {DType::bfloat16, DType::float16}) {
+    BOOST_TEST_CONTEXT(mg::to_string(low)) {
+      Tensor x = mg::normal({16, 40}), w = mg::normal({24, 40}), b = mg::normal({24}), r = mg::normal({16, 24});
+      mg::autodiff::GradManager gm;
+      gm.attach({x, w, b});
+      const auto before = mg::amp::detail::weight_cache_stats();
+      Tensor y, z;
+      {
+        mg::amp::autocast scope(true, low);
+        auto recording = gm.record();
+        y = F::linear(x, w, b);
+        z = F::matmul(x, F::transpose(w, 0, 1));
+        gm.backward(F::sum(F::mul(y.to(DType::float32), r)));
+      }
+      const auto after = mg::amp::detail::weight_cache_stats();
+      BOOST_TEST(after.kept_float32 - before.kept_float32 == 5u);  // x, w, b; x, w
+      BOOST_TEST(after.misses == before.misses);
+      BOOST_TEST(y.dtype() == low);
+      BOOST_TEST(z.dtype() == low);
+      BOOST_TEST(same_values(y, F::linear(x, w, b).to(low)));
+      BOOST_TEST(same_values(z, F::matmul(x, F::transpose(w, 0, 1)).to(low)));
+      const Tensor g = r.to(low).to(DType::float32);  // what reaches linear: the gradient rounded to its output
+      BOOST_TEST(w.grad().dtype() == DType::float32);
+      BOOST_TEST(x.grad().dtype() == DType::float32);
+      BOOST_TEST(b.grad().dtype() == DType::float32);
+      BOOST_TEST(max_relative_error(w.grad(), F::matmul(F::transpose(g, 0, 1), x)) < 1e-6);
+      BOOST_TEST(max_relative_error(x.grad(), F::matmul(g, w)) < 1e-6);
+      BOOST_TEST(max_relative_error(b.grad(), F::sum(g, {0})) < 1e-6);
+    }
+  }
+}
+
+// The same products with 16-bit activations beside float32 weights, batched
+// (a 3-d input folded into one product), and through create_graph: the
+// recorded input gradient is differentiable in the float32 weight.
+BOOST_AUTO_TEST_CASE(mixed_products_take_16_bit_activations_and_give_second_order_gradients) {
+  mg::manual_seed(19);
+  mg::simd::LevelScope avx2(mg::simd::Level::avx2);
+  Tensor x16 = mg::normal({3, 5, 8}).to(DType::bfloat16), w = mg::normal({6, 8});
+  const Tensor c = mg::normal({3, 5, 8});
+  mg::autodiff::GradManager gm;
+  gm.attach({x16, w});
+  auto recording = gm.record();
+  {
+    mg::amp::autocast scope(true, DType::bfloat16);
+    const Tensor y = F::linear(x16, w);
+    BOOST_TEST(y.dtype() == DType::bfloat16);
+    BOOST_TEST(same_values(y, F::linear(x16.to(DType::float32), w).to(DType::bfloat16)));
+    const Tensor zb = F::matmul(x16, F::transpose(w, 0, 1));  // batched [3, 5, 8] x [8, 6]
+    BOOST_TEST(same_values(zb, y));
+    gm.backward(F::sum(y.to(DType::float32)), {}, {.create_graph = true});
+  }
+  // d/dw sum(x w^T) = the sum of x's rows, for every output.
+  const Tensor gw = w.grad();
+  BOOST_TEST(gw.dtype() == DType::float32);
+  const Tensor x_rows = F::sum(F::reshape(x16.to(DType::float32), {15, 8}), {0});
+  for (int64_t o = 0; o < 6; ++o) BOOST_TEST(max_relative_error(F::reshape(F::narrow(gw, 0, o, 1), {8}), x_rows) < 1e-6);
+  // gx = ones · w, recorded: d/dw sum(gx * c) = the sum of c's rows (c
+  // rounded to gx's bfloat16 on its way back), for every output.
+  const Tensor gx = x16.grad();
+  BOOST_TEST(gx.dtype() == DType::bfloat16);
+  w.set_grad(Tensor());
+  gm.backward(F::sum(F::mul(gx.to(DType::float32), c)));
+  const Tensor c_rows = F::sum(F::reshape(c.to(DType::bfloat16).to(DType::float32), {15, 8}), {0});
+  for (int64_t o = 0; o < 6; ++o)
+    BOOST_TEST(max_relative_error(F::reshape(F::narrow(w.grad(), 0, o, 1), {8}), c_rows) < 1e-5);
+}
+
+// Where the CPU has bfloat16 math, autocast rounds the weight to bfloat16
+// (a cache miss, no operand kept): the product is the bfloat16 one.
+BOOST_AUTO_TEST_CASE(products_cast_float32_operands_where_16_bit_math_exists) {
+  if (!mg::simd::bf16_math()) {
+    BOOST_TEST_MESSAGE("this CPU (or its cap) has no bfloat16 math; nothing to compare");
+    return;
+  }
+  mg::manual_seed(23);
+  Tensor x = mg::normal({8, 16}), w = mg::normal({4, 16});
+  mg::autodiff::GradManager gm;
+  gm.attach({w});
+  const auto before = mg::amp::detail::weight_cache_stats();
+  Tensor y;
+  {
+    mg::amp::autocast scope(true, DType::bfloat16);
+    auto recording = gm.record();
+    y = F::linear(x, w);
+  }
+  const auto after = mg::amp::detail::weight_cache_stats();
+  BOOST_TEST(after.misses - before.misses == 1u);
+  BOOST_TEST(after.kept_float32 == before.kept_float32);
+  BOOST_TEST(same_values(y, F::linear(x.to(DType::bfloat16), w.to(DType::bfloat16))));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

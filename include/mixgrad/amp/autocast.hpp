@@ -141,6 +141,9 @@ namespace detail {
 struct WeightCacheStats {
   uint64_t hits = 0;
   uint64_t misses = 0;
+  /// float32 operands a matrix product read as they are, uncast, where the
+  /// CPU has no 16-bit math (docs/amp.md, "On your CPU: time or memory?").
+  uint64_t kept_float32 = 0;
 };
 WeightCacheStats weight_cache_stats();
 

@@ -19,6 +19,8 @@
 
 namespace mixgrad::backend::cpu {
 
+void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
+
 namespace {
 
 // A matrix operand oneDNN (and the packed fallback) reads at full speed: one
@@ -159,10 +161,33 @@ void fallback_matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const
   });
 }
 
+// A 16-bit operand as float32: the weight's float32 copy where autocast made
+// one, else converted; a float32 operand as it is, in any layout.
+Tensor widened(const Tensor& t) {
+  if (t.dtype() == DType::float32) return t;
+#if MIXGRAD_WITH_ONEDNN
+  return onednn::to_float32(t);
+#else
+  Tensor out = empty(t.shape(), DType::float32, t.device());
+  copy(t, out);
+  return out;
+#endif
+}
+
+// Operands of mixed dtypes (autocast's float32 weights beside 16-bit
+// activations, on a CPU without 16-bit math): one float32 product.
+void mixed_matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
+  if (out.dtype() == DType::float32) return matmul(widened(a), widened(b), bias, out);
+  Tensor out32 = empty(out.shape(), DType::float32, out.device());
+  matmul(widened(a), widened(b), bias, out32);
+  copy_kernel(out32, out);
+}
+
 }  // namespace
 
 void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
   if (out.numel() == 0) return;
+  if (a.dtype() != out.dtype() || b.dtype() != out.dtype()) return mixed_matmul(a, b, bias, out);
 #if MIXGRAD_WITH_ONEDNN
   const int64_t k = a.shape()[a.ndim() - 1];
   if (k > 0 && onednn::use_for(out.numel() * k) && onednn_matmul(a, b, bias, out)) return;
