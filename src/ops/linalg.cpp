@@ -171,9 +171,12 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   if (a_in.dtype() != b_in.dtype() && !amp::detail::autocast_active()) check_dtypes("matmul", {&a_in, &b_in});
 
   Tensor a = a_in, b = b_in;
-  const DType dtype =
-      result_dtype("matmul", amp::autocast_product_inputs(rank > 2 ? OpKind::batched_matmul : OpKind::matmul, {&a, &b}),
-                   {&a, &b});
+  const std::optional<DType> mixed =
+      amp::autocast_product_inputs(rank > 2 ? OpKind::batched_matmul : OpKind::matmul, {&a, &b});
+  const DType dtype = result_dtype("matmul", mixed, {&a, &b});
+  // Mixed operands compute in float32: the gradient is widened once for
+  // both of its products instead of once in each.
+  const DType g_dtype = mixed ? DType::float32 : dtype;
   sizes::nbytes(out_shape, dtype, "matmul");
 
   // Operands as [batch..., m, k] and [batch..., k, n] views of the same rank.
@@ -182,7 +185,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   const Tensor out_full = product(a_full, b_full, dtype);
   const Tensor out = view::make(out_full, out_shape, contiguous_strides(out_shape));
 
-  autodiff::record(OpKind::matmul, {&a, &b}, out, [a, b, a_full, b_full, dtype, full_shape = out_full.shape(),
+  autodiff::record(OpKind::matmul, {&a, &b}, out, [a, b, a_full, b_full, g_dtype, full_shape = out_full.shape(),
                                                    a_shape = a.shape(), b_shape = b.shape()](const Tensor& g_in,
                                                                                              autodiff::InputGrads& gi) {
     if (gi.create_graph()) {  // the same products as tracked ops on the forward's a and b
@@ -196,7 +199,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
         gi.set(1, F::reshape(F::sum_to(recorded_product(F::transpose(a2, -1, -2), g2, b.dtype()), b2.shape()), b_shape));
       return;
     }
-    const Tensor g = F::reshape(ops::dense(g_in, dtype), full_shape);
+    const Tensor g = F::reshape(ops::dense(g_in, g_dtype), full_shape);
     if (gi.needs(0))
       gi.set(0, F::reshape(reduce_batch(product(g, swap_last(b_full), a.dtype()), a_full.shape()), a_shape));
     if (gi.needs(1)) {
@@ -231,7 +234,9 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   sizes::numel(out_shape, "linear");  // an empty input and weight can ask for too large a result
 
   Tensor x = x_in, w = w_in, b = b_in;
-  const DType dtype = result_dtype("linear", amp::autocast_product_inputs(OpKind::linear, {&x, &w, &b}), {&x, &w, &b});
+  const std::optional<DType> mixed = amp::autocast_product_inputs(OpKind::linear, {&x, &w, &b});
+  const DType dtype = result_dtype("linear", mixed, {&x, &w, &b});
+  const DType g_dtype = mixed ? DType::float32 : dtype;  // as in matmul
   sizes::nbytes(out_shape, dtype, "linear");
 
   const int64_t in = w.shape()[1], out_features = w.shape()[0];
@@ -243,7 +248,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   backend::matmul(x2, w_t, b, view::make(out, Shape{rows, out_features}, Shape{out_features, 1}));
 
   const DType b_dtype = b.defined() ? b.dtype() : dtype;
-  autodiff::record(OpKind::linear, {&x, &w, &b}, out, [x, x2, w, in, out_features, rows, dtype, b_dtype,
+  autodiff::record(OpKind::linear, {&x, &w, &b}, out, [x, x2, w, in, out_features, rows, g_dtype, b_dtype,
                                                        x_shape = x.shape()](const Tensor& g_in,
                                                                             autodiff::InputGrads& gi) {
     if (gi.create_graph()) {  // tracked ops on the forward's x and w
@@ -253,7 +258,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
       if (gi.needs(2)) gi.set(2, astype(F::sum(g2, {0}), b_dtype));
       return;
     }
-    const Tensor g = ops::dense(g_in, dtype);
+    const Tensor g = ops::dense(g_in, g_dtype);
     const Tensor g2 = view::make(g, Shape{rows, out_features}, Shape{out_features, 1});
     if (gi.needs(0)) {
       Tensor gx = empty(x_shape, x2.dtype(), x2.device());
