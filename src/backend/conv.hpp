@@ -25,6 +25,9 @@ struct Conv2dParams {
 
 /// y[N, O, OH, OW] = conv(x[N, C, H, W], w[O, C/groups, KH, KW]) + bias[O].
 /// x, w, y contiguous, one dtype; bias undefined or [O] (any floating dtype).
+/// On the CPU the three calls also take float32 operands or results beside
+/// 16-bit ones (autocast's float32 weights where 16-bit math is missing),
+/// all computed in float32.
 using Conv2dForwardFn = void(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
                              const Conv2dParams& p);
 extern constinit Stub<Conv2dForwardFn, 3> conv2d_forward;  // on y's device

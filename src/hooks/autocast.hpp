@@ -22,7 +22,7 @@ bool autocast_active();
 /// cast (a recorded astype) where the policy asks.
 void cast_inputs(OpKind op, std::span<Tensor* const> inputs);
 
-/// cast_inputs for a matrix product (matmul, linear), which takes operands
+/// cast_inputs for a product (matmul, linear, conv1d, conv2d), which takes operands
 /// of mixed dtypes where the CPU computes 16-bit products in float32 (no
 /// 16-bit math: cpu::has_fast_math is false). There a float32 operand is
 /// left as it is: casting it would round it to 16 bits only for the backend

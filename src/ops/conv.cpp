@@ -122,27 +122,38 @@ Tensor reshaped(const Tensor& t, const Shape& shape) { return t.shape() == shape
 Tensor run_conv(OpKind op, const char* name, const Tensor& x_in, const Tensor& w_in, const Tensor& b_in,
                 const ConvShapes& s, const backend::Conv2dParams& p) {
   Tensor x = x_in, w = w_in, b = b_in;
-  amp::autocast_inputs(op, {&x, &w, &b});
-  check_conv_dtypes(name, x, w, b);
-  sizes::nbytes(s.y, x.dtype(), name);
+  // Mixed where autocast left float32 operands beside 16-bit ones (a CPU
+  // without 16-bit math): the result takes the low dtype.
+  const std::optional<DType> mixed = amp::autocast_product_inputs(op, {&x, &w, &b});
+  if (mixed) ops::check_mixed_operands(name, *mixed, {&x, &w, &b});
+  else check_conv_dtypes(name, x, w, b);
+  const DType dtype = mixed.value_or(x.dtype());
+  sizes::nbytes(s.y, dtype, name);
 
   const Tensor xc = as_shape(ops::dense(x), s.x4), wc = as_shape(ops::dense(w), s.w4);
   const Tensor bc = b.defined() ? ops::dense(b) : Tensor();
-  Tensor y = empty(s.y, x.dtype(), x.device());
+  Tensor y = empty(s.y, dtype, x.device());
   backend::conv2d_forward(xc, wc, bc, as_shape(y, s.y4), p);
 
-  autodiff::record(op, {&x, &w, &b}, y, [x, w, xc, wc, p, x_shape = x.shape(), w_shape = w.shape(), y4 = s.y4,
-                                     b_dtype = b.defined() ? b.dtype() : x.dtype()](const Tensor& g_in,
-                                                                                   autodiff::InputGrads& gi) {
+  autodiff::record(op, {&x, &w, &b}, y, [x, w, xc, wc, p, dtype, mixed = mixed.has_value(), x_shape = x.shape(),
+                                         w_shape = w.shape(), y4 = s.y4, b_dtype = b.defined() ? b.dtype() : dtype](
+                                            const Tensor& g_in, autodiff::InputGrads& gi) {
     if (gi.create_graph()) {
       const ConvGeometry geo{p, xc.shape(), wc.shape(), y4};
-      const Tensor g4 = reshaped(g_in.dtype() == xc.dtype() ? g_in : F::astype(g_in, xc.dtype()), y4);
-      if (gi.needs(0)) gi.set(0, reshaped(conv_part(ConvPart::data, g4, reshaped(w, geo.w4), geo), x_shape));
-      if (gi.needs(1)) gi.set(1, reshaped(conv_part(ConvPart::weights, g4, reshaped(x, geo.x4), geo), w_shape));
-      if (gi.needs(2)) gi.set(2, F::sum(g4, {0, 2, 3}));
+      // Mixed operands compute in float32, as the forward did.
+      const DType compute = mixed ? DType::float32 : dtype;
+      std::optional<amp::detail::AutocastOff> off;
+      if (mixed) off.emplace();
+      const Tensor g4 = reshaped(F::astype(g_in, compute), y4);
+      const auto part = [&](ConvPart which, const Tensor& other, const Shape& shape, DType result) {
+        return F::astype(conv_part(which, g4, reshaped(F::astype(other, compute), shape), geo), result);
+      };
+      if (gi.needs(0)) gi.set(0, reshaped(part(ConvPart::data, w, geo.w4, x.dtype()), x_shape));
+      if (gi.needs(1)) gi.set(1, reshaped(part(ConvPart::weights, x, geo.x4, w.dtype()), w_shape));
+      if (gi.needs(2)) gi.set(2, F::astype(F::sum(g4, {0, 2, 3}), b_dtype));
       return;
     }
-    const Tensor g = as_shape(ops::dense(g_in, xc.dtype()), y4);
+    const Tensor g = as_shape(ops::dense(g_in, dtype), y4);
     if (gi.needs(0)) {
       Tensor gx = empty(x_shape, xc.dtype(), xc.device());
       backend::conv2d_backward_data(g, wc, as_shape(gx, xc.shape()), p);

@@ -120,10 +120,7 @@ DType result_dtype(const char* op, std::optional<DType> mixed, std::initializer_
     check_dtypes(op, ts);
     return (*ts.begin())->dtype();
   }
-  for (const Tensor* t : ts)
-    if (t->defined() && t->dtype() != *mixed && t->dtype() != DType::float32)
-      throw DTypeError(std::string(op) + ": under autocast to " + std::string(to_string(*mixed)) +
-                       ", an operand is " + ops::describe(*t));
+  ops::check_mixed_operands(op, *mixed, ts);
   return *mixed;
 }
 

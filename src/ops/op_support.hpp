@@ -21,6 +21,16 @@ using core::check_floating;
 using core::check_same_device;
 using core::describe;
 
+/// A product (matmul, linear, convolution) whose operands autocast left
+/// mixed (amp::autocast_product_inputs returned `dtype`, its result's):
+/// every defined operand must be `dtype` or float32.
+inline void check_mixed_operands(const char* op, DType dtype, std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (t->defined() && t->dtype() != dtype && t->dtype() != DType::float32)
+      throw DTypeError(std::string(op) + ": under autocast to " + std::string(to_string(dtype)) + ", an operand is " +
+                       describe(*t));
+}
+
 /// Writes `out = op(inputs)` on the tape, as autodiff::record, but builds the
 /// closure with make() only when some recording GradManager tracks an
 /// input: an op whose closure captures tensors pays nothing for them in

@@ -156,7 +156,7 @@ BOOST_AUTO_TEST_CASE(float32_route_of_16_bit_convolutions_matches_float32) {
 // same products on the 16-bit weight without a copy, bit for bit, and a
 // weight changed in place is cast (and copied) anew. Products cast their
 // float32 operands only under RoundedProducts on such a CPU (the next
-// cases); convolutions always do.
+// cases); conv_transpose2d always does.
 BOOST_AUTO_TEST_CASE(cast_weights_and_their_float32_copies_give_the_16_bit_results) {
   mg::amp::detail::RoundedProducts rounded;
   mg::manual_seed(13);
@@ -277,6 +277,88 @@ BOOST_AUTO_TEST_CASE(mixed_products_take_16_bit_activations_and_give_second_orde
   const Tensor c_rows = F::sum(F::reshape(c.to(DType::bfloat16).to(DType::float32), {15, 8}), {0});
   for (int64_t o = 0; o < 6; ++o)
     BOOST_TEST(max_relative_error(F::reshape(F::narrow(w.grad(), 0, o, 1), {8}), c_rows) < 1e-5);
+}
+
+// Convolutions the same way, through oneDNN and through the built-in
+// kernels: the float32 input, weight and bias are read as they are, the
+// result is the float32 convolution rounded once, and the weight and bias
+// gradients are the float32 ones of the rounded upstream gradient.
+BOOST_AUTO_TEST_CASE(convolutions_read_float32_weights_as_they_are_without_16_bit_math) {
+  mg::manual_seed(29);
+  mg::simd::LevelScope avx2(mg::simd::Level::avx2);
+  namespace onednn = mg::backend::onednn;
+  for (const onednn::Mode mode : {onednn::Mode::always, onednn::Mode::never})
+    for (const DType low : {DType::bfloat16, DType::float16}) {
+      BOOST_TEST_CONTEXT(mg::to_string(low) << (mode == onednn::Mode::always ? ", oneDNN" : ", built-in")) {
+        onednn::ModeScope path(mode);
+        const Tensor x = mg::normal({2, 3, 8, 8}), r = mg::normal({2, 8, 8, 8});
+        Tensor w = mg::normal({8, 3, 3, 3}), b = mg::normal({8});
+        const F::Conv2dOptions o{.padding = 1};
+        mg::autodiff::GradManager gm;
+        gm.attach({w, b});
+        const auto before = mg::amp::detail::weight_cache_stats();
+        Tensor y;
+        {
+          mg::amp::autocast scope(true, low);
+          auto recording = gm.record();
+          y = F::conv2d(x, w, b, o);
+          gm.backward(F::sum(F::mul(y.to(DType::float32), r)));
+        }
+        const auto after = mg::amp::detail::weight_cache_stats();
+        BOOST_TEST(after.kept_float32 - before.kept_float32 == 3u);  // x, w, b
+        BOOST_TEST(after.misses == before.misses);
+        BOOST_TEST(y.dtype() == low);
+        BOOST_TEST(same_values(y, F::conv2d(x, w, b, o).to(low)));
+        // The float32 reference: the same convolution, the upstream gradient rounded to y's dtype.
+        Tensor w32 = w.detach().clone(), b32 = b.detach().clone();
+        mg::autodiff::GradManager ref;
+        ref.attach({w32, b32});
+        {
+          auto recording = ref.record();
+          ref.backward(F::sum(F::mul(F::conv2d(x, w32, b32, o), r.to(low).to(DType::float32))));
+        }
+        BOOST_TEST(w.grad().dtype() == DType::float32);
+        BOOST_TEST(b.grad().dtype() == DType::float32);
+        BOOST_TEST(max_relative_error(w.grad(), w32.grad()) < 1e-5);
+        BOOST_TEST(max_relative_error(b.grad(), b32.grad()) < 1e-5);
+      }
+    }
+}
+
+// A 16-bit input beside a float32 weight through create_graph: the recorded
+// input gradient is differentiable in the weight, as in float32.
+BOOST_AUTO_TEST_CASE(mixed_convolutions_give_second_order_gradients) {
+  mg::manual_seed(31);
+  mg::simd::LevelScope avx2(mg::simd::Level::avx2);
+  Tensor x16 = mg::normal({2, 3, 6, 6}).to(DType::bfloat16), w = mg::normal({4, 3, 3, 3});
+  const Tensor c = mg::normal({2, 3, 6, 6});
+  const F::Conv2dOptions o{.padding = 1};
+  mg::autodiff::GradManager gm;
+  gm.attach({x16, w});
+  auto recording = gm.record();
+  {
+    mg::amp::autocast scope(true, DType::bfloat16);
+    gm.backward(F::sum(F::conv2d(x16, w, Tensor(), o).to(DType::float32)), {}, {.create_graph = true});
+  }
+  const Tensor gx = x16.grad();
+  BOOST_TEST(gx.dtype() == DType::bfloat16);
+  w.set_grad(Tensor());
+  gm.backward(F::sum(F::mul(gx.to(DType::float32), c)));
+  // The same in float32: gx = conv's data gradient of ones, d/dw <gx, c>.
+  Tensor w32 = w.detach().clone();
+  mg::autodiff::GradManager ref;
+  ref.attach({w32});
+  Tensor x32 = x16.detach().to(DType::float32);
+  ref.attach({x32});
+  {
+    auto rec = ref.record();
+    ref.backward(F::sum(F::conv2d(x32, w32, Tensor(), o)), {}, {.create_graph = true});
+    const Tensor gx32 = x32.grad();
+    w32.set_grad(Tensor());
+    ref.backward(F::sum(F::mul(gx32, c.to(DType::bfloat16).to(DType::float32))));
+  }
+  BOOST_TEST(w.grad().dtype() == DType::float32);
+  BOOST_TEST(max_relative_error(w.grad(), w32.grad()) < 1e-5);
 }
 
 // Where the CPU has bfloat16 math, autocast rounds the weight to bfloat16

@@ -205,21 +205,52 @@ void fallback_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& 
   return y.numel() * w.shape()[1] * w.shape()[2] * w.shape()[3];
 }
 
+// Operands of mixed dtypes: autocast's float32 weights (or inputs) beside
+// 16-bit activations, on a CPU without 16-bit math. oneDNN takes them as
+// they are (its reorders widen the 16-bit ones into its float32 layouts);
+// the built-in kernels run on float32 copies, into a float32 result.
+bool mixed(const Tensor& a, const Tensor& b, const Tensor& out) {
+  return a.dtype() != out.dtype() || b.dtype() != out.dtype();
+}
+
+Tensor in_float32(const Tensor& t) {
+  if (t.dtype() == DType::float32) return t;
+  Tensor out = empty(t.shape(), DType::float32, t.device());
+  copy_kernel(t, out);
+  return out;
+}
+
+// run(out32) with out itself when it is float32, else with a float32
+// scratch copied (rounded) into out afterwards.
+template <class Run>
+void into(const Tensor& out, Run run) {
+  if (out.dtype() == DType::float32) return run(out);
+  Tensor out32 = empty(out.shape(), DType::float32, out.device());
+  run(out32);
+  copy_kernel(out32, out);
+}
+
 }  // namespace
 
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Conv2dParams& p) {
   if (y.numel() == 0) return;
+  const bool mix = mixed(x, w, y);
 #if MIXGRAD_WITH_ONEDNN
   if (x.numel() > 0 && onednn::use_for(work(w, y)) && onednn::conv2d_forward(x, w, bias, y, p)) return;
 #endif
+  if (mix)
+    return into(y, [&](const Tensor& y32) { fallback_forward<float>(in_float32(x), in_float32(w), bias, y32, p); });
   visit_floating(y.dtype(), "conv2d", [&]<class T>() { fallback_forward<T>(x, w, bias, y, p); });
 }
 
 void conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p) {
   if (gx.numel() == 0) return;
+  const bool mix = mixed(gy, w, gx);
 #if MIXGRAD_WITH_ONEDNN
   if (gy.numel() > 0 && onednn::use_for(work(w, gy)) && onednn::conv2d_backward_data(gy, w, gx, p)) return;
 #endif
+  if (mix)
+    return into(gx, [&](const Tensor& gx32) { fallback_backward_data<float>(in_float32(gy), in_float32(w), gx32, p); });
   visit_floating(gx.dtype(), "conv2d", [&]<class T>() { fallback_backward_data<T>(gy, w, gx, p); });
 }
 
@@ -229,10 +260,15 @@ void conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw
     if (gbias.defined()) backend::sum_channels(gy, gy.shape()[0], gy.shape()[1], gy.shape()[2] * gy.shape()[3], gbias);
     return;
   }
+  const bool mix = mixed(gy, x, gw);
 #if MIXGRAD_WITH_ONEDNN
   if (gy.numel() > 0 && onednn::use_for(work(gw, gy)) && onednn::conv2d_backward_weights(gy, x, gw, gbias, p))
     return;
 #endif
+  if (mix)
+    return into(gw, [&](const Tensor& gw32) {
+      fallback_backward_weights<float>(in_float32(gy), in_float32(x), gw32, gbias, p);
+    });
   visit_floating(gw.dtype(), "conv2d", [&]<class T>() { fallback_backward_weights<T>(gy, x, gw, gbias, p); });
 }
 
