@@ -49,21 +49,12 @@ class Storage {
   /// True when the memory came from outside (the wrapping constructor).
   bool is_external() const { return allocator_ == nullptr; }
 
-  /// A float32 copy of this 16-bit block's values, element for element, that
-  /// its maker keeps in step with it; null when there is none. Autocast's
-  /// weight cache makes one for each cast weight where the CPU computes
-  /// 16-bit matrix products in float32, and those products read it instead
-  /// of converting the weight again in every forward and backward.
-  const std::shared_ptr<Storage>& float32_copy() const { return float32_copy_; }
-  void set_float32_copy(std::shared_ptr<Storage> copy) { float32_copy_ = std::move(copy); }
-
  private:
   void* data_ = nullptr;
   int64_t nbytes_ = 0;
   Device device_;
   Allocator* allocator_ = nullptr;           // who takes the memory back; null when external
   std::function<void(void*)> deleter_;       // external memory only
-  std::shared_ptr<Storage> float32_copy_;
 };
 
 /// Returns cached but unused blocks of every registered allocator to the

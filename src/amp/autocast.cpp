@@ -83,16 +83,6 @@ WeightCacheStats weight_cache_stats() { return thread_state().stats; }
 
 namespace {
 
-// Where the CPU computes 16-bit products in float32, a cast weight would be
-// converted back to float32 by every product that reads it (forward and
-// input gradient); its float32 copy is made once here instead, holding the
-// rounded 16-bit values, so results are those of the 16-bit weight.
-void keep_float32_copy(const Tensor& cast) {
-  if (cast.device().type() != DeviceType::cpu || cpu::has_fast_math(cast.dtype())) return;
-  const Tensor copy = cast.detach().to(DType::float32);
-  cast.impl()->storage->set_float32_copy(copy.impl()->storage);
-}
-
 Tensor cast_weight(ThreadState& t, const Tensor& x, DType target) {
   const bool cacheable = t.enabled_depth > 0 && x.dtype() == DType::float32 && autodiff::is_attached(x.id());
   if (!cacheable) return F::astype(x, target);
@@ -107,7 +97,6 @@ Tensor cast_weight(ThreadState& t, const Tensor& x, DType target) {
   }
   ++t.stats.misses;
   Tensor c = F::astype(x, target);
-  keep_float32_copy(c);
   t.cache[key] = CachedCast{x.impl_ptr(), x.version(), epoch, recording, c};
   return c;
 }

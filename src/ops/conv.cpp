@@ -299,33 +299,40 @@ Tensor conv_transpose2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_
   sizes::numel(y_shape, kOp);
 
   Tensor x = x_in, w = w_in, b = b_in;
-  amp::autocast_inputs(OpKind::conv_transpose2d, {&x, &w, &b});
-  check_conv_dtypes(kOp, x, w, b);
-  sizes::nbytes(y_shape, x.dtype(), kOp);
+  const std::optional<DType> mixed = amp::autocast_product_inputs(OpKind::conv_transpose2d, {&x, &w, &b});
+  if (mixed) ops::check_mixed_operands(kOp, *mixed, {&x, &w, &b});
+  else check_conv_dtypes(kOp, x, w, b);
+  const DType dtype = mixed.value_or(x.dtype());
+  sizes::nbytes(y_shape, dtype, kOp);
 
   // The conv2d this op transposes maps y's shape to x's: same geometry.
   const backend::Conv2dParams p{
       {o.stride.h, o.stride.w}, {o.padding.h, o.padding.w}, {o.dilation.h, o.dilation.w}, o.groups};
   const Tensor xc = ops::dense(x), wc = ops::dense(w);
-  Tensor y = empty(y_shape, x.dtype(), x.device());
+  Tensor y = empty(y_shape, dtype, x.device());
   backend::conv2d_backward_data(xc, wc, y, p);
   if (b.defined()) {
-    const Tensor bc = ops::dense(b);
+    const Tensor bc = ops::dense(b, dtype);  // a float32 bias autocast kept is added in y's dtype, as a 16-bit one
     backend::binary(backend::BinaryOp::add, y, as_shape(bc, Shape{1, out_ch, 1, 1}), y);
   }
 
-  autodiff::record(OpKind::conv_transpose2d, {&x, &w, &b}, y, [x, w, xc, wc, p, b_dtype = b.defined() ? b.dtype() : x.dtype()](
-                                        const Tensor& g_in, autodiff::InputGrads& gi) {
+  autodiff::record(OpKind::conv_transpose2d, {&x, &w, &b}, y, [x, w, xc, wc, p, dtype, mixed = mixed.has_value(),
+                                                               b_dtype = b.defined() ? b.dtype() : dtype](
+                                                                  const Tensor& g_in, autodiff::InputGrads& gi) {
     if (gi.create_graph()) {
-      // This op is conv2d's data part in the geometry mapping g's shape to x's.
-      const Tensor g = g_in.dtype() == xc.dtype() ? g_in : F::astype(g_in, xc.dtype());
+      // This op is conv2d's data part in the geometry mapping g's shape to
+      // x's; mixed operands compute in float32, as the forward did.
+      const DType compute = mixed ? DType::float32 : dtype;
+      std::optional<amp::detail::AutocastOff> off;
+      if (mixed) off.emplace();
+      const Tensor g = F::astype(g_in, compute);
       const ConvGeometry geo{p, g.shape(), wc.shape(), xc.shape()};
-      if (gi.needs(0)) gi.set(0, conv_part(ConvPart::forward, g, w, geo));
-      if (gi.needs(1)) gi.set(1, conv_part(ConvPart::weights, x, g, geo));
-      if (gi.needs(2)) gi.set(2, F::sum(g, {0, 2, 3}));
+      if (gi.needs(0)) gi.set(0, F::astype(conv_part(ConvPart::forward, g, F::astype(w, compute), geo), x.dtype()));
+      if (gi.needs(1)) gi.set(1, F::astype(conv_part(ConvPart::weights, F::astype(x, compute), g, geo), w.dtype()));
+      if (gi.needs(2)) gi.set(2, F::astype(F::sum(g, {0, 2, 3}), b_dtype));
       return;
     }
-    const Tensor g = ops::dense(g_in, xc.dtype());
+    const Tensor g = ops::dense(g_in, dtype);
     if (gi.needs(0)) {
       Tensor gx = empty(xc.shape(), xc.dtype(), xc.device());
       backend::conv2d_forward(g, wc, Tensor(), gx, p);

@@ -1,8 +1,8 @@
 // mg::cpu::capabilities() and the float32 route of 16-bit products on a CPU
 // without 16-bit math (simd::LevelScope(avx2) gives that route on any
 // machine): the route's results against float32, through transposed and
-// sliced operands; autocast's cast weights and their float32 copies against
-// the same products without them; and the MIXGRAD_MAX_CPU_ISA cap, which the
+// sliced operands; autocast's products and convolutions on float32 weights
+// (and, under RoundedProducts, on cast ones); and the MIXGRAD_MAX_CPU_ISA cap, which the
 // `ops_avx2` run sets (MIXGRAD_EXPECT_CAP says what it set).
 #include <boost/test/unit_test.hpp>
 
@@ -151,13 +151,12 @@ BOOST_AUTO_TEST_CASE(float32_route_of_16_bit_convolutions_matches_float32) {
   }
 }
 
-// Autocast's cast weight carries a float32 copy of its rounded values, which
-// the products read in forward and backward: the results are those of the
-// same products on the 16-bit weight without a copy, bit for bit, and a
-// weight changed in place is cast (and copied) anew. Products cast their
-// float32 operands only under RoundedProducts on such a CPU (the next
-// cases); conv_transpose2d always does.
-BOOST_AUTO_TEST_CASE(cast_weights_and_their_float32_copies_give_the_16_bit_results) {
+// Under RoundedProducts (on such a CPU the products otherwise read float32
+// weights as they are: the next cases) autocast's cached cast weight gives
+// the results of the same products on a 16-bit weight cast by hand, bit
+// for bit, in forward and backward, and a weight changed in place is cast
+// anew.
+BOOST_AUTO_TEST_CASE(rounded_products_give_the_16_bit_results) {
   mg::amp::detail::RoundedProducts rounded;
   mg::manual_seed(13);
   mg::simd::LevelScope avx2(mg::simd::Level::avx2);
@@ -323,6 +322,47 @@ BOOST_AUTO_TEST_CASE(convolutions_read_float32_weights_as_they_are_without_16_bi
         BOOST_TEST(max_relative_error(b.grad(), b32.grad()) < 1e-5);
       }
     }
+}
+
+// conv_transpose2d likewise: the float32 weight is read as it is (the
+// float32 bias is added in the result's dtype, as a 16-bit one is), and
+// the weight and bias gradients are the float32 ones.
+BOOST_AUTO_TEST_CASE(transposed_convolutions_read_float32_weights_as_they_are_without_16_bit_math) {
+  mg::manual_seed(37);
+  mg::simd::LevelScope avx2(mg::simd::Level::avx2);
+  for (const DType low : {DType::bfloat16, DType::float16}) {
+    BOOST_TEST_CONTEXT(mg::to_string(low)) {
+      const Tensor x = mg::normal({2, 4, 5, 5}), r = mg::normal({2, 6, 11, 11});
+      Tensor w = mg::normal({4, 6, 3, 3}), b = mg::normal({6});
+      const F::ConvTranspose2dOptions o{.stride = 2};
+      mg::autodiff::GradManager gm;
+      gm.attach({w, b});
+      const auto before = mg::amp::detail::weight_cache_stats();
+      Tensor y;
+      {
+        mg::amp::autocast scope(true, low);
+        auto recording = gm.record();
+        y = F::conv_transpose2d(x, w, b, o);
+        gm.backward(F::sum(F::mul(y.to(DType::float32), r)));
+      }
+      const auto after = mg::amp::detail::weight_cache_stats();
+      BOOST_TEST(after.kept_float32 - before.kept_float32 == 3u);  // x, w, b
+      BOOST_TEST(after.misses == before.misses);
+      BOOST_TEST(y.dtype() == low);
+      const Tensor want = F::add(F::conv_transpose2d(x, w, Tensor(), o).to(low), F::reshape(b.to(low), {1, 6, 1, 1}));
+      BOOST_TEST(same_values(y, want));
+      Tensor w32 = w.detach().clone(), b32 = b.detach().clone();
+      mg::autodiff::GradManager ref;
+      ref.attach({w32, b32});
+      {
+        auto recording = ref.record();
+        ref.backward(F::sum(F::mul(F::conv_transpose2d(x, w32, b32, o), r.to(low).to(DType::float32))));
+      }
+      BOOST_TEST(w.grad().dtype() == DType::float32);
+      BOOST_TEST(max_relative_error(w.grad(), w32.grad()) < 1e-5);
+      BOOST_TEST(max_relative_error(b.grad(), b32.grad()) < 1e-5);
+    }
+  }
 }
 
 // A 16-bit input beside a float32 weight through create_graph: the recorded

@@ -161,8 +161,8 @@ void fallback_matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const
   });
 }
 
-// A 16-bit operand as float32: the weight's float32 copy where autocast made
-// one, else converted; a float32 operand as it is, in any layout.
+// A 16-bit operand converted to float32 (keeping a transposed layout); a
+// float32 operand as it is, in any layout.
 Tensor widened(const Tensor& t) {
   if (t.dtype() == DType::float32) return t;
 #if MIXGRAD_WITH_ONEDNN

@@ -63,8 +63,8 @@ struct ConvMds {
 // float32 for 16-bit tensors oneDNN computes in float32 here, else their own.
 DType compute_dtype(DType t) { return onednn::computes_in_float32(t) ? DType::float32 : t; }
 
-// The weight as the primitive reads it: a float32 weight (a cast weight's
-// float32 copy, or a conversion) when it computes in float32.
+// The weight as the primitive reads it: float32 (as it is, or converted)
+// when it computes in float32.
 Tensor weight_for(const Tensor& w, DType compute) { return compute == DType::float32 ? onednn::to_float32(w) : w; }
 
 ConvMds plain_mds(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Conv2dParams& p) {

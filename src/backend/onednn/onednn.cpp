@@ -335,10 +335,6 @@ bool dense_permutation(const Tensor& t) {
 
 Tensor to_float32(const Tensor& t) {
   if (t.dtype() == DType::float32 && t.is_contiguous()) return t;
-  const TensorImpl& impl = *t.impl();
-  if (is_low_precision(t.dtype()) && impl.storage->float32_copy() != nullptr)  // a cast weight (Storage::float32_copy)
-    return Tensor(std::make_shared<TensorImpl>(impl.storage->float32_copy(), impl.offset, impl.shape, impl.strides,
-                                               DType::float32));
   if (t.numel() > 0 && dense_permutation(t)) {
     // One bulk conversion of the element range; the copy keeps t's layout
     // (a transposed weight stays transposed), which matmul reads as it is.
