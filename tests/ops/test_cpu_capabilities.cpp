@@ -278,89 +278,76 @@ BOOST_AUTO_TEST_CASE(mixed_products_take_16_bit_activations_and_give_second_orde
     BOOST_TEST(max_relative_error(F::reshape(F::narrow(w.grad(), 0, o, 1), {8}), c_rows) < 1e-5);
 }
 
-// Convolutions the same way, through oneDNN and through the built-in
-// kernels: the float32 input, weight and bias are read as they are, the
-// result is the float32 convolution rounded once, and the weight and bias
-// gradients are the float32 ones of the rounded upstream gradient.
+// Runs op(x, w, b) on float32 operands under autocast to `low` (on a CPU
+// without 16-bit math: the caller's LevelScope) with upstream gradient r,
+// and checks that the three operands were read as they are (kept, no cast),
+// that the result is `low` and equals `want`, and that the weight and bias
+// gradients are the float32 ones of r rounded to `low`.
+template <class Op>
+void check_reads_float32_weights(DType low, const Tensor& x, const Tensor& w_in, const Tensor& b_in, const Tensor& r,
+                                 Op op, const Tensor& want) {
+  Tensor w = w_in.detach().clone(), b = b_in.detach().clone();
+  mg::autodiff::GradManager gm;
+  gm.attach({w, b});
+  const auto before = mg::amp::detail::weight_cache_stats();
+  Tensor y;
+  {
+    mg::amp::autocast scope(true, low);
+    auto recording = gm.record();
+    y = op(x, w, b);
+    gm.backward(F::sum(F::mul(y.to(DType::float32), r)));
+  }
+  const auto after = mg::amp::detail::weight_cache_stats();
+  BOOST_TEST(after.kept_float32 - before.kept_float32 == 3u);  // x, w, b
+  BOOST_TEST(after.misses == before.misses);
+  BOOST_TEST(y.dtype() == low);
+  BOOST_TEST(same_values(y, want));
+  Tensor w32 = w_in.detach().clone(), b32 = b_in.detach().clone();
+  mg::autodiff::GradManager ref;
+  ref.attach({w32, b32});
+  {
+    auto recording = ref.record();
+    ref.backward(F::sum(F::mul(op(x, w32, b32), r.to(low).to(DType::float32))));
+  }
+  BOOST_TEST(w.grad().dtype() == DType::float32);
+  BOOST_TEST(b.grad().dtype() == DType::float32);
+  BOOST_TEST(max_relative_error(w.grad(), w32.grad()) < 1e-5);
+  BOOST_TEST(max_relative_error(b.grad(), b32.grad()) < 1e-5);
+}
+
+// Convolutions the same way as linear and matmul, through oneDNN and
+// through the built-in kernels: the result is the float32 convolution
+// rounded once.
 BOOST_AUTO_TEST_CASE(convolutions_read_float32_weights_as_they_are_without_16_bit_math) {
   mg::manual_seed(29);
   mg::simd::LevelScope avx2(mg::simd::Level::avx2);
   namespace onednn = mg::backend::onednn;
+  const Tensor x = mg::normal({2, 3, 8, 8}), r = mg::normal({2, 8, 8, 8});
+  const Tensor w = mg::normal({8, 3, 3, 3}), b = mg::normal({8});
+  const auto conv = [](const Tensor& x, const Tensor& w, const Tensor& b) { return F::conv2d(x, w, b, {.padding = 1}); };
   for (const onednn::Mode mode : {onednn::Mode::always, onednn::Mode::never})
     for (const DType low : {DType::bfloat16, DType::float16}) {
       BOOST_TEST_CONTEXT(mg::to_string(low) << (mode == onednn::Mode::always ? ", oneDNN" : ", built-in")) {
         onednn::ModeScope path(mode);
-        const Tensor x = mg::normal({2, 3, 8, 8}), r = mg::normal({2, 8, 8, 8});
-        Tensor w = mg::normal({8, 3, 3, 3}), b = mg::normal({8});
-        const F::Conv2dOptions o{.padding = 1};
-        mg::autodiff::GradManager gm;
-        gm.attach({w, b});
-        const auto before = mg::amp::detail::weight_cache_stats();
-        Tensor y;
-        {
-          mg::amp::autocast scope(true, low);
-          auto recording = gm.record();
-          y = F::conv2d(x, w, b, o);
-          gm.backward(F::sum(F::mul(y.to(DType::float32), r)));
-        }
-        const auto after = mg::amp::detail::weight_cache_stats();
-        BOOST_TEST(after.kept_float32 - before.kept_float32 == 3u);  // x, w, b
-        BOOST_TEST(after.misses == before.misses);
-        BOOST_TEST(y.dtype() == low);
-        BOOST_TEST(same_values(y, F::conv2d(x, w, b, o).to(low)));
-        // The float32 reference: the same convolution, the upstream gradient rounded to y's dtype.
-        Tensor w32 = w.detach().clone(), b32 = b.detach().clone();
-        mg::autodiff::GradManager ref;
-        ref.attach({w32, b32});
-        {
-          auto recording = ref.record();
-          ref.backward(F::sum(F::mul(F::conv2d(x, w32, b32, o), r.to(low).to(DType::float32))));
-        }
-        BOOST_TEST(w.grad().dtype() == DType::float32);
-        BOOST_TEST(b.grad().dtype() == DType::float32);
-        BOOST_TEST(max_relative_error(w.grad(), w32.grad()) < 1e-5);
-        BOOST_TEST(max_relative_error(b.grad(), b32.grad()) < 1e-5);
+        check_reads_float32_weights(low, x, w, b, r, conv, conv(x, w, b).to(low));
       }
     }
 }
 
-// conv_transpose2d likewise: the float32 weight is read as it is (the
-// float32 bias is added in the result's dtype, as a 16-bit one is), and
-// the weight and bias gradients are the float32 ones.
+// conv_transpose2d likewise; its float32 bias is added in the result's
+// dtype, as a 16-bit one is.
 BOOST_AUTO_TEST_CASE(transposed_convolutions_read_float32_weights_as_they_are_without_16_bit_math) {
   mg::manual_seed(37);
   mg::simd::LevelScope avx2(mg::simd::Level::avx2);
+  const Tensor x = mg::normal({2, 4, 5, 5}), r = mg::normal({2, 6, 11, 11});
+  const Tensor w = mg::normal({4, 6, 3, 3}), b = mg::normal({6});
+  const auto conv_t = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return F::conv_transpose2d(x, w, b, {.stride = 2});
+  };
   for (const DType low : {DType::bfloat16, DType::float16}) {
     BOOST_TEST_CONTEXT(mg::to_string(low)) {
-      const Tensor x = mg::normal({2, 4, 5, 5}), r = mg::normal({2, 6, 11, 11});
-      Tensor w = mg::normal({4, 6, 3, 3}), b = mg::normal({6});
-      const F::ConvTranspose2dOptions o{.stride = 2};
-      mg::autodiff::GradManager gm;
-      gm.attach({w, b});
-      const auto before = mg::amp::detail::weight_cache_stats();
-      Tensor y;
-      {
-        mg::amp::autocast scope(true, low);
-        auto recording = gm.record();
-        y = F::conv_transpose2d(x, w, b, o);
-        gm.backward(F::sum(F::mul(y.to(DType::float32), r)));
-      }
-      const auto after = mg::amp::detail::weight_cache_stats();
-      BOOST_TEST(after.kept_float32 - before.kept_float32 == 3u);  // x, w, b
-      BOOST_TEST(after.misses == before.misses);
-      BOOST_TEST(y.dtype() == low);
-      const Tensor want = F::add(F::conv_transpose2d(x, w, Tensor(), o).to(low), F::reshape(b.to(low), {1, 6, 1, 1}));
-      BOOST_TEST(same_values(y, want));
-      Tensor w32 = w.detach().clone(), b32 = b.detach().clone();
-      mg::autodiff::GradManager ref;
-      ref.attach({w32, b32});
-      {
-        auto recording = ref.record();
-        ref.backward(F::sum(F::mul(F::conv_transpose2d(x, w32, b32, o), r.to(low).to(DType::float32))));
-      }
-      BOOST_TEST(w.grad().dtype() == DType::float32);
-      BOOST_TEST(max_relative_error(w.grad(), w32.grad()) < 1e-5);
-      BOOST_TEST(max_relative_error(b.grad(), b32.grad()) < 1e-5);
+      const Tensor want = F::add(conv_t(x, w, Tensor()).to(low), F::reshape(b.to(low), {1, 6, 1, 1}));
+      check_reads_float32_weights(low, x, w, b, r, conv_t, want);
     }
   }
 }
