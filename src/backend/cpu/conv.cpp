@@ -8,6 +8,7 @@
 
 #include "backend/conv.hpp"
 #include "backend/copy.hpp"
+#include "backend/cpu/float32_route.hpp"
 #include "backend/cpu/gemm.hpp"
 #include "backend/onednn/conv.hpp"
 #include "backend/onednn/onednn.hpp"
@@ -208,26 +209,9 @@ void fallback_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& 
 // Operands of mixed dtypes: autocast's float32 weights (or inputs) beside
 // 16-bit activations, on a CPU without 16-bit math. oneDNN takes them as
 // they are (its reorders widen the 16-bit ones into its float32 layouts);
-// the built-in kernels run on float32 copies, into a float32 result.
+// the built-in kernels take the float32 route (cpu/float32_route.hpp).
 bool mixed(const Tensor& a, const Tensor& b, const Tensor& out) {
   return a.dtype() != out.dtype() || b.dtype() != out.dtype();
-}
-
-Tensor in_float32(const Tensor& t) {
-  if (t.dtype() == DType::float32) return t;
-  Tensor out = empty(t.shape(), DType::float32, t.device());
-  copy_kernel(t, out);
-  return out;
-}
-
-// run(out32) with out itself when it is float32, else with a float32
-// scratch copied (rounded) into out afterwards.
-template <class Run>
-void into(const Tensor& out, Run run) {
-  if (out.dtype() == DType::float32) return run(out);
-  Tensor out32 = empty(out.shape(), DType::float32, out.device());
-  run(out32);
-  copy_kernel(out32, out);
 }
 
 }  // namespace
@@ -239,7 +223,9 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
   if (x.numel() > 0 && onednn::use_for(work(w, y)) && onednn::conv2d_forward(x, w, bias, y, p)) return;
 #endif
   if (mix)
-    return into(y, [&](const Tensor& y32) { fallback_forward<float>(in_float32(x), in_float32(w), bias, y32, p); });
+    return into_float32(y, [&](const Tensor& y32) {
+      fallback_forward<float>(widened(x), widened(w), bias, y32, p);
+    });
   visit_floating(y.dtype(), "conv2d", [&]<class T>() { fallback_forward<T>(x, w, bias, y, p); });
 }
 
@@ -250,7 +236,9 @@ void conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, c
   if (gy.numel() > 0 && onednn::use_for(work(w, gy)) && onednn::conv2d_backward_data(gy, w, gx, p)) return;
 #endif
   if (mix)
-    return into(gx, [&](const Tensor& gx32) { fallback_backward_data<float>(in_float32(gy), in_float32(w), gx32, p); });
+    return into_float32(gx, [&](const Tensor& gx32) {
+      fallback_backward_data<float>(widened(gy), widened(w), gx32, p);
+    });
   visit_floating(gx.dtype(), "conv2d", [&]<class T>() { fallback_backward_data<T>(gy, w, gx, p); });
 }
 
@@ -266,8 +254,8 @@ void conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw
     return;
 #endif
   if (mix)
-    return into(gw, [&](const Tensor& gw32) {
-      fallback_backward_weights<float>(in_float32(gy), in_float32(x), gw32, gbias, p);
+    return into_float32(gw, [&](const Tensor& gw32) {
+      fallback_backward_weights<float>(widened(gy), widened(x), gw32, gbias, p);
     });
   visit_floating(gw.dtype(), "conv2d", [&]<class T>() { fallback_backward_weights<T>(gy, x, gw, gbias, p); });
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/copy.hpp"
+#include "backend/cpu/float32_route.hpp"
 #include "backend/cpu/gemm.hpp"
 #include "backend/matmul.hpp"
 #include "backend/onednn/onednn.hpp"
@@ -81,7 +82,7 @@ bool onednn_matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_in
     Tensor out32 = empty(out.shape(), DType::float32, out.device());
     const Tensor bias32 = bias_in.defined() ? onednn::to_float32(bias_in) : Tensor();
     if (!onednn_matmul(onednn::to_float32(a_in), onednn::to_float32(b_in), bias32, out32)) return false;
-    copy_kernel(out32, out);
+    copy_kernel(out32, out);  // written only when oneDNN ran: else the caller's fallback writes out
     return true;
   }
   if (!onednn::native(out.dtype())) return false;
@@ -161,26 +162,10 @@ void fallback_matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const
   });
 }
 
-// A 16-bit operand converted to float32 (keeping a transposed layout); a
-// float32 operand as it is, in any layout.
-Tensor widened(const Tensor& t) {
-  if (t.dtype() == DType::float32) return t;
-#if MIXGRAD_WITH_ONEDNN
-  return onednn::to_float32(t);
-#else
-  Tensor out = empty(t.shape(), DType::float32, t.device());
-  copy(t, out);
-  return out;
-#endif
-}
-
 // Operands of mixed dtypes (autocast's float32 weights beside 16-bit
 // activations, on a CPU without 16-bit math): one float32 product.
 void mixed_matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out) {
-  if (out.dtype() == DType::float32) return matmul(widened(a), widened(b), bias, out);
-  Tensor out32 = empty(out.shape(), DType::float32, out.device());
-  matmul(widened(a), widened(b), bias, out32);
-  copy_kernel(out32, out);
+  into_float32(out, [&](const Tensor& out32) { matmul(widened(a), widened(b), bias, out32); });
 }
 
 }  // namespace
