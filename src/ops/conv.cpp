@@ -115,6 +115,22 @@ Tensor conv_part(ConvPart part, const Tensor& a, const Tensor& b, const ConvGeom
 // `t` reshaped (recorded) to `shape`.
 Tensor reshaped(const Tensor& t, const Shape& shape) { return t.shape() == shape ? t : F::reshape(t, shape); }
 
+// A convolution's dtypes after autocast: its result's, and whether autocast
+// left float32 operands beside 16-bit ones (amp::autocast_product_inputs),
+// which then compute in float32 (a recorded backward too, autocast off).
+struct ConvDtypes {
+  DType result;
+  bool mixed;
+  DType compute() const { return mixed ? DType::float32 : result; }
+};
+
+ConvDtypes autocast_conv(OpKind op, const char* name, Tensor& x, Tensor& w, Tensor& b) {
+  const std::optional<DType> mixed = amp::autocast_product_inputs(op, {&x, &w, &b});
+  if (mixed) ops::check_mixed_operands(name, *mixed, {&x, &w, &b});
+  else check_conv_dtypes(name, x, w, b);
+  return {mixed.value_or(x.dtype()), mixed.has_value()};
+}
+
 // The autocast, forward and tape entry of a validated convolution, run by the
 // 2-d kernels on 4-d views of the operands. The closure holds x and w
 // themselves besides the dense 4-d views its kernels read, for a recorded
@@ -122,12 +138,8 @@ Tensor reshaped(const Tensor& t, const Shape& shape) { return t.shape() == shape
 Tensor run_conv(OpKind op, const char* name, const Tensor& x_in, const Tensor& w_in, const Tensor& b_in,
                 const ConvShapes& s, const backend::Conv2dParams& p) {
   Tensor x = x_in, w = w_in, b = b_in;
-  // Mixed where autocast left float32 operands beside 16-bit ones (a CPU
-  // without 16-bit math): the result takes the low dtype.
-  const std::optional<DType> mixed = amp::autocast_product_inputs(op, {&x, &w, &b});
-  if (mixed) ops::check_mixed_operands(name, *mixed, {&x, &w, &b});
-  else check_conv_dtypes(name, x, w, b);
-  const DType dtype = mixed.value_or(x.dtype());
+  const ConvDtypes dt = autocast_conv(op, name, x, w, b);
+  const DType dtype = dt.result;
   sizes::nbytes(s.y, dtype, name);
 
   const Tensor xc = as_shape(ops::dense(x), s.x4), wc = as_shape(ops::dense(w), s.w4);
@@ -135,15 +147,15 @@ Tensor run_conv(OpKind op, const char* name, const Tensor& x_in, const Tensor& w
   Tensor y = empty(s.y, dtype, x.device());
   backend::conv2d_forward(xc, wc, bc, as_shape(y, s.y4), p);
 
-  autodiff::record(op, {&x, &w, &b}, y, [x, w, xc, wc, p, dtype, mixed = mixed.has_value(), x_shape = x.shape(),
-                                         w_shape = w.shape(), y4 = s.y4, b_dtype = b.defined() ? b.dtype() : dtype](
-                                            const Tensor& g_in, autodiff::InputGrads& gi) {
+  autodiff::record(op, {&x, &w, &b}, y, [x, w, xc, wc, p, dt, x_shape = x.shape(), w_shape = w.shape(), y4 = s.y4,
+                                         b_dtype = b.defined() ? b.dtype() : dtype](const Tensor& g_in,
+                                                                                    autodiff::InputGrads& gi) {
+    const DType dtype = dt.result;
     if (gi.create_graph()) {
       const ConvGeometry geo{p, xc.shape(), wc.shape(), y4};
-      // Mixed operands compute in float32, as the forward did.
-      const DType compute = mixed ? DType::float32 : dtype;
+      const DType compute = dt.compute();
       std::optional<amp::detail::AutocastOff> off;
-      if (mixed) off.emplace();
+      if (dt.mixed) off.emplace();
       const Tensor g4 = reshaped(F::astype(g_in, compute), y4);
       const auto part = [&](ConvPart which, const Tensor& other, const Shape& shape, DType result) {
         return F::astype(conv_part(which, g4, reshaped(F::astype(other, compute), shape), geo), result);
@@ -299,10 +311,8 @@ Tensor conv_transpose2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_
   sizes::numel(y_shape, kOp);
 
   Tensor x = x_in, w = w_in, b = b_in;
-  const std::optional<DType> mixed = amp::autocast_product_inputs(OpKind::conv_transpose2d, {&x, &w, &b});
-  if (mixed) ops::check_mixed_operands(kOp, *mixed, {&x, &w, &b});
-  else check_conv_dtypes(kOp, x, w, b);
-  const DType dtype = mixed.value_or(x.dtype());
+  const ConvDtypes dt = autocast_conv(OpKind::conv_transpose2d, kOp, x, w, b);
+  const DType dtype = dt.result;
   sizes::nbytes(y_shape, dtype, kOp);
 
   // The conv2d this op transposes maps y's shape to x's: same geometry.
@@ -316,15 +326,15 @@ Tensor conv_transpose2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_
     backend::binary(backend::BinaryOp::add, y, as_shape(bc, Shape{1, out_ch, 1, 1}), y);
   }
 
-  autodiff::record(OpKind::conv_transpose2d, {&x, &w, &b}, y, [x, w, xc, wc, p, dtype, mixed = mixed.has_value(),
+  autodiff::record(OpKind::conv_transpose2d, {&x, &w, &b}, y, [x, w, xc, wc, p, dt,
                                                                b_dtype = b.defined() ? b.dtype() : dtype](
                                                                   const Tensor& g_in, autodiff::InputGrads& gi) {
+    const DType dtype = dt.result;
     if (gi.create_graph()) {
-      // This op is conv2d's data part in the geometry mapping g's shape to
-      // x's; mixed operands compute in float32, as the forward did.
-      const DType compute = mixed ? DType::float32 : dtype;
+      // This op is conv2d's data part in the geometry mapping g's shape to x's.
+      const DType compute = dt.compute();
       std::optional<amp::detail::AutocastOff> off;
-      if (mixed) off.emplace();
+      if (dt.mixed) off.emplace();
       const Tensor g = F::astype(g_in, compute);
       const ConvGeometry geo{p, g.shape(), wc.shape(), xc.shape()};
       if (gi.needs(0)) gi.set(0, F::astype(conv_part(ConvPart::forward, g, F::astype(w, compute), geo), x.dtype()));
