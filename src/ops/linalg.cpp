@@ -190,10 +190,14 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
       const Tensor b2 = b.ndim() == 1 ? F::unsqueeze(b, 1) : b;
       Shape g2_shape = full_shape;  // g with the vectors' unit dims, batch dims as broadcast
       const Tensor g2 = F::reshape(g_in, g2_shape);
-      if (gi.needs(0))
-        gi.set(0, F::reshape(F::sum_to(recorded_product(g2, F::transpose(b2, -1, -2), a.dtype()), a2.shape()), a_shape));
-      if (gi.needs(1))
-        gi.set(1, F::reshape(F::sum_to(recorded_product(F::transpose(a2, -1, -2), g2, b.dtype()), b2.shape()), b_shape));
+      if (gi.needs(0)) {
+        const Tensor ga = recorded_product(g2, F::transpose(b2, -1, -2), a.dtype());
+        gi.set(0, F::reshape(F::sum_to(ga, a2.shape()), a_shape));
+      }
+      if (gi.needs(1)) {
+        const Tensor gb = recorded_product(F::transpose(a2, -1, -2), g2, b.dtype());
+        gi.set(1, F::reshape(F::sum_to(gb, b2.shape()), b_shape));
+      }
       return;
     }
     const Tensor g = F::reshape(ops::dense(g_in, g_dtype), full_shape);

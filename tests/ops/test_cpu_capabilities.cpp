@@ -266,7 +266,8 @@ BOOST_AUTO_TEST_CASE(mixed_products_take_16_bit_activations_and_give_second_orde
   const Tensor gw = w.grad();
   BOOST_TEST(gw.dtype() == DType::float32);
   const Tensor x_rows = F::sum(F::reshape(x16.to(DType::float32), {15, 8}), {0});
-  for (int64_t o = 0; o < 6; ++o) BOOST_TEST(max_relative_error(F::reshape(F::narrow(gw, 0, o, 1), {8}), x_rows) < 1e-6);
+  for (int64_t o = 0; o < 6; ++o)
+    BOOST_TEST(max_relative_error(F::reshape(F::narrow(gw, 0, o, 1), {8}), x_rows) < 1e-6);
   // gx = ones · w, recorded: d/dw sum(gx * c) = the sum of c's rows (c
   // rounded to gx's bfloat16 on its way back), for every output.
   const Tensor gx = x16.grad();
@@ -324,7 +325,9 @@ BOOST_AUTO_TEST_CASE(convolutions_read_float32_weights_as_they_are_without_16_bi
   namespace onednn = mg::backend::onednn;
   const Tensor x = mg::normal({2, 3, 8, 8}), r = mg::normal({2, 8, 8, 8});
   const Tensor w = mg::normal({8, 3, 3, 3}), b = mg::normal({8});
-  const auto conv = [](const Tensor& x, const Tensor& w, const Tensor& b) { return F::conv2d(x, w, b, {.padding = 1}); };
+  const auto conv = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+    return F::conv2d(x, w, b, {.padding = 1});
+  };
   for (const onednn::Mode mode : {onednn::Mode::always, onednn::Mode::never})
     for (const DType low : {DType::bfloat16, DType::float16}) {
       BOOST_TEST_CONTEXT(mg::to_string(low) << (mode == onednn::Mode::always ? ", oneDNN" : ", built-in")) {
