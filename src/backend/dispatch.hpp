@@ -11,9 +11,12 @@
 //
 //   cpu/matmul.cpp    defines the stub with its CPU kernel, so every stub has
 //                     one (the stub is constant-initialised, before any code runs):
-//                       constinit Stub<MatmulFn, 3> matmul{"matmul", cpu::matmul};
+//                       MIXGRAD_CPU_KERNEL(matmul, cpu::matmul);
 //   cuda/matmul.cpp   registers the CUDA kernel while the library loads:
-//                       const CudaKernel matmul_on_cuda{backend::matmul, matmul};
+//                       MIXGRAD_CUDA_KERNEL(matmul, matmul);
+//
+// (as PyTorch's REGISTER_DISPATCH: the type, the device argument and the
+// name are those of the declaration, written once).
 //
 // A stub with no CUDA kernel (or a build without the CUDA backend) throws
 // DeviceError naming the op for CUDA tensors. tests/core/test_dispatch.cpp
@@ -90,3 +93,18 @@ struct CudaKernel {
 };
 
 }  // namespace mixgrad::backend
+
+/// Defines `stub`, declared in its family's header, with its CPU kernel (in
+/// the family's cpu/ file, inside namespace mixgrad::backend). The stub's
+/// type and device argument come from that declaration, and its name in
+/// messages is the stub's own, so each is written once:
+///
+///   MIXGRAD_CPU_KERNEL(conv2d_forward, cpu::conv2d_forward);
+#define MIXGRAD_CPU_KERNEL(stub, kernel) constinit decltype(::mixgrad::backend::stub) stub{#stub, kernel}
+
+/// Registers `kernel` as `stub`'s CUDA kernel at load time (in the family's
+/// cuda/ file):
+///
+///   MIXGRAD_CUDA_KERNEL(conv2d_forward, conv2d_forward);
+#define MIXGRAD_CUDA_KERNEL(stub, kernel) \
+  const ::mixgrad::backend::CudaKernel stub##_on_cuda { ::mixgrad::backend::stub, kernel }

@@ -50,15 +50,15 @@ struct ElementwiseKernels {
     table[static_cast<size_t>(op)](grad, saved, dx, params);
   }
   static void binary(BinaryOp op, const Operand& a, const Operand& b, const Tensor& out) {
-    static constexpr auto table = elementwise_tables::binary<BinaryEntry>();
+    static constexpr auto table = elementwise_tables::table<BinaryEntry>(elementwise_tables::binary_functors);
     table[static_cast<size_t>(op)](a, b, out);
   }
   static void binary_grad(BinaryGradOp op, const Tensor& grad, const Operand& x, const Operand& y, const Tensor& dx) {
-    static constexpr auto table = elementwise_tables::binary_grad<BinaryGradEntry>();
+    static constexpr auto table = elementwise_tables::table<BinaryGradEntry>(elementwise_tables::binary_grad_functors);
     table[static_cast<size_t>(op)](grad, x, y, dx);
   }
   static void compare(CompareOp op, const Operand& a, const Operand& b, const Tensor& out) {
-    static constexpr auto table = elementwise_tables::compare<CompareEntry>();
+    static constexpr auto table = elementwise_tables::table<CompareEntry>(elementwise_tables::compare_functors);
     table[static_cast<size_t>(op)](a, b, out);
   }
 

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstddef>
+#include <tuple>
 
 #include "backend/elementwise.hpp"
 #include "kernels/binary.hpp"
@@ -39,37 +40,36 @@ constexpr auto unary() {
   return table;
 }
 
-/// Entry<F>::fn for each BinaryOp's functor F, from core/binary_ops.def.
-template <template <template <class> class> class Entry>
-constexpr auto binary() {
-  using namespace kernels;
-  return std::array{
-#define MIXGRAD_BINARY_OP(name, functor) Entry<functor>::fn,
+/// A functor family (a class template over the element type) as a value.
+template <template <class> class F>
+struct Functor {};
+
+/// Entry<F>::fn for each functor family F of a list.
+template <template <template <class> class> class Entry, template <class> class... F>
+constexpr auto table(std::tuple<Functor<F>...>) {
+  return std::array{Entry<F>::fn...};
+}
+
+/// The functors of the BinaryOps, BinaryGradOps and CompareOps, in their
+/// order, from core/binary_ops.def.
+#define MIXGRAD_BINARY_OP(name, functor) Functor<kernels::functor>{},
+inline constexpr std::tuple binary_functors{
 #include "core/binary_ops.def"
+};
 #undef MIXGRAD_BINARY_OP
-  };
-}
-
-/// Entry<F>::fn for each BinaryGradOp's functor F, from core/binary_ops.def.
-template <template <template <class> class> class Entry>
-constexpr auto binary_grad() {
-  using namespace kernels;
-  return std::array{
-#define MIXGRAD_BINARY_GRAD_OP(name, functor) Entry<functor>::fn,
+#define MIXGRAD_BINARY_GRAD_OP(name, functor) Functor<kernels::functor>{},
+inline constexpr std::tuple binary_grad_functors{
 #include "core/binary_ops.def"
+};
 #undef MIXGRAD_BINARY_GRAD_OP
-  };
-}
-
-/// Entry<F>::fn for each CompareOp's functor F, from core/binary_ops.def.
-template <template <template <class> class> class Entry>
-constexpr auto compare() {
-  using namespace kernels;
-  return std::array{
-#define MIXGRAD_COMPARE_OP(name, functor) Entry<functor>::fn,
+#define MIXGRAD_COMPARE_OP(name, functor) Functor<kernels::functor>{},
+inline constexpr std::tuple compare_functors{
 #include "core/binary_ops.def"
+};
 #undef MIXGRAD_COMPARE_OP
-  };
-}
+
+static_assert(one_per_op<BinaryOp, std::tuple_size_v<decltype(binary_functors)>>());
+static_assert(one_per_op<BinaryGradOp, std::tuple_size_v<decltype(binary_grad_functors)>>());
+static_assert(one_per_op<CompareOp, std::tuple_size_v<decltype(compare_functors)>>());
 
 }  // namespace mixgrad::backend::elementwise_tables

@@ -16,20 +16,16 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/cast.hpp"
 
 namespace mixgrad::kernels {
 
-/// Accumulator type of reductions over T.
-template <class T> struct accumulate_type { using type = float; };
-template <> struct accumulate_type<double> { using type = double; };
-template <> struct accumulate_type<int32_t> { using type = int64_t; };
-template <> struct accumulate_type<int64_t> { using type = int64_t; };
-template <> struct accumulate_type<int8_t> { using type = int64_t; };
-template <> struct accumulate_type<uint8_t> { using type = int64_t; };
-template <> struct accumulate_type<bool> { using type = int64_t; };
-template <class T> using acc_t = typename accumulate_type<T>::type;
+/// Accumulator type of reductions over T: int64 for integers and bool (a
+/// sum of bools counts), else the type arithmetic on T is carried out in.
+template <class T>
+using acc_t = std::conditional_t<std::is_integral_v<T>, int64_t, compute_t<T>>;
 
 template <class A>
 struct SumReducer {

@@ -411,7 +411,7 @@ bool attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, c
 
 namespace mixgrad::backend {
 
-constinit Stub<AttentionForwardFn, 0> attention_forward{"attention_forward", cpu::attention_forward};
-constinit Stub<AttentionBackwardFn, 0> attention_backward{"attention_backward", cpu::attention_backward};
+MIXGRAD_CPU_KERNEL(attention_forward, cpu::attention_forward);
+MIXGRAD_CPU_KERNEL(attention_backward, cpu::attention_backward);
 
 }  // namespace mixgrad::backend

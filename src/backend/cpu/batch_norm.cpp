@@ -764,9 +764,8 @@ void batch_norm_update_running(const BatchNormRunningUpdate& a) {
 
 namespace mixgrad::backend {
 
-constinit Stub<BatchNormForwardFn, 0> batch_norm_forward{"batch_norm_forward", cpu::batch_norm_forward};
-constinit Stub<BatchNormBackwardFn, 0> batch_norm_backward{"batch_norm_backward", cpu::batch_norm_backward};
-constinit Stub<BatchNormUpdateRunningFn, 0> batch_norm_update_running{"batch_norm_update_running",
-                                                                      cpu::batch_norm_update_running};
+MIXGRAD_CPU_KERNEL(batch_norm_forward, cpu::batch_norm_forward);
+MIXGRAD_CPU_KERNEL(batch_norm_backward, cpu::batch_norm_backward);
+MIXGRAD_CPU_KERNEL(batch_norm_update_running, cpu::batch_norm_update_running);
 
 }  // namespace mixgrad::backend

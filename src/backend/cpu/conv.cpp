@@ -264,9 +264,8 @@ void conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw
 
 namespace mixgrad::backend {
 
-constinit Stub<Conv2dForwardFn, 3> conv2d_forward{"conv2d_forward", cpu::conv2d_forward};
-constinit Stub<Conv2dBackwardDataFn, 2> conv2d_backward_data{"conv2d_backward_data", cpu::conv2d_backward_data};
-constinit Stub<Conv2dBackwardWeightsFn, 2> conv2d_backward_weights{"conv2d_backward_weights",
-                                                                   cpu::conv2d_backward_weights};
+MIXGRAD_CPU_KERNEL(conv2d_forward, cpu::conv2d_forward);
+MIXGRAD_CPU_KERNEL(conv2d_backward_data, cpu::conv2d_backward_data);
+MIXGRAD_CPU_KERNEL(conv2d_backward_weights, cpu::conv2d_backward_weights);
 
 }  // namespace mixgrad::backend

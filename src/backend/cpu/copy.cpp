@@ -139,8 +139,8 @@ void accumulate(const Tensor& dst, const Tensor& src) {
 
 namespace mixgrad::backend {
 
-constinit Stub<CopyFn, 1> copy_kernel{"copy", cpu::copy};
-constinit Stub<FillFn, 0> fill{"fill", cpu::fill};
-constinit Stub<AccumulateFn, 0> accumulate_kernel{"accumulate", cpu::accumulate};
+MIXGRAD_CPU_KERNEL(copy_kernel, cpu::copy);
+MIXGRAD_CPU_KERNEL(fill, cpu::fill);
+MIXGRAD_CPU_KERNEL(accumulate_kernel, cpu::accumulate);
 
 }  // namespace mixgrad::backend

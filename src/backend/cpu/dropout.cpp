@@ -33,6 +33,6 @@ void dropout_apply(const Tensor& src, const Tensor& dst, const DropoutParams& p)
 
 namespace mixgrad::backend {
 
-constinit Stub<DropoutApplyFn, 1> dropout_apply{"dropout_apply", cpu::dropout_apply};
+MIXGRAD_CPU_KERNEL(dropout_apply, cpu::dropout_apply);
 
 }  // namespace mixgrad::backend

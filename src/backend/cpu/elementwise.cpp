@@ -94,11 +94,11 @@ void where(const Tensor& cond, const Operand& a, const Operand& b, const Tensor&
 
 namespace mixgrad::backend {
 
-constinit Stub<UnaryFn, 2> unary{"unary", cpu::Kernels::unary};
-constinit Stub<UnaryGradFn, 3> unary_grad{"unary_grad", cpu::Kernels::unary_grad};
-constinit Stub<BinaryFn, 3> binary{"binary", cpu::Kernels::binary};
-constinit Stub<BinaryGradFn, 4> binary_grad{"binary_grad", cpu::Kernels::binary_grad};
-constinit Stub<CompareFn, 3> compare{"compare", cpu::Kernels::compare};
-constinit Stub<WhereFn, 3> where{"where", cpu::where};
+MIXGRAD_CPU_KERNEL(unary, cpu::Kernels::unary);
+MIXGRAD_CPU_KERNEL(unary_grad, cpu::Kernels::unary_grad);
+MIXGRAD_CPU_KERNEL(binary, cpu::Kernels::binary);
+MIXGRAD_CPU_KERNEL(binary_grad, cpu::Kernels::binary_grad);
+MIXGRAD_CPU_KERNEL(compare, cpu::Kernels::compare);
+MIXGRAD_CPU_KERNEL(where, cpu::where);
 
 }  // namespace mixgrad::backend

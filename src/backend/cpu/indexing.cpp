@@ -209,12 +209,12 @@ void check_indices(const char* op, const Tensor& index, int64_t extent, const st
 
 namespace mixgrad::backend {
 
-constinit Stub<CheckIndicesFn, 1> check_indices{"check_indices", cpu::check_indices};
-constinit Stub<IndexSelectFn, 3> index_select{"index_select", cpu::index_select};
-constinit Stub<IndexAddFn, 3> index_add{"index_add", cpu::index_add};
-constinit Stub<GatherFn, 3> gather{"gather", cpu::gather};
-constinit Stub<ScatterAddFn, 3> scatter_add{"scatter_add", cpu::scatter_add};
-constinit Stub<IndexPutRowsFn, 3> index_put_rows{"index_put_rows", cpu::index_put_rows};
-constinit Stub<IndexPutFn, 3> index_put{"index_put", cpu::index_put};
+MIXGRAD_CPU_KERNEL(check_indices, cpu::check_indices);
+MIXGRAD_CPU_KERNEL(index_select, cpu::index_select);
+MIXGRAD_CPU_KERNEL(index_add, cpu::index_add);
+MIXGRAD_CPU_KERNEL(gather, cpu::gather);
+MIXGRAD_CPU_KERNEL(scatter_add, cpu::scatter_add);
+MIXGRAD_CPU_KERNEL(index_put_rows, cpu::index_put_rows);
+MIXGRAD_CPU_KERNEL(index_put, cpu::index_put);
 
 }  // namespace mixgrad::backend

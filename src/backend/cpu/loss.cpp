@@ -414,12 +414,11 @@ void pointwise_loss_backward(const PointwiseLossArgs& a, const Tensor& grad_out,
 
 namespace mixgrad::backend {
 
-constinit Stub<CrossEntropyForwardFn, 1> cross_entropy_forward{"cross_entropy_forward", cpu::cross_entropy_forward};
-constinit Stub<CrossEntropyBackwardFn, 3> cross_entropy_backward{"cross_entropy_backward", cpu::cross_entropy_backward};
-constinit Stub<NllLossForwardFn, 1> nll_loss_forward{"nll_loss_forward", cpu::nll_loss_forward};
-constinit Stub<NllLossBackwardFn, 2> nll_loss_backward{"nll_loss_backward", cpu::nll_loss_backward};
-constinit Stub<PointwiseLossForwardFn, 1> pointwise_loss_forward{"pointwise_loss_forward", cpu::pointwise_loss_forward};
-constinit Stub<PointwiseLossBackwardFn, 1> pointwise_loss_backward{"pointwise_loss_backward",
-                                                                   cpu::pointwise_loss_backward};
+MIXGRAD_CPU_KERNEL(cross_entropy_forward, cpu::cross_entropy_forward);
+MIXGRAD_CPU_KERNEL(cross_entropy_backward, cpu::cross_entropy_backward);
+MIXGRAD_CPU_KERNEL(nll_loss_forward, cpu::nll_loss_forward);
+MIXGRAD_CPU_KERNEL(nll_loss_backward, cpu::nll_loss_backward);
+MIXGRAD_CPU_KERNEL(pointwise_loss_forward, cpu::pointwise_loss_forward);
+MIXGRAD_CPU_KERNEL(pointwise_loss_backward, cpu::pointwise_loss_backward);
 
 }  // namespace mixgrad::backend

@@ -48,7 +48,7 @@ void update_scale(const Tensor& scale, const Tensor& inv_scale, const Tensor& gr
 
 namespace mixgrad::backend {
 
-constinit Stub<ScaleCopyFn, 1> scale_copy_kernel{"scale_copy", cpu::scale_copy};
-constinit Stub<UpdateScaleFn, 0> update_scale{"update_scale", cpu::update_scale};
+MIXGRAD_CPU_KERNEL(scale_copy_kernel, cpu::scale_copy);
+MIXGRAD_CPU_KERNEL(update_scale, cpu::update_scale);
 
 }  // namespace mixgrad::backend

@@ -188,6 +188,6 @@ void matmul(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& 
 
 namespace mixgrad::backend {
 
-constinit Stub<MatmulFn, 3> matmul{"matmul", cpu::matmul};
+MIXGRAD_CPU_KERNEL(matmul, cpu::matmul);
 
 }  // namespace mixgrad::backend

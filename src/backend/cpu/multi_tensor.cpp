@@ -359,10 +359,9 @@ void clip_by_norm(std::span<const Tensor> tensors, const Tensor& norm, double ma
 
 namespace mixgrad::backend {
 
-constinit Stub<NonFiniteCheckFn, 1> non_finite_check_and_unscale_kernel{"non_finite_check_and_unscale",
-                                                                       cpu::non_finite_check_and_unscale};
-constinit Stub<NonFiniteCheckFn, 1> non_finite_check_kernel{"non_finite_check", cpu::non_finite_check};
-constinit Stub<GradNormFn, 2> grad_norm_kernel{"grad_norm", cpu::grad_norm};
-constinit Stub<ClipByNormFn, 1> clip_by_norm_kernel{"clip_by_norm", cpu::clip_by_norm};
+MIXGRAD_CPU_KERNEL(non_finite_check_and_unscale_kernel, cpu::non_finite_check_and_unscale);
+MIXGRAD_CPU_KERNEL(non_finite_check_kernel, cpu::non_finite_check);
+MIXGRAD_CPU_KERNEL(grad_norm_kernel, cpu::grad_norm);
+MIXGRAD_CPU_KERNEL(clip_by_norm_kernel, cpu::clip_by_norm);
 
 }  // namespace mixgrad::backend

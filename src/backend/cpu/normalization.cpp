@@ -170,7 +170,7 @@ void layer_norm_backward(const LayerNormArgs& a, const LayerNormOutputs& saved, 
 
 namespace mixgrad::backend {
 
-constinit Stub<LayerNormForwardFn, 0> layer_norm_forward{"layer_norm_forward", cpu::layer_norm_forward};
-constinit Stub<LayerNormBackwardFn, 0> layer_norm_backward{"layer_norm_backward", cpu::layer_norm_backward};
+MIXGRAD_CPU_KERNEL(layer_norm_forward, cpu::layer_norm_forward);
+MIXGRAD_CPU_KERNEL(layer_norm_backward, cpu::layer_norm_backward);
 
 }  // namespace mixgrad::backend

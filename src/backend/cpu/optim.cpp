@@ -190,7 +190,7 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
 
 namespace mixgrad::backend {
 
-constinit Stub<SgdUpdateFn, 0> sgd_update{"sgd_update", cpu::sgd_update};
-constinit Stub<AdamUpdateFn, 0> adam_update{"adam_update", cpu::adam_update};
+MIXGRAD_CPU_KERNEL(sgd_update, cpu::sgd_update);
+MIXGRAD_CPU_KERNEL(adam_update, cpu::adam_update);
 
 }  // namespace mixgrad::backend

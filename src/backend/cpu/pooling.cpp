@@ -284,15 +284,13 @@ void adaptive_avg_pool2d_backward(const Tensor& gy, const Tensor& gx) {
 
 namespace mixgrad::backend {
 
-constinit Stub<MaxPool2dForwardFn, 1> max_pool2d_forward{"max_pool2d_forward", cpu::max_pool2d_forward};
-constinit Stub<MaxPool2dBackwardFn, 2> max_pool2d_backward{"max_pool2d_backward", cpu::max_pool2d_backward};
-constinit Stub<MaxPool2dArgmaxFn, 1> max_pool2d_argmax{"max_pool2d_argmax", cpu::max_pool2d_argmax};
-constinit Stub<MaxPool2dGatherFn, 2> max_pool2d_gather{"max_pool2d_gather", cpu::max_pool2d_gather};
-constinit Stub<AvgPool2dForwardFn, 1> avg_pool2d_forward{"avg_pool2d_forward", cpu::avg_pool2d_forward};
-constinit Stub<AvgPool2dBackwardFn, 1> avg_pool2d_backward{"avg_pool2d_backward", cpu::avg_pool2d_backward};
-constinit Stub<AdaptiveAvgPool2dForwardFn, 1> adaptive_avg_pool2d_forward{"adaptive_avg_pool2d_forward",
-                                                                          cpu::adaptive_avg_pool2d_forward};
-constinit Stub<AdaptiveAvgPool2dBackwardFn, 1> adaptive_avg_pool2d_backward{"adaptive_avg_pool2d_backward",
-                                                                            cpu::adaptive_avg_pool2d_backward};
+MIXGRAD_CPU_KERNEL(max_pool2d_forward, cpu::max_pool2d_forward);
+MIXGRAD_CPU_KERNEL(max_pool2d_backward, cpu::max_pool2d_backward);
+MIXGRAD_CPU_KERNEL(max_pool2d_argmax, cpu::max_pool2d_argmax);
+MIXGRAD_CPU_KERNEL(max_pool2d_gather, cpu::max_pool2d_gather);
+MIXGRAD_CPU_KERNEL(avg_pool2d_forward, cpu::avg_pool2d_forward);
+MIXGRAD_CPU_KERNEL(avg_pool2d_backward, cpu::avg_pool2d_backward);
+MIXGRAD_CPU_KERNEL(adaptive_avg_pool2d_forward, cpu::adaptive_avg_pool2d_forward);
+MIXGRAD_CPU_KERNEL(adaptive_avg_pool2d_backward, cpu::adaptive_avg_pool2d_backward);
 
 }  // namespace mixgrad::backend

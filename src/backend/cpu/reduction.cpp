@@ -614,13 +614,13 @@ void prod_grad(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx) {
 
 namespace mixgrad::backend {
 
-constinit Stub<ReduceFn, 3> reduce{"reduce", cpu::reduce};
-constinit Stub<ArgReduceFn, 3> arg_reduce{"arg_reduce", cpu::arg_reduce};
-constinit Stub<PutAlongLastAxisFn, 2> put_along_last_axis{"put_along_last_axis", cpu::put_along_last_axis};
-constinit Stub<VarGradFn, 4> var_grad{"var_grad", cpu::var_grad};
-constinit Stub<NormGradFn, 4> norm_grad{"norm_grad", cpu::norm_grad};
-constinit Stub<SumChannelsFn, 4> sum_channels{"sum_channels", cpu::sum_channels};
-constinit Stub<ProdFn, 2> prod{"prod", cpu::prod};
-constinit Stub<ProdGradFn, 3> prod_grad{"prod_grad", cpu::prod_grad};
+MIXGRAD_CPU_KERNEL(reduce, cpu::reduce);
+MIXGRAD_CPU_KERNEL(arg_reduce, cpu::arg_reduce);
+MIXGRAD_CPU_KERNEL(put_along_last_axis, cpu::put_along_last_axis);
+MIXGRAD_CPU_KERNEL(var_grad, cpu::var_grad);
+MIXGRAD_CPU_KERNEL(norm_grad, cpu::norm_grad);
+MIXGRAD_CPU_KERNEL(sum_channels, cpu::sum_channels);
+MIXGRAD_CPU_KERNEL(prod, cpu::prod);
+MIXGRAD_CPU_KERNEL(prod_grad, cpu::prod_grad);
 
 }  // namespace mixgrad::backend

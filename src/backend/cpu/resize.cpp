@@ -316,9 +316,9 @@ void upsample2d_backward(const Tensor& gy, const Tensor& gx, const UpsampleParam
 
 namespace mixgrad::backend {
 
-constinit Stub<PadForwardFn, 1> pad_forward{"pad_forward", cpu::pad_forward};
-constinit Stub<PadBackwardFn, 1> pad_backward{"pad_backward", cpu::pad_backward};
-constinit Stub<Upsample2dForwardFn, 1> upsample2d_forward{"upsample2d_forward", cpu::upsample2d_forward};
-constinit Stub<Upsample2dBackwardFn, 1> upsample2d_backward{"upsample2d_backward", cpu::upsample2d_backward};
+MIXGRAD_CPU_KERNEL(pad_forward, cpu::pad_forward);
+MIXGRAD_CPU_KERNEL(pad_backward, cpu::pad_backward);
+MIXGRAD_CPU_KERNEL(upsample2d_forward, cpu::upsample2d_forward);
+MIXGRAD_CPU_KERNEL(upsample2d_backward, cpu::upsample2d_backward);
 
 }  // namespace mixgrad::backend

@@ -38,6 +38,6 @@ void cumsum(const Tensor& x, Axis3 a, bool reverse, const Tensor& out) {
 
 namespace mixgrad::backend {
 
-constinit Stub<CumsumFn, 3> cumsum{"cumsum", cpu::cumsum};
+MIXGRAD_CPU_KERNEL(cumsum, cpu::cumsum);
 
 }  // namespace mixgrad::backend

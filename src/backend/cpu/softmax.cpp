@@ -204,7 +204,7 @@ void softmax_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, const
 
 namespace mixgrad::backend {
 
-constinit Stub<SoftmaxForwardFn, 1> softmax_forward{"softmax_forward", cpu::softmax_forward};
-constinit Stub<SoftmaxBackwardFn, 2> softmax_backward{"softmax_backward", cpu::softmax_backward};
+MIXGRAD_CPU_KERNEL(softmax_forward, cpu::softmax_forward);
+MIXGRAD_CPU_KERNEL(softmax_backward, cpu::softmax_backward);
 
 }  // namespace mixgrad::backend

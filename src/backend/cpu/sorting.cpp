@@ -88,6 +88,6 @@ void sort_lines(const Tensor& x, Axis3 a, int64_t k, bool descending, const Tens
 
 namespace mixgrad::backend {
 
-constinit Stub<SortLinesFn, 4> sort_lines{"sort_lines", cpu::sort_lines};
+MIXGRAD_CPU_KERNEL(sort_lines, cpu::sort_lines);
 
 }  // namespace mixgrad::backend

@@ -275,7 +275,7 @@ bool attention_backward(const AttentionArgs&, const AttentionOutputs&, const Ten
 
 namespace mixgrad::backend::cuda {
 
-const CudaKernel attention_forward_on_cuda{backend::attention_forward, attention_forward};
-const CudaKernel attention_backward_on_cuda{backend::attention_backward, attention_backward};
+MIXGRAD_CUDA_KERNEL(attention_forward, attention_forward);
+MIXGRAD_CUDA_KERNEL(attention_backward, attention_backward);
 
 }  // namespace mixgrad::backend::cuda

@@ -187,8 +187,8 @@ void batch_norm_update_running(const BatchNormRunningUpdate& a) {
   update_running(a.running_var, a.var, a.momentum, a.var_correction, stream);
 }
 
-const CudaKernel batch_norm_forward_on_cuda{backend::batch_norm_forward, batch_norm_forward};
-const CudaKernel batch_norm_backward_on_cuda{backend::batch_norm_backward, batch_norm_backward};
-const CudaKernel batch_norm_update_running_on_cuda{backend::batch_norm_update_running, batch_norm_update_running};
+MIXGRAD_CUDA_KERNEL(batch_norm_forward, batch_norm_forward);
+MIXGRAD_CUDA_KERNEL(batch_norm_backward, batch_norm_backward);
+MIXGRAD_CUDA_KERNEL(batch_norm_update_running, batch_norm_update_running);
 
 }  // namespace mixgrad::backend::cuda

@@ -335,8 +335,8 @@ void conv2d_backward_weights(const Tensor&, const Tensor&, const Tensor&, const 
 
 namespace mixgrad::backend::cuda {
 
-const CudaKernel conv2d_forward_on_cuda{backend::conv2d_forward, conv2d_forward};
-const CudaKernel conv2d_backward_data_on_cuda{backend::conv2d_backward_data, conv2d_backward_data};
-const CudaKernel conv2d_backward_weights_on_cuda{backend::conv2d_backward_weights, conv2d_backward_weights};
+MIXGRAD_CUDA_KERNEL(conv2d_forward, conv2d_forward);
+MIXGRAD_CUDA_KERNEL(conv2d_backward_data, conv2d_backward_data);
+MIXGRAD_CUDA_KERNEL(conv2d_backward_weights, conv2d_backward_weights);
 
 }  // namespace mixgrad::backend::cuda

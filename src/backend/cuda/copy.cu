@@ -203,8 +203,8 @@ void transfer(const Tensor& src, const Tensor& dst) {
   if (dst.device().is_cpu()) run_pending_checks(on.index());
 }
 
-const CudaKernel copy_on_cuda{backend::copy_kernel, copy};
-const CudaKernel fill_on_cuda{backend::fill, fill};
-const CudaKernel accumulate_on_cuda{backend::accumulate_kernel, accumulate};
+MIXGRAD_CUDA_KERNEL(copy_kernel, copy);
+MIXGRAD_CUDA_KERNEL(fill, fill);
+MIXGRAD_CUDA_KERNEL(accumulate_kernel, accumulate);
 
 }  // namespace mixgrad::backend::cuda

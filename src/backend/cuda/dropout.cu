@@ -53,6 +53,6 @@ void dropout_apply(const Tensor& src, const Tensor& dst, const DropoutParams& p)
   MIXGRAD_CUDA_CHECK(cudaGetLastError());
 }
 
-const CudaKernel dropout_apply_on_cuda{backend::dropout_apply, dropout_apply};
+MIXGRAD_CUDA_KERNEL(dropout_apply, dropout_apply);
 
 }  // namespace mixgrad::backend::cuda

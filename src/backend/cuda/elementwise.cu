@@ -95,11 +95,11 @@ void where(const Tensor& cond, const Operand& a, const Operand& b, const Tensor&
   visit_dtype(out.dtype(), [&]<class T>() { where_typed<T>(cond, a, b, out); });
 }
 
-const CudaKernel unary_on_cuda{backend::unary, Kernels::unary};
-const CudaKernel unary_grad_on_cuda{backend::unary_grad, Kernels::unary_grad};
-const CudaKernel binary_on_cuda{backend::binary, Kernels::binary};
-const CudaKernel binary_grad_on_cuda{backend::binary_grad, Kernels::binary_grad};
-const CudaKernel compare_on_cuda{backend::compare, Kernels::compare};
-const CudaKernel where_on_cuda{backend::where, where};
+MIXGRAD_CUDA_KERNEL(unary, Kernels::unary);
+MIXGRAD_CUDA_KERNEL(unary_grad, Kernels::unary_grad);
+MIXGRAD_CUDA_KERNEL(binary, Kernels::binary);
+MIXGRAD_CUDA_KERNEL(binary_grad, Kernels::binary_grad);
+MIXGRAD_CUDA_KERNEL(compare, Kernels::compare);
+MIXGRAD_CUDA_KERNEL(where, where);
 
 }  // namespace mixgrad::backend::cuda

@@ -414,12 +414,12 @@ void index_put(const Tensor& values, const Tensor& rows, bool accumulate, const 
 // The kernels check their indices as they read them (IndexCheck).
 void check_indices(const char*, const Tensor&, int64_t, const std::string&) {}
 
-const CudaKernel check_indices_on_cuda{backend::check_indices, check_indices};
-const CudaKernel index_select_on_cuda{backend::index_select, index_select};
-const CudaKernel index_add_on_cuda{backend::index_add, index_add};
-const CudaKernel gather_on_cuda{backend::gather, gather};
-const CudaKernel scatter_add_on_cuda{backend::scatter_add, scatter_add};
-const CudaKernel index_put_rows_on_cuda{backend::index_put_rows, index_put_rows};
-const CudaKernel index_put_on_cuda{backend::index_put, index_put};
+MIXGRAD_CUDA_KERNEL(check_indices, check_indices);
+MIXGRAD_CUDA_KERNEL(index_select, index_select);
+MIXGRAD_CUDA_KERNEL(index_add, index_add);
+MIXGRAD_CUDA_KERNEL(gather, gather);
+MIXGRAD_CUDA_KERNEL(scatter_add, scatter_add);
+MIXGRAD_CUDA_KERNEL(index_put_rows, index_put_rows);
+MIXGRAD_CUDA_KERNEL(index_put, index_put);
 
 }  // namespace mixgrad::backend::cuda

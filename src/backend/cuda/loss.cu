@@ -369,11 +369,11 @@ void pointwise_loss_backward(const PointwiseLossArgs& a, const Tensor& grad_out,
   });
 }
 
-const CudaKernel cross_entropy_forward_on_cuda{backend::cross_entropy_forward, cross_entropy_forward};
-const CudaKernel cross_entropy_backward_on_cuda{backend::cross_entropy_backward, cross_entropy_backward};
-const CudaKernel nll_loss_forward_on_cuda{backend::nll_loss_forward, nll_loss_forward};
-const CudaKernel nll_loss_backward_on_cuda{backend::nll_loss_backward, nll_loss_backward};
-const CudaKernel pointwise_loss_forward_on_cuda{backend::pointwise_loss_forward, pointwise_loss_forward};
-const CudaKernel pointwise_loss_backward_on_cuda{backend::pointwise_loss_backward, pointwise_loss_backward};
+MIXGRAD_CUDA_KERNEL(cross_entropy_forward, cross_entropy_forward);
+MIXGRAD_CUDA_KERNEL(cross_entropy_backward, cross_entropy_backward);
+MIXGRAD_CUDA_KERNEL(nll_loss_forward, nll_loss_forward);
+MIXGRAD_CUDA_KERNEL(nll_loss_backward, nll_loss_backward);
+MIXGRAD_CUDA_KERNEL(pointwise_loss_forward, pointwise_loss_forward);
+MIXGRAD_CUDA_KERNEL(pointwise_loss_backward, pointwise_loss_backward);
 
 }  // namespace mixgrad::backend::cuda

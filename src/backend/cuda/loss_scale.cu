@@ -78,7 +78,7 @@ void update_scale(const Tensor& scale, const Tensor& inv_scale, const Tensor& gr
   MIXGRAD_CUDA_CHECK(cudaGetLastError());
 }
 
-const CudaKernel scale_copy_on_cuda{backend::scale_copy_kernel, scale_copy};
-const CudaKernel update_scale_on_cuda{backend::update_scale, update_scale};
+MIXGRAD_CUDA_KERNEL(scale_copy_kernel, scale_copy);
+MIXGRAD_CUDA_KERNEL(update_scale, update_scale);
 
 }  // namespace mixgrad::backend::cuda

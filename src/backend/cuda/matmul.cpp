@@ -278,6 +278,6 @@ void matmul(const Tensor& a_in, const Tensor& b_in, const Tensor& bias_in, const
   if (p.depth == 0 && bias.defined()) backend::binary(BinaryOp::add, Operand(out), Operand(bias), out);
 }
 
-const CudaKernel matmul_on_cuda{backend::matmul, matmul};
+MIXGRAD_CUDA_KERNEL(matmul, matmul);
 
 }  // namespace mixgrad::backend::cuda

@@ -351,10 +351,9 @@ void clip_by_norm(std::span<const Tensor> tensors, const Tensor& norm, double ma
   scale_pass(tensors, src, nullptr, "clip_by_norm");
 }
 
-const CudaKernel non_finite_check_and_unscale_on_cuda{backend::non_finite_check_and_unscale_kernel,
-                                                     non_finite_check_and_unscale};
-const CudaKernel non_finite_check_on_cuda{backend::non_finite_check_kernel, non_finite_check};
-const CudaKernel grad_norm_on_cuda{backend::grad_norm_kernel, grad_norm};
-const CudaKernel clip_by_norm_on_cuda{backend::clip_by_norm_kernel, clip_by_norm};
+MIXGRAD_CUDA_KERNEL(non_finite_check_and_unscale_kernel, non_finite_check_and_unscale);
+MIXGRAD_CUDA_KERNEL(non_finite_check_kernel, non_finite_check);
+MIXGRAD_CUDA_KERNEL(grad_norm_kernel, grad_norm);
+MIXGRAD_CUDA_KERNEL(clip_by_norm_kernel, clip_by_norm);
 
 }  // namespace mixgrad::backend::cuda

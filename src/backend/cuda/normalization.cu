@@ -152,7 +152,7 @@ void layer_norm_backward(const LayerNormArgs& a, const LayerNormOutputs& saved, 
   });
 }
 
-const CudaKernel layer_norm_forward_on_cuda{backend::layer_norm_forward, layer_norm_forward};
-const CudaKernel layer_norm_backward_on_cuda{backend::layer_norm_backward, layer_norm_backward};
+MIXGRAD_CUDA_KERNEL(layer_norm_forward, layer_norm_forward);
+MIXGRAD_CUDA_KERNEL(layer_norm_backward, layer_norm_backward);
 
 }  // namespace mixgrad::backend::cuda

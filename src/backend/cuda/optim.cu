@@ -197,7 +197,7 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
   });
 }
 
-const CudaKernel sgd_update_on_cuda{backend::sgd_update, sgd_update};
-const CudaKernel adam_update_on_cuda{backend::adam_update, adam_update};
+MIXGRAD_CUDA_KERNEL(sgd_update, sgd_update);
+MIXGRAD_CUDA_KERNEL(adam_update, adam_update);
 
 }  // namespace mixgrad::backend::cuda

@@ -297,14 +297,13 @@ void adaptive_avg_pool2d_backward(const Tensor& gy, const Tensor& gx) {
   });
 }
 
-const CudaKernel max_pool2d_forward_on_cuda{backend::max_pool2d_forward, max_pool2d_forward};
-const CudaKernel max_pool2d_backward_on_cuda{backend::max_pool2d_backward, max_pool2d_backward};
-const CudaKernel max_pool2d_argmax_on_cuda{backend::max_pool2d_argmax, max_pool2d_argmax};
-const CudaKernel max_pool2d_gather_on_cuda{backend::max_pool2d_gather, max_pool2d_gather};
-const CudaKernel avg_pool2d_forward_on_cuda{backend::avg_pool2d_forward, avg_pool2d_forward};
-const CudaKernel avg_pool2d_backward_on_cuda{backend::avg_pool2d_backward, avg_pool2d_backward};
-const CudaKernel adaptive_avg_pool2d_forward_on_cuda{backend::adaptive_avg_pool2d_forward, adaptive_avg_pool2d_forward};
-const CudaKernel adaptive_avg_pool2d_backward_on_cuda{backend::adaptive_avg_pool2d_backward,
-                                                      adaptive_avg_pool2d_backward};
+MIXGRAD_CUDA_KERNEL(max_pool2d_forward, max_pool2d_forward);
+MIXGRAD_CUDA_KERNEL(max_pool2d_backward, max_pool2d_backward);
+MIXGRAD_CUDA_KERNEL(max_pool2d_argmax, max_pool2d_argmax);
+MIXGRAD_CUDA_KERNEL(max_pool2d_gather, max_pool2d_gather);
+MIXGRAD_CUDA_KERNEL(avg_pool2d_forward, avg_pool2d_forward);
+MIXGRAD_CUDA_KERNEL(avg_pool2d_backward, avg_pool2d_backward);
+MIXGRAD_CUDA_KERNEL(adaptive_avg_pool2d_forward, adaptive_avg_pool2d_forward);
+MIXGRAD_CUDA_KERNEL(adaptive_avg_pool2d_backward, adaptive_avg_pool2d_backward);
 
 }  // namespace mixgrad::backend::cuda

@@ -392,13 +392,13 @@ void prod_grad(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx) {
   MIXGRAD_CUDA_CHECK(cudaGetLastError());
 }
 
-const CudaKernel reduce_on_cuda{backend::reduce, reduce};
-const CudaKernel arg_reduce_on_cuda{backend::arg_reduce, arg_reduce};
-const CudaKernel put_along_last_axis_on_cuda{backend::put_along_last_axis, put_along_last_axis};
-const CudaKernel var_grad_on_cuda{backend::var_grad, var_grad};
-const CudaKernel norm_grad_on_cuda{backend::norm_grad, norm_grad};
-const CudaKernel sum_channels_on_cuda{backend::sum_channels, sum_channels};
-const CudaKernel prod_on_cuda{backend::prod, prod};
-const CudaKernel prod_grad_on_cuda{backend::prod_grad, prod_grad};
+MIXGRAD_CUDA_KERNEL(reduce, reduce);
+MIXGRAD_CUDA_KERNEL(arg_reduce, arg_reduce);
+MIXGRAD_CUDA_KERNEL(put_along_last_axis, put_along_last_axis);
+MIXGRAD_CUDA_KERNEL(var_grad, var_grad);
+MIXGRAD_CUDA_KERNEL(norm_grad, norm_grad);
+MIXGRAD_CUDA_KERNEL(sum_channels, sum_channels);
+MIXGRAD_CUDA_KERNEL(prod, prod);
+MIXGRAD_CUDA_KERNEL(prod_grad, prod_grad);
 
 }  // namespace mixgrad::backend::cuda

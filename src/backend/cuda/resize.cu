@@ -170,9 +170,9 @@ void upsample2d_backward(const Tensor& gy, const Tensor& gx, const UpsampleParam
   });
 }
 
-const CudaKernel pad_forward_on_cuda{backend::pad_forward, pad_forward};
-const CudaKernel pad_backward_on_cuda{backend::pad_backward, pad_backward};
-const CudaKernel upsample2d_forward_on_cuda{backend::upsample2d_forward, upsample2d_forward};
-const CudaKernel upsample2d_backward_on_cuda{backend::upsample2d_backward, upsample2d_backward};
+MIXGRAD_CUDA_KERNEL(pad_forward, pad_forward);
+MIXGRAD_CUDA_KERNEL(pad_backward, pad_backward);
+MIXGRAD_CUDA_KERNEL(upsample2d_forward, upsample2d_forward);
+MIXGRAD_CUDA_KERNEL(upsample2d_backward, upsample2d_backward);
 
 }  // namespace mixgrad::backend::cuda

@@ -46,6 +46,6 @@ void cumsum(const Tensor& x, Axis3 a, bool reverse, const Tensor& out) {
   MIXGRAD_CUDA_CHECK(cudaGetLastError());
 }
 
-const CudaKernel cumsum_on_cuda{backend::cumsum, cumsum};
+MIXGRAD_CUDA_KERNEL(cumsum, cumsum);
 
 }  // namespace mixgrad::backend::cuda

@@ -113,7 +113,7 @@ void softmax_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, const
   MIXGRAD_CUDA_CHECK(cudaGetLastError());
 }
 
-const CudaKernel softmax_forward_on_cuda{backend::softmax_forward, softmax_forward};
-const CudaKernel softmax_backward_on_cuda{backend::softmax_backward, softmax_backward};
+MIXGRAD_CUDA_KERNEL(softmax_forward, softmax_forward);
+MIXGRAD_CUDA_KERNEL(softmax_backward, softmax_backward);
 
 }  // namespace mixgrad::backend::cuda

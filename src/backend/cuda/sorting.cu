@@ -138,6 +138,6 @@ void sort_lines(const Tensor& x, Axis3 a, int64_t k, bool descending, const Tens
   visit_dtype(x.dtype(), [&]<class T>() { sort_typed<T>(x, a, k, descending, values, indices, stream); });
 }
 
-const CudaKernel sort_lines_on_cuda{backend::sort_lines, sort_lines};
+MIXGRAD_CUDA_KERNEL(sort_lines, sort_lines);
 
 }  // namespace mixgrad::backend::cuda
