@@ -9,6 +9,8 @@
 
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "core/simd.hpp"
 
 namespace mixgrad {
@@ -56,7 +58,13 @@ __attribute__((target("avx2,f16c"))) void f32_to_f16_f16c(const float* src, half
     const __m256 v = _mm256_loadu_ps(src + i);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
   }
-  for (; i < n; ++i) dst[i] = half(src[i]);
+  if (i < n) {  // the tail through one padded vector, not the software conversion
+    alignas(32) float in[8] = {};
+    alignas(16) half out[8];
+    std::memcpy(in, src + i, static_cast<size_t>(n - i) * sizeof(float));
+    _mm_store_si128(reinterpret_cast<__m128i*>(out), _mm256_cvtps_ph(_mm256_load_ps(in), _MM_FROUND_TO_NEAREST_INT));
+    std::memcpy(dst + i, out, static_cast<size_t>(n - i) * sizeof(half));
+  }
 }
 
 __attribute__((target("avx2,f16c"))) void f16_to_f32_f16c(const half* src, float* dst, int64_t n) {
@@ -65,7 +73,13 @@ __attribute__((target("avx2,f16c"))) void f16_to_f32_f16c(const half* src, float
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(v));
   }
-  for (; i < n; ++i) dst[i] = static_cast<float>(src[i]);
+  if (i < n) {
+    alignas(16) half in[8] = {};
+    alignas(32) float out[8];
+    std::memcpy(in, src + i, static_cast<size_t>(n - i) * sizeof(half));
+    _mm256_store_ps(out, _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(in))));
+    std::memcpy(dst + i, out, static_cast<size_t>(n - i) * sizeof(float));
+  }
 }
 
 // ---- AVX-512 -------------------------------------------------------------------
@@ -160,7 +174,7 @@ bool avx2() { return false; }
 void convert(const float* src, half* dst, int64_t n) {
 #if defined(__x86_64__) || defined(__i386__)
   if (avx512()) return f32_to_f16_avx512(src, dst, n);
-  if (has_f16c()) return f32_to_f16_f16c(src, dst, n);
+  if (avx2() || has_f16c()) return f32_to_f16_f16c(src, dst, n);  // the AVX2 level implies F16C
 #endif
   for (int64_t i = 0; i < n; ++i) dst[i] = half(src[i]);
 }
@@ -168,7 +182,7 @@ void convert(const float* src, half* dst, int64_t n) {
 void convert(const half* src, float* dst, int64_t n) {
 #if defined(__x86_64__) || defined(__i386__)
   if (avx512()) return f16_to_f32_avx512(src, dst, n);
-  if (has_f16c()) return f16_to_f32_f16c(src, dst, n);
+  if (avx2() || has_f16c()) return f16_to_f32_f16c(src, dst, n);
 #endif
   for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(src[i]);
 }

@@ -171,10 +171,12 @@ BOOST_AUTO_TEST_CASE(bulk_conversions_match_scalar_on_special_values_and_tails) 
   for (size_t i = 0; i < bits.size(); ++i) hb16[i] = static_cast<uint16_t>(bits[i] ^ (bits[i] >> 16));
 
   std::vector<mixgrad::simd::Level> levels{mixgrad::simd::Level::portable};
+  if (mixgrad::simd::available() >= mixgrad::simd::Level::avx2) levels.push_back(mixgrad::simd::Level::avx2);
   if (mixgrad::simd::available() == mixgrad::simd::Level::avx512) levels.push_back(mixgrad::simd::Level::avx512);
   for (auto level : levels) {
     mixgrad::simd::LevelScope scope(level);
-    for (size_t len : {size_t{1}, size_t{7}, size_t{15}, size_t{16}, size_t{17}, size_t{31}, size_t{33}, src.size()}) {
+    for (size_t len : {size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{15}, size_t{16}, size_t{17}, size_t{31},
+                       size_t{33}, src.size()}) {
       for (size_t start : {size_t{0}, size_t{3}}) {
         const size_t n = std::min(len, src.size() - start);
         std::vector<bfloat16> b(n + 1, bfloat16::from_bits(0x5555));
