@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "backend/copy.hpp"
 #include "core/sizes.hpp"
@@ -47,6 +48,41 @@ Shape infer_shape(const Shape& requested, int64_t numel, const Tensor& x) {
   return s;
 }
 
+/// Strides that show x's elements, in x's row-major order, as `target`; none
+/// when no strides can (the view would have to jump back). x's dims are cut
+/// into chunks whose elements follow each other at one base stride (each
+/// dim's stride the product of the next one's extent and stride; extent-1
+/// dims join any chunk); target's dims must then fill those chunks exactly,
+/// each chunk from its base stride up. So a dim with unit stride splits
+/// ([N, L, E] with rows 3E apart -> [N, L, H, E/H]) and merges of dims that
+/// follow each other stay views, as PyTorch's reshape / view do.
+std::optional<Shape> view_strides(const Tensor& x, const Shape& target) {
+  const Shape& ext = x.shape();
+  const Shape& st = x.strides();
+  if (x.numel() == 0 || x.ndim() == 0) return contiguous_strides(target);
+  Shape out = contiguous_strides(target);
+  int v = target.ndim() - 1;
+  int64_t base = st[x.ndim() - 1], chunk = 1, filled = 1;
+  for (int d = x.ndim() - 1; d >= 0; --d) {
+    chunk *= ext[d];
+    const bool chunk_ends = d == 0 || (ext[d - 1] != 1 && st[d - 1] != chunk * base);
+    if (!chunk_ends) continue;
+    while (v >= 0 && (filled < chunk || target[v] == 1)) {
+      out[v] = filled * base;
+      filled *= target[v];
+      --v;
+    }
+    if (filled != chunk) return std::nullopt;
+    if (d > 0) {
+      base = st[d - 1];
+      chunk = 1;
+      filled = 1;
+    }
+  }
+  if (v != -1) return std::nullopt;
+  return out;
+}
+
 }  // namespace
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
@@ -54,8 +90,8 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   const Shape target = infer_shape(shape, x.numel(), x);
   if (target == x.shape()) return x;
   Tensor out;
-  if (x.is_contiguous()) {  // a view
-    out = view::make(x, target, contiguous_strides(target), x.impl()->offset);
+  if (const std::optional<Shape> strides = view_strides(x, target)) {  // a view
+    out = view::make(x, target, *strides, x.impl()->offset);
   } else {  // a copy, not a recorded clone: this op's own node covers it
     Tensor c = empty(x.shape(), x.dtype(), x.device());
     backend::copy(x, c);

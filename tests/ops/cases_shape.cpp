@@ -14,6 +14,15 @@ Cases cases_of<mg::OpKind::reshape>() {
        .inputs = {{3, 4}},
        .run = [](const Inputs& x) { return F::reshape(F::transpose(x[0], 0, 1), {12}); }},
       {.name = "flatten", .inputs = {{2, 3, 2, 2}}, .run = [](const Inputs& x) { return F::flatten(x[0], 1); }},
+      {.name = "reshape_splits_a_narrowed_dim",  // a view: the heads of one part of a packed projection
+       .inputs = {{2, 3, 12}},
+       .run = [](const Inputs& x) { return F::reshape(F::narrow(x[0], 2, 4, 4), {2, 3, 2, 2}); }},
+      {.name = "reshape_merges_dims_of_a_narrowed_tensor",  // a view
+       .inputs = {{4, 3, 5}},
+       .run = [](const Inputs& x) { return F::reshape(F::narrow(x[0], 0, 1, 2), {2, 15}); }},
+      {.name = "reshape_across_a_gap",  // a copy: the narrowed rows are not one stride apart
+       .inputs = {{4, 3, 5}},
+       .run = [](const Inputs& x) { return F::reshape(F::narrow(x[0], 2, 1, 3), {36}); }},
   };
 }
 
