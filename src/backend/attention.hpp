@@ -4,10 +4,10 @@
 // the scores; the backward recomputes the scores from it.
 //
 // Shapes: q [N, H, L, E], k [N, Hk, S, E], v [N, Hk, S, Ev] with H a
-// multiple of Hk (query head h reads key/value head h / (H / Hk)). q is
-// contiguous; k and v have contiguous rows within a head, their heads
-// k_head_stride / v_head_stride elements apart: a KV cache's first S of its
-// capacity positions are read in place.
+// multiple of Hk (query head h reads key/value head h / (H / Hk)). q, k
+// and v are read in place wherever their last dim has unit stride, as
+// their HeadLayouts say: the heads of a packed [N, L, 3E] projection
+// (rows 3E apart), a KV cache's first S of its capacity positions.
 // Everything is computed in the accumulation dtype (float32; float64 for
 // float64 inputs) and rounded once into the outputs.
 //
@@ -27,6 +27,14 @@ namespace mixgrad::backend {
 /// alignment); keep: S where the mask is true, else -inf; add: S + mask.
 enum class AttentionMask : uint8_t { none, keep, add };
 
+/// Where one [N, H, len, dim] operand's elements lie: (n, h, i, c) at
+/// n * batch + h * head + i * row + c elements from its first.
+struct HeadLayout {
+  int64_t batch = 0, head = 0, row = 0;
+  /// The layout of a contiguous [n, heads, len, dim] tensor.
+  static HeadLayout dense(int64_t heads, int64_t len, int64_t dim) { return {heads * len * dim, len * dim, dim}; }
+};
+
 struct AttentionArgs {
   Tensor q, k, v;
   /// bool (keep) or the accumulation dtype (add); any strides, read through
@@ -37,21 +45,20 @@ struct AttentionArgs {
   bool causal = false;
   double scale = 1.0;
   int64_t n = 0, heads = 0, kv_heads = 0, q_len = 0, kv_len = 0, head_dim = 0, value_dim = 0;
-  /// Elements from one (n, kv head) of k (v) to the next: kv_len * head_dim
-  /// (kv_len * value_dim) when dense.
-  int64_t k_head_stride = 0, v_head_stride = 0;
+  /// How q, k and v lie in memory (their last dim always of unit stride).
+  HeadLayout q_layout, k_layout, v_layout;
 };
 inline Device device_of(const AttentionArgs& a) { return a.q.device(); }  // the kernels' device
 
 /// What the forward writes (and the backward reads).
 struct AttentionOutputs {
-  Tensor out;  // [N, H, L, Ev], q's dtype
+  Tensor out;  // [N, H, L, Ev], q's dtype, contiguous (as the output gradient)
   Tensor lse;  // [N, H, L], accumulation dtype; -inf for a row that sees no key
 };
 
 /// What the backward writes; undefined members are not computed.
 struct AttentionGrads {
-  Tensor q, k, v;  // their inputs' shapes and dtypes
+  Tensor q, k, v;  // their inputs' shapes and dtypes, contiguous
 };
 
 namespace cuda {  // the cuDNN SDPA (cuda/attention.cpp) around the CUDA kernels

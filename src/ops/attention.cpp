@@ -214,25 +214,37 @@ void set_mask(backend::AttentionArgs& a, const Tensor& mask, const Geometry& g, 
   a.mask = m;
 }
 
-/// k or v as the kernel reads it: the rows of a head contiguous, the heads
-/// (all dims before the last two, flattened) one stride apart, returned in
-/// `head_stride`. A KV cache's keys ([N, H, capacity, E] narrowed to the
-/// first S positions) qualify and are read in place: decoding does not copy
-/// the whole cache per token. Any other layout is copied dense.
-Tensor heads_in_place(const Tensor& t, int64_t& head_stride) {
+/// q, k or v as the kernel reads it, with its layout: in place when its
+/// last dim has unit stride and its batch dims (those before the head dim)
+/// flatten into one stride: the heads of a packed [N, L, 3E] projection,
+/// which reshape and transpose leave as views, and a KV cache's first S
+/// positions (decoding does not copy the whole cache per token). Any other
+/// layout is copied dense.
+Tensor in_heads_layout(const Tensor& t, backend::HeadLayout& layout) {
   const int r = t.ndim();
   const Shape& ext = t.shape();
   const Shape& st = t.strides();
   const int64_t len = ext[r - 2], dim = ext[r - 1];
-  head_stride = len * dim;
-  bool ok = (dim <= 1 || st[r - 1] == 1) && (len <= 1 || st[r - 2] == dim);
-  int64_t stride = r >= 3 ? st[r - 3] : head_stride, span = 1;
-  for (int d = r - 3; ok && d >= 0; --d) {  // the head dims must flatten into one stride
-    ok = ext[d] <= 1 || st[d] == stride * span;
-    span *= ext[d];
+  const int64_t heads = r >= 3 ? ext[r - 3] : 1;
+  bool ok = dim <= 1 || st[r - 1] == 1;
+  // The stride of the innermost batch dim of extent > 1; span: how many
+  // batch entries the dims walked so far cover, in units of it.
+  int64_t batch = 0, span = 0;
+  for (int d = r - 4; ok && d >= 0; --d) {
+    if (ext[d] <= 1) continue;
+    if (span == 0) {
+      batch = st[d];
+      span = ext[d];
+    } else {
+      ok = st[d] == batch * span;
+      span *= ext[d];
+    }
   }
-  if (!ok) return ops::dense(t);
-  if (r >= 3) head_stride = stride;
+  if (!ok) {
+    layout = backend::HeadLayout::dense(heads, len, dim);
+    return ops::dense(t);
+  }
+  layout = {.batch = batch, .head = r >= 3 ? st[r - 3] : 0, .row = st[r - 2]};
   return t;
 }
 
@@ -241,9 +253,9 @@ Tensor heads_in_place(const Tensor& t, int64_t& head_stride) {
 std::optional<Tensor> fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Geometry& g,
                                       const AttentionOptions& o) {
   const DType acc = q.dtype() == DType::float64 ? DType::float64 : DType::float32;
-  int64_t k_head_stride = 0, v_head_stride = 0;
-  const Tensor kr = heads_in_place(k, k_head_stride), vr = heads_in_place(v, v_head_stride);
-  backend::AttentionArgs a{.q = ops::dense(q),
+  backend::HeadLayout q_layout, k_layout, v_layout;
+  const Tensor qr = in_heads_layout(q, q_layout), kr = in_heads_layout(k, k_layout), vr = in_heads_layout(v, v_layout);
+  backend::AttentionArgs a{.q = qr,
                            .k = kr,
                            .v = vr,
                            .mask = Tensor(),
@@ -258,8 +270,9 @@ std::optional<Tensor> fused_attention(const Tensor& q, const Tensor& k, const Te
                            .kv_len = g.kv_len,
                            .head_dim = g.head_dim,
                            .value_dim = g.value_dim,
-                           .k_head_stride = k_head_stride,
-                           .v_head_stride = v_head_stride};
+                           .q_layout = q_layout,
+                           .k_layout = k_layout,
+                           .v_layout = v_layout};
   set_mask(a, o.attn_mask, g, acc);
   Shape out_shape = q.shape();
   out_shape[q.ndim() - 1] = g.value_dim;

@@ -35,12 +35,18 @@ float at(const mg::Tensor& t, const plan::GraphDesc4& d, std::array<int64_t, 4> 
   return t.data<float>()[off];
 }
 
-be::AttentionArgs args_of(const mg::Tensor& q, const mg::Tensor& k, const mg::Tensor& v, int64_t cap) {
+/// The layout of a [N, H, len, E] view whose last dim has unit stride.
+be::HeadLayout layout_of(const mg::Tensor& t) {
+  return {.batch = t.strides()[0], .head = t.strides()[1], .row = t.strides()[2]};
+}
+
+be::AttentionArgs args_of(const mg::Tensor& q, const mg::Tensor& k, const mg::Tensor& v) {
   const int64_t N = q.size(0), H = q.size(1), L = q.size(2), E = q.size(3), S = k.size(2);
   return be::AttentionArgs{.q = q, .k = k, .v = v, .mask = mg::Tensor(), .mask_kind = be::AttentionMask::none,
                            .mask_strides = {}, .causal = false, .scale = 1.0 / std::sqrt(double(E)),
                            .n = N, .heads = H, .kv_heads = H, .q_len = L, .kv_len = S, .head_dim = E,
-                           .value_dim = E, .k_head_stride = cap * E, .v_head_stride = cap * E};
+                           .value_dim = E, .q_layout = layout_of(q), .k_layout = layout_of(k),
+                           .v_layout = layout_of(v)};
 }
 
 }  // namespace
@@ -49,7 +55,7 @@ BOOST_AUTO_TEST_SUITE(cuda_attention_plan)
 
 BOOST_AUTO_TEST_CASE(cudnn_takes_16_bit_dense_heads_and_refuses_the_rest_with_a_reason) {
   const mg::Tensor q16 = mg::zeros({1, 2, 16, 64}, mg::DType::float16);
-  be::AttentionArgs a = args_of(q16, q16, q16, 16);
+  be::AttentionArgs a = args_of(q16, q16, q16);
   BOOST_TEST(plan::attention_unsupported(a).empty());
   a.q = q16.to(mg::DType::bfloat16);
   BOOST_TEST(plan::attention_unsupported(a).empty());
@@ -71,9 +77,11 @@ BOOST_AUTO_TEST_CASE(cudnn_takes_16_bit_dense_heads_and_refuses_the_rest_with_a_
       {[](be::AttentionArgs& b) { b.mask_kind = be::AttentionMask::keep; }, "boolean"},
       {[](be::AttentionArgs& b) { b.kv_len = 0; }, "empty"},
       {[](be::AttentionArgs& b) { b.q_len = 15; }, "decoding"},
+      {[](be::AttentionArgs& b) { b.k_layout.row = 68; }, "stride"},
+      {[](be::AttentionArgs& b) { b.v_layout.row = 0; }, "stride"},
   };
   for (const auto& [change, word] : changes) {
-    be::AttentionArgs b = args_of(q16, q16, q16, 16);
+    be::AttentionArgs b = args_of(q16, q16, q16);
     change(b);
     refused(b, word);
   }
@@ -83,10 +91,11 @@ BOOST_AUTO_TEST_CASE(cudnn_takes_16_bit_dense_heads_and_refuses_the_rest_with_a_
 // the causal cut, and an additive mask [H, L, S] broadcast over the batch.
 BOOST_AUTO_TEST_CASE(descriptors_read_as_cudnn_does_give_the_cpu_kernels_output_and_log_sum_exp) {
   const int64_t N = 2, H = 3, L = 5, S = 7, cap = 9, E = 8;
-  const mg::Tensor q = mg::normal({N, H, L, E}, 0.0, 1.0);
+  // q as the heads of a packed projection: a [N, L, H, E] tensor seen as [N, H, L, E], rows H * E apart.
+  const mg::Tensor q = mg::F::transpose(mg::normal({N, L, H, E}, 0.0, 1.0), 1, 2);
   const mg::Tensor k_cache = mg::normal({N, H, cap, E}, 0.0, 1.0), v_cache = mg::normal({N, H, cap, E}, 0.0, 1.0);
   const mg::Tensor k = k_cache.narrow(2, 0, S), v = v_cache.narrow(2, 0, S);
-  be::AttentionArgs a = args_of(q, k, v, cap);
+  be::AttentionArgs a = args_of(q, k, v);
   a.causal = true;
   a.scale = 0.3;
   a.mask = mg::normal({H, L, S}, 0.0, 1.0);
@@ -97,7 +106,10 @@ BOOST_AUTO_TEST_CASE(descriptors_read_as_cudnn_does_give_the_cpu_kernels_output_
   BOOST_TEST(p.has_bias);
   BOOST_TEST(p.causal);
   BOOST_TEST((p.bias.dims == std::vector<int64_t>{1, H, L, S}));
-  BOOST_TEST((p.dk.strides == std::vector<int64_t>{H * S * E, S * E, E, 1}));  // gradients are dense
+  BOOST_TEST((p.q.strides == std::vector<int64_t>{L * H * E, E, H * E, 1}));  // q and k read in place
+  BOOST_TEST((p.k.strides == std::vector<int64_t>{H * cap * E, cap * E, E, 1}));
+  BOOST_TEST((p.dq.strides == std::vector<int64_t>{H * L * E, L * E, E, 1}));  // gradients are dense
+  BOOST_TEST((p.dk.strides == std::vector<int64_t>{H * S * E, S * E, E, 1}));
   const mg::Tensor bias = plan::dense_bias(a, mg::DType::float32);
   BOOST_TEST(bias.is_contiguous());
 

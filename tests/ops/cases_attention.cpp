@@ -58,6 +58,23 @@ Cases cases_of<mg::OpKind::scaled_dot_product_attention>() {
                  auto heads_first = [](const mg::Tensor& t) { return mg::F::transpose(t, 1, 2); };
                  return scaled_dot_product_attention(heads_first(x[0]), heads_first(x[1]), heads_first(x[2]));
                }});
+  // The heads of one packed [N, L, 3E] projection (as nn::MultiheadAttention
+  // makes them): q, k and v read in place, rows 3E apart, heads E/H apart.
+  c.push_back({.name = "sdpa_packed_projection_heads",
+               .inputs = {{2, 5, 24}},
+               .run = [](const Inputs& x) {
+                 auto heads = [&](int64_t part) {
+                   return mg::F::transpose(mg::F::reshape(mg::F::narrow(x[0], 2, part * 8, 8), {2, 5, 2, 4}), 1, 2);
+                 };
+                 return scaled_dot_product_attention(heads(0), heads(1), heads(2), {.is_causal = true});
+               }});
+  // Batch dims swapped: they no longer flatten into one stride (copied dense).
+  c.push_back({.name = "sdpa_batch_dims_out_of_order",
+               .inputs = {{3, 2, 2, 5, 4}, {3, 2, 2, 6, 4}, {3, 2, 2, 6, 4}},
+               .run = [](const Inputs& x) {
+                 auto swapped = [](const mg::Tensor& t) { return mg::F::transpose(t, 0, 1); };
+                 return scaled_dot_product_attention(swapped(x[0]), swapped(x[1]), swapped(x[2]));
+               }});
   c.push_back({.name = "sdpa_long_keys",
                .inputs = {{1, 1, 3, 8}, {1, 1, 270, 8}, {1, 1, 270, 8}},
                .run = [](const Inputs& x) { return scaled_dot_product_attention(x[0], x[1], x[2]); },

@@ -50,26 +50,28 @@ struct Problem {
 
   explicit Problem(const AttentionArgs& args)
       : a(args), q(args.q.data<T>()), k(args.k.data<T>()), v(args.v.data<T>()), group(args.heads / args.kv_heads) {}
-  const T* q_head(int64_t n, int64_t h) const { return q + (n * a.heads + h) * a.q_len * a.head_dim; }
-  const T* k_head(int64_t n, int64_t h) const { return k + (n * a.kv_heads + h / group) * a.k_head_stride; }
-  const T* v_head(int64_t n, int64_t h) const { return v + (n * a.kv_heads + h / group) * a.v_head_stride; }
+  const T* q_head(int64_t n, int64_t h) const { return q + n * a.q_layout.batch + h * a.q_layout.head; }
+  const T* k_head(int64_t n, int64_t h) const { return k + n * a.k_layout.batch + (h / group) * a.k_layout.head; }
+  const T* v_head(int64_t n, int64_t h) const { return v + n * a.v_layout.batch + (h / group) * a.v_layout.head; }
   /// Keys a query block [i0, i1) can see: all, or up to i1 when causal.
   int64_t key_end(int64_t i1) const { return a.causal ? std::min(a.kv_len, i1) : a.kv_len; }
 };
 
-/// Rows [i0, i1) of a [*, cols] head converted to Acc, times `mul`.
+/// Rows [i0, i1) of a head of `cols` columns, rows `row` elements apart,
+/// converted to Acc, times `mul`, into dense rows.
 template <class T, class Acc>
-[[gnu::always_inline]] inline void load_rows(const T* src, int64_t i0, int64_t i1, int64_t cols, Acc mul, Acc* dst) {
+[[gnu::always_inline]] inline void load_rows(const T* src, int64_t row, int64_t i0, int64_t i1, int64_t cols, Acc mul,
+                                             Acc* dst) {
   for (int64_t i = i0; i < i1; ++i)
-    for (int64_t c = 0; c < cols; ++c) dst[(i - i0) * cols + c] = cast<Acc>(src[i * cols + c]) * mul;
+    for (int64_t c = 0; c < cols; ++c) dst[(i - i0) * cols + c] = cast<Acc>(src[i * row + c]) * mul;
 }
 
-/// Rows [j0, j1) of a [*, cols] head, transposed: dst[c * ld + (j - j0)].
+/// Rows [j0, j1) of such a head, transposed: dst[c * ld + (j - j0)].
 template <class T, class Acc>
-[[gnu::always_inline]] inline void load_transposed(const T* src, int64_t j0, int64_t j1, int64_t cols, int64_t ld,
-                                                   Acc* dst) {
+[[gnu::always_inline]] inline void load_transposed(const T* src, int64_t row, int64_t j0, int64_t j1, int64_t cols,
+                                                   int64_t ld, Acc* dst) {
   for (int64_t j = j0; j < j1; ++j)
-    for (int64_t c = 0; c < cols; ++c) dst[c * ld + (j - j0)] = cast<Acc>(src[j * cols + c]);
+    for (int64_t c = 0; c < cols; ++c) dst[c * ld + (j - j0)] = cast<Acc>(src[j * row + c]);
 }
 
 /// The mask and the causal cut applied to a block of scores s[bq, ld],
@@ -133,7 +135,7 @@ template <class T, class Acc, int Bytes>
                                                  int64_t i1, ForwardScratch<Acc>& w, T* out, Acc* lse) {
   const AttentionArgs& a = p.a;
   const int64_t E = a.head_dim, Ev = a.value_dim, bq = i1 - i0;
-  load_rows(p.q_head(n, h), i0, i1, E, static_cast<Acc>(a.scale), w.q.data());
+  load_rows(p.q_head(n, h), a.q_layout.row, i0, i1, E, static_cast<Acc>(a.scale), w.q.data());
   std::fill(w.o.begin(), w.o.begin() + bq * Ev, Acc(0));
   std::fill(w.m.begin(), w.m.end(), kNegInf<Acc>);
   std::fill(w.l.begin(), w.l.end(), Acc(0));
@@ -142,8 +144,8 @@ template <class T, class Acc, int Bytes>
   const int64_t kend = p.key_end(i1);
   for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
     const int64_t bk = std::min(kBlockK, kend - j0);
-    load_transposed(kh, j0, j0 + bk, E, kBlockK, w.kt.data());
-    load_rows(vh, j0, j0 + bk, Ev, Acc(1), w.v.data());
+    load_transposed(kh, a.k_layout.row, j0, j0 + bk, E, kBlockK, w.kt.data());
+    load_rows(vh, a.v_layout.row, j0, j0 + bk, Ev, Acc(1), w.v.data());
     // A block on the diagonal goes in strips of rows, each computing only
     // the keys its rows can see.
     strips(bq, a.causal && j0 + bk > i0 + 1, [&](int64_t r0, int64_t r1) __attribute__((always_inline)) {
@@ -246,16 +248,16 @@ template <class T, class Acc, int Bytes>
   const T* vh = p.v_head(n, h);
   for (int64_t j0 = 0; j0 < S; j0 += kBlockK) {
     const int64_t bk = std::min(kBlockK, S - j0);
-    load_transposed(kh, j0, j0 + bk, E, kBlockK, w.kt.data());
-    load_rows(kh, j0, j0 + bk, E, Acc(1), w.kb.data());
-    load_transposed(vh, j0, j0 + bk, Ev, kBlockK, w.vt.data());
+    load_transposed(kh, a.k_layout.row, j0, j0 + bk, E, kBlockK, w.kt.data());
+    load_rows(kh, a.k_layout.row, j0, j0 + bk, E, Acc(1), w.kb.data());
+    load_transposed(vh, a.v_layout.row, j0, j0 + bk, Ev, kBlockK, w.vt.data());
     Acc* dk = w.dk.data() + j0 * E;
     Acc* dv = w.dv.data() + j0 * Ev;
     // Causal: queries before j0 see none of these keys.
     for (int64_t i0 = a.causal ? (j0 / kBlockQ) * kBlockQ : 0; i0 < L; i0 += kBlockQ) {
       const int64_t bq = std::min(kBlockQ, L - i0);
-      load_rows(qh, i0, i0 + bq, E, scale, w.q.data());
-      load_rows(gout, i0, i0 + bq, Ev, Acc(1), w.dout.data());
+      load_rows(qh, a.q_layout.row, i0, i0 + bq, E, scale, w.q.data());
+      load_rows(gout, Ev, i0, i0 + bq, Ev, Acc(1), w.dout.data());
       Acc* s = w.s.data();
       Acc* dp = w.dp.data();
       for (int64_t i = 0; i < bq; ++i) {

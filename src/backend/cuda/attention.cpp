@@ -75,7 +75,7 @@ struct CachedGraph {
 
 GraphKey key_of(const AttentionPlan& p, int device, DType dtype, bool backward) {
   GraphKey k{device, dtype, backward, {}};
-  // out, stats and the gradients' layouts follow from q's and k's.
+  // out, stats and the gradients are dense: their layouts follow from the dims.
   for (const GraphDesc4* d : {&p.q, &p.k, &p.v, &p.bias}) {
     k.layout.insert(k.layout.end(), d->dims.begin(), d->dims.end());
     k.layout.insert(k.layout.end(), d->strides.begin(), d->strides.end());
@@ -139,7 +139,7 @@ CachedGraph make_backward(const AttentionPlan& p, DType dtype, cudnnHandle_t h) 
   auto [dq, dk, dv] = g.sdpa_backward(input(g, "q", kQ, p.q), input(g, "k", kK, p.k), input(g, "v", kV, p.v),
                                       input(g, "out", kOut, p.out), input(g, "grad_out", kGradOut, p.out), stats,
                                       options);
-  output(dq, kGradQ, p.q);
+  output(dq, kGradQ, p.dq);
   output(dk, kGradK, p.dk);
   output(dv, kGradV, p.dv);
   c.error = build(g, h, c.workspace);
@@ -227,7 +227,7 @@ bool attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, c
   auto target = [&](const Tensor& want, const Tensor& like, const GraphDesc4& d) {
     return want.defined() ? want : empty(Shape{d.dims[0], d.dims[1], d.dims[2], d.dims[3]}, like.dtype(), like.device());
   };
-  const Tensor dq = target(grads.q, a.q, p.q), dk = target(grads.k, a.k, p.dk), dv = target(grads.v, a.v, p.dv);
+  const Tensor dq = target(grads.q, a.q, p.dq), dk = target(grads.k, a.k, p.dk), dv = target(grads.v, a.v, p.dv);
   std::unordered_map<int64_t, void*> pack{
       {kQ, a.q.raw_data()},          {kK, a.k.raw_data()},         {kV, a.v.raw_data()},
       {kOut, saved.out.raw_data()},  {kStats, saved.lse.raw_data()}, {kGradOut, grad_out.raw_data()},

@@ -19,7 +19,6 @@
 // is). A boolean mask and everything else take the composed math.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,14 +35,14 @@ struct GraphDesc4 {
   std::vector<int64_t> strides;  // 4 entries, elements
 };
 
-/// Every tensor of one fused attention call, as cuDNN reads them: q, k, v,
-/// out (and out's gradient, in its layout) [N, H, L|S, E]; the gradients of
-/// k and v dense [N, H, S, E] (k and v may be strided views, their
-/// gradients never are; q's gradient has q's layout);
+/// Every tensor of one fused attention call, as cuDNN reads them: q, k, v
+/// [N, H, L|S, E] in their own layouts (HeadLayout: strided views read in
+/// place); out (and out's gradient, in its layout) and the gradients of q,
+/// k and v dense [N, H, L|S, E];
 /// stats (the forward's row log-sum-exp, float32) [N, H, L, 1]; bias (the
 /// additive mask, dense in q's dtype) [N or 1, H or 1, L, S].
 struct AttentionPlan {
-  GraphDesc4 q, k, v, out, dk, dv, stats, bias;
+  GraphDesc4 q, k, v, out, dq, dk, dv, stats, bias;
   bool has_bias = false;
   bool causal = false;
   float scale = 1.0f;
@@ -57,6 +56,14 @@ inline constexpr int64_t kMaxCudnnHeadDim = 128;
 /// a matrix-vector product anyway.
 inline constexpr int64_t kMinCudnnQueries = 16;
 
+/// A [n, h, len, dim] operand as cuDNN reads it, in place. Extent-1 dims
+/// get the stride a dense tensor would have there: any stride reads the
+/// same elements there.
+inline GraphDesc4 head_desc(int64_t n, int64_t h, int64_t len, int64_t dim, const HeadLayout& l) {
+  const int64_t row = len == 1 ? dim : l.row, head = h == 1 ? len * row : l.head, batch = n == 1 ? h * head : l.batch;
+  return GraphDesc4{{n, h, len, dim}, {batch, head, row, 1}};
+}
+
 /// Why cuDNN's fused attention does not run `a`, in words for a log line;
 /// empty when it does.
 inline std::string attention_unsupported(const AttentionArgs& a) {
@@ -66,6 +73,11 @@ inline std::string attention_unsupported(const AttentionArgs& a) {
   if (a.head_dim % 8 != 0 || a.head_dim > kMaxCudnnHeadDim) return "head dim not a multiple of 8 up to 128";
   if (a.heads != a.kv_heads) return "grouped-query attention";
   if (a.mask_kind == AttentionMask::keep) return "boolean mask";
+  for (const GraphDesc4& d : {head_desc(a.n, a.heads, a.q_len, a.head_dim, a.q_layout),
+                              head_desc(a.n, a.heads, a.kv_len, a.head_dim, a.k_layout),
+                              head_desc(a.n, a.heads, a.kv_len, a.value_dim, a.v_layout)})
+    for (int i = 0; i < 3; ++i)
+      if (d.strides[i] == 0 || d.strides[i] % 8 != 0) return "a q, k or v stride zero or not a multiple of 8 elements";
   if (a.n <= 0 || a.heads <= 0 || a.q_len <= 0 || a.kv_len <= 0) return "an empty extent";
   if (a.q_len < kMinCudnnQueries) return "fewer than 16 queries (decoding)";
   return {};
@@ -77,17 +89,18 @@ inline std::array<int64_t, 4> bias_extents(const AttentionArgs& a) {
   return {a.mask_strides[0] == 0 ? 1 : a.n, a.mask_strides[1] == 0 ? 1 : a.heads, a.q_len, a.kv_len};
 }
 
-/// Dims and strides of one call (see AttentionPlan). q and out are dense;
-/// k and v are read in place, their heads k_head_stride / v_head_stride
-/// apart (a KV cache's first S positions); the bias is dense in
-/// bias_extents(a).
+/// Dims and strides of one call (see AttentionPlan). q, k and v are read in
+/// place, as their layouts say (a packed projection's heads, a KV cache's
+/// first S positions); out and the gradients are dense; the bias is dense
+/// in bias_extents(a).
 inline AttentionPlan make_attention_plan(const AttentionArgs& a) {
   const int64_t N = a.n, H = a.heads, L = a.q_len, S = a.kv_len, E = a.head_dim;
   AttentionPlan p;
-  p.q = {{N, H, L, E}, {H * L * E, L * E, E, 1}};
-  p.out = p.q;
-  p.k = {{N, H, S, E}, {a.kv_heads * a.k_head_stride, a.k_head_stride, E, 1}};
-  p.v = {{N, H, S, E}, {a.kv_heads * a.v_head_stride, a.v_head_stride, E, 1}};
+  p.q = head_desc(N, H, L, E, a.q_layout);
+  p.k = head_desc(N, H, S, E, a.k_layout);
+  p.v = head_desc(N, H, S, E, a.v_layout);
+  p.out = {{N, H, L, E}, {H * L * E, L * E, E, 1}};
+  p.dq = p.out;
   p.dk = {{N, H, S, E}, {H * S * E, S * E, E, 1}};
   p.dv = p.dk;
   p.stats = {{N, H, L, 1}, {H * L, L, 1, 1}};
