@@ -19,6 +19,7 @@
 // is). A boolean mask and everything else take the composed math.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -99,9 +100,9 @@ inline AttentionPlan make_attention_plan(const AttentionArgs& a) {
   p.q = head_desc(N, H, L, E, a.q_layout);
   p.k = head_desc(N, H, S, E, a.k_layout);
   p.v = head_desc(N, H, S, E, a.v_layout);
-  p.out = {{N, H, L, E}, {H * L * E, L * E, E, 1}};
+  p.out = head_desc(N, H, L, E, HeadLayout::dense(H, L, E));
   p.dq = p.out;
-  p.dk = {{N, H, S, E}, {H * S * E, S * E, E, 1}};
+  p.dk = head_desc(N, H, S, E, HeadLayout::dense(H, S, E));
   p.dv = p.dk;
   p.stats = {{N, H, L, 1}, {H * L, L, 1, 1}};
   p.has_bias = a.mask_kind == AttentionMask::add;
