@@ -74,13 +74,12 @@ bool fused_attention_available(int device);
 /// not take the call (on CUDA: what cuDNN does not support,
 /// cuda_plan::attention_unsupported), having written nothing: the op then
 /// runs the composed math. The CPU's takes every call.
-using AttentionForwardFn = bool(const AttentionArgs& a, const AttentionOutputs& o);
-extern constinit Stub<AttentionForwardFn, 0> attention_forward;  // on a.q's device
+MIXGRAD_STUB(attention_forward, 0, bool(const AttentionArgs& a, const AttentionOutputs& o));  // on a.q's device
 
 /// The gradients of q, k and v from the saved output and lse; false (nothing
 /// written) when the device's fused kernel does not take the call.
-using AttentionBackwardFn = bool(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
-                                 const AttentionGrads& grads);
-extern constinit Stub<AttentionBackwardFn, 0> attention_backward;  // on a.q's device
+MIXGRAD_STUB(attention_backward, 0,
+             bool(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
+                  const AttentionGrads& grads));  // on a.q's device
 
 }  // namespace mixgrad::backend

@@ -55,20 +55,17 @@ inline Device device_of(const BatchNormRunningUpdate& a) { return a.running_mean
 
 /// y = (x - mean) / sqrt(var + eps) * weight + bias per channel; in training
 /// mean / var are the batch statistics, computed here.
-using BatchNormForwardFn = void(const BatchNormForward& a);
-extern constinit Stub<BatchNormForwardFn, 0> batch_norm_forward;  // on a.y's device
+MIXGRAD_STUB(batch_norm_forward, 0, void(const BatchNormForward& a));  // on a.y's device
 
 /// The gradients of x, weight and bias (those defined in `a`, overwritten).
 /// In training the gradient of x includes the dependence of the batch
 /// statistics on x; otherwise the statistics are constants.
-using BatchNormBackwardFn = void(const BatchNormBackward& a);
-extern constinit Stub<BatchNormBackwardFn, 0> batch_norm_backward;  // on a.grad_y's device
+MIXGRAD_STUB(batch_norm_backward, 0, void(const BatchNormBackward& a));  // on a.grad_y's device
 
 /// running = (1 - momentum) * running + momentum * batch statistic, the
 /// variance times var_correction; computed in double, rounded to the
 /// statistics dtype, stored in the running tensors' dtype. Does not bump
 /// their versions (the op does).
-using BatchNormUpdateRunningFn = void(const BatchNormRunningUpdate& a);
-extern constinit Stub<BatchNormUpdateRunningFn, 0> batch_norm_update_running;  // on running_mean's device
+MIXGRAD_STUB(batch_norm_update_running, 0, void(const BatchNormRunningUpdate& a));  // on running_mean's device
 
 }  // namespace mixgrad::backend

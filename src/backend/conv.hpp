@@ -28,18 +28,18 @@ struct Conv2dParams {
 /// On the CPU the three calls also take float32 operands or results beside
 /// 16-bit ones (autocast's float32 weights where 16-bit math is missing),
 /// all computed in float32.
-using Conv2dForwardFn = void(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
-                             const Conv2dParams& p);
-extern constinit Stub<Conv2dForwardFn, 3> conv2d_forward;  // on y's device
+MIXGRAD_STUB(conv2d_forward, 3,
+             void(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                  const Conv2dParams& p));  // on y's device
 
 /// gx = the gradient of the input given gy (overwritten), all contiguous.
-using Conv2dBackwardDataFn = void(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p);
-extern constinit Stub<Conv2dBackwardDataFn, 2> conv2d_backward_data;  // on gx's device
+MIXGRAD_STUB(conv2d_backward_data, 2,
+             void(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p));  // on gx's device
 
 /// gw (and gbias when defined) = the gradients of weight and bias given gy and
 /// the forward input x (overwritten), all contiguous.
-using Conv2dBackwardWeightsFn = void(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gbias,
-                                     const Conv2dParams& p);
-extern constinit Stub<Conv2dBackwardWeightsFn, 2> conv2d_backward_weights;  // on gw's device
+MIXGRAD_STUB(conv2d_backward_weights, 2,
+             void(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gbias,
+                  const Conv2dParams& p));  // on gw's device
 
 }  // namespace mixgrad::backend

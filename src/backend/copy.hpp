@@ -17,10 +17,8 @@ void transfer(const Tensor& src, const Tensor& dst);
 [[noreturn]] void throw_mismatch(const char* op, const Tensor& dst, const Tensor& src);
 
 /// The kernels of copy and accumulate below, which check their arguments first.
-using CopyFn = void(const Tensor& src, const Tensor& dst);
-extern constinit Stub<CopyFn, 1> copy_kernel;  // on dst's device
-using AccumulateFn = void(const Tensor& dst, const Tensor& src);
-extern constinit Stub<AccumulateFn, 0> accumulate_kernel;  // on dst's device
+MIXGRAD_STUB(copy_kernel, 1, void(const Tensor& src, const Tensor& dst));        // on dst's device
+MIXGRAD_STUB(accumulate_kernel, 0, void(const Tensor& dst, const Tensor& src));  // on dst's device
 
 /// dst[i] = convert(src[i]); same shape, any strides and dtypes, same device.
 inline void copy(const Tensor& src, const Tensor& dst) {
@@ -30,8 +28,7 @@ inline void copy(const Tensor& src, const Tensor& dst) {
 }
 
 /// Every element of dst (any strides) set to value.
-using FillFn = void(const Tensor& dst, double value);
-extern constinit Stub<FillFn, 0> fill;  // on dst's device
+MIXGRAD_STUB(fill, 0, void(const Tensor& dst, double value));  // on dst's device
 
 /// dst += src elementwise; same shape and device, src converted to dst's
 /// dtype (else throw_mismatch).

@@ -1,9 +1,10 @@
 // The device seam. Each op family has a header in backend/ that declares, once
-// per dispatched function, its signature and a stub of that name:
+// per dispatched function, a stub of that name, the argument whose device
+// picks the kernel, and its signature (PyTorch's DECLARE_DISPATCH):
 //
-//   /// out = a · b (+ bias). Runs on out's device.
-//   using MatmulFn = void(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
-//   extern constinit Stub<MatmulFn, 3> matmul;   // 3: the argument whose device picks the kernel
+//   /// out = a · b (+ bias).
+//   MIXGRAD_STUB(matmul, 3, void(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out));  // on
+//   out's device
 //
 // and callers write `backend::matmul(a, b, bias, out)`: one indirect call to
 // the kernel of that argument's device (a Tensor, or a struct with a
@@ -93,6 +94,10 @@ struct CudaKernel {
 };
 
 }  // namespace mixgrad::backend
+
+/// Declares the stub `name` (in its family's header): argument `device_arg`
+/// (from 0) of the signature `...` picks the device whose kernel runs.
+#define MIXGRAD_STUB(name, device_arg, ...) extern constinit ::mixgrad::backend::Stub<__VA_ARGS__, device_arg> name
 
 /// Defines `stub`, declared in its family's header, with its CPU kernel (in
 /// the family's cpu/ file, inside namespace mixgrad::backend). The stub's

@@ -18,7 +18,6 @@ struct DropoutParams {
 
 /// dst[i] = keep(i) ? src[i] * scale : 0, with i the row-major index; src and
 /// dst contiguous, same shape and floating dtype.
-using DropoutApplyFn = void(const Tensor& src, const Tensor& dst, const DropoutParams& p);
-extern constinit Stub<DropoutApplyFn, 1> dropout_apply;  // on dst's device
+MIXGRAD_STUB(dropout_apply, 1, void(const Tensor& src, const Tensor& dst, const DropoutParams& p));  // on dst's device
 
 }  // namespace mixgrad::backend

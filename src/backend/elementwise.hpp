@@ -59,25 +59,24 @@ struct Operand {
 };
 
 /// out = op(x) elementwise; x has out's shape and dtype.
-using UnaryFn = void(UnaryOp op, const Tensor& x, const Tensor& out, const UnaryParams& params);
-extern constinit Stub<UnaryFn, 2> unary;  // on out's device
+MIXGRAD_STUB(unary, 2,
+             void(UnaryOp op, const Tensor& x, const Tensor& out, const UnaryParams& params));  // on out's device
 /// dx = grad * op'(...), from the tensor op's backward keeps (its input or its
 /// output, see kernels/unary.hpp); all of dx's shape and dtype.
-using UnaryGradFn = void(UnaryOp op, const Tensor& grad, const Tensor& saved, const Tensor& dx,
-                         const UnaryParams& params);
-extern constinit Stub<UnaryGradFn, 3> unary_grad;  // on dx's device
+MIXGRAD_STUB(unary_grad, 3,
+             void(UnaryOp op, const Tensor& grad, const Tensor& saved, const Tensor& dx,
+                  const UnaryParams& params));  // on dx's device
 /// out = op(a, b) with broadcasting.
-using BinaryFn = void(BinaryOp op, const Operand& a, const Operand& b, const Tensor& out);
-extern constinit Stub<BinaryFn, 3> binary;  // on out's device
+MIXGRAD_STUB(binary, 3, void(BinaryOp op, const Operand& a, const Operand& b, const Tensor& out));  // on out's device
 /// dx = op's partial derivative applied to grad (see BinaryGradOp), in the
 /// broadcast shape of dx.
-using BinaryGradFn = void(BinaryGradOp op, const Tensor& grad, const Operand& x, const Operand& y, const Tensor& dx);
-extern constinit Stub<BinaryGradFn, 4> binary_grad;  // on dx's device
+MIXGRAD_STUB(binary_grad, 4,
+             void(BinaryGradOp op, const Tensor& grad, const Operand& x, const Operand& y,
+                  const Tensor& dx));  // on dx's device
 /// out (bool) = a op b with broadcasting; a and b share a dtype.
-using CompareFn = void(CompareOp op, const Operand& a, const Operand& b, const Tensor& out);
-extern constinit Stub<CompareFn, 3> compare;  // on out's device
+MIXGRAD_STUB(compare, 3, void(CompareOp op, const Operand& a, const Operand& b, const Tensor& out));  // on out's device
 /// out = cond ? a : b with broadcasting; cond is bool.
-using WhereFn = void(const Tensor& cond, const Operand& a, const Operand& b, const Tensor& out);
-extern constinit Stub<WhereFn, 3> where;  // on out's device
+MIXGRAD_STUB(where, 3,
+             void(const Tensor& cond, const Operand& a, const Operand& b, const Tensor& out));  // on out's device
 
 }  // namespace mixgrad::backend

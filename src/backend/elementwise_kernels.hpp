@@ -8,7 +8,7 @@
 //     template <class T, class O, int N, class Fn>
 //     static void map(const char* op, const Tensor& out, const std::array<Operand, N>& inputs, const Fn& fn);
 //   };
-//   constinit Stub<BinaryFn, 3> binary{"binary", ElementwiseKernels<CpuMap>::binary};
+//   MIXGRAD_CPU_KERNEL(binary, ElementwiseKernels<CpuMap>::binary);
 //
 // The functors reach the engine as they are (a unary one through the small
 // Forward / Backward adaptors), so each element runs the device's own loop.

@@ -5,7 +5,7 @@
 // the enums are, from core/unary_ops.def and core/binary_ops.def, so adding
 // an elementwise kernel is one line there:
 //
-//   template <template <class> class F> struct Forward { static constexpr UnaryFn fn = &unary_kernel<F>; };
+//   template <template <class> class F> struct Forward { static constexpr auto fn = &unary_kernel<F>; };
 //   constexpr auto kUnary = elementwise_tables::unary<Forward>();
 //   kUnary[static_cast<size_t>(op)](x, out, params);
 #pragma once

@@ -27,23 +27,22 @@ namespace mixgrad::backend {
 /// `what` the index reaches into ("dimension 0 of float32[3, 4]"). On the
 /// CPU it reads the indices at once; on CUDA it does nothing, the kernels
 /// checking as they read (see above).
-using CheckIndicesFn = void(const char* op, const Tensor& index, int64_t extent, const std::string& what);
-extern constinit Stub<CheckIndicesFn, 1> check_indices;  // on index's device
+MIXGRAD_STUB(check_indices, 1,
+             void(const char* op, const Tensor& index, int64_t extent, const std::string& what));  // on index's device
 /// out [outer, K, inner] = x [outer, axis, inner] at index[k] (index [K]).
-using IndexSelectFn = void(const Tensor& x, Axis3 a, const Tensor& index, const Tensor& out);
-extern constinit Stub<IndexSelectFn, 3> index_select;  // on out's device
+MIXGRAD_STUB(index_select, 3,
+             void(const Tensor& x, Axis3 a, const Tensor& index, const Tensor& out));  // on out's device
 /// out [outer, axis, inner] at index[k] += src [outer, K, inner]; repeated
 /// indices accumulate (the backward of index_select and embedding).
-using IndexAddFn = void(const Tensor& src, Axis3 a, const Tensor& index, const Tensor& out);
-extern constinit Stub<IndexAddFn, 3> index_add;  // on out's device
+MIXGRAD_STUB(index_add, 3,
+             void(const Tensor& src, Axis3 a, const Tensor& index, const Tensor& out));  // on out's device
 /// out[p] = x[p with coordinate `axis` replaced by index[p]], out and index
 /// of one shape (each extent <= x's, except along `axis`).
-using GatherFn = void(const Tensor& x, int axis, const Tensor& index, const Tensor& out);
-extern constinit Stub<GatherFn, 3> gather;  // on out's device
+MIXGRAD_STUB(gather, 3, void(const Tensor& x, int axis, const Tensor& index, const Tensor& out));  // on out's device
 /// out[p with coordinate `axis` replaced by index[p]] += src[p], src and
 /// index of one shape; repeated indices accumulate.
-using ScatterAddFn = void(const Tensor& src, int axis, const Tensor& index, const Tensor& out);
-extern constinit Stub<ScatterAddFn, 3> scatter_add;  // on out's device
+MIXGRAD_STUB(scatter_add, 3,
+             void(const Tensor& src, int axis, const Tensor& index, const Tensor& out));  // on out's device
 /// rows [M] (int64, contiguous, on the indices' device) = the rows of x
 /// seen as [N, inner] (N = the product of `extents`, x's leading k extents)
 /// named by the k index tensors (int64, contiguous, M elements each): the
@@ -52,9 +51,10 @@ extern constinit Stub<ScatterAddFn, 3> scatter_add;  // on out's device
 /// x_desc and the dimension: thrown here on the CPU before anything is
 /// written; on CUDA its row is set to -1 (index_put then skips it) and the
 /// error is thrown at the device's next host sync (backend/pending_checks.hpp).
-using IndexPutRowsFn = void(std::span<const Tensor> indices, const Shape& extents, const std::string& x_desc,
-                            const Tensor& rows);
-extern constinit Stub<IndexPutRowsFn, 3> index_put_rows;  // on rows' device
+// on rows' device
+MIXGRAD_STUB(index_put_rows, 3,
+             void(std::span<const Tensor> indices, const Shape& extents, const std::string& x_desc,
+                  const Tensor& rows));
 /// out [N, inner] row rows[m] = values [M, inner] row m (rows [M], in
 /// range; CUDA skips a row of -1, index_put_rows' mark of a bad index), or
 /// += with `accumulate`. Rows are written in order m = 0..M-1, so a repeated
@@ -62,7 +62,7 @@ extern constinit Stub<IndexPutRowsFn, 3> index_put_rows;  // on rows' device
 /// same result, deterministically: the last entry naming a row claims it and
 /// only it writes; accumulate adds as index_add does (atomics in float32 /
 /// float64, entries in order in the other dtypes).
-using IndexPutFn = void(const Tensor& values, const Tensor& rows, bool accumulate, const Tensor& out);
-extern constinit Stub<IndexPutFn, 3> index_put;  // on out's device
+MIXGRAD_STUB(index_put, 3,
+             void(const Tensor& values, const Tensor& rows, bool accumulate, const Tensor& out));  // on out's device
 
 }  // namespace mixgrad::backend

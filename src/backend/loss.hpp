@@ -72,30 +72,29 @@ struct LossGrads {
 /// label_status: int64 [2] on out's device, always written: {-1, 0} when every
 /// label is in [0, classes), else {index, label} of the first label (in
 /// sample order) that is not, and then out and stats are unspecified.
-using CrossEntropyForwardFn = void(const ClassLossArgs& a, const Tensor& out, const Tensor& stats,
-                                   const Tensor& label_status);
-extern constinit Stub<CrossEntropyForwardFn, 1> cross_entropy_forward;  // on out's device
+MIXGRAD_STUB(cross_entropy_forward, 1,
+             void(const ClassLossArgs& a, const Tensor& out, const Tensor& stats,
+                  const Tensor& label_status));  // on out's device
 
 /// grad_input = scale * (softmax - smoothed one-hot), scale from grad_out
 /// (0-d for mean / sum, [samples] for none) and the reduction.
-using CrossEntropyBackwardFn = void(const ClassLossArgs& a, const Tensor& stats, const Tensor& grad_out,
-                                    const Tensor& grad_input);
-extern constinit Stub<CrossEntropyBackwardFn, 3> cross_entropy_backward;  // on grad_input's device
+MIXGRAD_STUB(cross_entropy_backward, 3,
+             void(const ClassLossArgs& a, const Tensor& stats, const Tensor& grad_out,
+                  const Tensor& grad_input));  // on grad_input's device
 
 /// out = -input[label], reduced; label_status as for cross_entropy_forward.
-using NllLossForwardFn = void(const ClassLossArgs& a, const Tensor& out, const Tensor& label_status);
-extern constinit Stub<NllLossForwardFn, 1> nll_loss_forward;  // on out's device
+MIXGRAD_STUB(nll_loss_forward, 1,
+             void(const ClassLossArgs& a, const Tensor& out, const Tensor& label_status));  // on out's device
 
 /// grad_input = -scale at each label, 0 elsewhere (a.input is not read).
-using NllLossBackwardFn = void(const ClassLossArgs& a, const Tensor& grad_out, const Tensor& grad_input);
-extern constinit Stub<NllLossBackwardFn, 2> nll_loss_backward;  // on grad_input's device
+MIXGRAD_STUB(nll_loss_backward, 2,
+             void(const ClassLossArgs& a, const Tensor& grad_out, const Tensor& grad_input));  // on grad_input's device
 
 /// out: the loss in pred's dtype, 0-d for mean / sum, pred's shape for none.
-using PointwiseLossForwardFn = void(const PointwiseLossArgs& a, const Tensor& out);
-extern constinit Stub<PointwiseLossForwardFn, 1> pointwise_loss_forward;  // on out's device
+MIXGRAD_STUB(pointwise_loss_forward, 1, void(const PointwiseLossArgs& a, const Tensor& out));  // on out's device
 
 /// Gradients for pred and / or target (whichever of grads is defined).
-using PointwiseLossBackwardFn = void(const PointwiseLossArgs& a, const Tensor& grad_out, const LossGrads& grads);
-extern constinit Stub<PointwiseLossBackwardFn, 1> pointwise_loss_backward;  // on grad_out's device
+MIXGRAD_STUB(pointwise_loss_backward, 1,
+             void(const PointwiseLossArgs& a, const Tensor& grad_out, const LossGrads& grads));  // on grad_out's device
 
 }  // namespace mixgrad::backend

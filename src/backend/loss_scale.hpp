@@ -24,8 +24,7 @@ struct ScaleUpdateOptions {
 };
 
 /// The kernel of scale_copy below, which checks scale first.
-using ScaleCopyFn = void(const Tensor& src, const Tensor& dst, const Tensor& scale);
-extern constinit Stub<ScaleCopyFn, 1> scale_copy_kernel;  // on dst's device
+MIXGRAD_STUB(scale_copy_kernel, 1, void(const Tensor& src, const Tensor& dst, const Tensor& scale));  // on dst's device
 
 /// dst = src * scale elementwise (src of dst's shape, any dtype), the
 /// product formed in dst's arithmetic type with the scale rounded once to
@@ -40,8 +39,8 @@ inline void scale_copy(const Tensor& src, const Tensor& dst, const Tensor& scale
 /// are one-element float64 tensors, growth_tracker a one-element int64
 /// tensor, found_inf a one-element float32 flag (nonzero: the step
 /// overflowed) or undefined for a clean step; all on one device.
-using UpdateScaleFn = void(const Tensor& scale, const Tensor& inv_scale, const Tensor& growth_tracker,
-                           const Tensor& found_inf, const ScaleUpdateOptions& o);
-extern constinit Stub<UpdateScaleFn, 0> update_scale;  // on scale's device
+MIXGRAD_STUB(update_scale, 0,
+             void(const Tensor& scale, const Tensor& inv_scale, const Tensor& growth_tracker, const Tensor& found_inf,
+                  const ScaleUpdateOptions& o));  // on scale's device
 
 }  // namespace mixgrad::backend

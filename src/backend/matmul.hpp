@@ -18,7 +18,7 @@ namespace mixgrad::backend {
 /// or is 1 (broadcast). a and b may have any strides (transposed views cost
 /// nothing); out is contiguous; bias is undefined or [n], any floating dtype.
 /// Accumulates in float32 (float64 for float64).
-using MatmulFn = void(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out);
-extern constinit Stub<MatmulFn, 3> matmul;  // on out's device
+MIXGRAD_STUB(matmul, 3,
+             void(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out));  // on out's device
 
 }  // namespace mixgrad::backend

@@ -42,12 +42,12 @@ inline void check_scalar_arg(const char* op, const char* what, const Tensor& t, 
 /// The kernels of the functions below, which check their arguments first
 /// (found_inf, inv_scale, norm, out: on the tensors' device).
 using NonFiniteCheckFn = void(std::span<const Tensor> tensors, const Tensor& found_inf, const Tensor& inv_scale);
-extern constinit Stub<NonFiniteCheckFn, 1> non_finite_check_and_unscale_kernel;  // on found_inf's device
-extern constinit Stub<NonFiniteCheckFn, 1> non_finite_check_kernel;              // on found_inf's device
-using GradNormFn = void(std::span<const Tensor> tensors, double norm_type, const Tensor& out);
-extern constinit Stub<GradNormFn, 2> grad_norm_kernel;  // on out's device
-using ClipByNormFn = void(std::span<const Tensor> tensors, const Tensor& norm, double max_norm);
-extern constinit Stub<ClipByNormFn, 1> clip_by_norm_kernel;  // on norm's device
+MIXGRAD_STUB(non_finite_check_and_unscale_kernel, 1, NonFiniteCheckFn);  // on found_inf's device
+MIXGRAD_STUB(non_finite_check_kernel, 1, NonFiniteCheckFn);              // on found_inf's device
+MIXGRAD_STUB(grad_norm_kernel, 2,
+             void(std::span<const Tensor> tensors, double norm_type, const Tensor& out));  // on out's device
+MIXGRAD_STUB(clip_by_norm_kernel, 1,
+             void(std::span<const Tensor> tensors, const Tensor& norm, double max_norm));  // on norm's device
 
 /// PyTorch's `_amp_foreach_non_finite_check_and_unscale_`: multiplies every
 /// element of every tensor by inv_scale's value in place (rounded once to

@@ -43,14 +43,13 @@ struct LayerNormGrads {
 };
 
 /// out = (x - mean) * rstd * weight + bias per row, with mean and rstd saved.
-using LayerNormForwardFn = void(const LayerNormArgs& a, const LayerNormOutputs& o);
-extern constinit Stub<LayerNormForwardFn, 0> layer_norm_forward;  // on a.x's device
+MIXGRAD_STUB(layer_norm_forward, 0, void(const LayerNormArgs& a, const LayerNormOutputs& o));  // on a.x's device
 
 /// Gradients for x, weight and bias from the saved mean and rstd (a.bias and
 /// saved.out are not read). The weight and bias gradients are summed over rows in fixed
 /// blocks: deterministic on any thread count.
-using LayerNormBackwardFn = void(const LayerNormArgs& a, const LayerNormOutputs& saved, const Tensor& grad_out,
-                                 const LayerNormGrads& grads);
-extern constinit Stub<LayerNormBackwardFn, 0> layer_norm_backward;  // on a.x's device
+MIXGRAD_STUB(layer_norm_backward, 0,
+             void(const LayerNormArgs& a, const LayerNormOutputs& saved, const Tensor& grad_out,
+                  const LayerNormGrads& grads));  // on a.x's device
 
 }  // namespace mixgrad::backend

@@ -45,15 +45,15 @@ struct AmpUpdate {
 /// undefined when momentum == 0, and initialised from the gradient when
 /// step is 0. grad may have any floating dtype and strides; buffers are in
 /// float32 (float64 for float64 parameters) with the parameter's shape.
-using SgdUpdateFn = void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
-                         const Tensor& found_inf, const SgdStep& s, const AmpUpdate& amp);
-extern constinit Stub<SgdUpdateFn, 0> sgd_update;  // on param's device
+MIXGRAD_STUB(sgd_update, 0,
+             void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
+                  const Tensor& found_inf, const SgdStep& s, const AmpUpdate& amp));  // on param's device
 
 /// param <- Adam(param, grad), unless found_inf is set, with the bias
 /// corrections of update step + 1; max_exp_avg_sq is undefined unless AMSGrad.
-using AdamUpdateFn = void(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                          const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf,
-                          const AdamStep& s, const AmpUpdate& amp);
-extern constinit Stub<AdamUpdateFn, 0> adam_update;  // on param's device
+MIXGRAD_STUB(adam_update, 0,
+             void(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                  const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf, const AdamStep& s,
+                  const AmpUpdate& amp));  // on param's device
 
 }  // namespace mixgrad::backend

@@ -37,31 +37,29 @@ struct MaxPoolWorkspace {
 
 /// y = max over each window of x (both contiguous [N, C, H, W], one dtype);
 /// padded positions never win. Returns what the backward needs.
-using MaxPool2dForwardFn = MaxPoolWorkspace(const Tensor& x, const Tensor& y, const Pool2dParams& p);
-extern constinit Stub<MaxPool2dForwardFn, 1> max_pool2d_forward;  // on y's device
+MIXGRAD_STUB(max_pool2d_forward, 1,
+             MaxPoolWorkspace(const Tensor& x, const Tensor& y, const Pool2dParams& p));  // on y's device
 /// gx (overwritten) = gy routed to the maximal input of each window.
-using MaxPool2dBackwardFn = void(const Tensor& gy, const MaxPoolWorkspace& ws, const Tensor& gx, const Pool2dParams& p);
-extern constinit Stub<MaxPool2dBackwardFn, 2> max_pool2d_backward;  // on gx's device
+MIXGRAD_STUB(max_pool2d_backward, 2,
+             void(const Tensor& gy, const MaxPoolWorkspace& ws, const Tensor& gx,
+                  const Pool2dParams& p));  // on gx's device
 /// max_pool2d_forward on the built-in path whatever the geometry: y and the
 /// `argmax` workspace, which max_pool2d_gather reads (a recorded backward's
 /// positions; the paths agree except which of tied maxima wins).
-using MaxPool2dArgmaxFn = MaxPoolWorkspace(const Tensor& x, const Tensor& y, const Pool2dParams& p);
-extern constinit Stub<MaxPool2dArgmaxFn, 1> max_pool2d_argmax;  // on y's device
+MIXGRAD_STUB(max_pool2d_argmax, 1,
+             MaxPoolWorkspace(const Tensor& x, const Tensor& y, const Pool2dParams& p));  // on y's device
 /// gy (overwritten) = gx read at each output's maximal input (ws of kind
 /// argmax): the adjoint of max_pool2d_backward, the recorded gradient's own backward.
-using MaxPool2dGatherFn = void(const Tensor& gx, const MaxPoolWorkspace& ws, const Tensor& gy);
-extern constinit Stub<MaxPool2dGatherFn, 2> max_pool2d_gather;  // on gy's device
+MIXGRAD_STUB(max_pool2d_gather, 2,
+             void(const Tensor& gx, const MaxPoolWorkspace& ws, const Tensor& gy));  // on gy's device
 /// y = mean over each window of x, counting only positions inside x.
-using AvgPool2dForwardFn = void(const Tensor& x, const Tensor& y, const Pool2dParams& p);
-extern constinit Stub<AvgPool2dForwardFn, 1> avg_pool2d_forward;  // on y's device
+MIXGRAD_STUB(avg_pool2d_forward, 1, void(const Tensor& x, const Tensor& y, const Pool2dParams& p));  // on y's device
 /// gx (overwritten) = gy spread evenly over the inside positions of each window.
-using AvgPool2dBackwardFn = void(const Tensor& gy, const Tensor& gx, const Pool2dParams& p);
-extern constinit Stub<AvgPool2dBackwardFn, 1> avg_pool2d_backward;  // on gx's device
+MIXGRAD_STUB(avg_pool2d_backward, 1,
+             void(const Tensor& gy, const Tensor& gx, const Pool2dParams& p));  // on gx's device
 /// y[.., i, j] = mean of x over rows [floor(i*H/OH), ceil((i+1)*H/OH)) and
 /// the same for columns; OH, OW read from y.
-using AdaptiveAvgPool2dForwardFn = void(const Tensor& x, const Tensor& y);
-extern constinit Stub<AdaptiveAvgPool2dForwardFn, 1> adaptive_avg_pool2d_forward;  // on y's device
-using AdaptiveAvgPool2dBackwardFn = void(const Tensor& gy, const Tensor& gx);
-extern constinit Stub<AdaptiveAvgPool2dBackwardFn, 1> adaptive_avg_pool2d_backward;  // on gx's device
+MIXGRAD_STUB(adaptive_avg_pool2d_forward, 1, void(const Tensor& x, const Tensor& y));     // on y's device
+MIXGRAD_STUB(adaptive_avg_pool2d_backward, 1, void(const Tensor& gy, const Tensor& gx));  // on gx's device
 
 }  // namespace mixgrad::backend

@@ -32,36 +32,37 @@ struct ReduceParams {
 /// out = op over the masked axes of x (see the file comment). An empty
 /// reduction gives the identity (0 for sums, NaN for mean and var); max and
 /// min of nothing are the caller's to reject.
-using ReduceFn = void(ReduceOp op, const Tensor& x, uint32_t axes, const Tensor& out, const ReduceParams& params);
-extern constinit Stub<ReduceFn, 3> reduce;  // on out's device
+MIXGRAD_STUB(reduce, 3,
+             void(ReduceOp op, const Tensor& x, uint32_t axes, const Tensor& out,
+                  const ReduceParams& params));  // on out's device
 /// out (int64, contiguous, x's shape without `axis`) = index of the first
 /// largest (smallest) element along `axis`; NaN counts as the largest (and
 /// the smallest), so the first NaN wins.
-using ArgReduceFn = void(ArgReduceOp op, const Tensor& x, int axis, const Tensor& out);
-extern constinit Stub<ArgReduceFn, 3> arg_reduce;  // on out's device
+MIXGRAD_STUB(arg_reduce, 3, void(ArgReduceOp op, const Tensor& x, int axis, const Tensor& out));  // on out's device
 /// dst[k, index[k]] = values[k] for a contiguous 2-d dst; the other elements
 /// are left as they are.
-using PutAlongLastAxisFn = void(const Tensor& values, const Tensor& index, const Tensor& dst);
-extern constinit Stub<PutAlongLastAxisFn, 2> put_along_last_axis;  // on dst's device
+MIXGRAD_STUB(put_along_last_axis, 2,
+             void(const Tensor& values, const Tensor& index, const Tensor& dst));  // on dst's device
 /// dx = grad * scale * (x - mean); grad and mean broadcast to x's shape.
-using VarGradFn = void(const Tensor& grad, const Tensor& x, const Tensor& mean, double scale, const Tensor& dx);
-extern constinit Stub<VarGradFn, 4> var_grad;  // on dx's device
+MIXGRAD_STUB(var_grad, 4,
+             void(const Tensor& grad, const Tensor& x, const Tensor& mean, double scale,
+                  const Tensor& dx));  // on dx's device
 /// dx = d||x||_p/dx * grad; grad and norm broadcast to x's shape.
-using NormGradFn = void(const Tensor& grad, const Tensor& x, const Tensor& norm, double p, const Tensor& dx);
-extern constinit Stub<NormGradFn, 4> norm_grad;  // on dx's device
+MIXGRAD_STUB(norm_grad, 4,
+             void(const Tensor& grad, const Tensor& x, const Tensor& norm, double p,
+                  const Tensor& dx));  // on dx's device
 /// out [outer, inner] = product of x along the axis, accumulated in float
 /// (double for float64).
-using ProdFn = void(const Tensor& x, Axis3 a, const Tensor& out);
-extern constinit Stub<ProdFn, 2> prod;  // on out's device
+MIXGRAD_STUB(prod, 2, void(const Tensor& x, Axis3 a, const Tensor& out));  // on out's device
 /// dx = g * (product of the other elements of x's line), exact with zeros
 /// in the line (no division by them); g [outer, inner].
-using ProdGradFn = void(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx);
-extern constinit Stub<ProdGradFn, 3> prod_grad;  // on dx's device
+MIXGRAD_STUB(prod_grad, 3, void(const Tensor& g, const Tensor& x, Axis3 a, const Tensor& dx));  // on dx's device
 
 /// out[c] = sum over o < outer, i < inner of x[o, c, i], x contiguous and
 /// viewed as [outer, channels, inner]; out [channels], any floating dtype.
 /// Sums in float32 (float64 for float64): the bias gradient of linear / conv.
-using SumChannelsFn = void(const Tensor& x, int64_t outer, int64_t channels, int64_t inner, const Tensor& out);
-extern constinit Stub<SumChannelsFn, 4> sum_channels;  // on out's device
+MIXGRAD_STUB(sum_channels, 4,
+             void(const Tensor& x, int64_t outer, int64_t channels, int64_t inner,
+                  const Tensor& out));  // on out's device
 
 }  // namespace mixgrad::backend

@@ -36,16 +36,13 @@ struct UpsampleParams {
 };
 
 /// y (contiguous, x's dtype) = x padded as p says; x contiguous.
-using PadForwardFn = void(const Tensor& x, const Tensor& y, const PadParams& p);
-extern constinit Stub<PadForwardFn, 1> pad_forward;  // on y's device
+MIXGRAD_STUB(pad_forward, 1, void(const Tensor& x, const Tensor& y, const PadParams& p));  // on y's device
 /// gx (overwritten) = sum of gy over the output positions each input element went to.
-using PadBackwardFn = void(const Tensor& gy, const Tensor& gx, const PadParams& p);
-extern constinit Stub<PadBackwardFn, 1> pad_backward;  // on gx's device
+MIXGRAD_STUB(pad_backward, 1, void(const Tensor& gy, const Tensor& gx, const PadParams& p));  // on gx's device
 /// y [N, C, OH, OW] = x [N, C, H, W] resampled; both contiguous, one dtype.
-using Upsample2dForwardFn = void(const Tensor& x, const Tensor& y, const UpsampleParams& p);
-extern constinit Stub<Upsample2dForwardFn, 1> upsample2d_forward;  // on y's device
+MIXGRAD_STUB(upsample2d_forward, 1, void(const Tensor& x, const Tensor& y, const UpsampleParams& p));  // on y's device
 /// gx (overwritten) = the adjoint of the forward applied to gy.
-using Upsample2dBackwardFn = void(const Tensor& gy, const Tensor& gx, const UpsampleParams& p);
-extern constinit Stub<Upsample2dBackwardFn, 1> upsample2d_backward;  // on gx's device
+MIXGRAD_STUB(upsample2d_backward, 1,
+             void(const Tensor& gy, const Tensor& gx, const UpsampleParams& p));  // on gx's device
 
 }  // namespace mixgrad::backend

@@ -15,7 +15,6 @@ namespace mixgrad::backend {
 
 /// out = running sum of x along the axis (from the end when `reverse`: the
 /// backward of cumsum), accumulated in float (double for float64).
-using CumsumFn = void(const Tensor& x, Axis3 a, bool reverse, const Tensor& out);
-extern constinit Stub<CumsumFn, 3> cumsum;  // on out's device
+MIXGRAD_STUB(cumsum, 3, void(const Tensor& x, Axis3 a, bool reverse, const Tensor& out));  // on out's device
 
 }  // namespace mixgrad::backend

@@ -22,13 +22,13 @@ struct SoftmaxShape {
 
 /// y = exp(x - max) / sum exp(x - max) (softmax) or x - max - log sum exp(x - max)
 /// (log_softmax) along the axis; x, y contiguous, one dtype.
-using SoftmaxForwardFn = void(const Tensor& x, const Tensor& y, const SoftmaxShape& s, SoftmaxKind kind);
-extern constinit Stub<SoftmaxForwardFn, 1> softmax_forward;  // on y's device
+MIXGRAD_STUB(softmax_forward, 1,
+             void(const Tensor& x, const Tensor& y, const SoftmaxShape& s, SoftmaxKind kind));  // on y's device
 
 /// gx = y * (gy - sum(gy * y)) (softmax) or gy - exp(y) * sum(gy)
 /// (log_softmax), sums along the axis; y is the forward's output.
-using SoftmaxBackwardFn = void(const Tensor& gy, const Tensor& y, const Tensor& gx, const SoftmaxShape& s,
-                               SoftmaxKind kind);
-extern constinit Stub<SoftmaxBackwardFn, 2> softmax_backward;  // on gx's device
+MIXGRAD_STUB(softmax_backward, 2,
+             void(const Tensor& gy, const Tensor& y, const Tensor& gx, const SoftmaxShape& s,
+                  SoftmaxKind kind));  // on gx's device
 
 }  // namespace mixgrad::backend

@@ -18,8 +18,8 @@ namespace mixgrad::backend {
 /// The first k elements of each line in ascending (descending) order, NaN
 /// counted as the largest, ties in input order; values in x's dtype, indices
 /// int64.
-using SortLinesFn = void(const Tensor& x, Axis3 a, int64_t k, bool descending, const Tensor& values,
-                         const Tensor& indices);
-extern constinit Stub<SortLinesFn, 4> sort_lines;  // on values's device
+MIXGRAD_STUB(sort_lines, 4,
+             void(const Tensor& x, Axis3 a, int64_t k, bool descending, const Tensor& values,
+                  const Tensor& indices));  // on values's device
 
 }  // namespace mixgrad::backend
