@@ -5,6 +5,10 @@
 // autocast. Prints a table of tokens/s and the command.
 //
 //   build/tests/perf/bench_gpt [--rounds 5] [--reps 3] [--threads 2]
+//                              [--side mixgrad|LibTorch] [--precision fp32|bf16]
+//
+// --side runs one library alone and --precision one precision (to profile
+// them); the ratio column needs both sides.
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -80,13 +84,20 @@ int main(int argc, char** argv) {
   keep_freed_memory();
   TimingOptions timing{.warmup = 3, .rounds = 5, .reps = 3};
   int threads = 2;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  std::string side, precision;  // empty: both
+  for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
-    if (k == "--rounds") timing.rounds = std::atoi(argv[i + 1]);
-    else if (k == "--reps") timing.reps = std::atoi(argv[i + 1]);
-    else if (k == "--threads") threads = std::atoi(argv[i + 1]);
+    const std::string v = i + 1 < argc ? argv[i + 1] : "";
+    if (k == "--rounds") timing.rounds = std::atoi(v.c_str());
+    else if (k == "--reps") timing.reps = std::atoi(v.c_str());
+    else if (k == "--threads") threads = std::atoi(v.c_str());
+    else if (k == "--side" && (v == "mixgrad" || v == "LibTorch")) side = v;
+    else if (k == "--precision" && (v == "fp32" || v == "bf16")) precision = v;
     else {
-      std::fprintf(stderr, "bench_gpt: unknown option %s\n", argv[i]);
+      std::fprintf(stderr,
+                   "bench_gpt: bad option %s %s\nusage: bench_gpt [--rounds N] [--reps N] [--threads N] "
+                   "[--side mixgrad|LibTorch] [--precision fp32|bf16]\n",
+                   k.c_str(), v.c_str());
       return 2;
     }
   }
@@ -95,30 +106,46 @@ int main(int argc, char** argv) {
   libtorch_side::set_threads(threads);
   std::printf("LibTorch %s\n", libtorch_side::version());
 #endif
-  std::printf("command: bench_gpt --rounds %d --reps %d --threads %d\n\n", timing.rounds, timing.reps, threads);
+  std::printf("command: bench_gpt --rounds %d --reps %d --threads %d%s%s%s%s\n\n", timing.rounds, timing.reps, threads,
+              side.empty() ? "" : " --side ", side.c_str(), precision.empty() ? "" : " --precision ",
+              precision.c_str());
+  const bool run_mine = side != "LibTorch";
   Table t({"model", "precision", "mixgrad ms/step", "mixgrad tok/s", "LibTorch ms/step", "LibTorch tok/s",
            "mixgrad / LibTorch"});
   for (bool bf16 : {false, true}) {
+    if (!precision.empty() && (precision == "bf16") != bf16) continue;
     const perf::gpt::Config c{.bf16 = bf16};
     std::mt19937_64 rng(7);
     std::vector<int64_t> tokens(static_cast<size_t>(c.batch * (c.block + 1)));
     for (auto& tk : tokens) tk = static_cast<int64_t>(rng() % static_cast<uint64_t>(c.vocab));
     std::vector<std::function<void()>> contenders;
-    auto mine = perf::gpt::make_mixgrad(c, tokens.data());
-    contenders.push_back([&] { mine->run(); });
+    std::unique_ptr<perf::Runner> mine, theirs;
+    if (run_mine) {
+      mine = perf::gpt::make_mixgrad(c, tokens.data());
+      contenders.push_back([&] { mine->run(); });
+    }
 #if MIXGRAD_BENCH_LIBTORCH
-    auto theirs = perf::gpt::make_libtorch(c, tokens.data());
-    contenders.push_back([&] { theirs->run(); });
+    if (side != "mixgrad") {
+      theirs = perf::gpt::make_libtorch(c, tokens.data());
+      contenders.push_back([&] { theirs->run(); });
+    }
 #endif
+    if (contenders.empty()) {
+      std::fprintf(stderr, "bench_gpt: this build has no LibTorch side\n");
+      return 2;
+    }
     const auto st = alternate(contenders, timing);
     const double tok = static_cast<double>(c.batch * c.block);
-    std::vector<std::string> row = {"4 x 128, 4 heads, context 64, batch 32", bf16 ? "bf16 autocast" : "fp32",
-                                    fixed(st[0].median, 1), fixed(tok / (st[0].median * 1e-3), 0)};
-    if (st.size() > 1) {
-      row.push_back(fixed(st[1].median, 1));
-      row.push_back(fixed(tok / (st[1].median * 1e-3), 0));
-      row.push_back(fixed(st[0].median / st[1].median, 2));
-    }
+    std::vector<std::string> row = {"4 x 128, 4 heads, context 64, batch 32", bf16 ? "bf16 autocast" : "fp32"};
+    const auto cells = [&](const Stat* s) {
+      row.push_back(s ? fixed(s->median, 1) : "-");
+      row.push_back(s ? fixed(tok / (s->median * 1e-3), 0) : "-");
+    };
+    const Stat* mine_st = mine ? &st[0] : nullptr;
+    const Stat* theirs_st = theirs ? &st[contenders.size() - 1] : nullptr;
+    cells(mine_st);
+    cells(theirs_st);
+    row.push_back(mine_st && theirs_st ? fixed(mine_st->median / theirs_st->median, 2) : "-");
     t.row(row);
   }
   t.print();
