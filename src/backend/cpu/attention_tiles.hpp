@@ -97,15 +97,45 @@ template <class Acc, int Bytes>
   for (; i < m; ++i) gemm_rows<Acc, Bytes, 1>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
 }
 
+/// x[0..lanes) = e^x, every x <= 0 (or NaN): kernels::exp_float_nonpositive's
+/// arithmetic written on a vector, because GCC leaves that function's loop
+/// scalar at AVX2 width (its selects and float-to-int conversion vectorise
+/// only with AVX-512's masks).
+template <int Bytes>
+[[gnu::always_inline]] inline void exp_nonpositive(float* at) {
+  using V = typename Vec<float, Bytes>::type;
+  typedef int32_t VI __attribute__((vector_size(Bytes)));
+  const V x = load<V>(at);
+  const V lo = V{} - 87.f;
+  const V xc = x >= lo ? x : lo;  // NaN too: no NaN reaches the integer conversion
+  const V n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest
+  const V f = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+  V p = V{} + 1.9875691500e-4f;
+  p = p * f + 1.3981999507e-3f;
+  p = p * f + 8.3334519073e-3f;
+  p = p * f + 4.1665795894e-2f;
+  p = p * f + 1.6666665459e-1f;
+  p = p * f + 5.0000001201e-1f;
+  const V y = p * f * f + f + 1.f;
+  const VI e = (__builtin_convertvector(n, VI) + 127) << 23;
+  V scale;
+  std::memcpy(&scale, &e, sizeof scale);
+  const V r = x < lo ? V{} : y * scale;
+  store(at, x != x ? x : r);
+}
+
 /// x[j] = e^x[j] for j < n, where every x[j] <= 0 (scores minus their row
-/// maximum or log-sum-exp): float through kernels::exp_float_nonpositive,
-/// plain arithmetic the loop vectorises at the caller's width; double
-/// through std::exp.
+/// maximum or log-sum-exp): float a vector at a time (exp_nonpositive), the
+/// tail through kernels::exp_float_nonpositive; double through std::exp.
 template <class Acc, int Bytes>
 [[gnu::always_inline]] inline void exp_rows(int64_t n, Acc* x) {
-  for (int64_t j = 0; j < n; ++j) {
-    if constexpr (std::is_same_v<Acc, float>) x[j] = kernels::exp_float_nonpositive(x[j]);
-    else x[j] = std::exp(x[j]);
+  int64_t j = 0;
+  if constexpr (std::is_same_v<Acc, float>) {
+    constexpr int W = Vec<float, Bytes>::lanes;
+    for (; j + W <= n; j += W) exp_nonpositive<Bytes>(x + j);
+    for (; j < n; ++j) x[j] = kernels::exp_float_nonpositive(x[j]);
+  } else {
+    for (; j < n; ++j) x[j] = std::exp(x[j]);
   }
 }
 
