@@ -2,9 +2,8 @@
 // per dispatched function, a stub of that name, the argument whose device
 // picks the kernel, and its signature (PyTorch's DECLARE_DISPATCH):
 //
-//   /// out = a · b (+ bias).
-//   MIXGRAD_STUB(matmul, 3, void(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out));  // on
-//   out's device
+//   /// out = a · b (+ bias). Runs on out's device: argument 3.
+//   MIXGRAD_STUB(matmul, 3, void(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out));
 //
 // and callers write `backend::matmul(a, b, bias, out)`: one indirect call to
 // the kernel of that argument's device (a Tensor, or a struct with a

@@ -51,10 +51,9 @@ MIXGRAD_STUB(scatter_add, 3,
 /// x_desc and the dimension: thrown here on the CPU before anything is
 /// written; on CUDA its row is set to -1 (index_put then skips it) and the
 /// error is thrown at the device's next host sync (backend/pending_checks.hpp).
-// on rows' device
 MIXGRAD_STUB(index_put_rows, 3,
              void(std::span<const Tensor> indices, const Shape& extents, const std::string& x_desc,
-                  const Tensor& rows));
+                  const Tensor& rows));  // on rows' device
 /// out [N, inner] row rows[m] = values [M, inner] row m (rows [M], in
 /// range; CUDA skips a row of -1, index_put_rows' mark of a bad index), or
 /// += with `accumulate`. Rows are written in order m = 0..M-1, so a repeated

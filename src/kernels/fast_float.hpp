@@ -13,22 +13,31 @@
 
 namespace mixgrad::kernels {
 
-/// e^x in float for x <= 0.5 (tanh's and GELU's use): Cephes' degree-6
-/// polynomial on the argument reduced by round(x / ln 2), scaled by 2^n
-/// through the exponent bits; within 2 ulp of expf, and 0 below -87 (where
-/// expf is denormal or 0); NaN stays NaN. Plain arithmetic, so a loop of it
-/// vectorises (a call to libm's expf does not).
-MIXGRAD_HOST_DEVICE inline float exp_float_nonpositive(float x) {
-  const float xc = x >= -87.f ? x : -87.f;  // NaN too: no NaN reaches the integer conversion
-  const float n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest
-  const float f = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
+/// e^xc = y 2^n for xc in [-87, 0.5]: n = round(xc / ln 2) and y = e^(xc - n ln 2)
+/// by Cephes' degree-6 polynomial. Written on V = float or a GCC vector of
+/// floats, so that the CPU attention kernel's vector exponential
+/// (backend/cpu/attention_tiles.hpp) runs the same arithmetic lane by lane.
+template <class V>
+MIXGRAD_HOST_DEVICE inline void exp_reduced(const V& xc, V& n, V& y) {
+  n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest
+  const V f = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+  V p = V{} + 1.9875691500e-4f;
   p = p * f + 1.3981999507e-3f;
   p = p * f + 8.3334519073e-3f;
   p = p * f + 4.1665795894e-2f;
   p = p * f + 1.6666665459e-1f;
   p = p * f + 5.0000001201e-1f;
-  const float y = p * f * f + f + 1.f;
+  y = p * f * f + f + 1.f;
+}
+
+/// e^x in float for x <= 0.5 (tanh's and GELU's use): exp_reduced, scaled by
+/// 2^n through the exponent bits; within 2 ulp of expf, and 0 below -87
+/// (where expf is denormal or 0); NaN stays NaN. Plain arithmetic, so a loop
+/// of it vectorises where selects do (a call to libm's expf does not).
+MIXGRAD_HOST_DEVICE inline float exp_float_nonpositive(float x) {
+  const float xc = x >= -87.f ? x : -87.f;  // NaN too: no NaN reaches the integer conversion
+  float n, y;
+  exp_reduced(xc, n, y);
   const float scale = detail::bits_float(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
   return x != x ? x : (x < -87.f ? 0.f : y * scale);
 }

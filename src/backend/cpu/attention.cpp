@@ -23,6 +23,11 @@
 #include "core/simd.hpp"
 #include "kernels/cast.hpp"
 
+// The tiles pass GCC vector types between always-inlined functions and
+// lambdas only; the ABI notes GCC gives for them (at the end of this file)
+// do not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace mixgrad::backend::cpu {
 
 namespace {

@@ -97,10 +97,10 @@ template <class Acc, int Bytes>
   for (; i < m; ++i) gemm_rows<Acc, Bytes, 1>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
 }
 
-/// x[0..lanes) = e^x, every x <= 0 (or NaN): kernels::exp_float_nonpositive's
-/// arithmetic written on a vector, because GCC leaves that function's loop
-/// scalar at AVX2 width (its selects and float-to-int conversion vectorise
-/// only with AVX-512's masks).
+/// x[0..lanes) = e^x, every x <= 0 (or NaN): kernels::exp_float_nonpositive
+/// on a vector (its kernels::exp_reduced, then the same scaling and
+/// selects), because GCC leaves that function's loop scalar at AVX2 width
+/// (its selects and float-to-int conversion vectorise only with AVX-512's masks).
 template <int Bytes>
 [[gnu::always_inline]] inline void exp_nonpositive(float* at) {
   using V = typename Vec<float, Bytes>::type;
@@ -108,15 +108,8 @@ template <int Bytes>
   const V x = load<V>(at);
   const V lo = V{} - 87.f;
   const V xc = x >= lo ? x : lo;  // NaN too: no NaN reaches the integer conversion
-  const V n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest
-  const V f = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
-  V p = V{} + 1.9875691500e-4f;
-  p = p * f + 1.3981999507e-3f;
-  p = p * f + 8.3334519073e-3f;
-  p = p * f + 4.1665795894e-2f;
-  p = p * f + 1.6666665459e-1f;
-  p = p * f + 5.0000001201e-1f;
-  const V y = p * f * f + f + 1.f;
+  V n, y;
+  kernels::exp_reduced(xc, n, y);
   const VI e = (__builtin_convertvector(n, VI) + 127) << 23;
   V scale;
   std::memcpy(&scale, &e, sizeof scale);
