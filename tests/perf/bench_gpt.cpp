@@ -88,9 +88,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; i += 2) {
     const std::string k = argv[i];
     const std::string v = i + 1 < argc ? argv[i + 1] : "";
-    if (k == "--rounds") timing.rounds = std::atoi(v.c_str());
-    else if (k == "--reps") timing.reps = std::atoi(v.c_str());
-    else if (k == "--threads") threads = std::atoi(v.c_str());
+    const int count = std::atoi(v.c_str());  // 0 for a value that is not a positive number
+    if (k == "--rounds" && count > 0) timing.rounds = count;
+    else if (k == "--reps" && count > 0) timing.reps = count;
+    else if (k == "--threads" && count > 0) threads = count;
     else if (k == "--side" && (v == "mixgrad" || v == "LibTorch")) side = v;
     else if (k == "--precision" && (v == "fp32" || v == "bf16")) precision = v;
     else {
