@@ -4,7 +4,7 @@
 // vector code from one source:
 //
 //   tiles::gemm<float, 64>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);   // c += a b (a strided)
-//   tiles::exp_rows<float, 64>(n, x);                                 // x = exp(x), x <= 0
+//   tiles::exp_rows<float, 64>(n, x);                                 // x = exp(x), x <= 0 (vector_exp.hpp)
 //
 // Bytes is the vector width (16: SSE2, 32: AVX2, 64: AVX-512). Everything is
 // always inlined into its caller, so it takes the caller's instruction set.
@@ -16,7 +16,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "kernels/fast_float.hpp"
+#include "backend/cpu/vector_exp.hpp"
 
 // Vector types are passed between always-inlined functions only: the ABI
 // note GCC gives for them does not apply.
@@ -24,23 +24,6 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace mixgrad::backend::cpu::tiles {
-
-template <class Acc, int Bytes>
-struct Vec {
-  typedef Acc type __attribute__((vector_size(Bytes)));
-  static constexpr int lanes = Bytes / static_cast<int>(sizeof(Acc));
-};
-
-template <class V>
-[[gnu::always_inline]] inline V load(const void* p) {
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-template <class V>
-[[gnu::always_inline]] inline void store(void* p, const V& v) {
-  std::memcpy(p, &v, sizeof v);
-}
 
 /// Rows [i0, i0 + MR) of c += a b (see gemm): MR rows by two vectors of
 /// columns held in registers across the whole sum, b streamed row by row.
@@ -95,41 +78,6 @@ template <class Acc, int Bytes>
     for (; i + 6 <= m; i += 6) gemm_rows<Acc, Bytes, 6>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
   for (; i + 4 <= m; i += 4) gemm_rows<Acc, Bytes, 4>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
   for (; i < m; ++i) gemm_rows<Acc, Bytes, 1>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
-}
-
-/// x[0..lanes) = e^x, every x <= 0 (or NaN): kernels::exp_float_nonpositive
-/// on a vector (its kernels::exp_reduced, then the same scaling and
-/// selects), because GCC leaves that function's loop scalar at AVX2 width
-/// (its selects and float-to-int conversion vectorise only with AVX-512's masks).
-template <int Bytes>
-[[gnu::always_inline]] inline void exp_nonpositive(float* at) {
-  using V = typename Vec<float, Bytes>::type;
-  typedef int32_t VI __attribute__((vector_size(Bytes)));
-  const V x = load<V>(at);
-  const V lo = V{} - 87.f;
-  const V xc = x >= lo ? x : lo;  // NaN too: no NaN reaches the integer conversion
-  V n, y;
-  kernels::exp_reduced(xc, n, y);
-  const VI e = (__builtin_convertvector(n, VI) + 127) << 23;
-  V scale;
-  std::memcpy(&scale, &e, sizeof scale);
-  const V r = x < lo ? V{} : y * scale;
-  store(at, x != x ? x : r);
-}
-
-/// x[j] = e^x[j] for j < n, where every x[j] <= 0 (scores minus their row
-/// maximum or log-sum-exp): float a vector at a time (exp_nonpositive), the
-/// tail through kernels::exp_float_nonpositive; double through std::exp.
-template <class Acc, int Bytes>
-[[gnu::always_inline]] inline void exp_rows(int64_t n, Acc* x) {
-  int64_t j = 0;
-  if constexpr (std::is_same_v<Acc, float>) {
-    constexpr int W = Vec<float, Bytes>::lanes;
-    for (; j + W <= n; j += W) exp_nonpositive<Bytes>(x + j);
-    for (; j < n; ++j) x[j] = kernels::exp_float_nonpositive(x[j]);
-  } else {
-    for (; j < n; ++j) x[j] = std::exp(x[j]);
-  }
 }
 
 /// `op` folded over x[0..n) from `init`: lane by lane a vector at a time (no

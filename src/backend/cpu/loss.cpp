@@ -15,9 +15,15 @@
 
 #include "backend/loss.hpp"
 #include "backend/copy.hpp"
+#include "backend/cpu/vector_exp.hpp"
+#include "core/simd.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/loops.hpp"
 #include "kernels/loss.hpp"
+
+// The float32 rows pass GCC vector types between always-inlined functions
+// only; the ABI notes GCC gives for them do not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace mixgrad::backend::cpu {
 
@@ -140,6 +146,111 @@ void for_each_tile(const ClassLayout& layout, const Tile& tile) {
   });
 }
 
+// ---- cross-entropy rows of float32, a vector at a time ---------------------
+//
+// A float32 row of logits [C] is the common case (a language model's vocabulary):
+// its maximum, sum of e^z and sum of z (z = x - max), and its gradient, run
+// on vector types with the exponential of backend/cpu/vector_exp.hpp, in
+// portable, AVX2 and AVX-512 variants. The sums keep kRowLanes partial sums,
+// element j going to lane j % kRowLanes whatever the vector width, so every
+// variant adds in the same order.
+
+constexpr int kRowLanes = 16;
+
+/// Row statistics: its maximum m, sum of e^(x - m) and sum of (x - m).
+struct RowStats {
+  float m, sum, z_sum;
+};
+
+template <int Bytes>
+[[gnu::always_inline]] inline RowStats row_stats(const float* row, int64_t C) {
+  using V = typename tiles::Vec<float, Bytes>::type;
+  constexpr int W = tiles::Vec<float, Bytes>::lanes, Q = kRowLanes / W;
+  V mv = V{} + row[0];
+  int64_t j = 0;
+  for (; j + W <= C; j += W) {
+    const V v = tiles::load<V>(row + j);
+    mv = v > mv ? v : mv;  // a NaN never wins, as in the scalar loop; row[0] NaN stays
+  }
+  float m = row[0];
+  for (int l = 0; l < W; ++l) m = mv[l] > m ? mv[l] : m;
+  for (; j < C; ++j) m = row[j] > m ? row[j] : m;
+  V sv[Q], zv[Q];
+  for (int q = 0; q < Q; ++q) sv[q] = zv[q] = V{};
+  alignas(64) float e[kRowLanes];
+  j = 0;
+  for (; j + kRowLanes <= C; j += kRowLanes) {
+    for (int q = 0; q < Q; ++q) {
+      const V z = tiles::load<V>(row + j + q * W) - m;
+      zv[q] += z;
+      tiles::store(e + q * W, z);
+      tiles::exp_nonpositive<Bytes>(e + q * W);
+      sv[q] += tiles::load<V>(e + q * W);
+    }
+  }
+  float sum = 0, z_sum = 0;
+  for (int q = 0; q < Q; ++q)
+    for (int l = 0; l < W; ++l) {
+      sum += sv[q][l];
+      z_sum += zv[q][l];
+    }
+  for (; j < C; ++j) {
+    const float z = row[j] - m;
+    sum += kernels::exp_float_nonpositive(z);
+    z_sum += z;
+  }
+  return {m, sum, z_sum};
+}
+
+/// g[j] = k (e^((x[j] - m) - log_sum) - target) for j < C: the row's gradient
+/// before its label's entry is set.
+template <int Bytes>
+[[gnu::always_inline]] inline void row_grad(const float* row, int64_t C, float m, float log_sum, float target, float k,
+                                            float* g) {
+  using V = typename tiles::Vec<float, Bytes>::type;
+  constexpr int W = tiles::Vec<float, Bytes>::lanes;
+  int64_t j = 0;
+  for (; j + W <= C; j += W) {
+    tiles::store(g + j, (tiles::load<V>(row + j) - m) - log_sum);
+    tiles::exp_nonpositive<Bytes>(g + j);
+    tiles::store(g + j, k * (tiles::load<V>(g + j) - target));
+  }
+  for (; j < C; ++j) g[j] = k * (kernels::exp_float_nonpositive((row[j] - m) - log_sum) - target);
+}
+
+RowStats row_stats_portable(const float* row, int64_t C) { return row_stats<16>(row, C); }
+__attribute__((target(MIXGRAD_AVX2_TARGET))) RowStats row_stats_avx2(const float* row, int64_t C) {
+  return row_stats<32>(row, C);
+}
+__attribute__((target(MIXGRAD_AVX512_TARGET))) RowStats row_stats_avx512(const float* row, int64_t C) {
+  return row_stats<64>(row, C);
+}
+void row_grad_portable(const float* row, int64_t C, float m, float log_sum, float target, float k, float* g) {
+  row_grad<16>(row, C, m, log_sum, target, k, g);
+}
+__attribute__((target(MIXGRAD_AVX2_TARGET))) void row_grad_avx2(const float* row, int64_t C, float m, float log_sum,
+                                                                  float target, float k, float* g) {
+  row_grad<32>(row, C, m, log_sum, target, k, g);
+}
+__attribute__((target(MIXGRAD_AVX512_TARGET))) void row_grad_avx512(const float* row, int64_t C, float m,
+                                                                      float log_sum, float target, float k, float* g) {
+  row_grad<64>(row, C, m, log_sum, target, k, g);
+}
+
+/// The float32 row kernels of the level in effect.
+struct FloatRows {
+  RowStats (*stats)(const float*, int64_t);
+  void (*grad)(const float*, int64_t, float, float, float, float, float*);
+};
+FloatRows float_rows() {
+  switch (simd::level()) {
+    case simd::Level::avx512: return {row_stats_avx512, row_grad_avx512};
+    case simd::Level::avx2: return {row_stats_avx2, row_grad_avx2};
+    case simd::Level::portable: break;
+  }
+  return {row_stats_portable, row_grad_portable};
+}
+
 // ---- cross-entropy ---------------------------------------------------------
 
 template <class T, class L>
@@ -155,6 +266,28 @@ void cross_entropy_forward_typed(const ClassLossArgs& a, const Tensor& out, cons
   std::vector<Acc> loss(static_cast<size_t>(samples));
   FirstBadLabel bad(samples);
 
+  if constexpr (std::is_same_v<T, float>) {
+    if (inner == 1) {  // [N, C] of float32: the vector rows
+      const FloatRows rows = float_rows();
+      kernels::parallel_for(samples, row_grain(C), [&](int64_t b, int64_t e) {
+        for (int64_t s = b; s < e; ++s) {
+          if (!label_in_range(y[s], C)) {
+            bad.report(s);
+            continue;
+          }
+          const float* row = x + s * C;
+          const RowStats r = rows.stats(row, C);
+          const float log_sum = std::log(r.sum);
+          loss[s] = sample(log_sum, row[y[s]] - r.m, r.z_sum);
+          st[2 * s] = r.m;
+          st[2 * s + 1] = log_sum;
+        }
+      });
+      if (bad.write(y, label_status)) return;
+      write_reduced<T>(loss, a.reduction, out);
+      return;
+    }
+  }
   if (inner == 1) {  // [N, C]: each row is contiguous
     kernels::parallel_for(samples, row_grain(C), [&](int64_t b, int64_t e) {
       for (int64_t s = b; s < e; ++s) {
@@ -231,6 +364,21 @@ void cross_entropy_backward_typed(const ClassLossArgs& a, const Tensor& stats, c
   const GradScale<T, Acc> scale(grad_out, a.reduction, samples);
   const kernels::SmoothedTarget<Acc> q(static_cast<Acc>(a.label_smoothing), C);
 
+  if constexpr (std::is_same_v<T, float>) {
+    if (inner == 1) {  // [N, C] of float32: the vector rows
+      const FloatRows rows = float_rows();
+      kernels::parallel_for(samples, row_grain(C), [&](int64_t b, int64_t e) {
+        for (int64_t s = b; s < e; ++s) {
+          const float* row = x + s * C;
+          const float m = st[2 * s], log_sum = st[2 * s + 1], k = scale(s);
+          rows.grad(row, C, m, log_sum, q.off, k, gx + s * C);
+          const L label = y[s];
+          gx[s * C + label] = kernels::cross_entropy_grad(row[label] - m, log_sum, q.on, k);
+        }
+      });
+      return;
+    }
+  }
   if (inner == 1) {
     kernels::parallel_for(samples, row_grain(C), [&](int64_t b, int64_t e) {
       for (int64_t s = b; s < e; ++s) {
