@@ -158,12 +158,13 @@ void for_each_tile(const ClassLayout& layout, const Tile& tile) {
 constexpr int kRowLanes = 16;
 
 /// Row statistics: its maximum m, sum of e^(x - m) and sum of (x - m).
+template <class Acc>
 struct RowStats {
-  float m, sum, z_sum;
+  Acc m, sum, z_sum;
 };
 
 template <int Bytes>
-[[gnu::always_inline]] inline RowStats row_stats(const float* row, int64_t C) {
+[[gnu::always_inline]] inline RowStats<float> row_stats(const float* row, int64_t C) {
   using V = typename tiles::Vec<float, Bytes>::type;
   constexpr int W = tiles::Vec<float, Bytes>::lanes, Q = kRowLanes / W;
   V mv = V{} + row[0];
@@ -218,11 +219,11 @@ template <int Bytes>
   for (; j < C; ++j) g[j] = k * (kernels::exp_float_nonpositive((row[j] - m) - log_sum) - target);
 }
 
-RowStats row_stats_portable(const float* row, int64_t C) { return row_stats<16>(row, C); }
-__attribute__((target(MIXGRAD_AVX2_TARGET))) RowStats row_stats_avx2(const float* row, int64_t C) {
+RowStats<float> row_stats_portable(const float* row, int64_t C) { return row_stats<16>(row, C); }
+__attribute__((target(MIXGRAD_AVX2_TARGET))) RowStats<float> row_stats_avx2(const float* row, int64_t C) {
   return row_stats<32>(row, C);
 }
-__attribute__((target(MIXGRAD_AVX512_TARGET))) RowStats row_stats_avx512(const float* row, int64_t C) {
+__attribute__((target(MIXGRAD_AVX512_TARGET))) RowStats<float> row_stats_avx512(const float* row, int64_t C) {
   return row_stats<64>(row, C);
 }
 void row_grad_portable(const float* row, int64_t C, float m, float log_sum, float target, float k, float* g) {
@@ -237,18 +238,48 @@ __attribute__((target(MIXGRAD_AVX512_TARGET))) void row_grad_avx512(const float*
   row_grad<64>(row, C, m, log_sum, target, k, g);
 }
 
-/// The float32 row kernels of the level in effect.
-struct FloatRows {
-  RowStats (*stats)(const float*, int64_t);
-  void (*grad)(const float*, int64_t, float, float, float, float, float*);
-};
-FloatRows float_rows() {
-  switch (simd::level()) {
-    case simd::Level::avx512: return {row_stats_avx512, row_grad_avx512};
-    case simd::Level::avx2: return {row_stats_avx2, row_grad_avx2};
-    case simd::Level::portable: break;
+/// The other dtypes' rows (float64, and the 16-bit ones in float), one
+/// element at a time in Acc with libm's exp.
+template <class T, class Acc = kernels::compute_t<T>>
+RowStats<Acc> row_stats_scalar(const T* row, int64_t C) {
+  Acc m = cast<Acc>(row[0]);
+  for (int64_t j = 1; j < C; ++j) {
+    const Acc v = cast<Acc>(row[j]);
+    m = v > m ? v : m;
   }
-  return {row_stats_portable, row_grad_portable};
+  Acc sum = 0, z_sum = 0;
+  for (int64_t j = 0; j < C; ++j) {
+    const Acc z = cast<Acc>(row[j]) - m;
+    sum += std::exp(z);
+    z_sum += z;
+  }
+  return {m, sum, z_sum};
+}
+
+template <class T, class Acc = kernels::compute_t<T>>
+void row_grad_scalar(const T* row, int64_t C, Acc m, Acc log_sum, Acc target, Acc k, T* g) {
+  for (int64_t j = 0; j < C; ++j) g[j] = cast<T>(kernels::cross_entropy_grad(cast<Acc>(row[j]) - m, log_sum, target, k));
+}
+
+/// The row kernels of a contiguous [N, C] of T: for float32 the vector ones
+/// of the instruction-set level in effect, else the scalar ones.
+template <class T, class Acc = kernels::compute_t<T>>
+struct Rows {
+  RowStats<Acc> (*stats)(const T*, int64_t);
+  void (*grad)(const T*, int64_t, Acc, Acc, Acc, Acc, T*);
+};
+template <class T>
+Rows<T> rows_for() {
+  if constexpr (std::is_same_v<T, float>) {
+    switch (simd::level()) {
+      case simd::Level::avx512: return {row_stats_avx512, row_grad_avx512};
+      case simd::Level::avx2: return {row_stats_avx2, row_grad_avx2};
+      case simd::Level::portable: break;
+    }
+    return {row_stats_portable, row_grad_portable};
+  } else {
+    return {row_stats_scalar<T>, row_grad_scalar<T>};
+  }
 }
 
 // ---- cross-entropy ---------------------------------------------------------
@@ -266,29 +297,8 @@ void cross_entropy_forward_typed(const ClassLossArgs& a, const Tensor& out, cons
   std::vector<Acc> loss(static_cast<size_t>(samples));
   FirstBadLabel bad(samples);
 
-  if constexpr (std::is_same_v<T, float>) {
-    if (inner == 1) {  // [N, C] of float32: the vector rows
-      const FloatRows rows = float_rows();
-      kernels::parallel_for(samples, row_grain(C), [&](int64_t b, int64_t e) {
-        for (int64_t s = b; s < e; ++s) {
-          if (!label_in_range(y[s], C)) {
-            bad.report(s);
-            continue;
-          }
-          const float* row = x + s * C;
-          const RowStats r = rows.stats(row, C);
-          const float log_sum = std::log(r.sum);
-          loss[s] = sample(log_sum, row[y[s]] - r.m, r.z_sum);
-          st[2 * s] = r.m;
-          st[2 * s + 1] = log_sum;
-        }
-      });
-      if (bad.write(y, label_status)) return;
-      write_reduced<T>(loss, a.reduction, out);
-      return;
-    }
-  }
   if (inner == 1) {  // [N, C]: each row is contiguous
+    const Rows<T> rows = rows_for<T>();
     kernels::parallel_for(samples, row_grain(C), [&](int64_t b, int64_t e) {
       for (int64_t s = b; s < e; ++s) {
         if (!label_in_range(y[s], C)) {
@@ -296,20 +306,10 @@ void cross_entropy_forward_typed(const ClassLossArgs& a, const Tensor& out, cons
           continue;
         }
         const T* row = x + s * C;
-        Acc m = cast<Acc>(row[0]);
-        for (int64_t j = 1; j < C; ++j) {
-          const Acc v = cast<Acc>(row[j]);
-          m = v > m ? v : m;
-        }
-        Acc sum = 0, z_sum = 0;
-        for (int64_t j = 0; j < C; ++j) {
-          const Acc z = cast<Acc>(row[j]) - m;
-          sum += std::exp(z);
-          z_sum += z;
-        }
-        const Acc log_sum = std::log(sum);
-        loss[s] = sample(log_sum, cast<Acc>(row[y[s]]) - m, z_sum);
-        st[2 * s] = m;
+        const RowStats<Acc> r = rows.stats(row, C);
+        const Acc log_sum = std::log(r.sum);
+        loss[s] = sample(log_sum, cast<Acc>(row[y[s]]) - r.m, r.z_sum);
+        st[2 * s] = r.m;
         st[2 * s + 1] = log_sum;
       }
     });
@@ -364,29 +364,14 @@ void cross_entropy_backward_typed(const ClassLossArgs& a, const Tensor& stats, c
   const GradScale<T, Acc> scale(grad_out, a.reduction, samples);
   const kernels::SmoothedTarget<Acc> q(static_cast<Acc>(a.label_smoothing), C);
 
-  if constexpr (std::is_same_v<T, float>) {
-    if (inner == 1) {  // [N, C] of float32: the vector rows
-      const FloatRows rows = float_rows();
-      kernels::parallel_for(samples, row_grain(C), [&](int64_t b, int64_t e) {
-        for (int64_t s = b; s < e; ++s) {
-          const float* row = x + s * C;
-          const float m = st[2 * s], log_sum = st[2 * s + 1], k = scale(s);
-          rows.grad(row, C, m, log_sum, q.off, k, gx + s * C);
-          const L label = y[s];
-          gx[s * C + label] = kernels::cross_entropy_grad(row[label] - m, log_sum, q.on, k);
-        }
-      });
-      return;
-    }
-  }
   if (inner == 1) {
+    const Rows<T> rows = rows_for<T>();
     kernels::parallel_for(samples, row_grain(C), [&](int64_t b, int64_t e) {
       for (int64_t s = b; s < e; ++s) {
         const T* row = x + s * C;
         T* grow = gx + s * C;
         const Acc m = st[2 * s], log_sum = st[2 * s + 1], k = scale(s);
-        for (int64_t j = 0; j < C; ++j)
-          grow[j] = cast<T>(kernels::cross_entropy_grad(cast<Acc>(row[j]) - m, log_sum, q.off, k));
+        rows.grad(row, C, m, log_sum, q.off, k, grow);
         const L label = y[s];
         grow[label] = cast<T>(kernels::cross_entropy_grad(cast<Acc>(row[label]) - m, log_sum, q.on, k));
       }
