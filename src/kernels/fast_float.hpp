@@ -1,7 +1,7 @@
 // Float versions of e^x and tanh written as plain arithmetic, so that a loop
 // of them vectorises (a call to libm's expf or tanhf does not). Used by the
-// unary functors (kernels/unary.hpp, through kernels::math) and the CPU
-// attention tiles.
+// unary functors (kernels/unary.hpp, through kernels::math) and the CPU's
+// vector exponential (backend/cpu/vector_exp.hpp).
 //
 //   float y = kernels::tanh_float(0.5f);   // tanh(0.5) within float rounding
 #pragma once
@@ -15,8 +15,8 @@ namespace mixgrad::kernels {
 
 /// e^xc = y 2^n for xc in [-87, 0.5]: n = round(xc / ln 2) and y = e^(xc - n ln 2)
 /// by Cephes' degree-6 polynomial. Written on V = float or a GCC vector of
-/// floats, so that the CPU attention kernel's vector exponential
-/// (backend/cpu/attention_tiles.hpp) runs the same arithmetic lane by lane.
+/// floats, so that the CPU kernels' vector exponential
+/// (backend/cpu/vector_exp.hpp) runs the same arithmetic lane by lane.
 template <class V>
 MIXGRAD_HOST_DEVICE inline void exp_reduced(const V& xc, V& n, V& y) {
   n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest

@@ -1,6 +1,6 @@
-// The exponential the CPU attention kernel applies to each block of scores
-// (backend/cpu/attention_tiles.hpp): its vector form, at every width the
-// kernel is built for, gives the same bits as kernels::exp_float_nonpositive
+// The vector exponential of the CPU kernels (backend/cpu/vector_exp.hpp:
+// attention's blocks of scores, cross-entropy's rows): at every width the
+// kernels are built for, it gives the same bits as kernels::exp_float_nonpositive
 // lane by lane (compiled here with the same flags, so with the same
 // roundings) and stays within 2 ulp of std::exp, over lengths that leave
 // every tail; -inf (a masked score) gives 0, NaN stays NaN, values below
@@ -13,7 +13,7 @@
 #include <limits>
 #include <vector>
 
-#include "backend/cpu/attention_tiles.hpp"
+#include "backend/cpu/vector_exp.hpp"
 #include "kernels/fast_float.hpp"
 
 namespace {
@@ -63,7 +63,7 @@ void check_width() {
 
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(attention_tiles)
+BOOST_AUTO_TEST_SUITE(vector_exp)
 
 BOOST_AUTO_TEST_CASE(vector_exp_matches_the_scalar_one_at_every_width) {
   check_width<16>();
