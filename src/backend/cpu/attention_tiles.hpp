@@ -10,11 +10,7 @@
 // always inlined into its caller, so it takes the caller's instruction set.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <limits>
-#include <type_traits>
 
 #include "backend/cpu/vector_exp.hpp"
 
