@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <string>
 
@@ -10,6 +11,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <immintrin.h>
 #endif
 
 namespace mixgrad::simd {
@@ -52,12 +54,14 @@ Level detect() {
   return avx2 && f.avx512 ? Level::avx512 : avx2 ? Level::avx2 : Level::portable;
 }
 
-// MIXGRAD_MAX_CPU_ISA, parsed: the kernel level it allows and whether it
-// allows 16-bit math.
+// MIXGRAD_MAX_CPU_ISA, parsed: the kernel level it allows, whether it
+// allows 16-bit math, and whether it asks for 16-bit math even where it is
+// slower than float32 (`all`).
 struct ProcessCap {
   Level level = Level::avx512;
   bool half_math = true;
   std::string_view name;
+  bool force_half_math = false;
 };
 
 ProcessCap parse_cap() {
@@ -68,7 +72,7 @@ ProcessCap parse_cap() {
   if (v == "portable" || v == "baseline") return {Level::portable, false, "portable"};
   if (v == "avx2") return {Level::avx2, false, "avx2"};
   if (v == "avx512") return {Level::avx512, false, "avx512"};
-  if (v == "avx512_bf16" || v == "all") return {Level::avx512, true, "all"};
+  if (v == "avx512_bf16" || v == "all") return {Level::avx512, true, "all", true};
   throw ValueError("MIXGRAD_MAX_CPU_ISA=" + std::string(env) +
                    ": expected portable, avx2, avx512, avx512_bf16 or all");
 }
@@ -77,6 +81,53 @@ const ProcessCap& process_cap() {
   static const ProcessCap cap = parse_cap();
   return cap;
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+// Seconds for `rounds` rounds of twelve independent vdpbf16ps (64 flops
+// each) or vfmadd231ps on zmm (32 flops each): throughput loops, nothing
+// else, their sums kept alive through `sink`.
+constexpr int kChains = 12;
+
+__attribute__((target("avx512f,avx512bf16"))) double time_bf16_dots(int rounds, float& sink) {
+  __m512 acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(0.0f);
+  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3c00);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < rounds; ++r)
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+  const auto t1 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kChains; ++i) sink += _mm512_reduce_add_ps(acc[i]);
+  return std::chrono::duration<double>(t1 - t0).count();
+}
+
+__attribute__((target("avx512f,fma"))) double time_fmas(int rounds, float& sink) {
+  __m512 acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(0.0f);
+  const __m512 a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(1e-3f);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < rounds; ++r)
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_fmadd_ps(a, b, acc[i]);
+  const auto t1 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kChains; ++i) sink += _mm512_reduce_add_ps(acc[i]);
+  return std::chrono::duration<double>(t1 - t0).count();
+}
+
+// vdpbf16ps flops per second over AVX-512 FMA flops per second on this core:
+// the best of seven short alternating trials of each (about a millisecond
+// in all), so a trial slowed by something else does not count.
+double measure_bf16_dot_speedup() {
+  constexpr int kRounds = 4000;
+  float sink = 0;
+  double dot = 1e30, fma = 1e30;
+  for (int trial = 0; trial < 7; ++trial) {
+    dot = std::min(dot, time_bf16_dots(kRounds, sink));
+    fma = std::min(fma, time_fmas(kRounds, sink));
+  }
+  static volatile float keep;
+  keep = sink;
+  return dot > 0 ? (64.0 / dot) / (32.0 / fma) : 0.0;
+}
+#endif
 
 Level min_level(Level a, Level b) { return static_cast<uint8_t>(a) < static_cast<uint8_t>(b) ? a : b; }
 
@@ -110,7 +161,21 @@ std::string_view max_isa_name() { return process_cap().name; }
 
 Level level() { return current().load(std::memory_order_relaxed); }
 
-bool bf16_math() { return has_bf16_dot() && process_cap().half_math && level() == Level::avx512; }
+double bf16_dot_speedup() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const double r = flags().avx512_bf16 && detected() == Level::avx512 ? measure_bf16_dot_speedup() : 0.0;
+  return r;
+#else
+  return 0.0;
+#endif
+}
+
+bool bf16_math_pays() { return flags().amx_bf16 || bf16_dot_speedup() >= kBf16DotPays; }
+
+bool bf16_math() {
+  return has_bf16_dot() && process_cap().half_math && level() == Level::avx512 &&
+         (process_cap().force_half_math || bf16_math_pays());
+}
 
 std::string_view to_string(Level l) {
   switch (l) {

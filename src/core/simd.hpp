@@ -9,7 +9,9 @@
 //
 // The environment variable MIXGRAD_MAX_CPU_ISA caps all of it for the process
 // (and oneDNN's ISA with it, unless ONEDNN_MAX_CPU_ISA is set): `portable`,
-// `avx2`, `avx512` (no 16-bit math) or `avx512_bf16` / `all` (no cap). CI runs
+// `avx2`, `avx512` (no 16-bit math) or `avx512_bf16` / `all` (no cap, and
+// 16-bit math wherever the instructions exist, even where it is slower than
+// float32: how the tests reach that path on any such CPU). CI runs
 // the op registry at `avx2`, so the paths of a CPU without AVX-512 are tested
 // on every machine. Tests cap it within a process with LevelScope:
 //
@@ -64,10 +66,27 @@ std::string_view max_isa_name();
 /// by an open LevelScope.
 Level level();
 
+/// How many times the float32 FMA rate (AVX-512, flops per second) this
+/// core's AVX512-BF16 dot products (vdpbf16ps) reach: measured once, in
+/// about a millisecond, on first use; 0 without AVX512-BF16. About 2 on AMD
+/// Zen 4 and 5, 0.5 on Intel's Sapphire and Emerald Rapids, where only AMX
+/// tiles make bfloat16 products faster than float32 ones.
+double bf16_dot_speedup();
+
+/// bf16_dot_speedup() at which 16-bit products pay: below it, converting to
+/// float32 and running the float32 kernels is faster.
+inline constexpr double kBf16DotPays = 1.25;
+
+/// Whether bfloat16 products run faster on this CPU's 16-bit units than in
+/// float32: AMX-BF16, or AVX512-BF16 dot products at kBf16DotPays times the
+/// FMA rate or more.
+bool bf16_math_pays();
+
 /// True when bfloat16 matrix products and convolutions run on the CPU's
-/// 16-bit dot-product units now: has_bf16_dot(), level() is avx512 and
-/// MIXGRAD_MAX_CPU_ISA allows 16-bit math. When false they are computed in
-/// float32 from 16-bit storage.
+/// 16-bit dot-product units now: has_bf16_dot(), level() is avx512,
+/// MIXGRAD_MAX_CPU_ISA allows 16-bit math, and either they pay
+/// (bf16_math_pays()) or MIXGRAD_MAX_CPU_ISA=all asks for them anyway. When
+/// false they are computed in float32 from 16-bit storage.
 bool bf16_math();
 
 /// Name of a level: "portable", "avx2", "avx512".

@@ -2,8 +2,9 @@
 // without 16-bit math (simd::LevelScope(avx2) gives that route on any
 // machine): the route's results against float32, through transposed and
 // sliced operands; autocast's products and convolutions on float32 weights
-// (and, under RoundedProducts, on cast ones); and the MIXGRAD_MAX_CPU_ISA cap, which the
-// `ops_avx2` run sets (MIXGRAD_EXPECT_CAP says what it set).
+// (and, under RoundedProducts, on cast ones); the choice of 16-bit math where
+// it pays; and the MIXGRAD_MAX_CPU_ISA cap, which the `ops_avx2` and
+// `ops_bf16_all` runs set (MIXGRAD_EXPECT_CAP says what they set).
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -57,6 +58,28 @@ BOOST_AUTO_TEST_CASE(describe_names_the_cpu_and_what_runs_on_it) {
   if (mg::backend::onednn::built()) BOOST_TEST(!caps.onednn.empty());
   // 16-bit math needs the instructions.
   if (caps.bf16_math) BOOST_TEST((caps.avx512_bf16 || caps.amx_bf16));
+  // The dot-product rate is measured exactly where there is something to
+  // measure, and the line says it.
+  const bool measurable = caps.avx512_bf16 && mg::simd::detected() == mg::simd::Level::avx512;
+  BOOST_TEST((caps.bf16_dot_speedup > 0) == measurable);
+  BOOST_TEST((line.find("vdpbf16ps at") != std::string::npos) == measurable);
+}
+
+// Without a cap, bfloat16 products go to the 16-bit units only where those
+// beat float32: AMX, or vdpbf16ps at 1.25x the FMA rate or more. A Xeon
+// without AMX (vdpbf16ps at half the FMA rate) computes them in float32.
+BOOST_AUTO_TEST_CASE(bfloat16_math_is_used_only_where_it_pays) {
+  const mg::cpu::Capabilities caps = mg::cpu::capabilities();
+  if (caps.bf16_dot_speedup > 0) {
+    // A throughput ratio of two register-only loops: about 0.5 or 2 on the
+    // CPUs known, never outside this range.
+    BOOST_TEST(caps.bf16_dot_speedup > 0.1);
+    BOOST_TEST(caps.bf16_dot_speedup < 10.0);
+  }
+  const bool pays = caps.amx_bf16 || caps.bf16_dot_speedup >= mg::simd::kBf16DotPays;
+  BOOST_TEST(mg::simd::bf16_math_pays() == pays);
+  if (std::getenv("MIXGRAD_MAX_CPU_ISA") == nullptr && caps.kernels == "avx512")
+    BOOST_TEST(caps.bf16_math == (mg::simd::has_bf16_dot() && pays));
 }
 
 BOOST_AUTO_TEST_CASE(the_process_cap_is_in_effect) {
@@ -67,6 +90,13 @@ BOOST_AUTO_TEST_CASE(the_process_cap_is_in_effect) {
     return;
   }
   BOOST_TEST(caps.max_isa == std::string(expected));
+  if (std::string(expected) == "all") {
+    // No cap, and 16-bit math wherever the instructions are, paying or not:
+    // how `ops_bf16_all` tests the 16-bit route on a CPU that would not take it.
+    BOOST_TEST(caps.kernels == std::string(mg::simd::to_string(mg::simd::detected())));
+    BOOST_TEST(caps.bf16_math == (mg::simd::has_bf16_dot() && mg::simd::detected() == mg::simd::Level::avx512));
+    return;
+  }
   BOOST_TEST(caps.kernels != "avx512");
   BOOST_TEST(!caps.bf16_math);
   BOOST_TEST(!mg::cpu::has_fast_math(DType::bfloat16));

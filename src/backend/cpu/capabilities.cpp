@@ -3,6 +3,7 @@
 // its version and effective ISA.
 #include "mixgrad/cpu.hpp"
 
+#include <cstdio>
 #include <cstring>
 
 #include "core/simd.hpp"
@@ -84,6 +85,7 @@ Capabilities capabilities() {
   c.max_isa = std::string(simd::max_isa_name());
   c.kernels = std::string(simd::to_string(simd::level()));
   c.bf16_math = simd::bf16_math();
+  c.bf16_dot_speedup = simd::bf16_dot_speedup();
   c.fp16_math = false;
 #if MIXGRAD_WITH_ONEDNN
   static const std::string onednn = onednn_description();
@@ -111,6 +113,11 @@ std::string describe(const Capabilities& c) {
   std::string s = c.model + " | " + isa + " | kernels " + c.kernels;
   if (!c.max_isa.empty()) s += " (MIXGRAD_MAX_CPU_ISA=" + c.max_isa + ")";
   s += c.bf16_math ? ", bfloat16 math native" : ", bfloat16 computed in float32";
+  if (c.bf16_dot_speedup > 0) {
+    char rate[64];
+    std::snprintf(rate, sizeof(rate), " (vdpbf16ps at %.2fx the FMA rate)", c.bf16_dot_speedup);
+    s += rate;
+  }
   s += c.fp16_math ? ", float16 math native" : ", float16 computed in float32";
   s += " | oneDNN " + (c.onednn.empty() ? std::string("not built") : c.onednn);
   return s;
