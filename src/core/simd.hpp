@@ -68,9 +68,10 @@ Level level();
 
 /// How many times the float32 FMA rate (AVX-512, flops per second) this
 /// core's AVX512-BF16 dot products (vdpbf16ps) reach: measured once, in
-/// about a millisecond, on first use; 0 without AVX512-BF16. About 2 on AMD
-/// Zen 4 and 5, 0.5 on Intel's Sapphire and Emerald Rapids, where only AMX
-/// tiles make bfloat16 products faster than float32 ones.
+/// about a millisecond, on first use; 0 without AVX512-BF16. 0.5 measured on
+/// an Emerald Rapids guest without AMX, where only AMX tiles would make
+/// bfloat16 products faster than float32 ones; 2 or more on AMD Zen 4 and 5,
+/// whose oneDNN bfloat16 matmul runs about twice as fast as float32.
 double bf16_dot_speedup();
 
 /// bf16_dot_speedup() at which 16-bit products pay: below it, converting to
