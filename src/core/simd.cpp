@@ -96,7 +96,11 @@ __attribute__((target("avx512f,avx512bf16"))) double time_bf16_dots(int rounds, 
   for (int r = 0; r < rounds; ++r)
     for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
   const auto t1 = std::chrono::steady_clock::now();
-  for (int i = 0; i < kChains; ++i) sink += _mm512_reduce_add_ps(acc[i]);
+  float lanes[16];
+  for (int i = 0; i < kChains; ++i) {
+    _mm512_storeu_ps(lanes, acc[i]);
+    sink += lanes[0];
+  }
   return std::chrono::duration<double>(t1 - t0).count();
 }
 
@@ -108,9 +112,16 @@ __attribute__((target("avx512f,fma"))) double time_fmas(int rounds, float& sink)
   for (int r = 0; r < rounds; ++r)
     for (int i = 0; i < kChains; ++i) acc[i] = _mm512_fmadd_ps(a, b, acc[i]);
   const auto t1 = std::chrono::steady_clock::now();
-  for (int i = 0; i < kChains; ++i) sink += _mm512_reduce_add_ps(acc[i]);
+  float lanes[16];
+  for (int i = 0; i < kChains; ++i) {
+    _mm512_storeu_ps(lanes, acc[i]);
+    sink += lanes[0];
+  }
   return std::chrono::duration<double>(t1 - t0).count();
 }
+
+// Where the loops' sums go, so that the compiler keeps them.
+volatile float g_sink;
 
 // vdpbf16ps flops per second over AVX-512 FMA flops per second on this core:
 // the best of seven short alternating trials of each (about a millisecond
@@ -123,8 +134,7 @@ double measure_bf16_dot_speedup() {
     dot = std::min(dot, time_bf16_dots(kRounds, sink));
     fma = std::min(fma, time_fmas(kRounds, sink));
   }
-  static volatile float keep;
-  keep = sink;
+  g_sink = sink;
   return dot > 0 ? (64.0 / dot) / (32.0 / fma) : 0.0;
 }
 #endif

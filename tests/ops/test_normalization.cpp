@@ -6,11 +6,13 @@
 // errors (which change nothing).
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "autodiff/inspect.hpp"
+#include "core/simd.hpp"
 #include "mixgrad/mixgrad.hpp"
 #include "../common/test_util.hpp"
 
@@ -89,6 +91,55 @@ BOOST_AUTO_TEST_CASE(layer_norm_weight_and_bias_gradients) {
   BOOST_TEST(values(b.grad()) == std::vector<double>({rows, rows, rows}), boost::test_tools::per_element());
   const auto gw = values(w.grad());
   for (int j = 0; j < 3; ++j) BOOST_TEST(gw[j] == want_w[j], boost::test_tools::tolerance(1e-10));
+}
+
+// The kernels are compiled for the baseline ISA, AVX2 and AVX-512: each
+// variant's output and gradients against the float64 layer norm, and the
+// variants against each other (the same sums in the same order; only the
+// rounding of contracted multiply-adds may differ). 37 columns: vector
+// bodies and tails; 70 rows: more than one block of weight / bias partials.
+BOOST_AUTO_TEST_CASE(layer_norm_instruction_set_variants_agree_with_float64) {
+  mg::manual_seed(12);
+  const mg::Tensor x64 = mg::uniform({70, 37}, -2, 3, DType::float64);
+  const mg::Tensor w64 = mg::uniform({37}, 0.5, 1.5, DType::float64), b64 = mg::uniform({37}, -1, 1, DType::float64);
+  const mg::Tensor dy64 = mg::normal({70, 37}, 0, 1, DType::float64);
+  auto run = [&](DType dt) {
+    mg::Tensor x = x64.to(dt), w = w64.to(DType::float32), b = b64.to(DType::float32);
+    if (dt == DType::float64) {
+      w = w64.clone();
+      b = b64.clone();
+    }
+    mg::autodiff::GradManager gm;
+    gm.attach({x, w, b});
+    mg::Tensor y;
+    {
+      auto rec = gm.record();
+      y = F::layer_norm(x, {37}, w, b);
+      gm.backward(y, dy64.to(dt));
+    }
+    return std::vector<std::vector<double>>{values(y), values(x.grad()), values(w.grad()), values(b.grad())};
+  };
+  const auto want = run(DType::float64);
+  std::vector<mg::simd::Level> levels{mg::simd::Level::portable};
+  if (mg::simd::available() >= mg::simd::Level::avx2) levels.push_back(mg::simd::Level::avx2);
+  if (mg::simd::available() >= mg::simd::Level::avx512) levels.push_back(mg::simd::Level::avx512);
+  std::vector<std::vector<double>> first;
+  for (mg::simd::Level level : levels) {
+    mg::simd::LevelScope scope(level);
+    const auto got = run(DType::float32);
+    for (size_t k = 0; k < got.size(); ++k) {
+      double worst = 0;
+      for (size_t i = 0; i < got[k].size(); ++i)
+        worst = std::max(worst, std::abs(got[k][i] - want[k][i]) / (1 + std::abs(want[k][i])));
+      BOOST_TEST(worst < 2e-5, "level " << mg::simd::to_string(level) << ", output " << k << ": " << worst);
+      if (first.empty()) continue;
+      double apart = 0;
+      for (size_t i = 0; i < got[k].size(); ++i)
+        apart = std::max(apart, std::abs(got[k][i] - first[k][i]) / (1 + std::abs(first[k][i])));
+      BOOST_TEST(apart < 1e-6, "level " << mg::simd::to_string(level) << " against portable, output " << k);
+    }
+    if (first.empty()) first = got;
+  }
 }
 
 BOOST_AUTO_TEST_CASE(layer_norm_mixed_dtypes_and_errors) {

@@ -4,12 +4,15 @@
 // cancellation from E[x^2] - E[x]^2) and written once.
 // The backward produces dx and the weight / bias partial sums in the same
 // pass over fixed blocks of rows; the partials are then added block by block
-// in order, so the gradients do not depend on the thread count.
+// in order, so the gradients do not depend on the thread count. Both are
+// compiled for the baseline ISA, AVX2 and AVX-512 and picked by
+// simd::level().
 #include <cmath>
 #include <vector>
 
 #include "backend/copy.hpp"
 #include "backend/normalization.hpp"
+#include "core/simd.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/normalization.hpp"
 #include "kernels/loops.hpp"
@@ -25,7 +28,7 @@ constexpr int kLanes = 8;             // independent accumulators, so a row sum 
 constexpr int64_t kRowBlock = 32;     // rows per weight / bias partial sum
 
 template <class Acc, class Value>
-Acc row_sum(int64_t n, const Value& value) {
+[[gnu::always_inline]] inline Acc row_sum(int64_t n, const Value& value) {
   Acc lanes[kLanes] = {};
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes)
@@ -36,24 +39,27 @@ Acc row_sum(int64_t n, const Value& value) {
   return s;
 }
 
+/// Rows [b, e) of the forward.
 template <class T>
-void forward_typed(const LayerNormArgs& a, const LayerNormOutputs& o) {
+struct Forward {
   using Acc = kernels::compute_t<T>;
-  const T* x = a.x.data<T>();
-  const Acc* w = a.weight.defined() ? a.weight.data<Acc>() : nullptr;
-  const Acc* bias = a.bias.defined() ? a.bias.data<Acc>() : nullptr;
-  T* y = writable<T>(o.out);
-  Acc* mean_out = writable<Acc>(o.mean);
-  Acc* rstd_out = writable<Acc>(o.rstd);
-  const int64_t cols = a.cols;
-  const Acc inv_cols = Acc(1) / static_cast<Acc>(cols);
-  const Acc eps = static_cast<Acc>(a.eps);
-  kernels::parallel_for(a.rows, std::max<int64_t>(1, kernels::kParallelGrain / cols), [&](int64_t b, int64_t e) {
+  const T* x;
+  const Acc* w;     // null: no weight
+  const Acc* bias;  // null: no bias
+  T* y;
+  Acc* mean_out;
+  Acc* rstd_out;
+  int64_t cols;
+  Acc eps;
+
+  [[gnu::always_inline]] void run(int64_t b, int64_t e) const {
+    const Acc inv_cols = Acc(1) / static_cast<Acc>(cols);
     for (int64_t r = b; r < e; ++r) {
       const T* xr = x + r * cols;
       T* yr = y + r * cols;
-      const Acc mean = row_sum<Acc>(cols, [&](int64_t j) { return cast<Acc>(xr[j]); }) * inv_cols;
-      const Acc var = row_sum<Acc>(cols, [&](int64_t j) {
+      const Acc mean =
+          row_sum<Acc>(cols, [&](int64_t j) __attribute__((always_inline)) { return cast<Acc>(xr[j]); }) * inv_cols;
+      const Acc var = row_sum<Acc>(cols, [&](int64_t j) __attribute__((always_inline)) {
                         const Acc d = cast<Acc>(xr[j]) - mean;
                         return d * d;
                       }) * inv_cols;
@@ -66,32 +72,29 @@ void forward_typed(const LayerNormArgs& a, const LayerNormOutputs& o) {
         yr[j] = cast<T>(kernels::layer_norm_value(cast<Acc>(xr[j]), mean, rstd, wj, bj));
       }
     }
-  });
-}
+  }
+};
 
+/// Row blocks [b, e) of the backward: dx, and each block's weight and bias
+/// partial sums.
 template <class T>
-void backward_typed(const LayerNormArgs& a, const LayerNormOutputs& saved, const Tensor& grad_out,
-                    const LayerNormGrads& grads) {
+struct Backward {
   using Acc = kernels::compute_t<T>;
-  const T* x = a.x.data<T>();
-  // Without a weight, a row of ones: the inner loops then have no branch.
-  std::vector<Acc> ones(a.weight.defined() ? 0 : a.cols, Acc(1));
-  const Acc* w = a.weight.defined() ? a.weight.data<Acc>() : ones.data();
-  const T* g = grad_out.data<T>();
-  const Acc* mean = saved.mean.data<Acc>();
-  const Acc* rstd = saved.rstd.data<Acc>();
-  T* gx = grads.x.defined() ? writable<T>(grads.x) : nullptr;
-  const bool want_w = grads.weight.defined(), want_b = grads.bias.defined();
-  const int64_t rows = a.rows, cols = a.cols;
-  const Acc inv_cols = Acc(1) / static_cast<Acc>(cols);
-  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
-  std::vector<Acc> part_w(want_w ? blocks * cols : 0), part_b(want_b ? blocks * cols : 0);
+  const T* x;
+  const Acc* w;  // a row of ones without a weight: the inner loops have no branch
+  const T* g;
+  const Acc* mean;
+  const Acc* rstd;
+  T* gx;     // null: no dx
+  Acc* part_w;  // null: no weight gradient
+  Acc* part_b;  // null: no bias gradient
+  int64_t rows, cols;
 
-  const int64_t grain = std::max<int64_t>(1, kernels::kParallelGrain / (kRowBlock * cols));
-  kernels::parallel_for(blocks, grain, [&](int64_t b, int64_t e) {
+  [[gnu::always_inline]] void run(int64_t b, int64_t e) const {
+    const Acc inv_cols = Acc(1) / static_cast<Acc>(cols);
     for (int64_t blk = b; blk < e; ++blk) {
-      Acc* pw = want_w ? part_w.data() + blk * cols : nullptr;
-      Acc* pb = want_b ? part_b.data() + blk * cols : nullptr;
+      Acc* pw = part_w ? part_w + blk * cols : nullptr;
+      Acc* pb = part_b ? part_b + blk * cols : nullptr;
       for (int64_t j = 0; j < cols; ++j) {
         if (pw) pw[j] = 0;
         if (pb) pb[j] = 0;
@@ -132,7 +135,71 @@ void backward_typed(const LayerNormArgs& a, const LayerNormOutputs& saved, const
                                                        mean_dy, mean_dy_xhat));
       }
     }
-  });
+  }
+};
+
+// Forward and Backward compiled for the baseline ISA, AVX2 and AVX-512 (the
+// same loops, so the same sums in the same order); simd::level() picks.
+template <class Job>
+void run_portable(const Job& job, int64_t b, int64_t e) {
+  job.run(b, e);
+}
+#if defined(__x86_64__) || defined(__i386__)
+template <class Job>
+__attribute__((target(MIXGRAD_AVX2_TARGET))) void run_avx2(const Job& job, int64_t b, int64_t e) {
+  job.run(b, e);
+}
+template <class Job>
+__attribute__((target(MIXGRAD_AVX512_TARGET))) void run_avx512(const Job& job, int64_t b, int64_t e) {
+  job.run(b, e);
+}
+#endif
+
+/// Runs job over [0, n) on the library's threads, in the variant of simd::level().
+template <class Job>
+void run(const Job& job, int64_t n, int64_t grain) {
+  void (*fn)(const Job&, int64_t, int64_t) = &run_portable<Job>;
+#if defined(__x86_64__) || defined(__i386__)
+  if (simd::level() == simd::Level::avx2) fn = &run_avx2<Job>;
+  if (simd::level() == simd::Level::avx512) fn = &run_avx512<Job>;
+#endif
+  kernels::parallel_for(n, grain, [&](int64_t b, int64_t e) { fn(job, b, e); });
+}
+
+template <class T>
+void forward_typed(const LayerNormArgs& a, const LayerNormOutputs& o) {
+  using Acc = kernels::compute_t<T>;
+  const Forward<T> job{a.x.data<T>(),
+                       a.weight.defined() ? a.weight.data<Acc>() : nullptr,
+                       a.bias.defined() ? a.bias.data<Acc>() : nullptr,
+                       writable<T>(o.out),
+                       writable<Acc>(o.mean),
+                       writable<Acc>(o.rstd),
+                       a.cols,
+                       static_cast<Acc>(a.eps)};
+  run(job, a.rows, std::max<int64_t>(1, kernels::kParallelGrain / a.cols));
+}
+
+template <class T>
+void backward_typed(const LayerNormArgs& a, const LayerNormOutputs& saved, const Tensor& grad_out,
+                    const LayerNormGrads& grads) {
+  using Acc = kernels::compute_t<T>;
+  const bool want_w = grads.weight.defined(), want_b = grads.bias.defined();
+  const int64_t rows = a.rows, cols = a.cols;
+  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
+  std::vector<Acc> part_w(want_w ? blocks * cols : 0), part_b(want_b ? blocks * cols : 0);
+  std::vector<Acc> ones(a.weight.defined() ? 0 : cols, Acc(1));
+  const Backward<T> job{a.x.data<T>(),
+                        a.weight.defined() ? a.weight.data<Acc>() : ones.data(),
+                        grad_out.data<T>(),
+                        saved.mean.data<Acc>(),
+                        saved.rstd.data<Acc>(),
+                        grads.x.defined() ? writable<T>(grads.x) : nullptr,
+                        want_w ? part_w.data() : nullptr,
+                        want_b ? part_b.data() : nullptr,
+                        rows,
+                        cols};
+  run(job, blocks, std::max<int64_t>(1, kernels::kParallelGrain / (kRowBlock * cols)));
   // Block partials added in block order: the same sums on any thread count.
   auto finish = [&](const std::vector<Acc>& part, const Tensor& dst) {
     Acc* d = writable<Acc>(dst);
