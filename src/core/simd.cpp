@@ -83,34 +83,25 @@ const ProcessCap& process_cap() {
 }
 
 #if defined(__x86_64__) || defined(__i386__)
-// Seconds for `rounds` rounds of twelve independent vdpbf16ps (64 flops
-// each) or vfmadd231ps on zmm (32 flops each): throughput loops, nothing
-// else, their sums kept alive through `sink`.
+// Seconds for `rounds` rounds of twelve independent vdpbf16ps (kDot: 64
+// flops each) or vfmadd231ps on zmm (32 flops each): throughput loops,
+// nothing else, their sums kept alive through `sink`.
 constexpr int kChains = 12;
 
-__attribute__((target("avx512f,avx512bf16"))) double time_bf16_dots(int rounds, float& sink) {
-  __m512 acc[kChains];
-  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(0.0f);
-  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3c00);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int r = 0; r < rounds; ++r)
-    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
-  const auto t1 = std::chrono::steady_clock::now();
-  float lanes[16];
-  for (int i = 0; i < kChains; ++i) {
-    _mm512_storeu_ps(lanes, acc[i]);
-    sink += lanes[0];
-  }
-  return std::chrono::duration<double>(t1 - t0).count();
-}
-
-__attribute__((target("avx512f,fma"))) double time_fmas(int rounds, float& sink) {
+template <bool kDot>
+__attribute__((target("avx512f,avx512bf16,fma"))) double time_chains(int rounds, float& sink) {
   __m512 acc[kChains];
   for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(0.0f);
   const __m512 a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(1e-3f);
+  const __m512bh ah = (__m512bh)_mm512_set1_epi16(0x3f80), bh = (__m512bh)_mm512_set1_epi16(0x3c00);
   const auto t0 = std::chrono::steady_clock::now();
   for (int r = 0; r < rounds; ++r)
-    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_fmadd_ps(a, b, acc[i]);
+    for (int i = 0; i < kChains; ++i) {
+      if constexpr (kDot)
+        acc[i] = _mm512_dpbf16_ps(acc[i], ah, bh);
+      else
+        acc[i] = _mm512_fmadd_ps(a, b, acc[i]);
+    }
   const auto t1 = std::chrono::steady_clock::now();
   float lanes[16];
   for (int i = 0; i < kChains; ++i) {
@@ -131,8 +122,8 @@ double measure_bf16_dot_speedup() {
   float sink = 0;
   double dot = 1e30, fma = 1e30;
   for (int trial = 0; trial < 7; ++trial) {
-    dot = std::min(dot, time_bf16_dots(kRounds, sink));
-    fma = std::min(fma, time_fmas(kRounds, sink));
+    dot = std::min(dot, time_chains<true>(kRounds, sink));
+    fma = std::min(fma, time_chains<false>(kRounds, sink));
   }
   g_sink = sink;
   return dot > 0 ? (64.0 / dot) / (32.0 / fma) : 0.0;
