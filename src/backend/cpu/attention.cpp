@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include <omp.h>
@@ -71,11 +72,20 @@ template <class T, class Acc>
     for (int64_t c = 0; c < cols; ++c) dst[(i - i0) * cols + c] = cast<Acc>(src[i * row + c]) * mul;
 }
 
-/// Rows [j0, j1) of such a head, transposed: dst[c * ld + (j - j0)].
+/// Rows [j0, j1) of such a head, transposed: dst[c * ld + (j - j0)]. float
+/// heads go in 8 x 8 blocks transposed in registers, the edges one by one.
 template <class T, class Acc>
 [[gnu::always_inline]] inline void load_transposed(const T* src, int64_t row, int64_t j0, int64_t j1, int64_t cols,
                                                    int64_t ld, Acc* dst) {
-  for (int64_t j = j0; j < j1; ++j)
+  int64_t jb = j0, cb = 0;  // the rows and columns the blocks cover
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<Acc, float>) {
+    cb = cols / 8 * 8;
+    for (; jb + 8 <= j1; jb += 8)
+      for (int64_t c = 0; c < cb; c += 8) tiles::transpose_8x8(src + jb * row + c, row, dst + c * ld + (jb - j0), ld);
+    for (int64_t j = j0; j < jb; ++j)
+      for (int64_t c = cb; c < cols; ++c) dst[c * ld + (j - j0)] = src[j * row + c];
+  }
+  for (int64_t j = jb; j < j1; ++j)
     for (int64_t c = 0; c < cols; ++c) dst[c * ld + (j - j0)] = cast<Acc>(src[j * row + c]);
 }
 

@@ -5,6 +5,7 @@
 //
 //   tiles::gemm<float, 64>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);   // c += a b (a strided)
 //   tiles::exp_rows<float, 64>(n, x);                                 // x = exp(x), x <= 0 (vector_exp.hpp)
+//   tiles::transpose_8x8(src, src_row, dst, dst_row);                 // an 8 x 8 block of floats, transposed
 //
 // Bytes is the vector width (16: SSE2, 32: AVX2, 64: AVX-512). Everything is
 // always inlined into its caller, so it takes the caller's instruction set.
@@ -74,6 +75,30 @@ template <class Acc, int Bytes>
     for (; i + 6 <= m; i += 6) gemm_rows<Acc, Bytes, 6>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
   for (; i + 4 <= m; i += 4) gemm_rows<Acc, Bytes, 4>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
   for (; i < m; ++i) gemm_rows<Acc, Bytes, 1>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
+}
+
+/// dst[c * dst_row + r] = src[r * src_row + c] for r, c < 8: eight rows of
+/// eight floats loaded as vectors and transposed in registers (the unpack /
+/// shuffle / lane-swap sequence), instead of 64 scalar loads and stores.
+[[gnu::always_inline]] inline void transpose_8x8(const float* src, int64_t src_row, float* dst, int64_t dst_row) {
+  using V = Vec<float, 32>::type;
+  V r[8];
+  for (int k = 0; k < 8; ++k) r[k] = load<V>(src + k * src_row);
+  V t[8], u[8];
+  for (int k = 0; k < 8; k += 2) {  // pairs of rows interleaved within each half
+    t[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[k + 1] = __builtin_shufflevector(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+  for (int k = 0; k < 8; k += 4) {  // four rows' columns (c, c + 4) gathered
+    u[k] = __builtin_shufflevector(t[k], t[k + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[k + 1] = __builtin_shufflevector(t[k], t[k + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    u[k + 2] = __builtin_shufflevector(t[k + 1], t[k + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[k + 3] = __builtin_shufflevector(t[k + 1], t[k + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+  }
+  for (int c = 0; c < 4; ++c) {  // rows 0-3 and 4-7 of columns c and c + 4 joined
+    store(dst + c * dst_row, __builtin_shufflevector(u[c], u[c + 4], 0, 1, 2, 3, 8, 9, 10, 11));
+    store(dst + (c + 4) * dst_row, __builtin_shufflevector(u[c], u[c + 4], 4, 5, 6, 7, 12, 13, 14, 15));
+  }
 }
 
 /// `op` folded over x[0..n) from `init`: lane by lane a vector at a time (no
