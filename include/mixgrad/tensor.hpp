@@ -15,6 +15,7 @@
 #include <memory>
 #include <ostream>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "mixgrad/device.hpp"
@@ -139,6 +140,16 @@ namespace detail {
 [[noreturn]] void throw_data_type_mismatch(DType have, DType want);
 void check_host_access(const Tensor& t, const char* what);
 double element_as_double(const Tensor& t, int64_t linear_index);
+/// The element types to_vector converts to in one compiled loop (else one
+/// element_as_double call per element).
+template <class T>
+inline constexpr bool kBulkConvertible =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, half> ||
+    std::is_same_v<T, bfloat16> || std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> ||
+    std::is_same_v<T, bool> || std::is_same_v<T, int8_t> || std::is_same_v<T, uint8_t>;
+/// out[i] = T(double(element i)) for the elements of a contiguous host tensor.
+template <class T>
+void convert_elements(const Tensor& contiguous, T* out);
 }  // namespace detail
 
 template <class T> T* Tensor::data() {
@@ -154,9 +165,15 @@ template <class T> const T* Tensor::data() const {
 
 template <class T> std::vector<T> Tensor::to_vector() const {
   const Tensor c = to(Device::cpu()).contiguous();
-  std::vector<T> out(static_cast<size_t>(c.numel()));
-  for (int64_t i = 0; i < c.numel(); ++i) out[i] = static_cast<T>(detail::element_as_double(c, i));
-  return out;
+  if constexpr (detail::kBulkConvertible<T>) {
+    std::vector<T> out(static_cast<size_t>(c.numel()));
+    detail::convert_elements(c, out.data());
+    return out;
+  } else {
+    std::vector<T> out(static_cast<size_t>(c.numel()));
+    for (int64_t i = 0; i < c.numel(); ++i) out[i] = static_cast<T>(detail::element_as_double(c, i));
+    return out;
+  }
 }
 
 template <class T> T Tensor::item() const {

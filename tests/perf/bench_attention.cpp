@@ -39,7 +39,8 @@ class MixgradSdpa final : public Runner {
       auto rec = gm_.record();
       gm_.backward(mg::F::scaled_dot_product_attention(q_, k_, v_, {.is_causal = causal_}), dy_);
     }
-    value_ = q_.grad().to_vector<double>()[0];
+    // One element, as the LibTorch side reads: not a conversion of the whole gradient.
+    value_ = mg::F::narrow(mg::F::reshape(q_.grad(), {-1}), 0, 0, 1).item<double>();
     for (auto* t : {&q_, &k_, &v_}) t->set_grad(mg::Tensor());
   }
   double value() const override { return value_; }
