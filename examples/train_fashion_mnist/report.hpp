@@ -77,12 +77,16 @@ inline void print_header(const Options& o, const mg::nn::Module& net, int64_t tr
   if (o.device.type() == mg::DeviceType::cpu) {
     const mg::cpu::Capabilities caps = mg::cpu::capabilities();
     std::printf("CPU: %s\n", mg::cpu::describe(caps).c_str());
-    // Where the CPU has no 16-bit arithmetic, autocast stores activations in
-    // 16 bits and computes its products in float32: memory, not speed.
+    // Where the CPU has no 16-bit arithmetic faster than float32, autocast
+    // stores activations in 16 bits and computes its products in float32:
+    // memory, not speed.
     if (o.precision.autocast && !mg::cpu::has_fast_math(o.precision.low)) {
-      const std::string why = caps.max_isa.empty() ? "this CPU has no " + std::string(mg::to_string(o.precision.low)) +
-                                                         " arithmetic"
-                                                   : "MIXGRAD_MAX_CPU_ISA=" + caps.max_isa + " turns 16-bit arithmetic off";
+      const std::string low(mg::to_string(o.precision.low));
+      const bool slow_units = o.precision.low == mg::DType::bfloat16 && caps.bf16_dot_speedup > 0 && !caps.amx_bf16;
+      const std::string why =
+          !caps.max_isa.empty() ? "MIXGRAD_MAX_CPU_ISA=" + caps.max_isa + " turns 16-bit arithmetic off"
+          : slow_units          ? "this CPU's " + low + " dot products are slower than its float32 ones"
+                                : "this CPU has no " + low + " arithmetic";
       std::printf("note: %s: autocast halves activation memory and computes in float32, at about float32's speed\n",
                   why.c_str());
     }
