@@ -135,6 +135,14 @@ template <class F>
   for (int64_t b = 0; b < n; b += step) f(b, std::min(n, b + step));
 }
 
+/// Columns [kc, bk) of rows [r0, r1) of a block (rows kBlockK apart) set
+/// to 0: nothing when the rows see the whole block.
+template <class Acc>
+inline void zero_columns(Acc* x, int64_t r0, int64_t r1, int64_t kc, int64_t bk) {
+  if (kc < bk)
+    for (int64_t i = r0; i < r1; ++i) std::fill(x + i * kBlockK + kc, x + i * kBlockK + bk, Acc(0));
+}
+
 /// Scratch of one thread in the forward.
 template <class Acc>
 struct ForwardScratch {
@@ -167,8 +175,8 @@ template <class T, class Acc, int Bytes>
       const int64_t kc = visible_keys(a, i0, r1, j0, bk);
       if (kc == 0) return;
       Acc* s = w.s.data() + r0 * kBlockK;
-      for (int64_t i = 0; i < r1 - r0; ++i) std::fill(s + i * kBlockK, s + i * kBlockK + kc, Acc(0));
-      tiles::gemm<Acc, Bytes>(r1 - r0, kc, E, w.q.data() + r0 * E, E, 1, w.kt.data(), kBlockK, s, kBlockK);
+      tiles::gemm<Acc, Bytes, tiles::overwrite>(r1 - r0, kc, E, w.q.data() + r0 * E, E, 1, w.kt.data(), kBlockK, s,
+                                                kBlockK);
       mask_block(a, n, h, i0 + r0, r1 - r0, j0, kc, s, kBlockK);
       for (int64_t i = r0; i < r1; ++i) {
         Acc* si = s + (i - r0) * kBlockK;
@@ -275,20 +283,19 @@ template <class T, class Acc, int Bytes>
       load_rows(gout, Ev, i0, i0 + bq, Ev, Acc(1), w.dout.data());
       Acc* s = w.s.data();
       Acc* dp = w.dp.data();
-      for (int64_t i = 0; i < bq; ++i) {
-        std::fill(s + i * kBlockK, s + i * kBlockK + bk, Acc(0));
-        std::fill(dp + i * kBlockK, dp + i * kBlockK + bk, Acc(0));
-      }
       // A block on the diagonal goes in strips: of query rows for the
       // products with a query side (S, dP, dQ), each over the keys its rows
       // see; of keys for those with a key side (dV, dK), each over the
-      // queries that see them. What no strip writes stays 0.
+      // queries that see them. A row strip sets the keys it does not see
+      // to 0 in P and dS, which the key strips may read.
       const bool straddles = a.causal && j0 + bk > i0 + 1;
       strips(bq, straddles, [&](int64_t r0, int64_t r1) __attribute__((always_inline)) {
         const int64_t kc = visible_keys(a, i0, r1, j0, bk);
+        zero_columns(s, r0, r1, kc, bk);
         if (kc == 0) return;
         Acc* sr = s + r0 * kBlockK;
-        tiles::gemm<Acc, Bytes>(r1 - r0, kc, E, w.q.data() + r0 * E, E, 1, w.kt.data(), kBlockK, sr, kBlockK);
+        tiles::gemm<Acc, Bytes, tiles::overwrite>(r1 - r0, kc, E, w.q.data() + r0 * E, E, 1, w.kt.data(), kBlockK, sr,
+                                                  kBlockK);
         mask_block(a, n, h, i0 + r0, r1 - r0, j0, kc, sr, kBlockK);
         // P = exp(S - lse); a row that saw no key has P = 0.
         for (int64_t i = r0; i < r1; ++i) {
@@ -309,9 +316,11 @@ template <class T, class Acc, int Bytes>
       });
       strips(bq, straddles, [&](int64_t r0, int64_t r1) __attribute__((always_inline)) {
         const int64_t kc = visible_keys(a, i0, r1, j0, bk);
+        zero_columns(dp, r0, r1, kc, bk);
         if (kc == 0) return;
         Acc* dpr = dp + r0 * kBlockK;
-        tiles::gemm<Acc, Bytes>(r1 - r0, kc, Ev, w.dout.data() + r0 * Ev, Ev, 1, w.vt.data(), kBlockK, dpr, kBlockK);
+        tiles::gemm<Acc, Bytes, tiles::overwrite>(r1 - r0, kc, Ev, w.dout.data() + r0 * Ev, Ev, 1, w.vt.data(), kBlockK,
+                                                  dpr, kBlockK);
         for (int64_t i = r0; i < r1; ++i) {
           const Acc di = w.d[i0 + i];
           for (int64_t j = 0; j < kc; ++j) dp[i * kBlockK + j] = s[i * kBlockK + j] * (dp[i * kBlockK + j] - di);

@@ -4,6 +4,7 @@
 // vector code from one source:
 //
 //   tiles::gemm<float, 64>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);   // c += a b (a strided)
+//   tiles::gemm<float, 64, tiles::overwrite>(...);                     // c = a b
 //   tiles::exp_rows<float, 64>(n, x);                                 // x = exp(x), x <= 0 (vector_exp.hpp)
 //   tiles::transpose_8x8(src, src_row, dst, dst_row);                 // an 8 x 8 block of floats, transposed
 //
@@ -12,6 +13,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "backend/cpu/vector_exp.hpp"
 
@@ -22,9 +25,13 @@
 
 namespace mixgrad::backend::cpu::tiles {
 
-/// Rows [i0, i0 + MR) of c += a b (see gemm): MR rows by two vectors of
+/// What a product does with c: adds to it, or replaces it (c is then only
+/// written, so it need not be zeroed first).
+enum Into : bool { overwrite = false, accumulate = true };
+
+/// Rows [i0, i0 + MR) of c (+)= a b (see gemm): MR rows by two vectors of
 /// columns held in registers across the whole sum, b streamed row by row.
-template <class Acc, int Bytes, int MR>
+template <class Acc, int Bytes, Into Mode, int MR>
 [[gnu::always_inline]] inline void gemm_rows(int64_t i, int64_t n, int64_t k, const Acc* a, int64_t a_rs,
                                              int64_t a_cs, const Acc* b, int64_t ldb, Acc* c, int64_t ldc) {
   using V = typename Vec<Acc, Bytes>::type;
@@ -33,7 +40,7 @@ template <class Acc, int Bytes, int MR>
   for (; j + NR <= n; j += NR) {
     V acc[MR][2];
     for (int r = 0; r < MR; ++r)
-      for (int h = 0; h < 2; ++h) acc[r][h] = load<V>(c + (i + r) * ldc + j + h * W);
+      for (int h = 0; h < 2; ++h) acc[r][h] = Mode == accumulate ? load<V>(c + (i + r) * ldc + j + h * W) : V{};
     for (int64_t p = 0; p < k; ++p) {
       const V b0 = load<V>(b + p * ldb + j), b1 = load<V>(b + p * ldb + j + W);
       for (int r = 0; r < MR; ++r) {
@@ -47,7 +54,7 @@ template <class Acc, int Bytes, int MR>
   }
   for (; j + W <= n; j += W) {
     V acc[MR];
-    for (int r = 0; r < MR; ++r) acc[r] = load<V>(c + (i + r) * ldc + j);
+    for (int r = 0; r < MR; ++r) acc[r] = Mode == accumulate ? load<V>(c + (i + r) * ldc + j) : V{};
     for (int64_t p = 0; p < k; ++p) {
       const V b0 = load<V>(b + p * ldb + j);
       for (int r = 0; r < MR; ++r) acc[r] += a[(i + r) * a_rs + p * a_cs] * b0;
@@ -56,25 +63,26 @@ template <class Acc, int Bytes, int MR>
   }
   for (; j < n; ++j)
     for (int r = 0; r < MR; ++r) {
-      Acc s = c[(i + r) * ldc + j];
+      Acc s = Mode == accumulate ? c[(i + r) * ldc + j] : Acc(0);
       for (int64_t p = 0; p < k; ++p) s += a[(i + r) * a_rs + p * a_cs] * b[p * ldb + j];
       c[(i + r) * ldc + j] = s;
     }
 }
 
 /// c[i * ldc + j] += sum_p a[i * a_rs + p * a_cs] * b[p * ldb + j] for i < m,
-/// j < n. Eight rows at a time with AVX-512's 32 registers (16
-/// accumulators), four with 16 registers, then the rest one by one.
-template <class Acc, int Bytes>
+/// j < n (with `overwrite`, = instead of +=). Twelve rows at a time with
+/// AVX-512's 32 registers (24 accumulators), six with 16 registers, then
+/// four, then the rest one by one.
+template <class Acc, int Bytes, Into Mode = accumulate>
 [[gnu::always_inline]] inline void gemm(int64_t m, int64_t n, int64_t k, const Acc* a, int64_t a_rs, int64_t a_cs,
                                         const Acc* b, int64_t ldb, Acc* c, int64_t ldc) {
   int64_t i = 0;
   if constexpr (Bytes >= 64)
-    for (; i + 12 <= m; i += 12) gemm_rows<Acc, Bytes, 12>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
+    for (; i + 12 <= m; i += 12) gemm_rows<Acc, Bytes, Mode, 12>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
   else
-    for (; i + 6 <= m; i += 6) gemm_rows<Acc, Bytes, 6>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
-  for (; i + 4 <= m; i += 4) gemm_rows<Acc, Bytes, 4>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
-  for (; i < m; ++i) gemm_rows<Acc, Bytes, 1>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
+    for (; i + 6 <= m; i += 6) gemm_rows<Acc, Bytes, Mode, 6>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
+  for (; i + 4 <= m; i += 4) gemm_rows<Acc, Bytes, Mode, 4>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
+  for (; i < m; ++i) gemm_rows<Acc, Bytes, Mode, 1>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
 }
 
 /// dst[c * dst_row + r] = src[r * src_row + c] for r, c < 8: eight rows of
@@ -101,17 +109,33 @@ template <class Acc, int Bytes>
   }
 }
 
-/// `op` folded over x[0..n) from `init`: lane by lane a vector at a time (no
-/// serial dependency), then across the lanes and the tail.
+/// The lanes of v combined by `op`, halving the vector each step.
+template <class Acc, int Bytes, class Op>
+[[gnu::always_inline]] inline Acc reduce_lanes(typename Vec<Acc, Bytes>::type v, Op op) {
+  if constexpr (Bytes == sizeof(Acc)) {
+    return v[0];
+  } else {
+    using H = typename Vec<Acc, Bytes / 2>::type;
+    H lo, hi;
+    std::memcpy(&lo, &v, sizeof lo);
+    std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
+    return reduce_lanes<Acc, Bytes / 2>(op(lo, hi), op);
+  }
+}
+
+/// `op` folded over x[0..n) from `init`, where op(init, init) == init (a
+/// max from a running max, a sum from 0): four vectors of lanes at a time
+/// (no serial dependency), then across them, the lanes and the tail.
 template <class Acc, int Bytes, class Op>
 [[gnu::always_inline]] inline Acc fold(int64_t n, const Acc* x, Acc init, Op op) {
   using V = typename Vec<Acc, Bytes>::type;
   constexpr int W = Vec<Acc, Bytes>::lanes;
-  V lanes = V{} + init;
+  V acc[4] = {V{} + init, V{} + init, V{} + init, V{} + init};
   int64_t j = 0;
-  for (; j + W <= n; j += W) lanes = op(lanes, load<V>(x + j));
-  Acc r = init;
-  for (int t = 0; t < W; ++t) r = op(r, lanes[t]);
+  for (; j + 4 * W <= n; j += 4 * W)
+    for (int u = 0; u < 4; ++u) acc[u] = op(acc[u], load<V>(x + j + u * W));
+  for (; j + W <= n; j += W) acc[0] = op(acc[0], load<V>(x + j));
+  Acc r = reduce_lanes<Acc, Bytes>(op(op(acc[0], acc[1]), op(acc[2], acc[3])), op);
   for (; j < n; ++j) r = op(r, x[j]);
   return r;
 }
@@ -122,16 +146,37 @@ template <class Acc, int Bytes>
   return fold<Acc, Bytes>(n, x, init, [](auto a, auto b) __attribute__((always_inline)) { return b > a ? b : a; });
 }
 
-/// x[j] = e^(x[j] - m) for j < n; returns their sum.
+/// x[j] = e^(x[j] - m) for j < n; returns their sum. float in one pass a
+/// vector at a time, summed in two vectors of lanes.
 template <class Acc, int Bytes>
 [[gnu::always_inline]] inline Acc exp_minus_sum(int64_t n, Acc* x, Acc m) {
   using V = typename Vec<Acc, Bytes>::type;
   constexpr int W = Vec<Acc, Bytes>::lanes;
+  const auto add = [](auto a, auto b) __attribute__((always_inline)) { return a + b; };
   int64_t j = 0;
-  for (; j + W <= n; j += W) store(x + j, load<V>(x + j) - m);
-  for (; j < n; ++j) x[j] -= m;
-  exp_rows<Acc, Bytes>(n, x);
-  return fold<Acc, Bytes>(n, x, Acc(0), [](auto a, auto b) __attribute__((always_inline)) { return a + b; });
+  if constexpr (std::is_same_v<Acc, float>) {
+    const auto exp_at = [&](int64_t at) __attribute__((always_inline)) {
+      const V e = exp_nonpositive<Bytes>(load<V>(x + at) - m);
+      store(x + at, e);
+      return e;
+    };
+    V acc0{}, acc1{};
+    for (; j + 2 * W <= n; j += 2 * W) {
+      acc0 += exp_at(j);
+      acc1 += exp_at(j + W);
+    }
+    if (j + W <= n) {
+      acc0 += exp_at(j);
+      j += W;
+    }
+    Acc r = reduce_lanes<Acc, Bytes>(acc0 + acc1, add);
+    for (; j < n; ++j) r += x[j] = kernels::exp_float_nonpositive(x[j] - m);
+    return r;
+  } else {
+    for (; j < n; ++j) x[j] -= m;
+    exp_rows<Acc, Bytes>(n, x);
+    return fold<Acc, Bytes>(n, x, Acc(0), add);
+  }
 }
 
 /// x[j] *= a for j < n.

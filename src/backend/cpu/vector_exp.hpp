@@ -38,15 +38,14 @@ template <class V>
   std::memcpy(p, &v, sizeof v);
 }
 
-/// x[0..lanes) = e^x, every x <= 0 (or NaN): kernels::exp_float_nonpositive
+/// e^x lane by lane, every x <= 0 (or NaN): kernels::exp_float_nonpositive
 /// on a vector (its kernels::exp_reduced, then the same scaling and
 /// selects), because GCC leaves that function's loop scalar at AVX2 width
 /// (its selects and float-to-int conversion vectorise only with AVX-512's masks).
 template <int Bytes>
-[[gnu::always_inline]] inline void exp_nonpositive(float* at) {
+[[gnu::always_inline]] inline typename Vec<float, Bytes>::type exp_nonpositive(typename Vec<float, Bytes>::type x) {
   using V = typename Vec<float, Bytes>::type;
   typedef int32_t VI __attribute__((vector_size(Bytes)));
-  const V x = load<V>(at);
   const V lo = V{} - 87.f;
   const V xc = x >= lo ? x : lo;  // NaN too: no NaN reaches the integer conversion
   V n, y;
@@ -55,7 +54,13 @@ template <int Bytes>
   V scale;
   std::memcpy(&scale, &e, sizeof scale);
   const V r = x < lo ? V{} : y * scale;
-  store(at, x != x ? x : r);
+  return x != x ? x : r;
+}
+
+/// The same in place on memory.
+template <int Bytes>
+[[gnu::always_inline]] inline void exp_nonpositive(float* at) {
+  store(at, exp_nonpositive<Bytes>(load<typename Vec<float, Bytes>::type>(at)));
 }
 
 /// x[j] = e^x[j] for j < n, where every x[j] <= 0 (scores minus their row
