@@ -72,6 +72,25 @@ template <class T, class Acc>
     for (int64_t c = 0; c < cols; ++c) dst[(i - i0) * cols + c] = cast<Acc>(src[i * row + c]) * mul;
 }
 
+/// Rows [i0, i1) of a head as Acc rows a product can read: the head itself
+/// when T is Acc (no copy), else converted into `scratch`.
+template <class Acc>
+struct Rows {
+  const Acc* at;
+  int64_t ld;
+  const Acc* row(int64_t i) const { return at + i * ld; }
+};
+template <class T, class Acc>
+[[gnu::always_inline]] inline Rows<Acc> rows_of(const T* src, int64_t row, int64_t i0, int64_t i1, int64_t cols,
+                                                Acc* scratch) {
+  if constexpr (std::is_same_v<T, Acc>) {
+    return {src + i0 * row, row};
+  } else {
+    load_rows(src, row, i0, i1, cols, Acc(1), scratch);
+    return {scratch, cols};
+  }
+}
+
 /// Rows [j0, j1) of such a head, transposed: dst[c * ld + (j - j0)]. float
 /// heads go in 8 x 8 blocks transposed in registers, the edges one by one.
 template <class T, class Acc>
@@ -168,7 +187,7 @@ template <class T, class Acc, int Bytes>
   for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
     const int64_t bk = std::min(kBlockK, kend - j0);
     load_transposed(kh, a.k_layout.row, j0, j0 + bk, E, kBlockK, w.kt.data());
-    load_rows(vh, a.v_layout.row, j0, j0 + bk, Ev, Acc(1), w.v.data());
+    const Rows<Acc> v = rows_of(vh, a.v_layout.row, j0, j0 + bk, Ev, w.v.data());
     // A block on the diagonal goes in strips of rows, each computing only
     // the keys its rows can see.
     strips(bq, a.causal && j0 + bk > i0 + 1, [&](int64_t r0, int64_t r1) __attribute__((always_inline)) {
@@ -191,7 +210,7 @@ template <class T, class Acc, int Bytes>
         w.m[i] = mx;
         if (alpha != Acc(1)) tiles::scale_row<Acc, Bytes>(Ev, w.o.data() + i * Ev, alpha);
       }
-      tiles::gemm<Acc, Bytes>(r1 - r0, Ev, kc, s, kBlockK, 1, w.v.data(), Ev, w.o.data() + r0 * Ev, Ev);
+      tiles::gemm<Acc, Bytes>(r1 - r0, Ev, kc, s, kBlockK, 1, v.at, v.ld, w.o.data() + r0 * Ev, Ev);
     });
   }
   for (int64_t i = 0; i < bq; ++i) {
@@ -272,7 +291,7 @@ template <class T, class Acc, int Bytes>
   for (int64_t j0 = 0; j0 < S; j0 += kBlockK) {
     const int64_t bk = std::min(kBlockK, S - j0);
     load_transposed(kh, a.k_layout.row, j0, j0 + bk, E, kBlockK, w.kt.data());
-    load_rows(kh, a.k_layout.row, j0, j0 + bk, E, Acc(1), w.kb.data());
+    const Rows<Acc> kb = rows_of(kh, a.k_layout.row, j0, j0 + bk, E, w.kb.data());
     load_transposed(vh, a.v_layout.row, j0, j0 + bk, Ev, kBlockK, w.vt.data());
     Acc* dk = w.dk.data() + j0 * E;
     Acc* dv = w.dv.data() + j0 * Ev;
@@ -280,7 +299,7 @@ template <class T, class Acc, int Bytes>
     for (int64_t i0 = a.causal ? (j0 / kBlockQ) * kBlockQ : 0; i0 < L; i0 += kBlockQ) {
       const int64_t bq = std::min(kBlockQ, L - i0);
       load_rows(qh, a.q_layout.row, i0, i0 + bq, E, scale, w.q.data());
-      load_rows(gout, Ev, i0, i0 + bq, Ev, Acc(1), w.dout.data());
+      const Rows<Acc> dout = rows_of(gout, Ev, i0, i0 + bq, Ev, w.dout.data());
       Acc* s = w.s.data();
       Acc* dp = w.dp.data();
       // A block on the diagonal goes in strips: of query rows for the
@@ -311,7 +330,7 @@ template <class T, class Acc, int Bytes>
       // dV += P^T dO;  dP = dO V^T;  dS = P (dP - D);  dQ += dS K;  dK += dS^T (scale Q).
       strips(bk, straddles, [&](int64_t c0, int64_t c1) __attribute__((always_inline)) {
         const int64_t q0 = first_seeing_row(a, i0, bq, j0, c0);
-        tiles::gemm<Acc, Bytes>(c1 - c0, Ev, bq - q0, s + q0 * kBlockK + c0, 1, kBlockK, w.dout.data() + q0 * Ev, Ev,
+        tiles::gemm<Acc, Bytes>(c1 - c0, Ev, bq - q0, s + q0 * kBlockK + c0, 1, kBlockK, dout.row(q0), dout.ld,
                                 dv + c0 * Ev, Ev);
       });
       strips(bq, straddles, [&](int64_t r0, int64_t r1) __attribute__((always_inline)) {
@@ -319,13 +338,13 @@ template <class T, class Acc, int Bytes>
         zero_columns(dp, r0, r1, kc, bk);
         if (kc == 0) return;
         Acc* dpr = dp + r0 * kBlockK;
-        tiles::gemm<Acc, Bytes, tiles::overwrite>(r1 - r0, kc, Ev, w.dout.data() + r0 * Ev, Ev, 1, w.vt.data(), kBlockK,
+        tiles::gemm<Acc, Bytes, tiles::overwrite>(r1 - r0, kc, Ev, dout.row(r0), dout.ld, 1, w.vt.data(), kBlockK,
                                                   dpr, kBlockK);
         for (int64_t i = r0; i < r1; ++i) {
           const Acc di = w.d[i0 + i];
           for (int64_t j = 0; j < kc; ++j) dp[i * kBlockK + j] = s[i * kBlockK + j] * (dp[i * kBlockK + j] - di);
         }
-        tiles::gemm<Acc, Bytes>(r1 - r0, E, kc, dpr, kBlockK, 1, w.kb.data(), E, w.dq.data() + (i0 + r0) * E, E);
+        tiles::gemm<Acc, Bytes>(r1 - r0, E, kc, dpr, kBlockK, 1, kb.at, kb.ld, w.dq.data() + (i0 + r0) * E, E);
       });
       strips(bk, straddles, [&](int64_t c0, int64_t c1) __attribute__((always_inline)) {
         const int64_t q0 = first_seeing_row(a, i0, bq, j0, c0);
