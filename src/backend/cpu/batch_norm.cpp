@@ -41,7 +41,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/simd.hpp"
+#include "backend/cpu/isa_variants.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/loops.hpp"
 
@@ -518,30 +518,19 @@ struct Forward {
 // of kChannelBlock channels when S == 1.
 int64_t units_of(const Geometry& g) { return g.s == 1 ? (g.c + kChannelBlock - 1) / kChannelBlock : g.c; }
 
-// One pass of a Forward or Backward, compiled for the baseline ISA and (where
-// the compiler can) for AVX2 and AVX-512; `run` is inlined into each.
+// One pass of a Forward or Backward, in the instruction-set variant of
+// simd::level() (isa_variants.hpp).
 template <class Args>
-void run_portable(const Args& a, int pass, int64_t i0, int64_t i1) {
-  a.run(pass, i0, i1);
-}
-
-#if defined(__x86_64__) || defined(__i386__)
-template <class Args>
-__attribute__((target(MIXGRAD_AVX2_TARGET))) void run_avx2(const Args& a, int pass, int64_t i0, int64_t i1) {
-  a.run(pass, i0, i1);
-}
-template <class Args>
-__attribute__((target(MIXGRAD_AVX512_TARGET))) void run_avx512(const Args& a, int pass, int64_t i0, int64_t i1) {
-  a.run(pass, i0, i1);
-}
-#endif
+using PassFn = isa::Copy<isa::RunJob, const Args&, int, int64_t, int64_t>;
 
 template <class Args>
-using PassFn = void (*)(const Args&, int, int64_t, int64_t);
+PassFn<Args> pass_fn() {
+  return isa::variant<isa::RunJob, const Args&, int, int64_t, int64_t>();
+}
 
 template <class Args>
 void run_pass(PassFn<Args> fn, const Args& a, int pass, int64_t items, bool parallel) {
-  kernels::parallel_for(items, parallel ? 1 : items + 1, [&](int64_t i0, int64_t i1) { fn(a, pass, i0, i1); });
+  kernels::parallel_for(items, parallel ? 1 : items + 1, [&](int64_t i0, int64_t i1) { fn(isa::RunJob{}, a, pass, i0, i1); });
 }
 
 // Threads worth using: one below the library's parallel grain.
@@ -563,11 +552,7 @@ void forward(const BatchNormForward& a) {
                   nullptr};
   const Geometry& g = f.g;
   if (g.c == 0) return;
-  PassFn<Forward<T, S>> fn = &run_portable<Forward<T, S>>;
-#if defined(__x86_64__) || defined(__i386__)
-  if (simd::level() == simd::Level::avx2) fn = &run_avx2<Forward<T, S>>;
-  if (simd::level() == simd::Level::avx512) fn = &run_avx512<Forward<T, S>>;
-#endif
+  const PassFn<Forward<T, S>> fn = pass_fn<Forward<T, S>>();
   const int threads = threads_for(g);
   const int64_t units = units_of(g);
   f.parts = batch_norm_parts(g.n, units, threads);
@@ -685,11 +670,7 @@ void backward(const BatchNormBackward& a) {
   const Geometry& g = k.g;
   if (g.c == 0) return;
   k.need_sums = (a.training && k.gx) || k.gw || k.gb;
-  PassFn<Backward<T, S>> fn = &run_portable<Backward<T, S>>;
-#if defined(__x86_64__) || defined(__i386__)
-  if (simd::level() == simd::Level::avx2) fn = &run_avx2<Backward<T, S>>;
-  if (simd::level() == simd::Level::avx512) fn = &run_avx512<Backward<T, S>>;
-#endif
+  const PassFn<Backward<T, S>> fn = pass_fn<Backward<T, S>>();
   const int threads = threads_for(g);
   const int64_t units = units_of(g);
   k.parts = batch_norm_parts(g.n, units, threads);

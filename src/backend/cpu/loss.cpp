@@ -16,7 +16,7 @@
 #include "backend/loss.hpp"
 #include "backend/copy.hpp"
 #include "backend/cpu/vector_exp.hpp"
-#include "core/simd.hpp"
+#include "backend/cpu/isa_variants.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/loops.hpp"
 #include "kernels/loss.hpp"
@@ -219,25 +219,6 @@ template <int Bytes>
   for (; j < C; ++j) g[j] = k * (kernels::exp_float_nonpositive((row[j] - m) - log_sum) - target);
 }
 
-RowStats<float> row_stats_portable(const float* row, int64_t C) { return row_stats<16>(row, C); }
-__attribute__((target(MIXGRAD_AVX2_TARGET))) RowStats<float> row_stats_avx2(const float* row, int64_t C) {
-  return row_stats<32>(row, C);
-}
-__attribute__((target(MIXGRAD_AVX512_TARGET))) RowStats<float> row_stats_avx512(const float* row, int64_t C) {
-  return row_stats<64>(row, C);
-}
-void row_grad_portable(const float* row, int64_t C, float m, float log_sum, float target, float k, float* g) {
-  row_grad<16>(row, C, m, log_sum, target, k, g);
-}
-__attribute__((target(MIXGRAD_AVX2_TARGET))) void row_grad_avx2(const float* row, int64_t C, float m, float log_sum,
-                                                                  float target, float k, float* g) {
-  row_grad<32>(row, C, m, log_sum, target, k, g);
-}
-__attribute__((target(MIXGRAD_AVX512_TARGET))) void row_grad_avx512(const float* row, int64_t C, float m,
-                                                                      float log_sum, float target, float k, float* g) {
-  row_grad<64>(row, C, m, log_sum, target, k, g);
-}
-
 /// The other dtypes' rows (float64, and the 16-bit ones in float), one
 /// element at a time in Acc with libm's exp.
 template <class T, class Acc = kernels::compute_t<T>>
@@ -261,26 +242,46 @@ void row_grad_scalar(const T* row, int64_t C, Acc m, Acc log_sum, Acc target, Ac
   for (int64_t j = 0; j < C; ++j) g[j] = cast<T>(kernels::cross_entropy_grad(cast<Acc>(row[j]) - m, log_sum, target, k));
 }
 
-/// The row kernels of a contiguous [N, C] of T: for float32 the vector ones
-/// of the instruction-set level in effect, else the scalar ones.
+/// The row kernels (isa_variants.hpp): float32 rows on vector types of the
+/// level's width, the other dtypes' one element at a time.
+template <class T, class Acc = kernels::compute_t<T>>
+struct StatsKernel {
+  template <int Bytes>
+  [[gnu::always_inline]] RowStats<Acc> operator()(const T* row, int64_t C) const {
+    if constexpr (std::is_same_v<T, float>) return row_stats<Bytes>(row, C);
+    else return row_stats_scalar<T>(row, C);
+  }
+};
+template <class T, class Acc = kernels::compute_t<T>>
+struct GradKernel {
+  template <int Bytes>
+  [[gnu::always_inline]] void operator()(const T* row, int64_t C, Acc m, Acc log_sum, Acc target, Acc k, T* g) const {
+    if constexpr (std::is_same_v<T, float>) row_grad<Bytes>(row, C, m, log_sum, target, k, g);
+    else row_grad_scalar<T>(row, C, m, log_sum, target, k, g);
+  }
+};
+
+/// The copy of kernel F a contiguous [N, C] of T runs: float32 that of the
+/// instruction-set level in effect, the others the portable one (libm's
+/// exp, the same bits at every level).
+template <class T, class F, class... A>
+isa::Copy<F, A...> row_copy() {
+  if constexpr (std::is_same_v<T, float>) return isa::variant<F, A...>();
+  else return &isa::on_portable<F, A...>;
+}
+
+/// The row kernels of a contiguous [N, C] of T.
 template <class T, class Acc = kernels::compute_t<T>>
 struct Rows {
-  RowStats<Acc> (*stats)(const T*, int64_t);
-  void (*grad)(const T*, int64_t, Acc, Acc, Acc, Acc, T*);
-};
-template <class T>
-Rows<T> rows_for() {
-  if constexpr (std::is_same_v<T, float>) {
-    switch (simd::level()) {
-      case simd::Level::avx512: return {row_stats_avx512, row_grad_avx512};
-      case simd::Level::avx2: return {row_stats_avx2, row_grad_avx2};
-      case simd::Level::portable: break;
-    }
-    return {row_stats_portable, row_grad_portable};
-  } else {
-    return {row_stats_scalar<T>, row_grad_scalar<T>};
+  isa::Copy<StatsKernel<T>, const T*, int64_t> stats_copy = row_copy<T, StatsKernel<T>, const T*, int64_t>();
+  isa::Copy<GradKernel<T>, const T*, int64_t, Acc, Acc, Acc, Acc, T*> grad_copy =
+      row_copy<T, GradKernel<T>, const T*, int64_t, Acc, Acc, Acc, Acc, T*>();
+
+  RowStats<Acc> stats(const T* row, int64_t C) const { return stats_copy({}, row, C); }
+  void grad(const T* row, int64_t C, Acc m, Acc log_sum, Acc target, Acc k, T* g) const {
+    grad_copy({}, row, C, m, log_sum, target, k, g);
   }
-}
+};
 
 // ---- cross-entropy ---------------------------------------------------------
 
@@ -298,7 +299,7 @@ void cross_entropy_forward_typed(const ClassLossArgs& a, const Tensor& out, cons
   FirstBadLabel bad(samples);
 
   if (inner == 1) {  // [N, C]: each row is contiguous
-    const Rows<T> rows = rows_for<T>();
+    const Rows<T> rows;
     kernels::parallel_for(samples, row_grain(C), [&](int64_t b, int64_t e) {
       for (int64_t s = b; s < e; ++s) {
         if (!label_in_range(y[s], C)) {
@@ -365,7 +366,7 @@ void cross_entropy_backward_typed(const ClassLossArgs& a, const Tensor& stats, c
   const kernels::SmoothedTarget<Acc> q(static_cast<Acc>(a.label_smoothing), C);
 
   if (inner == 1) {
-    const Rows<T> rows = rows_for<T>();
+    const Rows<T> rows;
     kernels::parallel_for(samples, row_grain(C), [&](int64_t b, int64_t e) {
       for (int64_t s = b; s < e; ++s) {
         const T* row = x + s * C;

@@ -27,7 +27,7 @@
 
 #include "backend/copy.hpp"
 #include "backend/elementwise.hpp"
-#include "core/simd.hpp"
+#include "backend/cpu/isa_variants.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/loops.hpp"
 
@@ -142,21 +142,13 @@ struct MapRun<T, O, Fn, std::index_sequence<I...>> {
   [[gnu::always_inline]] static void contiguous(const Fn& fn, O* o, const std::array<const T*, N>& x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) write_as<O, R>(o[i], fn(read_as<T, C>(x[I][i])...));
   }
-  static void contiguous_portable(const Fn& fn, O* o, const std::array<const T*, N>& x, int64_t n) {
-    contiguous(fn, o, x, n);
-  }
-#if defined(__x86_64__) || defined(__i386__)
-  __attribute__((target(MIXGRAD_AVX2_TARGET))) static void contiguous_avx2(const Fn& fn, O* o,
-                                                                         const std::array<const T*, N>& x,
-                                                                         int64_t n) {
-    contiguous(fn, o, x, n);
-  }
-  __attribute__((target(MIXGRAD_AVX512_TARGET))) static void contiguous_avx512(const Fn& fn, O* o,
-                                                                             const std::array<const T*, N>& x,
-                                                                             int64_t n) {
-    contiguous(fn, o, x, n);
-  }
-#endif
+  // `contiguous` as a kernel of isa_variants.hpp: compiled at each level.
+  struct Contiguous {
+    template <int Bytes>
+    [[gnu::always_inline]] void operator()(const Fn& fn, O* o, const std::array<const T*, N>& x, int64_t n) const {
+      contiguous(fn, o, x, n);
+    }
+  };
 
   void operator()(std::array<char*, N + 1> p, const std::array<int64_t, N + 1>& st, int64_t n) const {
     const bool all_contiguous = st[0] == kO && ((st[I + 1] == kT) && ...);
@@ -164,14 +156,7 @@ struct MapRun<T, O, Fn, std::index_sequence<I...>> {
       if (all_contiguous) {
         O* o = reinterpret_cast<O*>(p[0]);
         const std::array<const T*, N> x{reinterpret_cast<const T*>(p[I + 1])...};
-#if defined(__x86_64__) || defined(__i386__)
-        switch (simd::level()) {
-          case simd::Level::avx512: return contiguous_avx512(fn, o, x, n);
-          case simd::Level::avx2: return contiguous_avx2(fn, o, x, n);
-          case simd::Level::portable: break;
-        }
-#endif
-        return contiguous_portable(fn, o, x, n);
+        return isa::variant<Contiguous, const Fn&, O*, const std::array<const T*, N>&, int64_t>()({}, fn, o, x, n);
       }
     }
     if constexpr (kDirect) {

@@ -13,7 +13,7 @@
 #include <immintrin.h>
 #include <type_traits>
 
-#include "core/simd.hpp"
+#include "backend/cpu/isa_variants.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/loops.hpp"
 
@@ -224,51 +224,35 @@ struct Avx512Rows {
 
 #endif
 
-template <class T>
-void forward_portable(const T* x, T* y, uint8_t* win, const Plane& pl, int64_t p0, int64_t p1) {
-  Planes<T, PlainRows<T>>::forward(x, y, win, pl, p0, p1);
-}
-template <class T>
-void backward_portable(const T* gy, const uint8_t* win, T* gx, const Plane& pl, int64_t p0, int64_t p1) {
-  Planes<T, PlainRows<T>>::backward(gy, win, gx, pl, p0, p1);
-}
-
+// The rows of each instruction-set copy: GCC's vectorisation of the plain
+// loops, and with AVX-512 the masked 16-lane rows above (not for float64).
+template <class T, int Bytes>
+struct RowsAt {
+  using type = PlainRows<T>;
+};
 #if defined(__x86_64__) || defined(__i386__)
-// The plain rows vectorised for AVX2 by the compiler.
 template <class T>
-__attribute__((target(MIXGRAD_AVX2_TARGET))) void forward_avx2(const T* x, T* y, uint8_t* win, const Plane& pl,
-                                                               int64_t p0, int64_t p1) {
-  Planes<T, PlainRows<T>>::forward(x, y, win, pl, p0, p1);
-}
-template <class T>
-__attribute__((target(MIXGRAD_AVX2_TARGET))) void backward_avx2(const T* gy, const uint8_t* win, T* gx,
-                                                                const Plane& pl, int64_t p0, int64_t p1) {
-  Planes<T, PlainRows<T>>::backward(gy, win, gx, pl, p0, p1);
-}
-
-template <class T>
-using WideRows = std::conditional_t<sizeof(T) == 8, PlainRows<T>, Avx512Rows<T>>;
-
-template <class T>
-MIXGRAD_AVX512 void forward_avx512(const T* x, T* y, uint8_t* win, const Plane& pl, int64_t p0, int64_t p1) {
-  Planes<T, WideRows<T>>::forward(x, y, win, pl, p0, p1);
-}
-template <class T>
-MIXGRAD_AVX512 void backward_avx512(const T* gy, const uint8_t* win, T* gx, const Plane& pl, int64_t p0, int64_t p1) {
-  Planes<T, WideRows<T>>::backward(gy, win, gx, pl, p0, p1);
-}
+struct RowsAt<T, 64> {
+  using type = std::conditional_t<sizeof(T) == 8, PlainRows<T>, Avx512Rows<T>>;
+};
 #endif
 
-// The variant for the level in use: AVX-512, AVX2 or portable.
-template <class Fn>
-Fn pick(Fn avx512, Fn avx2, Fn portable) {
-  switch (simd::level()) {
-    case simd::Level::avx512: return avx512;
-    case simd::Level::avx2: return avx2;
-    case simd::Level::portable: break;
+/// The kernels (isa_variants.hpp): planes [p0, p1) forward and backward.
+template <class T>
+struct ForwardKernel {
+  template <int Bytes>
+  MIXGRAD_ALWAYS_INLINE void operator()(const T* x, T* y, uint8_t* win, const Plane& pl, int64_t p0, int64_t p1) const {
+    Planes<T, typename RowsAt<T, Bytes>::type>::forward(x, y, win, pl, p0, p1);
   }
-  return portable;
-}
+};
+template <class T>
+struct BackwardKernel {
+  template <int Bytes>
+  MIXGRAD_ALWAYS_INLINE void operator()(const T* gy, const uint8_t* win, T* gx, const Plane& pl, int64_t p0,
+                                        int64_t p1) const {
+    Planes<T, typename RowsAt<T, Bytes>::type>::backward(gy, win, gx, pl, p0, p1);
+  }
+};
 
 Plane plane_of(const Tensor& x, const Tensor& y) {
   return {x.shape()[2], x.shape()[3], y.shape()[2], y.shape()[3]};
@@ -290,14 +274,10 @@ void forward(const Tensor& x, const Tensor& y, const Tensor& winners) {
   const int64_t planes = x.shape()[0] * x.shape()[1];
   auto* win = static_cast<uint8_t*>(winners.raw_data());
   visit_floating(x.dtype(), "max_pool2d", [&]<class T>() {
-#if defined(__x86_64__) || defined(__i386__)
-    const auto fn = pick(&forward_avx512<T>, &forward_avx2<T>, &forward_portable<T>);
-#else
-    const auto fn = &forward_portable<T>;
-#endif
+    const auto fn = isa::variant<ForwardKernel<T>, const T*, T*, uint8_t*, const Plane&, int64_t, int64_t>();
     const T* xp = static_cast<const T*>(x.raw_data());
     T* yp = static_cast<T*>(y.raw_data());
-    kernels::parallel_for(planes, plane_grain(pl), [&](int64_t p0, int64_t p1) { fn(xp, yp, win, pl, p0, p1); });
+    kernels::parallel_for(planes, plane_grain(pl), [&](int64_t p0, int64_t p1) { fn({}, xp, yp, win, pl, p0, p1); });
   });
 }
 
@@ -306,14 +286,10 @@ void backward(const Tensor& gy, const Tensor& winners, const Tensor& gx) {
   const int64_t planes = gx.shape()[0] * gx.shape()[1];
   const auto* win = static_cast<const uint8_t*>(winners.raw_data());
   visit_floating(gx.dtype(), "max_pool2d", [&]<class T>() {
-#if defined(__x86_64__) || defined(__i386__)
-    const auto fn = pick(&backward_avx512<T>, &backward_avx2<T>, &backward_portable<T>);
-#else
-    const auto fn = &backward_portable<T>;
-#endif
+    const auto fn = isa::variant<BackwardKernel<T>, const T*, const uint8_t*, T*, const Plane&, int64_t, int64_t>();
     const T* gp = static_cast<const T*>(gy.raw_data());
     T* out = static_cast<T*>(gx.raw_data());
-    kernels::parallel_for(planes, plane_grain(pl), [&](int64_t p0, int64_t p1) { fn(gp, win, out, pl, p0, p1); });
+    kernels::parallel_for(planes, plane_grain(pl), [&](int64_t p0, int64_t p1) { fn({}, gp, win, out, pl, p0, p1); });
   });
 }
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "backend/copy.hpp"
+#include "backend/cpu/isa_variants.hpp"
 #include "backend/normalization.hpp"
-#include "core/simd.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/normalization.hpp"
 #include "kernels/loops.hpp"
@@ -138,32 +138,13 @@ struct Backward {
   }
 };
 
-// Forward and Backward compiled for the baseline ISA, AVX2 and AVX-512 (the
-// same loops, so the same sums in the same order); simd::level() picks.
-template <class Job>
-void run_portable(const Job& job, int64_t b, int64_t e) {
-  job.run(b, e);
-}
-#if defined(__x86_64__) || defined(__i386__)
-template <class Job>
-__attribute__((target(MIXGRAD_AVX2_TARGET))) void run_avx2(const Job& job, int64_t b, int64_t e) {
-  job.run(b, e);
-}
-template <class Job>
-__attribute__((target(MIXGRAD_AVX512_TARGET))) void run_avx512(const Job& job, int64_t b, int64_t e) {
-  job.run(b, e);
-}
-#endif
-
-/// Runs job over [0, n) on the library's threads, in the variant of simd::level().
+/// Runs job over [0, n) on the library's threads, in the instruction-set
+/// variant of simd::level() (the same loops at each level, so the same sums
+/// in the same order).
 template <class Job>
 void run(const Job& job, int64_t n, int64_t grain) {
-  void (*fn)(const Job&, int64_t, int64_t) = &run_portable<Job>;
-#if defined(__x86_64__) || defined(__i386__)
-  if (simd::level() == simd::Level::avx2) fn = &run_avx2<Job>;
-  if (simd::level() == simd::Level::avx512) fn = &run_avx512<Job>;
-#endif
-  kernels::parallel_for(n, grain, [&](int64_t b, int64_t e) { fn(job, b, e); });
+  const auto fn = isa::variant<isa::RunJob, const Job&, int64_t, int64_t>();
+  kernels::parallel_for(n, grain, [&](int64_t b, int64_t e) { fn(isa::RunJob{}, job, b, e); });
 }
 
 template <class T>

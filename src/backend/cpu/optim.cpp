@@ -10,9 +10,9 @@
 #include <utility>
 
 #include "backend/copy.hpp"
+#include "backend/cpu/isa_variants.hpp"
 #include "backend/optim.hpp"
 #include "backend/optim_rules.hpp"
-#include "core/simd.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/loops.hpp"
 #include "kernels/optim.hpp"
@@ -67,23 +67,15 @@ template <bool kMaster, class P, class G, class C, size_t K, class Rule, size_t.
   }
 }
 
-template <bool kMaster, class P, class G, class C, size_t K, class Rule>
-void rule_portable(const Rule& rule, C inv_scale, P* p, C* m, const G* g, const std::array<C*, K>& s, int64_t n) {
-  rule_loop<kMaster, P, G, C, K>(rule, inv_scale, p, m, g, s, n, std::make_index_sequence<K>());
-}
-
-#if defined(__x86_64__) || defined(__i386__)
-template <bool kMaster, class P, class G, class C, size_t K, class Rule>
-__attribute__((target(MIXGRAD_AVX2_TARGET))) void rule_avx2(const Rule& rule, C inv_scale, P* p, C* m, const G* g,
-                                                            const std::array<C*, K>& s, int64_t n) {
-  rule_loop<kMaster, P, G, C, K>(rule, inv_scale, p, m, g, s, n, std::make_index_sequence<K>());
-}
-template <bool kMaster, class P, class G, class C, size_t K, class Rule>
-__attribute__((target(MIXGRAD_AVX512_TARGET))) void rule_avx512(const Rule& rule, C inv_scale, P* p, C* m,
-                                                                const G* g, const std::array<C*, K>& s, int64_t n) {
-  rule_loop<kMaster, P, G, C, K>(rule, inv_scale, p, m, g, s, n, std::make_index_sequence<K>());
-}
-#endif
+/// rule_loop as a kernel of isa_variants.hpp: compiled at each level.
+template <bool kMaster, class P, class G, class C, size_t K>
+struct RuleLoop {
+  template <int Bytes, class Rule>
+  [[gnu::always_inline]] void operator()(const Rule& rule, C inv_scale, P* p, C* m, const G* g,
+                                         const std::array<C*, K>& s, int64_t n) const {
+    rule_loop<kMaster, P, G, C, K>(rule, inv_scale, p, m, g, s, n, std::make_index_sequence<K>());
+  }
+};
 
 // Runs `rule` over (param, [master,] grad, state...): the master copy takes
 // the place of one more state tensor in the strided walk.
@@ -92,11 +84,8 @@ void run_rule_impl(const Tensor& param, const Tensor& master, const Tensor& grad
                    const Rule& rule, C inv_scale, std::index_sequence<I...>) {
   constexpr int M = kMaster ? 1 : 0;
   constexpr int N = 2 + M + static_cast<int>(K);
-  auto contiguous_loop = &rule_portable<kMaster, P, G, C, K, Rule>;
-#if defined(__x86_64__) || defined(__i386__)
-  if (simd::level() == simd::Level::avx2) contiguous_loop = &rule_avx2<kMaster, P, G, C, K, Rule>;
-  if (simd::level() == simd::Level::avx512) contiguous_loop = &rule_avx512<kMaster, P, G, C, K, Rule>;
-#endif
+  using Loop = RuleLoop<kMaster, P, G, C, K>;
+  const auto contiguous_loop = isa::variant<Loop, const Rule&, C, P*, C*, const G*, const std::array<C*, K>&, int64_t>();
   std::array<Shape, N> strides;
   std::array<char*, N> base;
   strides[0] = byte_strides(param);
@@ -118,7 +107,7 @@ void run_rule_impl(const Tensor& param, const Tensor& master, const Tensor& grad
         const bool contiguous = st[0] == sizeof(P) && (!kMaster || st[1] == sizeof(C)) && st[1 + M] == sizeof(G) &&
                                 ((st[2 + M + I] == sizeof(C)) && ...);
         if (contiguous) {
-          contiguous_loop(rule, inv_scale, p, m, g, s, n);
+          contiguous_loop(Loop{}, rule, inv_scale, p, m, g, s, n);
         } else {
           for (int64_t i = 0; i < n; ++i)
             kernels::apply_update(rule, inv_scale, *reinterpret_cast<P*>(ptr[0] + i * st[0]),
