@@ -21,7 +21,7 @@
 #include "backend/attention.hpp"
 #include "backend/copy.hpp"
 #include "backend/cpu/attention_tiles.hpp"
-#include "core/simd.hpp"
+#include "backend/cpu/isa_variants.hpp"
 #include "kernels/cast.hpp"
 
 // The tiles pass GCC vector types between always-inlined functions and
@@ -108,30 +108,32 @@ template <class T, class Acc>
     for (int64_t c = 0; c < cols; ++c) dst[c * ld + (j - j0)] = cast<Acc>(src[j * row + c]);
 }
 
-/// The mask and the causal cut applied to a block of scores s[bq, ld],
-/// queries [i0, i0 + bq) by keys [j0, j0 + bk) of head (n, h).
+/// The mask and the causal cut applied to a block of scores, queries
+/// [i0, i0 + bq) by keys [j0, j0 + bk) of head (n, h), query i's score for
+/// key j at s[i * qs + j * ks] (qs = ld, ks = 1 for a block of rows of
+/// queries; the other way round for a block stored transposed).
 template <class Acc>
 [[gnu::always_inline]] inline void mask_block(const AttentionArgs& a, int64_t n, int64_t h, int64_t i0, int64_t bq,
-                                              int64_t j0, int64_t bk, Acc* s, int64_t ld) {
+                                              int64_t j0, int64_t bk, Acc* s, int64_t qs, int64_t ks) {
   if (a.mask_kind != AttentionMask::none) {
     const auto& st = a.mask_strides;
     const int64_t base = n * st[0] + h * st[1];
     for (int64_t i = 0; i < bq; ++i) {
       const int64_t row = base + (i0 + i) * st[2];
-      Acc* si = s + i * ld;
+      Acc* si = s + i * qs;
       if (a.mask_kind == AttentionMask::keep) {
         const bool* m = a.mask.data<bool>() + row;
         for (int64_t j = 0; j < bk; ++j)
-          if (!m[(j0 + j) * st[3]]) si[j] = kNegInf<Acc>;
+          if (!m[(j0 + j) * st[3]]) si[j * ks] = kNegInf<Acc>;
       } else {
         const Acc* m = a.mask.data<Acc>() + row;
-        for (int64_t j = 0; j < bk; ++j) si[j] += m[(j0 + j) * st[3]];
+        for (int64_t j = 0; j < bk; ++j) si[j * ks] += m[(j0 + j) * st[3]];
       }
     }
   }
   if (a.causal && j0 + bk > i0 + 1) {  // some key of the block lies after some query
     for (int64_t i = 0; i < bq; ++i)
-      for (int64_t j = std::max<int64_t>(0, i0 + i + 1 - j0); j < bk; ++j) s[i * ld + j] = kNegInf<Acc>;
+      for (int64_t j = std::max<int64_t>(0, i0 + i + 1 - j0); j < bk; ++j) s[i * qs + j * ks] = kNegInf<Acc>;
   }
 }
 
@@ -162,22 +164,28 @@ inline void zero_columns(Acc* x, int64_t r0, int64_t r1, int64_t kc, int64_t bk)
     for (int64_t i = r0; i < r1; ++i) std::fill(x + i * kBlockK + kc, x + i * kBlockK + bk, Acc(0));
 }
 
-/// Scratch of one thread in the forward.
+/// Scratch of one thread in the forward: the query block transposed, a key
+/// and value block (when converted), the scores transposed, the output
+/// block and its softmax statistics.
 template <class Acc>
 struct ForwardScratch {
-  std::vector<Acc> q, kt, v, s, o, m, l;
+  std::vector<Acc> qt, k, v, st, o, m, l, alpha;
   ForwardScratch(const AttentionArgs& a)
-      : q(kBlockQ * a.head_dim), kt(a.head_dim * kBlockK), v(kBlockK * a.value_dim), s(kBlockQ * kBlockK),
-        o(kBlockQ * a.value_dim), m(kBlockQ), l(kBlockQ) {}
+      : qt(a.head_dim * kBlockQ), k(kBlockK * a.head_dim), v(kBlockK * a.value_dim), st(kBlockK * kBlockQ),
+        o(kBlockQ * a.value_dim), m(kBlockQ), l(kBlockQ), alpha(kBlockQ) {}
 };
 
-/// One query block [i0, i1) of head (n, h).
+/// One query block [i0, i1) of head (n, h). The scores are computed
+/// transposed, S^T = K (scale Q)^T with keys down and queries across: the
+/// key rows are read as they are, the query block is transposed once for
+/// all key blocks, and each query's softmax statistics run down a column.
 template <class T, class Acc, int Bytes>
 [[gnu::always_inline]] inline void forward_block(const Problem<T, Acc>& p, int64_t n, int64_t h, int64_t i0,
                                                  int64_t i1, ForwardScratch<Acc>& w, T* out, Acc* lse) {
   const AttentionArgs& a = p.a;
   const int64_t E = a.head_dim, Ev = a.value_dim, bq = i1 - i0;
-  load_rows(p.q_head(n, h), a.q_layout.row, i0, i1, E, static_cast<Acc>(a.scale), w.q.data());
+  load_transposed(p.q_head(n, h), a.q_layout.row, i0, i1, E, kBlockQ, w.qt.data());
+  for (int64_t e = 0; e < E; ++e) tiles::scale_row<Acc, Bytes>(bq, w.qt.data() + e * kBlockQ, static_cast<Acc>(a.scale));
   std::fill(w.o.begin(), w.o.begin() + bq * Ev, Acc(0));
   std::fill(w.m.begin(), w.m.end(), kNegInf<Acc>);
   std::fill(w.l.begin(), w.l.end(), Acc(0));
@@ -186,31 +194,21 @@ template <class T, class Acc, int Bytes>
   const int64_t kend = p.key_end(i1);
   for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
     const int64_t bk = std::min(kBlockK, kend - j0);
-    load_transposed(kh, a.k_layout.row, j0, j0 + bk, E, kBlockK, w.kt.data());
+    const Rows<Acc> k = rows_of(kh, a.k_layout.row, j0, j0 + bk, E, w.k.data());
     const Rows<Acc> v = rows_of(vh, a.v_layout.row, j0, j0 + bk, Ev, w.v.data());
-    // A block on the diagonal goes in strips of rows, each computing only
-    // the keys its rows can see.
+    // A block on the diagonal goes in strips of queries, each computing
+    // only the keys its queries can see.
     strips(bq, a.causal && j0 + bk > i0 + 1, [&](int64_t r0, int64_t r1) __attribute__((always_inline)) {
       const int64_t kc = visible_keys(a, i0, r1, j0, bk);
       if (kc == 0) return;
-      Acc* s = w.s.data() + r0 * kBlockK;
-      tiles::gemm<Acc, Bytes, tiles::overwrite>(r1 - r0, kc, E, w.q.data() + r0 * E, E, 1, w.kt.data(), kBlockK, s,
-                                                kBlockK);
-      mask_block(a, n, h, i0 + r0, r1 - r0, j0, kc, s, kBlockK);
-      for (int64_t i = r0; i < r1; ++i) {
-        Acc* si = s + (i - r0) * kBlockK;
-        const Acc mx = tiles::row_max<Acc, Bytes>(kc, si, w.m[i]);
-        if (mx == kNegInf<Acc>) {  // nothing seen yet in this row
-          std::fill(si, si + kc, Acc(0));
-          continue;
-        }
-        const Acc sum = tiles::exp_minus_sum<Acc, Bytes>(kc, si, mx);
-        const Acc alpha = w.m[i] == kNegInf<Acc> ? Acc(0) : std::exp(w.m[i] - mx);
-        w.l[i] = w.l[i] * alpha + sum;
-        w.m[i] = mx;
-        if (alpha != Acc(1)) tiles::scale_row<Acc, Bytes>(Ev, w.o.data() + i * Ev, alpha);
-      }
-      tiles::gemm<Acc, Bytes>(r1 - r0, Ev, kc, s, kBlockK, 1, v.at, v.ld, w.o.data() + r0 * Ev, Ev);
+      Acc* st = w.st.data() + r0;  // query r0 + c's score for key j at st[j * kBlockQ + c]
+      tiles::gemm<Acc, Bytes, tiles::overwrite>(kc, r1 - r0, E, k.at, k.ld, 1, w.qt.data() + r0, kBlockQ, st, kBlockQ);
+      mask_block(a, n, h, i0 + r0, r1 - r0, j0, kc, st, 1, kBlockQ);
+      tiles::softmax_columns<Acc, Bytes>(kc, r1 - r0, st, kBlockQ, w.m.data() + r0, w.l.data() + r0,
+                                         w.alpha.data() + r0);
+      for (int64_t i = r0; i < r1; ++i)
+        if (w.alpha[i] != Acc(1)) tiles::scale_row<Acc, Bytes>(Ev, w.o.data() + i * Ev, w.alpha[i]);
+      tiles::gemm<Acc, Bytes>(r1 - r0, Ev, kc, st, 1, kBlockQ, v.at, v.ld, w.o.data() + r0 * Ev, Ev);
     });
   }
   for (int64_t i = 0; i < bq; ++i) {
@@ -221,26 +219,25 @@ template <class T, class Acc, int Bytes>
   }
 }
 
-template <class Acc>
-struct BackwardScratch;
-
-/// The kernel of one instruction-set variant for element type T.
+/// The forward's kernel (isa_variants.hpp): one query block.
 template <class T>
-struct Variant {
+struct ForwardKernel {
   using Acc = kernels::compute_t<T>;
-  void (*forward_block)(const Problem<T, Acc>&, int64_t n, int64_t h, int64_t i0, int64_t i1, ForwardScratch<Acc>&,
-                        T* out, Acc* lse);
-  void (*backward_task)(const Problem<T, Acc>&, int64_t n, int64_t hk, const T* out, const Acc* lse, const T* gout,
-                        BackwardScratch<Acc>&, T* dq, T* dk, T* dv);
+  template <int Bytes>
+  [[gnu::always_inline]] void operator()(const Problem<T, Acc>& p, int64_t n, int64_t h, int64_t i0, int64_t i1,
+                                         ForwardScratch<Acc>& w, T* out, Acc* lse) const {
+    forward_block<T, Acc, Bytes>(p, n, h, i0, i1, w, out, lse);
+  }
 };
-
 /// The forward over every (n, h, query block), blocks handed out dynamically
 /// (a causal block's cost grows with its position). The parallel region
-/// calls the variant through a pointer: OpenMP outlines a region into a
+/// calls the kernel's copy through a pointer: OpenMP outlines a region into a
 /// function of its own, which would not inherit a target attribute.
 template <class T>
-void forward_all(const AttentionArgs& a, const AttentionOutputs& o, const Variant<T>& variant) {
+void forward_all(const AttentionArgs& a, const AttentionOutputs& o) {
   using Acc = kernels::compute_t<T>;
+  const auto block = isa::variant<ForwardKernel<T>, const Problem<T, Acc>&, int64_t, int64_t, int64_t, int64_t,
+                                  ForwardScratch<Acc>&, T*, Acc*>();
   const Problem<T, Acc> p(a);
   T* out = writable<T>(o.out);
   Acc* lse = writable<Acc>(o.lse);
@@ -255,7 +252,7 @@ void forward_all(const AttentionArgs& a, const AttentionOutputs& o, const Varian
       const int64_t head = t / qblocks, qb = t % qblocks;
       const int64_t n = head / a.heads, h = head % a.heads;
       const int64_t i0 = qb * kBlockQ, i1 = std::min(a.q_len, i0 + kBlockQ);
-      variant.forward_block(p, n, h, i0, i1, w, out + head * a.q_len * a.value_dim, lse + head * a.q_len);
+      block({}, p, n, h, i0, i1, w, out + head * a.q_len * a.value_dim, lse + head * a.q_len);
     }
   }
 }
@@ -315,7 +312,7 @@ template <class T, class Acc, int Bytes>
         Acc* sr = s + r0 * kBlockK;
         tiles::gemm<Acc, Bytes, tiles::overwrite>(r1 - r0, kc, E, w.q.data() + r0 * E, E, 1, w.kt.data(), kBlockK, sr,
                                                   kBlockK);
-        mask_block(a, n, h, i0 + r0, r1 - r0, j0, kc, sr, kBlockK);
+        mask_block(a, n, h, i0 + r0, r1 - r0, j0, kc, sr, kBlockK, 1);
         // P = exp(S - lse); a row that saw no key has P = 0.
         for (int64_t i = r0; i < r1; ++i) {
           Acc* si = s + i * kBlockK;
@@ -379,10 +376,24 @@ template <class T, class Acc, int Bytes>
     for (int64_t i = 0; i < S * Ev; ++i) dv[t * S * Ev + i] = cast<T>(w.dv[i]);
 }
 
+/// The backward's kernel (isa_variants.hpp): one key/value head.
+template <class T>
+struct BackwardKernel {
+  using Acc = kernels::compute_t<T>;
+  template <int Bytes>
+  [[gnu::always_inline]] void operator()(const Problem<T, Acc>& p, int64_t n, int64_t hk, const T* out,
+                                         const Acc* lse, const T* gout, BackwardScratch<Acc>& w, T* dq, T* dk,
+                                         T* dv) const {
+    backward_task<T, Acc, Bytes>(p, n, hk, out, lse, gout, w, dq, dk, dv);
+  }
+};
+
 template <class T>
 void backward_all(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
-                  const AttentionGrads& g, const Variant<T>& variant) {
+                  const AttentionGrads& g) {
   using Acc = kernels::compute_t<T>;
+  const auto task = isa::variant<BackwardKernel<T>, const Problem<T, Acc>&, int64_t, int64_t, const T*, const Acc*,
+                                 const T*, BackwardScratch<Acc>&, T*, T*, T*>();
   const Problem<T, Acc> p(a);
   const T* out = saved.out.data<T>();
   const Acc* lse = saved.lse.data<Acc>();
@@ -397,35 +408,7 @@ void backward_all(const AttentionArgs& a, const AttentionOutputs& saved, const T
     BackwardScratch<Acc> w(a);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < tasks; ++t)
-      variant.backward_task(p, t / a.kv_heads, t % a.kv_heads, out, lse, gout, w, dq, dk, dv);
-  }
-}
-
-// The instruction-set variants: the same source at three vector widths, each
-// block function compiled for its instruction set.
-#define MIXGRAD_ATTENTION_VARIANT(name, attr, bytes)                                                               \
-  template <class T, class Acc = kernels::compute_t<T>>                                                           \
-  attr void forward_block_##name(const Problem<T, Acc>& p, int64_t n, int64_t h, int64_t i0, int64_t i1,          \
-                                 ForwardScratch<Acc>& w, T* out, Acc* lse) {                                      \
-    forward_block<T, Acc, bytes>(p, n, h, i0, i1, w, out, lse);                                                    \
-  }                                                                                                                \
-  template <class T, class Acc = kernels::compute_t<T>>                                                           \
-  attr void backward_task_##name(const Problem<T, Acc>& p, int64_t n, int64_t hk, const T* out, const Acc* lse,   \
-                                 const T* gout, BackwardScratch<Acc>& w, T* dq, T* dk, T* dv) {                   \
-    backward_task<T, Acc, bytes>(p, n, hk, out, lse, gout, w, dq, dk, dv);                                         \
-  }
-MIXGRAD_ATTENTION_VARIANT(portable, , 16)
-MIXGRAD_ATTENTION_VARIANT(avx2, __attribute__((target(MIXGRAD_AVX2_TARGET))), 32)
-MIXGRAD_ATTENTION_VARIANT(avx512, __attribute__((target(MIXGRAD_AVX512_TARGET))), 64)
-#undef MIXGRAD_ATTENTION_VARIANT
-
-/// The variant simd::level() picks.
-template <class T>
-Variant<T> variant() {
-  switch (simd::level()) {
-    case simd::Level::avx512: return {forward_block_avx512<T>, backward_task_avx512<T>};
-    case simd::Level::avx2: return {forward_block_avx2<T>, backward_task_avx2<T>};
-    default: return {forward_block_portable<T>, backward_task_portable<T>};
+      task({}, p, t / a.kv_heads, t % a.kv_heads, out, lse, gout, w, dq, dk, dv);
   }
 }
 
@@ -434,7 +417,7 @@ Variant<T> variant() {
 bool attention_forward(const AttentionArgs& a, const AttentionOutputs& o) {
   if (o.out.numel() == 0) return true;
   visit_floating(a.q.dtype(), "scaled_dot_product_attention",
-                 [&]<class T>() { forward_all<T>(a, o, variant<T>()); });
+                 [&]<class T>() { forward_all<T>(a, o); });
   return true;
 }
 
@@ -448,7 +431,7 @@ bool attention_backward(const AttentionArgs& a, const AttentionOutputs& saved, c
     return true;
   }
   visit_floating(a.q.dtype(), "scaled_dot_product_attention",
-                 [&]<class T>() { backward_all<T>(a, saved, grad_out, grads, variant<T>()); });
+                 [&]<class T>() { backward_all<T>(a, saved, grad_out, grads); });
   return true;
 }
 

@@ -7,13 +7,16 @@
 //   tiles::gemm<float, 64, tiles::overwrite>(...);                     // c = a b
 //   tiles::exp_rows<float, 64>(n, x);                                 // x = exp(x), x <= 0 (vector_exp.hpp)
 //   tiles::transpose_8x8(src, src_row, dst, dst_row);                 // an 8 x 8 block of floats, transposed
+//   tiles::softmax_columns<float, 64>(kc, nq, st, ld, m, l, alpha);   // online softmax down transposed scores
 //
 // Bytes is the vector width (16: SSE2, 32: AVX2, 64: AVX-512). Everything is
 // always inlined into its caller, so it takes the caller's instruction set.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "backend/cpu/vector_exp.hpp"
@@ -176,6 +179,67 @@ template <class Acc, int Bytes>
     for (; j < n; ++j) x[j] -= m;
     exp_rows<Acc, Bytes>(n, x);
     return fold<Acc, Bytes>(n, x, Acc(0), add);
+  }
+}
+
+/// *p as X: a vector of lanes from p, or the element itself.
+template <class X, class Acc>
+[[gnu::always_inline]] inline X get(const Acc* p) {
+  if constexpr (std::is_same_v<X, Acc>) return *p;
+  else return load<X>(p);
+}
+template <class X, class Acc>
+[[gnu::always_inline]] inline void put(Acc* p, X x) {
+  if constexpr (std::is_same_v<X, Acc>) *p = x;
+  else store(p, x);
+}
+
+/// softmax_columns on the columns X covers (one, or a vector of them).
+template <class X, class Acc, class Exp>
+[[gnu::always_inline]] inline void softmax_column_group(int64_t kc, Acc* st, int64_t ld, Acc* m, Acc* l, Acc* alpha,
+                                                        Exp exp) {
+  const auto max = [](X a, X b) __attribute__((always_inline)) { return b > a ? b : a; };
+  const X m_old = get<X>(m);
+  X mx[4] = {m_old, m_old, m_old, m_old};  // four chains: a max's latency is not paid per row
+  int64_t j = 0;
+  for (; j + 4 <= kc; j += 4)
+    for (int u = 0; u < 4; ++u) mx[u] = max(mx[u], get<X>(st + (j + u) * ld));
+  for (; j < kc; ++j) mx[0] = max(mx[0], get<X>(st + j * ld));
+  const X m_new = max(max(mx[0], mx[1]), max(mx[2], mx[3]));
+  const X neg_inf = X{} - std::numeric_limits<Acc>::infinity();
+  const X sub = m_new == neg_inf ? X{} : m_new;  // a column that has seen nothing keeps P = 0
+  X sum = X{};
+  for (j = 0; j < kc; ++j) {
+    const X e = exp(get<X>(st + j * ld) - sub);
+    put(st + j * ld, e);
+    sum += e;
+  }
+  const X a = exp(m_old - sub);
+  put(alpha, a);
+  put(l, get<X>(l) * a + sum);
+  put(m, m_new);
+}
+
+/// One online-softmax step over a block of scores stored transposed,
+/// st[j * ld + c] for keys j < kc and queries c < nq. Per query (column):
+/// the running maximum m[c] and sum l[c] take in the block, the block
+/// becomes e^(st - m[c]), and alpha[c] = e^(old m[c] - new m[c]) is what
+/// the query's output so far must be multiplied by. float columns a vector
+/// at a time, so every statistic is a vertical operation, none across lanes.
+template <class Acc, int Bytes>
+[[gnu::always_inline]] inline void softmax_columns(int64_t kc, int64_t nq, Acc* st, int64_t ld, Acc* m, Acc* l,
+                                                   Acc* alpha) {
+  int64_t c = 0;
+  if constexpr (std::is_same_v<Acc, float>) {
+    using V = typename Vec<float, Bytes>::type;
+    constexpr int W = Vec<float, Bytes>::lanes;
+    const auto exp = [](V x) __attribute__((always_inline)) { return exp_nonpositive<Bytes>(x); };
+    for (; c + W <= nq; c += W) softmax_column_group<V>(kc, st + c, ld, m + c, l + c, alpha + c, exp);
+    const auto exp1 = [](float x) __attribute__((always_inline)) { return kernels::exp_float_nonpositive(x); };
+    for (; c < nq; ++c) softmax_column_group<float>(kc, st + c, ld, m + c, l + c, alpha + c, exp1);
+  } else {
+    const auto exp1 = [](Acc x) __attribute__((always_inline)) { return std::exp(x); };
+    for (; c < nq; ++c) softmax_column_group<Acc>(kc, st + c, ld, m + c, l + c, alpha + c, exp1);
   }
 }
 
