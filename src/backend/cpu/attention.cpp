@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -258,14 +259,21 @@ void forward_all(const AttentionArgs& a, const AttentionOutputs& o) {
 }
 
 /// Scratch of one backward task: one key/value head's dK and dV, one query
-/// head's dQ and row terms, and the blocks.
+/// head's dQ and row terms, and the blocks. The [L, E]-sized sums live in
+/// `sums`, this thread's part of a tensor from the library's allocator, so
+/// they count in its peak and come from its cache on the next call.
 template <class Acc>
 struct BackwardScratch {
-  std::vector<Acc> dk, dv, dq, d, q, dout, kt, kb, vt, s, dp;
-  BackwardScratch(const AttentionArgs& a)
-      : dk(a.kv_len * a.head_dim), dv(a.kv_len * a.value_dim), dq(a.q_len * a.head_dim), d(a.q_len),
-        q(kBlockQ * a.head_dim), dout(kBlockQ * a.value_dim), kt(a.head_dim * kBlockK), kb(kBlockK * a.head_dim),
-        vt(a.value_dim * kBlockK), s(kBlockQ * kBlockK), dp(kBlockQ * kBlockK) {}
+  std::span<Acc> dk, dv, dq;
+  std::vector<Acc> d, q, dout, kt, kb, vt, s, dp;
+  static int64_t sums_size(const AttentionArgs& a) {
+    return a.kv_len * a.head_dim + a.kv_len * a.value_dim + a.q_len * a.head_dim;
+  }
+  BackwardScratch(const AttentionArgs& a, Acc* sums)
+      : dk(sums, a.kv_len * a.head_dim), dv(dk.data() + dk.size(), a.kv_len * a.value_dim),
+        dq(dv.data() + dv.size(), a.q_len * a.head_dim), d(a.q_len), q(kBlockQ * a.head_dim),
+        dout(kBlockQ * a.value_dim), kt(a.head_dim * kBlockK), kb(kBlockK * a.head_dim), vt(a.value_dim * kBlockK),
+        s(kBlockQ * kBlockK), dp(kBlockQ * kBlockK) {}
 };
 
 /// Query head (n, h)'s contribution to its key/value head's dK and dV, and its dQ.
@@ -403,9 +411,11 @@ void backward_all(const AttentionArgs& a, const AttentionOutputs& saved, const T
   T* dv = g.v.defined() ? writable<T>(g.v) : nullptr;
   const int64_t tasks = a.n * a.kv_heads;
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), tasks));
+  const int64_t per_thread = BackwardScratch<Acc>::sums_size(a);
+  const Tensor sums = empty({threads, per_thread}, dtype_of<Acc>());
 #pragma omp parallel num_threads(threads)
   {
-    BackwardScratch<Acc> w(a);
+    BackwardScratch<Acc> w(a, writable<Acc>(sums) + omp_get_thread_num() * per_thread);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < tasks; ++t)
       task({}, p, t / a.kv_heads, t % a.kv_heads, out, lse, gout, w, dq, dk, dv);

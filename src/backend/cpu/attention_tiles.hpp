@@ -74,16 +74,19 @@ template <class Acc, int Bytes, Into Mode, int MR>
 
 /// c[i * ldc + j] += sum_p a[i * a_rs + p * a_cs] * b[p * ldb + j] for i < m,
 /// j < n (with `overwrite`, = instead of +=). Twelve rows at a time with
-/// AVX-512's 32 registers (24 accumulators), six with 16 registers, then
-/// four, then the rest one by one.
+/// AVX-512's 32 registers (24 accumulators) and then eight (so a block of
+/// 128 or a strip of 32 rows ends in one 8-row step, not two 4-row ones);
+/// six with 16 registers; then four, then the rest one by one.
 template <class Acc, int Bytes, Into Mode = accumulate>
 [[gnu::always_inline]] inline void gemm(int64_t m, int64_t n, int64_t k, const Acc* a, int64_t a_rs, int64_t a_cs,
                                         const Acc* b, int64_t ldb, Acc* c, int64_t ldc) {
   int64_t i = 0;
-  if constexpr (Bytes >= 64)
+  if constexpr (Bytes >= 64) {
     for (; i + 12 <= m; i += 12) gemm_rows<Acc, Bytes, Mode, 12>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
-  else
+    for (; i + 8 <= m; i += 8) gemm_rows<Acc, Bytes, Mode, 8>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
+  } else {
     for (; i + 6 <= m; i += 6) gemm_rows<Acc, Bytes, Mode, 6>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
+  }
   for (; i + 4 <= m; i += 4) gemm_rows<Acc, Bytes, Mode, 4>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
   for (; i < m; ++i) gemm_rows<Acc, Bytes, Mode, 1>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
 }
