@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "backend/cpu/vector_exp.hpp"
+#include "core/simd.hpp"
 
 // Vector types are passed between always-inlined functions only: the ABI
 // note GCC gives for them does not apply.
@@ -77,8 +78,8 @@ template <class Acc, int Bytes, Into Mode, int MR>
 /// AVX-512's 32 registers (24 accumulators) and then eight (so a block of
 /// 128 or a strip of 32 rows ends in one 8-row step, not two 4-row ones);
 /// six with 16 registers; then four, then the rest one by one.
-template <class Acc, int Bytes, Into Mode = accumulate>
-[[gnu::always_inline]] inline void gemm(int64_t m, int64_t n, int64_t k, const Acc* a, int64_t a_rs, int64_t a_cs,
+template <class Acc, int Bytes, Into Mode>
+[[gnu::always_inline]] inline void gemm_body(int64_t m, int64_t n, int64_t k, const Acc* a, int64_t a_rs, int64_t a_cs,
                                         const Acc* b, int64_t ldb, Acc* c, int64_t ldc) {
   int64_t i = 0;
   if constexpr (Bytes >= 64) {
@@ -89,6 +90,44 @@ template <class Acc, int Bytes, Into Mode = accumulate>
   }
   for (; i + 4 <= m; i += 4) gemm_rows<Acc, Bytes, Mode, 4>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
   for (; i < m; ++i) gemm_rows<Acc, Bytes, Mode, 1>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
+}
+
+// gemm_body compiled out of line once per vector width, with the width's
+// instruction set: inlined into a kernel, the 12-row step's 27 vector
+// registers competed with the kernel's own live values, and GCC spilled a
+// B vector to the stack in one of the backward's products (perf: that
+// product took 1.5 times as long as the others of the same size).
+template <class Acc, Into Mode>
+[[gnu::noinline]] void gemm_portable(int64_t m, int64_t n, int64_t k, const Acc* a, int64_t a_rs, int64_t a_cs,
+                                     const Acc* b, int64_t ldb, Acc* c, int64_t ldc) {
+  gemm_body<Acc, 16, Mode>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
+}
+#if defined(__x86_64__) || defined(__i386__)
+template <class Acc, Into Mode>
+[[gnu::noinline]] __attribute__((target(MIXGRAD_AVX2_TARGET))) void gemm_avx2(int64_t m, int64_t n, int64_t k,
+                                                                             const Acc* a, int64_t a_rs, int64_t a_cs,
+                                                                             const Acc* b, int64_t ldb, Acc* c,
+                                                                             int64_t ldc) {
+  gemm_body<Acc, 32, Mode>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
+}
+template <class Acc, Into Mode>
+[[gnu::noinline]] __attribute__((target(MIXGRAD_AVX512_TARGET))) void gemm_avx512(int64_t m, int64_t n, int64_t k,
+                                                                                 const Acc* a, int64_t a_rs,
+                                                                                 int64_t a_cs, const Acc* b,
+                                                                                 int64_t ldb, Acc* c, int64_t ldc) {
+  gemm_body<Acc, 64, Mode>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
+}
+#endif
+
+/// gemm_body at vector width Bytes, out of line.
+template <class Acc, int Bytes, Into Mode = accumulate>
+[[gnu::always_inline]] inline void gemm(int64_t m, int64_t n, int64_t k, const Acc* a, int64_t a_rs, int64_t a_cs,
+                                        const Acc* b, int64_t ldb, Acc* c, int64_t ldc) {
+#if defined(__x86_64__) || defined(__i386__)
+  if constexpr (Bytes == 64) return gemm_avx512<Acc, Mode>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
+  if constexpr (Bytes == 32) return gemm_avx2<Acc, Mode>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
+#endif
+  gemm_portable<Acc, Mode>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
 }
 
 /// dst[c * dst_row + r] = src[r * src_row + c] for r, c < 8: eight rows of
