@@ -518,25 +518,33 @@ struct Forward {
 // of kChannelBlock channels when S == 1.
 int64_t units_of(const Geometry& g) { return g.s == 1 ? (g.c + kChannelBlock - 1) / kChannelBlock : g.c; }
 
-// One pass of a Forward or Backward, in the instruction-set variant of
-// simd::level() (isa_variants.hpp).
-template <class Args>
-using PassFn = isa::Copy<isa::RunJob, const Args&, int, int64_t, int64_t>;
-
-template <class Args>
-PassFn<Args> pass_fn() {
-  return isa::variant<isa::RunJob, const Args&, int, int64_t, int64_t>();
-}
-
-template <class Args>
-void run_pass(PassFn<Args> fn, const Args& a, int pass, int64_t items, bool parallel) {
-  kernels::parallel_for(items, parallel ? 1 : items + 1, [&](int64_t i0, int64_t i1) { fn(isa::RunJob{}, a, pass, i0, i1); });
-}
-
 // Threads worth using: one below the library's parallel grain.
 int threads_for(const Geometry& g) {
   return g.n * g.c * g.s < kernels::kParallelGrain ? 1 : omp_get_max_threads();
 }
+
+/// The passes of a Forward or Backward job: its copy for simd::level()
+/// (isa_variants.hpp) and its split into parts (which it sets in the job)
+/// and items.
+template <class Job>
+struct Passes {
+  isa::Copy<isa::RunJob, const Job&, int, int64_t, int64_t> fn =
+      isa::variant<isa::RunJob, const Job&, int, int64_t, int64_t>();
+  int64_t items = 0;
+  bool parallel = false;
+
+  explicit Passes(Job& job) {
+    const int threads = threads_for(job.g);
+    const int64_t units = units_of(job.g);
+    job.parts = batch_norm_parts(job.g.n, units, threads);
+    items = units * job.parts;
+    parallel = threads > 1;
+  }
+  void run(const Job& job, int pass) const {
+    kernels::parallel_for(items, parallel ? 1 : items + 1,
+                          [&](int64_t i0, int64_t i1) { fn(isa::RunJob{}, job, pass, i0, i1); });
+  }
+};
 
 template <class T, class S>
 void forward(const BatchNormForward& a) {
@@ -552,23 +560,18 @@ void forward(const BatchNormForward& a) {
                   nullptr};
   const Geometry& g = f.g;
   if (g.c == 0) return;
-  const PassFn<Forward<T, S>> fn = pass_fn<Forward<T, S>>();
-  const int threads = threads_for(g);
-  const int64_t units = units_of(g);
-  f.parts = batch_norm_parts(g.n, units, threads);
-  const int64_t items = units * f.parts;
-  const bool parallel = threads > 1;
-  if (!a.training) return run_pass(fn, f, 2, items, parallel);
-  if (f.parts == 1) return run_pass(fn, f, 0, items, parallel);
+  const Passes<Forward<T, S>> passes(f);
+  if (!a.training) return passes.run(f, 2);
+  if (f.parts == 1) return passes.run(f, 0);
   std::vector<Moments> partial(static_cast<size_t>(g.c * f.parts));
   f.partial = partial.data();
-  run_pass(fn, f, 1, items, parallel);
+  passes.run(f, 1);
   for (int64_t c = 0; c < g.c; ++c) {
     Moments m;
     for (int64_t p = 0; p < f.parts; ++p) m = combine(m, partial[c * f.parts + p]);
     f.store_stats(c, m);
   }
-  run_pass(fn, f, 2, items, parallel);
+  passes.run(f, 2);
 }
 
 // ---- backward ----------------------------------------------------------------------
@@ -670,17 +673,12 @@ void backward(const BatchNormBackward& a) {
   const Geometry& g = k.g;
   if (g.c == 0) return;
   k.need_sums = (a.training && k.gx) || k.gw || k.gb;
-  const PassFn<Backward<T, S>> fn = pass_fn<Backward<T, S>>();
-  const int threads = threads_for(g);
-  const int64_t units = units_of(g);
-  k.parts = batch_norm_parts(g.n, units, threads);
-  const int64_t items = units * k.parts;
-  const bool parallel = threads > 1;
-  if (k.parts == 1) return run_pass(fn, k, 0, items, parallel);
+  const Passes<Backward<T, S>> passes(k);
+  if (k.parts == 1) return passes.run(k, 0);
   std::vector<GradSums> partial(static_cast<size_t>(g.c * k.parts));
   if (k.need_sums) {
     k.partial = partial.data();
-    run_pass(fn, k, 1, items, parallel);
+    passes.run(k, 1);
   }
   // Each channel's parts summed in order; the parameter gradients and the
   // input-gradient coefficients, once per channel.
@@ -694,7 +692,7 @@ void backward(const BatchNormBackward& a) {
     coef[c] = k.finish(c, total);
   }
   k.coef = coef.data();
-  if (k.gx) run_pass(fn, k, 2, items, parallel);
+  if (k.gx) passes.run(k, 2);
 }
 
 template <class F>
