@@ -1,15 +1,19 @@
 // CPU flash attention. The forward walks blocks of kBlockQ queries against
-// blocks of kBlockK keys (128 each: measured best of 64 / 128 here) with an online softmax (running row maximum and
-// sum, the output block rescaled as the maximum grows), all in the
-// accumulation dtype; memory is the blocks, never [L, S]. The backward works
-// per (batch, key/value head): key blocks outside, query blocks inside, the
+// blocks of kBlockK keys (128 each: measured best of 64 / 128 here) with an
+// online softmax (running maximum and sum per query, the output block
+// rescaled as the maximum grows), all in the accumulation dtype; memory is
+// the blocks, never [L, S]. Its scores are computed transposed (keys down,
+// queries across), so key rows are read in place and each query's
+// statistics are vertical vector operations. The backward works per
+// (batch, key/value head): key blocks outside, query blocks inside, the
 // probabilities recomputed from the saved log-sum-exp, dK and dV summed in
 // per-task buffers (all query heads of a group land in the same ones), dQ in
 // a per-head buffer. Tasks are independent, so results do not depend on the
 // thread count.
 //
-// Each block product is tiles::gemm on vector types, compiled three times
-// (portable, AVX2, AVX-512) and picked by simd::level().
+// Each block product is tiles::gemm on vector types; the kernels are
+// compiled per instruction set and picked by simd::level()
+// (isa_variants.hpp).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -186,7 +190,8 @@ template <class T, class Acc, int Bytes>
   const AttentionArgs& a = p.a;
   const int64_t E = a.head_dim, Ev = a.value_dim, bq = i1 - i0;
   load_transposed(p.q_head(n, h), a.q_layout.row, i0, i1, E, kBlockQ, w.qt.data());
-  for (int64_t e = 0; e < E; ++e) tiles::scale_row<Acc, Bytes>(bq, w.qt.data() + e * kBlockQ, static_cast<Acc>(a.scale));
+  const Acc scale = static_cast<Acc>(a.scale);
+  for (int64_t e = 0; e < E; ++e) tiles::scale_row<Acc, Bytes>(bq, w.qt.data() + e * kBlockQ, scale);
   std::fill(w.o.begin(), w.o.begin() + bq * Ev, Acc(0));
   std::fill(w.m.begin(), w.m.end(), kNegInf<Acc>);
   std::fill(w.l.begin(), w.l.end(), Acc(0));
@@ -230,10 +235,11 @@ struct ForwardKernel {
     forward_block<T, Acc, Bytes>(p, n, h, i0, i1, w, out, lse);
   }
 };
+
 /// The forward over every (n, h, query block), blocks handed out dynamically
 /// (a causal block's cost grows with its position). The parallel region
-/// calls the kernel's copy through a pointer: OpenMP outlines a region into a
-/// function of its own, which would not inherit a target attribute.
+/// calls the kernel's copy through a pointer: OpenMP outlines a region into
+/// a function of its own, which would not inherit a target attribute.
 template <class T>
 void forward_all(const AttentionArgs& a, const AttentionOutputs& o) {
   using Acc = kernels::compute_t<T>;

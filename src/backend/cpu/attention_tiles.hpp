@@ -9,8 +9,9 @@
 //   tiles::transpose_8x8(src, src_row, dst, dst_row);                 // an 8 x 8 block of floats, transposed
 //   tiles::softmax_columns<float, 64>(kc, nq, st, ld, m, l, alpha);   // online softmax down transposed scores
 //
-// Bytes is the vector width (16: SSE2, 32: AVX2, 64: AVX-512). Everything is
-// always inlined into its caller, so it takes the caller's instruction set.
+// Bytes is the vector width (16: SSE2, 32: AVX2, 64: AVX-512). Everything
+// but gemm is always inlined into its caller, so it takes the caller's
+// instruction set; gemm is compiled out of line once per width (see there).
 #pragma once
 
 #include <cmath>
@@ -169,7 +170,7 @@ template <class Acc, int Bytes, class Op>
 }
 
 /// `op` folded over x[0..n) from `init`, where op(init, init) == init (a
-/// max from a running max, a sum from 0): four vectors of lanes at a time
+/// sum from 0): four vectors of lanes at a time
 /// (no serial dependency), then across them, the lanes and the tail.
 template <class Acc, int Bytes, class Op>
 [[gnu::always_inline]] inline Acc fold(int64_t n, const Acc* x, Acc init, Op op) {
@@ -183,12 +184,6 @@ template <class Acc, int Bytes, class Op>
   Acc r = reduce_lanes<Acc, Bytes>(op(op(acc[0], acc[1]), op(acc[2], acc[3])), op);
   for (; j < n; ++j) r = op(r, x[j]);
   return r;
-}
-
-/// max(init, x[0..n)).
-template <class Acc, int Bytes>
-[[gnu::always_inline]] inline Acc row_max(int64_t n, const Acc* x, Acc init) {
-  return fold<Acc, Bytes>(n, x, init, [](auto a, auto b) __attribute__((always_inline)) { return b > a ? b : a; });
 }
 
 /// x[j] = e^(x[j] - m) for j < n; returns their sum. float in one pass a

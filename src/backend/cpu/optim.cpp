@@ -85,7 +85,8 @@ void run_rule_impl(const Tensor& param, const Tensor& master, const Tensor& grad
   constexpr int M = kMaster ? 1 : 0;
   constexpr int N = 2 + M + static_cast<int>(K);
   using Loop = RuleLoop<kMaster, P, G, C, K>;
-  const auto contiguous_loop = isa::variant<Loop, const Rule&, C, P*, C*, const G*, const std::array<C*, K>&, int64_t>();
+  const auto contiguous_loop =
+      isa::variant<Loop, const Rule&, C, P*, C*, const G*, const std::array<C*, K>&, int64_t>();
   std::array<Shape, N> strides;
   std::array<char*, N> base;
   strides[0] = byte_strides(param);
