@@ -11,7 +11,7 @@
 //
 // Bytes is the vector width (16: SSE2, 32: AVX2, 64: AVX-512). Everything
 // but gemm is always inlined into its caller, so it takes the caller's
-// instruction set; gemm is compiled out of line once per width (see there).
+// instruction set; gemm runs in its own copy for the width (see there).
 #pragma once
 
 #include <cmath>
@@ -20,8 +20,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "backend/cpu/isa_variants.hpp"
 #include "backend/cpu/vector_exp.hpp"
-#include "core/simd.hpp"
 
 // Vector types are passed between always-inlined functions only: the ABI
 // note GCC gives for them does not apply.
@@ -93,42 +93,26 @@ template <class Acc, int Bytes, Into Mode>
   for (; i < m; ++i) gemm_rows<Acc, Bytes, Mode, 1>(i, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
 }
 
-// gemm_body compiled out of line once per vector width, with the width's
-// instruction set: inlined into a kernel, the 12-row step's 27 vector
-// registers competed with the kernel's own live values, and GCC spilled a
-// B vector to the stack in one of the backward's products (perf: that
-// product took 1.5 times as long as the others of the same size).
+/// gemm_body as a kernel of isa_variants.hpp.
 template <class Acc, Into Mode>
-[[gnu::noinline]] void gemm_portable(int64_t m, int64_t n, int64_t k, const Acc* a, int64_t a_rs, int64_t a_cs,
-                                     const Acc* b, int64_t ldb, Acc* c, int64_t ldc) {
-  gemm_body<Acc, 16, Mode>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
-}
-#if defined(__x86_64__) || defined(__i386__)
-template <class Acc, Into Mode>
-[[gnu::noinline]] __attribute__((target(MIXGRAD_AVX2_TARGET))) void gemm_avx2(int64_t m, int64_t n, int64_t k,
-                                                                             const Acc* a, int64_t a_rs, int64_t a_cs,
-                                                                             const Acc* b, int64_t ldb, Acc* c,
-                                                                             int64_t ldc) {
-  gemm_body<Acc, 32, Mode>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
-}
-template <class Acc, Into Mode>
-[[gnu::noinline]] __attribute__((target(MIXGRAD_AVX512_TARGET))) void gemm_avx512(int64_t m, int64_t n, int64_t k,
-                                                                                 const Acc* a, int64_t a_rs,
-                                                                                 int64_t a_cs, const Acc* b,
-                                                                                 int64_t ldb, Acc* c, int64_t ldc) {
-  gemm_body<Acc, 64, Mode>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
-}
-#endif
+struct GemmKernel {
+  template <int Bytes>
+  [[gnu::always_inline]] void operator()(int64_t m, int64_t n, int64_t k, const Acc* a, int64_t a_rs, int64_t a_cs,
+                                         const Acc* b, int64_t ldb, Acc* c, int64_t ldc) const {
+    gemm_body<Acc, Bytes, Mode>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
+  }
+};
 
-/// gemm_body at vector width Bytes, out of line.
+/// gemm_body at vector width Bytes, in its own copy of the width's
+/// instruction set (isa::on_width) rather than inlined: inlined into a
+/// kernel, the 12-row step's 27 vector registers competed with the kernel's
+/// live values, and GCC spilled a B vector to the stack in one of the
+/// backward's products (perf: that product took 1.5 times as long as the
+/// others of its size).
 template <class Acc, int Bytes, Into Mode = accumulate>
 [[gnu::always_inline]] inline void gemm(int64_t m, int64_t n, int64_t k, const Acc* a, int64_t a_rs, int64_t a_cs,
                                         const Acc* b, int64_t ldb, Acc* c, int64_t ldc) {
-#if defined(__x86_64__) || defined(__i386__)
-  if constexpr (Bytes == 64) return gemm_avx512<Acc, Mode>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
-  if constexpr (Bytes == 32) return gemm_avx2<Acc, Mode>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
-#endif
-  gemm_portable<Acc, Mode>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
+  isa::on_width<Bytes>(GemmKernel<Acc, Mode>{}, m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);
 }
 
 /// dst[c * dst_row + r] = src[r * src_row + c] for r, c < 8: eight rows of

@@ -33,21 +33,35 @@ using Result = decltype(std::declval<const F&>().template operator()<16>(std::de
 template <class F, class... A>
 using Copy = Result<F, A...> (*)(const F&, A...);
 
+// Each copy stays a function of its own (noinline): a kernel that calls
+// another at its own width (on_width) then gives the callee all the vector
+// registers, instead of sharing them with its own live values.
 template <class F, class... A>
-Result<F, A...> on_portable(const F& f, A... args) {
+[[gnu::noinline]] Result<F, A...> on_portable(const F& f, A... args) {
   return f.template operator()<16>(std::forward<A>(args)...);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
 template <class F, class... A>
-__attribute__((target(MIXGRAD_AVX2_TARGET))) Result<F, A...> on_avx2(const F& f, A... args) {
+[[gnu::noinline]] __attribute__((target(MIXGRAD_AVX2_TARGET))) Result<F, A...> on_avx2(const F& f, A... args) {
   return f.template operator()<32>(std::forward<A>(args)...);
 }
 template <class F, class... A>
-__attribute__((target(MIXGRAD_AVX512_TARGET))) Result<F, A...> on_avx512(const F& f, A... args) {
+[[gnu::noinline]] __attribute__((target(MIXGRAD_AVX512_TARGET))) Result<F, A...> on_avx512(const F& f, A... args) {
   return f.template operator()<64>(std::forward<A>(args)...);
 }
 #endif
+
+/// Kernel F's copy for vector width Bytes, called directly: for a kernel
+/// that runs another at its own level (its Bytes).
+template <int Bytes, class F, class... A>
+[[gnu::always_inline]] inline Result<F, A...> on_width(const F& f, A... args) {
+#if defined(__x86_64__) || defined(__i386__)
+  if constexpr (Bytes == 64) return on_avx512<F, A...>(f, args...);
+  if constexpr (Bytes == 32) return on_avx2<F, A...>(f, args...);
+#endif
+  return on_portable<F, A...>(f, args...);
+}
 
 /// The copy of kernel F for simd::level().
 template <class F, class... A>
