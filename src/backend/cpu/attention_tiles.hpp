@@ -5,7 +5,7 @@
 //
 //   tiles::gemm<float, 64>(m, n, k, a, a_rs, a_cs, b, ldb, c, ldc);   // c += a b (a strided)
 //   tiles::gemm<float, 64, tiles::overwrite>(...);                     // c = a b
-//   tiles::exp_rows<float, 64>(n, x);                                 // x = exp(x), x <= 0 (vector_exp.hpp)
+//   tiles::exp_minus_sum<float, 64>(n, x, m);                         // x = exp(x - m), x <= m; their sum
 //   tiles::transpose_8x8(src, src_row, dst, dst_row);                 // an 8 x 8 block of floats, transposed
 //   tiles::softmax_columns<float, 64>(kc, nq, st, ld, m, l, alpha);   // online softmax down transposed scores
 //
@@ -153,32 +153,15 @@ template <class Acc, int Bytes, class Op>
   }
 }
 
-/// `op` folded over x[0..n) from `init`, where op(init, init) == init (a
-/// sum from 0): four vectors of lanes at a time
-/// (no serial dependency), then across them, the lanes and the tail.
-template <class Acc, int Bytes, class Op>
-[[gnu::always_inline]] inline Acc fold(int64_t n, const Acc* x, Acc init, Op op) {
-  using V = typename Vec<Acc, Bytes>::type;
-  constexpr int W = Vec<Acc, Bytes>::lanes;
-  V acc[4] = {V{} + init, V{} + init, V{} + init, V{} + init};
-  int64_t j = 0;
-  for (; j + 4 * W <= n; j += 4 * W)
-    for (int u = 0; u < 4; ++u) acc[u] = op(acc[u], load<V>(x + j + u * W));
-  for (; j + W <= n; j += W) acc[0] = op(acc[0], load<V>(x + j));
-  Acc r = reduce_lanes<Acc, Bytes>(op(op(acc[0], acc[1]), op(acc[2], acc[3])), op);
-  for (; j < n; ++j) r = op(r, x[j]);
-  return r;
-}
-
 /// x[j] = e^(x[j] - m) for j < n; returns their sum. float in one pass a
-/// vector at a time, summed in two vectors of lanes.
+/// vector at a time, summed in two vectors of lanes; double through std::exp.
 template <class Acc, int Bytes>
 [[gnu::always_inline]] inline Acc exp_minus_sum(int64_t n, Acc* x, Acc m) {
   using V = typename Vec<Acc, Bytes>::type;
   constexpr int W = Vec<Acc, Bytes>::lanes;
-  const auto add = [](auto a, auto b) __attribute__((always_inline)) { return a + b; };
   int64_t j = 0;
   if constexpr (std::is_same_v<Acc, float>) {
+    const auto add = [](auto a, auto b) __attribute__((always_inline)) { return a + b; };
     const auto exp_at = [&](int64_t at) __attribute__((always_inline)) {
       const V e = exp_nonpositive<Bytes>(load<V>(x + at) - m);
       store(x + at, e);
@@ -197,9 +180,9 @@ template <class Acc, int Bytes>
     for (; j < n; ++j) r += x[j] = kernels::exp_float_nonpositive(x[j] - m);
     return r;
   } else {
-    for (; j < n; ++j) x[j] -= m;
-    exp_rows<Acc, Bytes>(n, x);
-    return fold<Acc, Bytes>(n, x, Acc(0), add);
+    Acc r = 0;
+    for (; j < n; ++j) r += x[j] = std::exp(x[j] - m);
+    return r;
   }
 }
 

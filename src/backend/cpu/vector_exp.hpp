@@ -4,13 +4,11 @@
 // marked MIXGRAD_AVX2_TARGET / MIXGRAD_AVX512_TARGET, where they inline.
 //
 //   using V = tiles::Vec<float, 32>::type;            // 8 floats
-//   tiles::exp_rows<float, 32>(n, x);                 // x[j] = e^x[j], x[j] <= 0
+//   V e = tiles::exp_nonpositive<32>(x);              // e^x lane by lane, x <= 0
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 
 #include "kernels/fast_float.hpp"
 
@@ -61,21 +59,6 @@ template <int Bytes>
 template <int Bytes>
 [[gnu::always_inline]] inline void exp_nonpositive(float* at) {
   store(at, exp_nonpositive<Bytes>(load<typename Vec<float, Bytes>::type>(at)));
-}
-
-/// x[j] = e^x[j] for j < n, where every x[j] <= 0 (scores minus their row
-/// maximum or log-sum-exp): float a vector at a time (exp_nonpositive), the
-/// tail through kernels::exp_float_nonpositive; double through std::exp.
-template <class Acc, int Bytes>
-[[gnu::always_inline]] inline void exp_rows(int64_t n, Acc* x) {
-  int64_t j = 0;
-  if constexpr (std::is_same_v<Acc, float>) {
-    constexpr int W = Vec<float, Bytes>::lanes;
-    for (; j + W <= n; j += W) exp_nonpositive<Bytes>(x + j);
-    for (; j < n; ++j) x[j] = kernels::exp_float_nonpositive(x[j]);
-  } else {
-    for (; j < n; ++j) x[j] = std::exp(x[j]);
-  }
 }
 
 }  // namespace mixgrad::backend::cpu::tiles
