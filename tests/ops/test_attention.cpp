@@ -70,6 +70,23 @@ void check_close(const std::vector<double>& got, const std::vector<double>& want
                "element " << i << ": " << got[i] << " vs " << want[i]);
 }
 
+/// y = F::scaled_dot_product_attention(q, k, v, options), recorded, and the
+/// backward of sum(y): q, k and v receive their gradients.
+mg::Tensor attention_with_grads(mg::Tensor& q, mg::Tensor& k, mg::Tensor& v, const F::AttentionOptions& options) {
+  mg::autodiff::GradManager gm;
+  gm.attach({q, k, v});
+  auto rec = gm.record();
+  mg::Tensor y = F::scaled_dot_product_attention(q, k, v, options);
+  gm.backward(F::sum(y));
+  return y;
+}
+
+/// Every gradient of q, k and v is finite.
+void check_finite_grads(const mg::Tensor& q, const mg::Tensor& k, const mg::Tensor& v) {
+  for (const auto* t : {&q, &k, &v})
+    for (double g : values(t->grad())) BOOST_TEST(std::isfinite(g));
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(attention)
@@ -115,18 +132,9 @@ BOOST_AUTO_TEST_CASE(a_row_that_sees_no_key_is_zero_with_zero_gradient) {
                                       false, false, false, false, false,  // row 1 sees nothing
                                       true, true, true, true, true},
                                      {3, 5});
-  mg::autodiff::GradManager gm;
-  gm.attach({q, k, v});
-  mg::Tensor y;
-  {
-    auto rec = gm.record();
-    y = F::scaled_dot_product_attention(q, k, v, {.attn_mask = keep});
-    gm.backward(F::sum(y));
-  }
-  const auto yv = values(y);
+  const auto yv = values(attention_with_grads(q, k, v, {.attn_mask = keep}));
   for (int c = 0; c < 4; ++c) BOOST_TEST(yv[4 + c] == 0.0);
-  for (const auto* t : {&q, &k, &v})
-    for (double g : values(t->grad())) BOOST_TEST(std::isfinite(g));
+  check_finite_grads(q, k, v);
   const auto gq = values(q.grad());
   for (int c = 0; c < 4; ++c) BOOST_TEST(gq[4 + c] == 0.0);
 }
@@ -179,15 +187,7 @@ BOOST_AUTO_TEST_CASE(float32_queries_that_see_nothing_or_start_late_at_every_lev
     if (level > mg::simd::available()) continue;
     mg::simd::LevelScope scope(level);
     auto qa = q.clone(), ka = k.clone(), va = v.clone();
-    mg::autodiff::GradManager gm;
-    gm.attach({qa, ka, va});
-    mg::Tensor y;
-    {
-      auto rec = gm.record();
-      y = F::scaled_dot_product_attention(qa, ka, va, {.attn_mask = keep});
-      gm.backward(F::sum(y));
-    }
-    const auto got = values(y);
+    const auto got = values(attention_with_grads(qa, ka, va, {.attn_mask = keep}));
     check_close(got, want, 1e-5);
     const auto gq = values(qa.grad());
     for (int64_t h = 0; h < 2; ++h)
@@ -196,8 +196,7 @@ BOOST_AUTO_TEST_CASE(float32_queries_that_see_nothing_or_start_late_at_every_lev
           BOOST_TEST(got[(h * L + i) * E + c] == 0.0);
           BOOST_TEST(gq[(h * L + i) * E + c] == 0.0);
         }
-    for (const auto* t : {&qa, &ka, &va})
-      for (double g : values(t->grad())) BOOST_TEST(std::isfinite(g));
+    check_finite_grads(qa, ka, va);
   }
 }
 
