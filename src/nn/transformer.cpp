@@ -13,9 +13,8 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
                                                                {.dropout = options.dropout,
                                                                 .bias = options.bias,
                                                                 .batch_first = options.batch_first}));
-  linear1_ = register_module("linear1", Linear(d_model, options.dim_feedforward, {.bias = options.bias}));
-  dropout_ = register_module("dropout", Dropout(options.dropout));
-  linear2_ = register_module("linear2", Linear(options.dim_feedforward, d_model, {.bias = options.bias}));
+  detail::register_feed_forward([this](const char* name, auto m) { return register_module(name, std::move(m)); },
+                                d_model, options, linear1_, dropout_, linear2_);
   const LayerNormOptions ln{.eps = options.layer_norm_eps, .bias = options.bias};
   norm1_ = register_module("norm1", LayerNorm(d_model, ln));
   norm2_ = register_module("norm2", LayerNorm(d_model, ln));
