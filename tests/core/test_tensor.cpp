@@ -24,6 +24,25 @@ BOOST_AUTO_TEST_CASE(factories_and_element_access) {
   BOOST_CHECK_THROW(x.data<double>(), mg::DTypeError);
 }
 
+// full() writes through the backend's fill, which takes memset for a value
+// whose bytes are all zero and the stored bits for the 16-bit floats: -0.0
+// must keep its sign, and a non-zero value must land in every element of
+// an odd length (vector loops and their tails).
+BOOST_AUTO_TEST_CASE(full_writes_every_element_with_its_sign_in_every_dtype) {
+  for (const mg::DType dt : {mg::DType::float64, mg::DType::float32, mg::DType::float16, mg::DType::bfloat16})
+    for (const double v : {0.0, -0.0, 1.5, -2.25})
+      for (const int64_t n : {1, 67, 1000}) {
+        const std::vector<double> got = mg::full({n}, v, dt).to(mg::DType::float64).to_vector<double>();
+        const bool all = std::all_of(got.begin(), got.end(),
+                                     [&](double g) { return g == v && std::signbit(g) == std::signbit(v); });
+        BOOST_TEST(all, dt << " full(" << n << ", " << v << ")");
+      }
+  for (const double v : {0.0, 7.0}) {
+    const std::vector<int64_t> got = mg::full({33}, v, mg::DType::int64).to_vector<int64_t>();
+    BOOST_TEST(std::count(got.begin(), got.end(), static_cast<int64_t>(v)) == 33);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(storage_is_aligned_and_shared_by_views) {
   auto x = mg::arange(0.0, 24.0, 1.0);
   BOOST_TEST(reinterpret_cast<uintptr_t>(x.raw_data()) % 64 == 0);

@@ -108,14 +108,34 @@ void copy(const Tensor& src, const Tensor& dst) {
   });
 }
 
+namespace {
+
+// d[i] = v for i < n: memset for a value whose bytes are all zero (the
+// common case: gradient buffers), and the 16-bit floats as their stored
+// bits, a loop GCC vectorises (it left the one over the struct scalar).
+template <class T>
+void fill_run(T* d, int64_t n, T v) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&v);
+  if (std::all_of(bytes, bytes + sizeof(T), [](unsigned char b) { return b == 0; })) {
+    std::memset(static_cast<void*>(d), 0, static_cast<size_t>(n) * sizeof(T));
+  } else if constexpr (sizeof(T) == 2) {
+    uint16_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    std::fill_n(reinterpret_cast<uint16_t*>(d), n, bits);
+  } else {
+    std::fill_n(d, n, v);
+  }
+}
+
+}  // namespace
+
 void fill(const Tensor& dst, double value) {
   visit_dtype(dst.dtype(), [&]<class T>() {
     const T v = kernels::cast<T>(value);
     kernels::for_each_run<1>(dst.shape(), {byte_strides(dst)}, {static_cast<char*>(dst.raw_data())},
                              [v](std::array<char*, 1> p, const std::array<int64_t, 1>& st, int64_t n) {
                                if (st[0] == sizeof(T)) {
-                                 T* d = reinterpret_cast<T*>(p[0]);
-                                 for (int64_t i = 0; i < n; ++i) d[i] = v;
+                                 fill_run(reinterpret_cast<T*>(p[0]), n, v);
                                } else {
                                  for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p[0] + i * st[0]) = v;
                                }

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "backend/copy.hpp"
+#include "backend/cpu/isa_variants.hpp"
 #include "backend/cpu/line_blocks.hpp"
 #include "backend/cpu/map_loop.hpp"
 #include "kernels/loops.hpp"
@@ -379,37 +380,52 @@ Tensor contiguous_copy(const Tensor& x) {
   return c;
 }
 
+// Channels [c0, c1) of sum_channels: out[c] += x[o, c, i] over o and i,
+// converted to Acc. A job of isa::RunJob, so the loops are compiled at each
+// level's width (the 16-bit conversions and the row adds of a bias
+// gradient vectorise at AVX-512 width where it runs, not at the library's
+// baseline).
+template <class T, class Acc>
+struct ChannelSums {
+  const T* x;
+  Acc* acc;
+  int64_t outer, channels, inner;
+
+  [[gnu::always_inline]] void run(int64_t c0, int64_t c1) const {
+    for (int64_t o = 0; o < outer; ++o) {
+      const T* row = x + o * channels * inner;
+      if (inner == 1) {
+        for (int64_t c = c0; c < c1; ++c) acc[c] += kernels::cast<Acc>(row[c]);
+        continue;
+      }
+      for (int64_t c = c0; c < c1; ++c) {
+        const T* q = row + c * inner;
+        Acc s = 0;
+        for (int64_t i = 0; i < inner; ++i) s += kernels::cast<Acc>(q[i]);
+        acc[c] += s;
+      }
+    }
+  }
+};
+
 // out[c] = sum of x[o, c, i] over o and i, accumulated per channel: one
 // pass over x, channels split across threads.
 template <class T>
 void sum_channels_typed(const Tensor& x, int64_t outer, int64_t channels, int64_t inner, const Tensor& out) {
   using Acc = kernels::compute_t<T>;
-  const T* p = static_cast<const T*>(x.raw_data());
   // The sums go straight into `out` when it holds the accumulator's dtype
   // (float32 and float64 bias gradients), else into a tensor from the host
   // cache: no heap vector per call (glibc's consolidation of those showed
   // in the MLP step's profile).
   const bool direct = out.dtype() == dtype_of<Acc>() && out.is_contiguous();
   const Tensor acc_t = direct ? out : empty(Shape{channels}, dtype_of<Acc>(), out.device());
-  Acc* acc = static_cast<Acc*>(acc_t.raw_data());
-  std::fill(acc, acc + channels, Acc(0));
+  const ChannelSums<T, Acc> job{static_cast<const T*>(x.raw_data()), static_cast<Acc*>(acc_t.raw_data()), outer,
+                                channels, inner};
+  std::fill(job.acc, job.acc + channels, Acc(0));
+  const auto run = isa::variant<isa::RunJob, const ChannelSums<T, Acc>&, int64_t, int64_t>();
   const int64_t work = outer * inner;
   kernels::parallel_for(channels, std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, work)),
-                        [&](int64_t c0, int64_t c1) {
-                          for (int64_t o = 0; o < outer; ++o) {
-                            const T* row = p + o * channels * inner;
-                            if (inner == 1) {
-                              for (int64_t c = c0; c < c1; ++c) acc[c] += kernels::cast<Acc>(row[c]);
-                            } else {
-                              for (int64_t c = c0; c < c1; ++c) {
-                                const T* q = row + c * inner;
-                                Acc s = 0;
-                                for (int64_t i = 0; i < inner; ++i) s += kernels::cast<Acc>(q[i]);
-                                acc[c] += s;
-                              }
-                            }
-                          }
-                        });
+                        [&](int64_t c0, int64_t c1) { run({}, job, c0, c1); });
   if (!direct) copy_kernel(acc_t, out);
 }
 
