@@ -178,6 +178,11 @@ bool bf16_math() {
          (process_cap().force_half_math || bf16_math_pays());
 }
 
+bool bf16_dot_products() {
+  return bf16_math() && flags().avx512_bf16 &&
+         (process_cap().force_half_math || bf16_dot_speedup() >= kBf16DotPays);
+}
+
 std::string_view to_string(Level l) {
   switch (l) {
     case Level::portable: return "portable";

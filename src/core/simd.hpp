@@ -90,6 +90,14 @@ bool bf16_math_pays();
 /// false they are computed in float32 from 16-bit storage.
 bool bf16_math();
 
+/// True when mixgrad's own kernels multiply bfloat16 pairs on AVX512-BF16's
+/// vdpbf16ps (the CPU attention kernel, backend/cpu/bf16_pairs.hpp):
+/// bf16_math(), the CPU has AVX512-BF16, and its dot products beat float32
+/// FMAs (bf16_dot_speedup() >= kBf16DotPays) or MIXGRAD_MAX_CPU_ISA=all
+/// asks for 16-bit math. AMX alone does not count: those kernels have no
+/// tile path.
+bool bf16_dot_products();
+
 /// Name of a level: "portable", "avx2", "avx512".
 std::string_view to_string(Level l);
 

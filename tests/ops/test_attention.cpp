@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "core/simd.hpp"
@@ -165,6 +166,54 @@ BOOST_AUTO_TEST_CASE(instruction_set_variants_agree) {
     const auto got = run(level);
     for (size_t t = 0; t < base.size(); ++t) check_close(got[t], base[t], 1e-5);
   }
+}
+
+// Where bfloat16 attention multiplies its input pairs on vdpbf16ps
+// (simd::bf16_dot_products(): AMD Zen 4/5, or any CPU with AVX512-BF16 under
+// MIXGRAD_MAX_CPU_ISA=all, as the ops_bf16_all run sets), those products
+// are exact and only the order of their sums differs from the float FMAs
+// of the AVX2 kernel: the forward and every gradient agree to bfloat16's
+// rounding, causal or not, with odd head dims (a zero-padded pair) and
+// grouped key / value heads.
+BOOST_AUTO_TEST_CASE(bfloat16_pair_products_agree_with_float_arithmetic) {
+  if (!mg::simd::bf16_dot_products()) {
+    BOOST_TEST_MESSAGE("bfloat16 pair products are not used on this CPU: nothing to compare");
+    return;
+  }
+  for (const int64_t E : {15, 64})
+    for (const bool causal : {false, true}) {
+      BOOST_TEST_CONTEXT("E " << E << (causal ? ", causal" : "")) {
+        const auto q0 = randn({1, 4, 150, E}, 41, mg::DType::bfloat16),
+                   k0 = randn({1, 2, 170, E}, 42, mg::DType::bfloat16),
+                   v0 = randn({1, 2, 170, E + 2}, 43, mg::DType::bfloat16);
+        auto run = [&](bool pairs) {
+          std::optional<mg::simd::LevelScope> scope;
+          if (!pairs) scope.emplace(mg::simd::Level::avx2);
+          BOOST_TEST(mg::simd::bf16_dot_products() == pairs);
+          auto q = q0.clone(), k = k0.clone(), v = v0.clone();
+          mg::autodiff::GradManager gm;
+          gm.attach({q, k, v});
+          std::vector<std::vector<double>> r;
+          {
+            auto rec = gm.record();
+            const auto y = F::scaled_dot_product_attention(q, k, v, {.is_causal = causal, .enable_gqa = true});
+            r.push_back(values(y));
+            gm.backward(y, randn(y.shape(), 44, mg::DType::bfloat16));
+          }
+          for (const auto* t : {&q, &k, &v}) r.push_back(values(t->grad()));
+          return r;
+        };
+        const auto floats = run(false), pairs = run(true);
+        for (size_t t = 0; t < floats.size(); ++t) {
+          double scale = 0;
+          for (double x : floats[t]) scale = std::max(scale, std::fabs(x));
+          size_t off = 0;
+          for (size_t i = 0; i < floats[t].size(); ++i)
+            off += std::fabs(pairs[t][i] - floats[t][i]) > std::ldexp(std::fabs(floats[t][i]), -7) + 1e-3 * scale;
+          BOOST_TEST(off == 0u, "tensor " << t << ": " << off << " of " << floats[t].size() << " elements differ");
+        }
+      }
+    }
 }
 
 // float32 at every instruction set, with a mask that leaves some queries

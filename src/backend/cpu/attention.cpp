@@ -13,7 +13,12 @@
 //
 // Each block product is tiles::gemm on vector types; the kernels are
 // compiled per instruction set and picked by simd::level()
-// (isa_variants.hpp).
+// (isa_variants.hpp). Where bfloat16 dot products beat float32 FMAs
+// (simd::bf16_dot_products()), bfloat16's products of two input operands
+// (the scores QK^T, forward and backward, and dP = dO V^T) run on
+// vdpbf16ps instead (bf16_pairs.hpp): exact products, float sums. Those
+// with a float operand (P V, dS K, P^T dO, dS^T Q) stay on float FMAs, so
+// the probabilities and score gradients are never rounded to 16 bits.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -26,7 +31,9 @@
 #include "backend/attention.hpp"
 #include "backend/copy.hpp"
 #include "backend/cpu/attention_tiles.hpp"
+#include "backend/cpu/bf16_pairs.hpp"
 #include "backend/cpu/isa_variants.hpp"
+#include "core/simd.hpp"
 #include "kernels/cast.hpp"
 
 // The tiles pass GCC vector types between always-inlined functions and
@@ -46,6 +53,8 @@ constexpr int64_t kBlockK = 128;
 /// many rows (queries) or columns (keys): a strip computes only the part of
 /// the block its queries can see.
 constexpr int64_t kStrip = 32;
+
+namespace bp = bf16_pairs;
 
 template <class Acc>
 constexpr Acc kNegInf = -std::numeric_limits<Acc>::infinity();
@@ -175,23 +184,30 @@ inline void zero_columns(Acc* x, int64_t r0, int64_t r1, int64_t kc, int64_t bk)
 template <class Acc>
 struct ForwardScratch {
   std::vector<Acc> qt, k, v, st, o, m, l, alpha;
-  ForwardScratch(const AttentionArgs& a)
+  std::vector<bp::Pair> qt_pairs, k_words;  // on pair products: Q^T and a key block
+  ForwardScratch(const AttentionArgs& a, bool pairs)
       : qt(a.head_dim * kBlockQ), k(kBlockK * a.head_dim), v(kBlockK * a.value_dim), st(kBlockK * kBlockQ),
-        o(kBlockQ * a.value_dim), m(kBlockQ), l(kBlockQ), alpha(kBlockQ) {}
+        o(kBlockQ * a.value_dim), m(kBlockQ), l(kBlockQ), alpha(kBlockQ),
+        qt_pairs(pairs ? bp::pairs(a.head_dim) * kBlockQ : 0), k_words(pairs ? kBlockK * bp::pairs(a.head_dim) : 0) {}
 };
 
 /// One query block [i0, i1) of head (n, h). The scores are computed
 /// transposed, S^T = K (scale Q)^T with keys down and queries across: the
 /// key rows are read as they are, the query block is transposed once for
 /// all key blocks, and each query's softmax statistics run down a column.
-template <class T, class Acc, int Bytes>
+/// With Pairs, S^T = scale (K Q^T) on bfloat16 pairs.
+template <class T, class Acc, int Bytes, bool Pairs>
 [[gnu::always_inline]] inline void forward_block(const Problem<T, Acc>& p, int64_t n, int64_t h, int64_t i0,
                                                  int64_t i1, ForwardScratch<Acc>& w, T* out, Acc* lse) {
   const AttentionArgs& a = p.a;
-  const int64_t E = a.head_dim, Ev = a.value_dim, bq = i1 - i0;
-  load_transposed(p.q_head(n, h), a.q_layout.row, i0, i1, E, kBlockQ, w.qt.data());
+  const int64_t E = a.head_dim, Ev = a.value_dim, bq = i1 - i0, E2 = bp::pairs(E);
   const Acc scale = static_cast<Acc>(a.scale);
-  for (int64_t e = 0; e < E; ++e) tiles::scale_row<Acc, Bytes>(bq, w.qt.data() + e * kBlockQ, scale);
+  if constexpr (Pairs) {
+    bp::pack_transposed(p.q_head(n, h), a.q_layout.row, i0, i1, E, w.qt_pairs.data(), kBlockQ);
+  } else {
+    load_transposed(p.q_head(n, h), a.q_layout.row, i0, i1, E, kBlockQ, w.qt.data());
+    for (int64_t e = 0; e < E; ++e) tiles::scale_row<Acc, Bytes>(bq, w.qt.data() + e * kBlockQ, scale);
+  }
   std::fill(w.o.begin(), w.o.begin() + bq * Ev, Acc(0));
   std::fill(w.m.begin(), w.m.end(), kNegInf<Acc>);
   std::fill(w.l.begin(), w.l.end(), Acc(0));
@@ -200,7 +216,11 @@ template <class T, class Acc, int Bytes>
   const int64_t kend = p.key_end(i1);
   for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
     const int64_t bk = std::min(kBlockK, kend - j0);
-    const Rows<Acc> k = rows_of(kh, a.k_layout.row, j0, j0 + bk, E, w.k.data());
+    Rows<Acc> k{};
+    if constexpr (Pairs)
+      bp::pack_rows(kh, a.k_layout.row, j0, j0 + bk, E, w.k_words.data(), E2);
+    else
+      k = rows_of(kh, a.k_layout.row, j0, j0 + bk, E, w.k.data());
     const Rows<Acc> v = rows_of(vh, a.v_layout.row, j0, j0 + bk, Ev, w.v.data());
     // A block on the diagonal goes in strips of queries, each computing
     // only the keys its queries can see.
@@ -208,7 +228,14 @@ template <class T, class Acc, int Bytes>
       const int64_t kc = visible_keys(a, i0, r1, j0, bk);
       if (kc == 0) return;
       Acc* st = w.st.data() + r0;  // query r0 + c's score for key j at st[j * kBlockQ + c]
-      tiles::gemm<Acc, Bytes, tiles::overwrite>(kc, r1 - r0, E, k.at, k.ld, 1, w.qt.data() + r0, kBlockQ, st, kBlockQ);
+      if constexpr (Pairs) {
+        bp::gemm<tiles::overwrite>(kc, r1 - r0, E2, w.k_words.data(), E2, 1, w.qt_pairs.data() + r0, kBlockQ, st,
+                                   kBlockQ);
+        for (int64_t j = 0; j < kc; ++j) tiles::scale_row<Acc, Bytes>(r1 - r0, st + j * kBlockQ, scale);
+      } else {
+        tiles::gemm<Acc, Bytes, tiles::overwrite>(kc, r1 - r0, E, k.at, k.ld, 1, w.qt.data() + r0, kBlockQ, st,
+                                                  kBlockQ);
+      }
       mask_block(a, n, h, i0 + r0, r1 - r0, j0, kc, st, 1, kBlockQ);
       tiles::softmax_columns<Acc, Bytes>(kc, r1 - r0, st, kBlockQ, w.m.data() + r0, w.l.data() + r0,
                                          w.alpha.data() + r0);
@@ -226,13 +253,13 @@ template <class T, class Acc, int Bytes>
 }
 
 /// The forward's kernel (isa_variants.hpp): one query block.
-template <class T>
+template <class T, bool Pairs = false>
 struct ForwardKernel {
   using Acc = kernels::compute_t<T>;
   template <int Bytes>
   [[gnu::always_inline]] void operator()(const Problem<T, Acc>& p, int64_t n, int64_t h, int64_t i0, int64_t i1,
                                          ForwardScratch<Acc>& w, T* out, Acc* lse) const {
-    forward_block<T, Acc, Bytes>(p, n, h, i0, i1, w, out, lse);
+    forward_block<T, Acc, Bytes, Pairs>(p, n, h, i0, i1, w, out, lse);
   }
 };
 
@@ -240,11 +267,9 @@ struct ForwardKernel {
 /// (a causal block's cost grows with its position). The parallel region
 /// calls the kernel's copy through a pointer: OpenMP outlines a region into
 /// a function of its own, which would not inherit a target attribute.
-template <class T>
-void forward_all(const AttentionArgs& a, const AttentionOutputs& o) {
+template <class T, class Block>
+void forward_tasks(const AttentionArgs& a, const AttentionOutputs& o, bool pairs, Block block) {
   using Acc = kernels::compute_t<T>;
-  const auto block = isa::variant<ForwardKernel<T>, const Problem<T, Acc>&, int64_t, int64_t, int64_t, int64_t,
-                                  ForwardScratch<Acc>&, T*, Acc*>();
   const Problem<T, Acc> p(a);
   T* out = writable<T>(o.out);
   Acc* lse = writable<Acc>(o.lse);
@@ -253,7 +278,7 @@ void forward_all(const AttentionArgs& a, const AttentionOutputs& o) {
   const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), tasks));
 #pragma omp parallel num_threads(threads)
   {
-    ForwardScratch<Acc> w(a);
+    ForwardScratch<Acc> w(a, pairs);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t head = t / qblocks, qb = t % qblocks;
@@ -264,6 +289,23 @@ void forward_all(const AttentionArgs& a, const AttentionOutputs& o) {
   }
 }
 
+/// The forward with the kernel's copy for this CPU: the level's, or the
+/// AVX-512 one on pair products (which simd::bf16_dot_products() implies).
+template <class T>
+void forward_all(const AttentionArgs& a, const AttentionOutputs& o) {
+  using Acc = kernels::compute_t<T>;
+#if defined(__x86_64__) || defined(__i386__)
+  if constexpr (std::is_same_v<T, bfloat16>)
+    if (simd::bf16_dot_products())
+      return forward_tasks<T>(a, o, true,
+                              &isa::on_avx512<ForwardKernel<T, true>, const Problem<T, Acc>&, int64_t, int64_t,
+                                              int64_t, int64_t, ForwardScratch<Acc>&, T*, Acc*>);
+#endif
+  forward_tasks<T>(a, o, false,
+                   isa::variant<ForwardKernel<T>, const Problem<T, Acc>&, int64_t, int64_t, int64_t, int64_t,
+                                ForwardScratch<Acc>&, T*, Acc*>());
+}
+
 /// Scratch of one backward task: one key/value head's dK and dV, one query
 /// head's dQ and row terms, and the blocks. The [L, E]-sized sums live in
 /// `sums`, this thread's part of a tensor from the library's allocator, so
@@ -272,22 +314,27 @@ template <class Acc>
 struct BackwardScratch {
   std::span<Acc> dk, dv, dq;
   std::vector<Acc> d, q, dout, kt, kb, vt, s, dp;
+  std::vector<bp::Pair> q_words, dout_words, kt_pairs, vt_pairs;  // on pair products, in place of kt and vt
   static int64_t sums_size(const AttentionArgs& a) {
     return a.kv_len * a.head_dim + a.kv_len * a.value_dim + a.q_len * a.head_dim;
   }
-  BackwardScratch(const AttentionArgs& a, Acc* sums)
+  BackwardScratch(const AttentionArgs& a, Acc* sums, bool pairs)
       : dk(sums, a.kv_len * a.head_dim), dv(dk.data() + dk.size(), a.kv_len * a.value_dim),
         dq(dv.data() + dv.size(), a.q_len * a.head_dim), d(a.q_len), q(kBlockQ * a.head_dim),
-        dout(kBlockQ * a.value_dim), kt(a.head_dim * kBlockK), kb(kBlockK * a.head_dim), vt(a.value_dim * kBlockK),
-        s(kBlockQ * kBlockK), dp(kBlockQ * kBlockK) {}
+        dout(kBlockQ * a.value_dim), kt(pairs ? 0 : a.head_dim * kBlockK), kb(kBlockK * a.head_dim),
+        vt(pairs ? 0 : a.value_dim * kBlockK), s(kBlockQ * kBlockK), dp(kBlockQ * kBlockK),
+        q_words(pairs ? kBlockQ * bp::pairs(a.head_dim) : 0), dout_words(pairs ? kBlockQ * bp::pairs(a.value_dim) : 0),
+        kt_pairs(pairs ? bp::pairs(a.head_dim) * kBlockK : 0), vt_pairs(pairs ? bp::pairs(a.value_dim) * kBlockK : 0) {}
 };
 
-/// Query head (n, h)'s contribution to its key/value head's dK and dV, and its dQ.
-template <class T, class Acc, int Bytes>
+/// Query head (n, h)'s contribution to its key/value head's dK and dV, and
+/// its dQ. With Pairs, S = scale (Q K^T) and dP = dO V^T on bfloat16 pairs.
+template <class T, class Acc, int Bytes, bool Pairs>
 [[gnu::always_inline]] inline void backward_head(const Problem<T, Acc>& p, int64_t n, int64_t h, const T* out,
                                                  const Acc* lse, const T* gout, BackwardScratch<Acc>& w, T* dq_out) {
   const AttentionArgs& a = p.a;
   const int64_t E = a.head_dim, Ev = a.value_dim, L = a.q_len, S = a.kv_len;
+  const int64_t E2 = bp::pairs(E), Ev2 = bp::pairs(Ev);
   const Acc scale = static_cast<Acc>(a.scale);
   // D_i = sum_c dO[i, c] O[i, c]: the softmax backward's row term.
   for (int64_t i = 0; i < L; ++i) {
@@ -301,9 +348,14 @@ template <class T, class Acc, int Bytes>
   const T* vh = p.v_head(n, h);
   for (int64_t j0 = 0; j0 < S; j0 += kBlockK) {
     const int64_t bk = std::min(kBlockK, S - j0);
-    load_transposed(kh, a.k_layout.row, j0, j0 + bk, E, kBlockK, w.kt.data());
+    if constexpr (Pairs) {
+      bp::pack_transposed(kh, a.k_layout.row, j0, j0 + bk, E, w.kt_pairs.data(), kBlockK);
+      bp::pack_transposed(vh, a.v_layout.row, j0, j0 + bk, Ev, w.vt_pairs.data(), kBlockK);
+    } else {
+      load_transposed(kh, a.k_layout.row, j0, j0 + bk, E, kBlockK, w.kt.data());
+      load_transposed(vh, a.v_layout.row, j0, j0 + bk, Ev, kBlockK, w.vt.data());
+    }
     const Rows<Acc> kb = rows_of(kh, a.k_layout.row, j0, j0 + bk, E, w.kb.data());
-    load_transposed(vh, a.v_layout.row, j0, j0 + bk, Ev, kBlockK, w.vt.data());
     Acc* dk = w.dk.data() + j0 * E;
     Acc* dv = w.dv.data() + j0 * Ev;
     // Causal: queries before j0 see none of these keys.
@@ -311,6 +363,10 @@ template <class T, class Acc, int Bytes>
       const int64_t bq = std::min(kBlockQ, L - i0);
       load_rows(qh, a.q_layout.row, i0, i0 + bq, E, scale, w.q.data());
       const Rows<Acc> dout = rows_of(gout, Ev, i0, i0 + bq, Ev, w.dout.data());
+      if constexpr (Pairs) {
+        bp::pack_rows(qh, a.q_layout.row, i0, i0 + bq, E, w.q_words.data(), E2);
+        bp::pack_rows(gout, Ev, i0, i0 + bq, Ev, w.dout_words.data(), Ev2);
+      }
       Acc* s = w.s.data();
       Acc* dp = w.dp.data();
       // A block on the diagonal goes in strips: of query rows for the
@@ -324,8 +380,14 @@ template <class T, class Acc, int Bytes>
         zero_columns(s, r0, r1, kc, bk);
         if (kc == 0) return;
         Acc* sr = s + r0 * kBlockK;
-        tiles::gemm<Acc, Bytes, tiles::overwrite>(r1 - r0, kc, E, w.q.data() + r0 * E, E, 1, w.kt.data(), kBlockK, sr,
-                                                  kBlockK);
+        if constexpr (Pairs) {
+          bp::gemm<tiles::overwrite>(r1 - r0, kc, E2, w.q_words.data() + r0 * E2, E2, 1, w.kt_pairs.data(), kBlockK,
+                                     sr, kBlockK);
+          for (int64_t i = r0; i < r1; ++i) tiles::scale_row<Acc, Bytes>(kc, s + i * kBlockK, scale);
+        } else {
+          tiles::gemm<Acc, Bytes, tiles::overwrite>(r1 - r0, kc, E, w.q.data() + r0 * E, E, 1, w.kt.data(), kBlockK,
+                                                    sr, kBlockK);
+        }
         mask_block(a, n, h, i0 + r0, r1 - r0, j0, kc, sr, kBlockK, 1);
         // P = exp(S - lse); a row that saw no key has P = 0.
         for (int64_t i = r0; i < r1; ++i) {
@@ -349,8 +411,12 @@ template <class T, class Acc, int Bytes>
         zero_columns(dp, r0, r1, kc, bk);
         if (kc == 0) return;
         Acc* dpr = dp + r0 * kBlockK;
-        tiles::gemm<Acc, Bytes, tiles::overwrite>(r1 - r0, kc, Ev, dout.row(r0), dout.ld, 1, w.vt.data(), kBlockK,
-                                                  dpr, kBlockK);
+        if constexpr (Pairs)
+          bp::gemm<tiles::overwrite>(r1 - r0, kc, Ev2, w.dout_words.data() + r0 * Ev2, Ev2, 1, w.vt_pairs.data(),
+                                     kBlockK, dpr, kBlockK);
+        else
+          tiles::gemm<Acc, Bytes, tiles::overwrite>(r1 - r0, kc, Ev, dout.row(r0), dout.ld, 1, w.vt.data(), kBlockK,
+                                                    dpr, kBlockK);
         for (int64_t i = r0; i < r1; ++i) {
           const Acc di = w.d[i0 + i];
           for (int64_t j = 0; j < kc; ++j) dp[i * kBlockK + j] = s[i * kBlockK + j] * (dp[i * kBlockK + j] - di);
@@ -370,7 +436,7 @@ template <class T, class Acc, int Bytes>
 
 /// One backward task: key/value head hk of batch n, with every query head
 /// of its group.
-template <class T, class Acc, int Bytes>
+template <class T, class Acc, int Bytes, bool Pairs>
 [[gnu::always_inline]] inline void backward_task(const Problem<T, Acc>& p, int64_t n, int64_t hk, const T* out,
                                                  const Acc* lse, const T* gout, BackwardScratch<Acc>& w, T* dq, T* dk,
                                                  T* dv) {
@@ -380,7 +446,7 @@ template <class T, class Acc, int Bytes>
   std::fill(w.dv.begin(), w.dv.end(), Acc(0));
   for (int64_t h = hk * p.group; h < (hk + 1) * p.group; ++h) {
     const int64_t head = n * a.heads + h;
-    backward_head<T, Acc, Bytes>(p, n, h, out + head * L * Ev, lse + head * L, gout + head * L * Ev, w,
+    backward_head<T, Acc, Bytes, Pairs>(p, n, h, out + head * L * Ev, lse + head * L, gout + head * L * Ev, w,
                                  dq ? dq + head * L * E : nullptr);
   }
   const int64_t t = n * a.kv_heads + hk;
@@ -391,23 +457,21 @@ template <class T, class Acc, int Bytes>
 }
 
 /// The backward's kernel (isa_variants.hpp): one key/value head.
-template <class T>
+template <class T, bool Pairs = false>
 struct BackwardKernel {
   using Acc = kernels::compute_t<T>;
   template <int Bytes>
   [[gnu::always_inline]] void operator()(const Problem<T, Acc>& p, int64_t n, int64_t hk, const T* out,
                                          const Acc* lse, const T* gout, BackwardScratch<Acc>& w, T* dq, T* dk,
                                          T* dv) const {
-    backward_task<T, Acc, Bytes>(p, n, hk, out, lse, gout, w, dq, dk, dv);
+    backward_task<T, Acc, Bytes, Pairs>(p, n, hk, out, lse, gout, w, dq, dk, dv);
   }
 };
 
-template <class T>
-void backward_all(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
-                  const AttentionGrads& g) {
+template <class T, class Task>
+void backward_tasks(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
+                    const AttentionGrads& g, bool pairs, Task task) {
   using Acc = kernels::compute_t<T>;
-  const auto task = isa::variant<BackwardKernel<T>, const Problem<T, Acc>&, int64_t, int64_t, const T*, const Acc*,
-                                 const T*, BackwardScratch<Acc>&, T*, T*, T*>();
   const Problem<T, Acc> p(a);
   const T* out = saved.out.data<T>();
   const Acc* lse = saved.lse.data<Acc>();
@@ -421,11 +485,28 @@ void backward_all(const AttentionArgs& a, const AttentionOutputs& saved, const T
   const Tensor sums = empty({threads, per_thread}, dtype_of<Acc>());
 #pragma omp parallel num_threads(threads)
   {
-    BackwardScratch<Acc> w(a, writable<Acc>(sums) + omp_get_thread_num() * per_thread);
+    BackwardScratch<Acc> w(a, writable<Acc>(sums) + omp_get_thread_num() * per_thread, pairs);
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < tasks; ++t)
       task({}, p, t / a.kv_heads, t % a.kv_heads, out, lse, gout, w, dq, dk, dv);
   }
+}
+
+/// The backward with the kernel's copy for this CPU, as forward_all picks it.
+template <class T>
+void backward_all(const AttentionArgs& a, const AttentionOutputs& saved, const Tensor& grad_out,
+                  const AttentionGrads& g) {
+  using Acc = kernels::compute_t<T>;
+#if defined(__x86_64__) || defined(__i386__)
+  if constexpr (std::is_same_v<T, bfloat16>)
+    if (simd::bf16_dot_products())
+      return backward_tasks<T>(a, saved, grad_out, g, true,
+                               &isa::on_avx512<BackwardKernel<T, true>, const Problem<T, Acc>&, int64_t, int64_t,
+                                               const T*, const Acc*, const T*, BackwardScratch<Acc>&, T*, T*, T*>);
+#endif
+  backward_tasks<T>(a, saved, grad_out, g, false,
+                    isa::variant<BackwardKernel<T>, const Problem<T, Acc>&, int64_t, int64_t, const T*, const Acc*,
+                                 const T*, BackwardScratch<Acc>&, T*, T*, T*>());
 }
 
 }  // namespace
