@@ -44,8 +44,9 @@ struct Capabilities {
   bool bf16_math = false;    ///< bfloat16 products run on 16-bit units (else in float32)
   /// vdpbf16ps flops per second over AVX-512 FMA flops per second, measured
   /// once on first use (0 without AVX512-BF16): 0.5 on an Intel Xeon
-  /// (Emerald Rapids), whose bfloat16 products pay only on AMX tiles; 2 or
-  /// more where oneDNN's bfloat16 matmul runs twice as fast as float32 (Zen 4/5).
+  /// (Emerald Rapids), whose bfloat16 products pay only on AMX tiles;
+  /// 1.82-1.87 on an AMD Zen 5, whose oneDNN bfloat16 matmul runs about twice
+  /// as fast as float32.
   /// bfloat16 math is used where AMX-BF16 exists or this is 1.25 or more
   /// (or where MIXGRAD_MAX_CPU_ISA=all asks for it).
   double bf16_dot_speedup = 0;
