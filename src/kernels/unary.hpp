@@ -216,7 +216,7 @@ template <class C>
 struct Silu {
   static constexpr bool kIntegers = false;
   static constexpr Saved kSaved = Saved::input;
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return x / (C(1) + std::exp(-x)); }
+  MIXGRAD_HOST_DEVICE C operator()(C x) const { return x * math::sigmoid(x); }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V x) const {
     const V s = math::sigmoid(x);
@@ -357,22 +357,25 @@ struct Mish {
 };
 
 // GPT-2's GELU, 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3)
-// (PyTorch's approximate="tanh"); derivative 0.5 (1 + t) + 0.5 x (1 - t^2) u'
-// with u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2). float's tanh is tanh_float (math::tanh).
+// (PyTorch's approximate="tanh"), computed as x s with s = sigmoid(2u), the
+// same function: one exponential and one division, and no 1 + tanh(u) to
+// cancel where u is very negative. Derivative s + x s (1 - s) (2u)' with
+// (2u)' = 2 sqrt(2/pi) (1 + 3 * 0.044715 x^2). float's sigmoid is
+// sigmoid_float (math::sigmoid).
 template <class C>
 struct GeluTanh {
   static constexpr bool kIntegers = false;
   static constexpr Saved kSaved = Saved::input;
-  static constexpr double kSqrt2OverPi = 0.79788456080286535588;
+  static constexpr double kTwoSqrt2OverPi = 1.5957691216057307118;
   static constexpr double kCubic = 0.044715;
   MIXGRAD_HOST_DEVICE C operator()(C x) const {
-    return C(0.5) * x * (C(1) + math::tanh(C(kSqrt2OverPi) * (x + C(kCubic) * x * x * x)));
+    return x * math::sigmoid(C(kTwoSqrt2OverPi) * (x + C(kCubic) * x * x * x));
   }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V x) const {
-    const V t = math::tanh(C(kSqrt2OverPi) * (x + C(kCubic) * x * x * x));
-    const V du = C(kSqrt2OverPi) * (C(1) + C(3 * kCubic) * x * x);
-    return g * (C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * du);
+    const V s = math::sigmoid(C(kTwoSqrt2OverPi) * (x + C(kCubic) * x * x * x));
+    const V du = C(kTwoSqrt2OverPi) * (C(1) + C(3 * kCubic) * x * x);
+    return g * (s + x * s * (C(1) - s) * du);
   }
 };
 

@@ -59,11 +59,12 @@ MIXGRAD_HOST_DEVICE V tanh(const V& x) {
   else return TensorOps<V>::tanh(x);
 }
 
-/// 1 / (1 + e^-x); a Tensor takes F::sigmoid, whose derivative stays finite
-/// where e^-x overflows.
+/// 1 / (1 + e^-x); float through sigmoid_float (vectorisable); a Tensor
+/// takes F::sigmoid, whose derivative stays finite where e^-x overflows.
 template <class V>
 MIXGRAD_HOST_DEVICE V sigmoid(const V& x) {
-  if constexpr (kScalar<V>) return V(1) / (V(1) + std::exp(-x));
+  if constexpr (std::is_same_v<V, float>) return sigmoid_float(x);
+  else if constexpr (kScalar<V>) return V(1) / (V(1) + std::exp(-x));
   else return TensorOps<V>::sigmoid(x);
 }
 
