@@ -195,7 +195,7 @@ template <class C>
 struct Sigmoid {
   static constexpr bool kIntegers = false;
   static constexpr Saved kSaved = Saved::output;
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return C(1) / (C(1) + std::exp(-x)); }
+  MIXGRAD_HOST_DEVICE C operator()(C x) const { return math::sigmoid(x); }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V y) const { return g * y * (C(1) - y); }
 };
