@@ -30,16 +30,22 @@ MIXGRAD_HOST_DEVICE inline void exp_reduced(const V& xc, V& n, V& y) {
   y = p * f * f + f + 1.f;
 }
 
-/// e^x in float for x <= 0.5 (tanh's and GELU's use): exp_reduced, scaled by
-/// 2^n through the exponent bits; within 2 ulp of expf, and 0 below -87
-/// (where expf is denormal or 0); NaN stays NaN. Plain arithmetic, so a loop
-/// of it vectorises where selects do (a call to libm's expf does not).
-MIXGRAD_HOST_DEVICE inline float exp_float_nonpositive(float x) {
-  const float xc = x >= -87.f ? x : -87.f;  // NaN too: no NaN reaches the integer conversion
+/// e^xc for xc in [-87, 88], where it is a normal float: exp_reduced, scaled
+/// by 2^n through the exponent bits. The callers clamp (and so keep NaN from
+/// the integer conversion) and handle what lies outside.
+MIXGRAD_HOST_DEVICE inline float exp_float_in_range(float xc) {
   float n, y;
   exp_reduced(xc, n, y);
-  const float scale = detail::bits_float(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
-  return x != x ? x : (x < -87.f ? 0.f : y * scale);
+  return y * detail::bits_float(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
+}
+
+/// e^x in float for x <= 0.5 (tanh's and GELU's use): exp_float_in_range;
+/// within 2 ulp of expf, and 0 below -87 (where expf is denormal or 0); NaN
+/// stays NaN. Plain arithmetic, so a loop of it vectorises where selects do
+/// (a call to libm's expf does not).
+MIXGRAD_HOST_DEVICE inline float exp_float_nonpositive(float x) {
+  const float e = exp_float_in_range(x >= -87.f ? x : -87.f);  // NaN too: no NaN reaches the integer conversion
+  return x != x ? x : (x < -87.f ? 0.f : e);
 }
 
 /// 1 / (1 + e^-x) in float without libm: e^-x by exp_reduced on -x clamped
@@ -49,10 +55,7 @@ MIXGRAD_HOST_DEVICE inline float exp_float_nonpositive(float x) {
 /// value is a subnormal under 6e-39. NaN stays NaN.
 MIXGRAD_HOST_DEVICE inline float sigmoid_float(float x) {
   const float t = -x;
-  const float tc = t >= -87.f ? (t <= 88.f ? t : 88.f) : -87.f;  // NaN too: no NaN reaches the integer conversion
-  float n, y;
-  exp_reduced(tc, n, y);
-  const float e = y * detail::bits_float(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
+  const float e = exp_float_in_range(t >= -87.f ? (t <= 88.f ? t : 88.f) : -87.f);  // NaN -> -87
   return x != x ? x : (t > 88.f ? 0.f : 1.f / (1.f + e));
 }
 
