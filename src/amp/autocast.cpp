@@ -4,8 +4,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include "hooks/autocast.hpp"
-#include "hooks/tape.hpp"
+#include "hooks/op_hooks.hpp"
 #include "mixgrad/cpu.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 

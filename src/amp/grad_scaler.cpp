@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "amp/grad_list.hpp"
-#include "hooks/tape.hpp"
+#include "hooks/op_hooks.hpp"
 #include "backend/copy.hpp"
 #include "backend/loss_scale.hpp"
 #include "backend/multi_tensor.hpp"

@@ -2,13 +2,11 @@
 
 #include <span>
 
-#include "hooks/autocast.hpp"
-#include "hooks/tape.hpp"
+#include "hooks/op_hooks.hpp"
 #include "mixgrad/amp/autocast.hpp"
 #include "mixgrad/autodiff/no_grad.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "ops/op_support.hpp"
-#include "ops/untracked_copy.hpp"
 
 namespace mixgrad::autodiff {
 

@@ -10,14 +10,14 @@
 
 #include "autodiff/group_access.hpp"
 #include "autodiff/inspect.hpp"
-#include "hooks/tape.hpp"
+#include "hooks/op_hooks.hpp"
 #include "backend/copy.hpp"
 #include "core/grad_check.hpp"
 #include "core/view.hpp"
 #include "mixgrad/amp/autocast.hpp"
 #include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
-#include "ops/untracked_copy.hpp"
+#include "ops/op_support.hpp"
 
 namespace mixgrad::autodiff {
 

@@ -2,7 +2,7 @@
 // what autodiff::is_recording() — the check every op makes — already reads.
 #include "mixgrad/autodiff/no_grad.hpp"
 
-#include "hooks/tape.hpp"
+#include "hooks/op_hooks.hpp"
 
 namespace mixgrad::autodiff {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "hooks/tape.hpp"
+#include "hooks/op_hooks.hpp"
 #include "io/file.hpp"
 #include "mixgrad/ops/creation.hpp"
 

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "hooks/tape.hpp"
+#include "hooks/op_hooks.hpp"
 #include "mixgrad/nn/init.hpp"
 
 namespace mixgrad::nn::detail {

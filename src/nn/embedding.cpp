@@ -1,6 +1,6 @@
 #include "mixgrad/nn/embedding.hpp"
 
-#include "hooks/tape.hpp"
+#include "hooks/op_hooks.hpp"
 #include "core/sizes.hpp"
 #include "mixgrad/nn/init.hpp"
 #include "mixgrad/ops/indexing.hpp"

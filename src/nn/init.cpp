@@ -2,11 +2,11 @@
 
 #include <cmath>
 
-#include "hooks/tape.hpp"
+#include "hooks/op_hooks.hpp"
 #include "core/sizes.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "core/checks.hpp"
-#include "ops/untracked_copy.hpp"
+#include "ops/op_support.hpp"
 
 namespace mixgrad::nn::init {
 

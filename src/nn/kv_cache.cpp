@@ -2,9 +2,9 @@
 
 #include <sstream>
 
-#include "hooks/tape.hpp"
+#include "hooks/op_hooks.hpp"
 #include "core/checks.hpp"
-#include "ops/untracked_copy.hpp"
+#include "ops/op_support.hpp"
 
 namespace mixgrad::nn {
 

@@ -2,12 +2,12 @@
 
 #include <unordered_set>
 
-#include "hooks/tape.hpp"
+#include "hooks/op_hooks.hpp"
 #include "mixgrad/cuda.hpp"
 #include "mixgrad/nn/batch_norm.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "core/checks.hpp"
-#include "ops/untracked_copy.hpp"
+#include "ops/op_support.hpp"
 
 namespace mixgrad::nn {
 

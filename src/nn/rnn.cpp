@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "hooks/tape.hpp"
+#include "hooks/op_hooks.hpp"
 #include "core/sizes.hpp"
 #include "mixgrad/nn/init.hpp"
 #include "mixgrad/ops/creation.hpp"

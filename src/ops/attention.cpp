@@ -9,7 +9,7 @@
 #include <string>
 
 #include "backend/attention.hpp"
-#include "hooks/autocast.hpp"
+#include "hooks/op_hooks.hpp"
 #include "mixgrad/ops/attention.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/elementwise.hpp"
@@ -18,7 +18,6 @@
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/op_support.hpp"
-#include "ops/untracked_copy.hpp"
 
 namespace mixgrad::F {
 

@@ -14,7 +14,6 @@
 #include "mixgrad/ops/nn.hpp"
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
-#include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {

@@ -10,7 +10,6 @@
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/nn.hpp"
-#include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
 #include "core/random_state.hpp"
 

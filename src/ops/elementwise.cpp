@@ -26,7 +26,6 @@
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/op_support.hpp"
-#include "ops/untracked_copy.hpp"
 
 // The functions of kernels::math on Tensors: the unary ops' derivatives
 // (kernels/unary.hpp) run on these in a recorded backward, so each step is a

@@ -27,7 +27,6 @@
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/op_support.hpp"
-#include "ops/untracked_copy.hpp"
 
 namespace mixgrad::F {
 

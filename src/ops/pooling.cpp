@@ -15,7 +15,6 @@
 #include "core/view.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
-#include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {

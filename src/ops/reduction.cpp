@@ -19,7 +19,6 @@
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
-#include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {

@@ -9,7 +9,6 @@
 #include "core/sizes.hpp"
 #include "mixgrad/ops/resize.hpp"
 #include "ops/op_support.hpp"
-#include "ops/untracked_copy.hpp"
 
 namespace mixgrad::F {
 

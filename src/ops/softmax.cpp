@@ -7,7 +7,6 @@
 #include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/nn.hpp"
 #include "mixgrad/ops/reduction.hpp"
-#include "ops/untracked_copy.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {

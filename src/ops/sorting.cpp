@@ -11,11 +11,10 @@
 
 #include "backend/indexing.hpp"
 #include "backend/sorting.hpp"
-#include "hooks/tape.hpp"
+#include "hooks/op_hooks.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/indexing.hpp"
 #include "ops/op_support.hpp"
-#include "ops/untracked_copy.hpp"
 
 namespace mixgrad::F {
 

@@ -1,6 +1,6 @@
 // Tensor's member functions that are ops in disguise: they go through F:: so
 // that they are recorded like any op.
-#include "hooks/tape.hpp"
+#include "hooks/op_hooks.hpp"
 #include "backend/copy.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "mixgrad/tensor.hpp"

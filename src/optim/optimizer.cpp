@@ -4,7 +4,7 @@
 #include <cmath>
 #include <unordered_set>
 
-#include "hooks/tape.hpp"
+#include "hooks/op_hooks.hpp"
 #include "backend/copy.hpp"
 #include "mixgrad/functional.hpp"
 #include "mixgrad/ops/creation.hpp"

@@ -4,7 +4,7 @@
 
 #include <thread>
 
-#include "hooks/autocast.hpp"
+#include "hooks/op_hooks.hpp"
 #include "mixgrad/mixgrad.hpp"
 #include "autocast_test_util.hpp"
 

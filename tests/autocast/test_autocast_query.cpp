@@ -6,7 +6,7 @@
 #include <cmath>
 #include <thread>
 
-#include "hooks/autocast.hpp"
+#include "hooks/op_hooks.hpp"
 #include "mixgrad/mixgrad.hpp"
 #include "autocast_test_util.hpp"
 

@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-#include "hooks/autocast.hpp"
+#include "hooks/op_hooks.hpp"
 #include "core/op_table.hpp"
 #include "mixgrad/mixgrad.hpp"
 

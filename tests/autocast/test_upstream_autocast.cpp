@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "autocast_test_util.hpp"
-#include "hooks/autocast.hpp"
+#include "hooks/op_hooks.hpp"
 #include "mixgrad/mixgrad.hpp"
 
 namespace mg = mixgrad;

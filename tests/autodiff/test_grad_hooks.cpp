@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "hooks/tape.hpp"
+#include "hooks/op_hooks.hpp"
 #include "mixgrad/mixgrad.hpp"
 
 namespace mg = mixgrad;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "../common/test_util.hpp"
-#include "hooks/tape.hpp"
+#include "hooks/op_hooks.hpp"
 #include "mixgrad/mixgrad.hpp"
 
 namespace mg = mixgrad;

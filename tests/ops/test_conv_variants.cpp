@@ -11,7 +11,7 @@
 
 #include "../common/test_util.hpp"
 #include "backend/onednn/onednn.hpp"
-#include "hooks/autocast.hpp"
+#include "hooks/op_hooks.hpp"
 #include "mixgrad/mixgrad.hpp"
 
 namespace {

@@ -14,7 +14,7 @@
 
 #include "backend/onednn/onednn.hpp"
 #include "core/simd.hpp"
-#include "hooks/autocast.hpp"
+#include "hooks/op_hooks.hpp"
 #include "mixgrad/mixgrad.hpp"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <exception>
 #include <sstream>
 
-#include "hooks/autocast.hpp"
+#include "hooks/op_hooks.hpp"
 #include "backend/dispatch.hpp"
 #include "op_registry.hpp"
 
