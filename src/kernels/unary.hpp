@@ -17,8 +17,6 @@
 //   float dx = f.grad(1.0f, y);                             // 1 - y * y
 //   Tensor gx = kernels::Tanh<double>{}.grad(g, y_tensor);  // recorded
 //
-// `kIntegers` says whether the op is meaningful on integer tensors (int8,
-// uint8, int32, int64).
 // Where a result is chosen by a comparison, both candidates are computed
 // before math::select: a select of ready values compiles to a vector blend,
 // while arithmetic inside a branch keeps the loop scalar and branchy.
@@ -42,6 +40,19 @@ enum class Saved : uint8_t {
   output,   // y = op(x)
 };
 
+/// What a functor declares besides its math, by deriving from UnaryTraits:
+/// `kSaved`, the tensor its backward keeps, and `kIntegers`, whether the op
+/// is meaningful on integer tensors (int8, uint8, int32, int64).
+///
+///   struct Exp : UnaryTraits<Saved::output> {...};              // floating only
+///   struct Abs : UnaryTraits<Saved::input, kOnIntegers> {...};
+template <Saved S, bool Integers = false>
+struct UnaryTraits {
+  static constexpr Saved kSaved = S;
+  static constexpr bool kIntegers = Integers;
+};
+inline constexpr bool kOnIntegers = true;
+
 /// Parameters of the parameterised unary ops (leaky_relu's slope in `alpha`,
 /// clamp's bounds in `alpha` and `beta`, softplus's beta in `alpha` and its
 /// threshold in `beta`).
@@ -58,36 +69,28 @@ MIXGRAD_HOST_DEVICE F<C> make_unary(const UnaryParams& p) {
 }
 
 template <class C>
-struct Neg {
-  static constexpr bool kIntegers = true;
-  static constexpr Saved kSaved = Saved::nothing;
+struct Neg : UnaryTraits<Saved::nothing, kOnIntegers> {
   MIXGRAD_HOST_DEVICE C operator()(C x) const { return -x; }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V) const { return -g; }
 };
 
 template <class C>
-struct Exp {
-  static constexpr bool kIntegers = false;
-  static constexpr Saved kSaved = Saved::output;
+struct Exp : UnaryTraits<Saved::output> {
   MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::exp(x); }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V y) const { return g * y; }
 };
 
 template <class C>
-struct Log {
-  static constexpr bool kIntegers = false;
-  static constexpr Saved kSaved = Saved::input;
+struct Log : UnaryTraits<Saved::input> {
   MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::log(x); }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V x) const { return g / x; }
 };
 
 template <class C>
-struct Sqrt {
-  static constexpr bool kIntegers = false;
-  static constexpr Saved kSaved = Saved::output;
+struct Sqrt : UnaryTraits<Saved::output> {
   MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::sqrt(x); }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V y) const { return C(0.5) * g / y; }
@@ -95,9 +98,7 @@ struct Sqrt {
 
 // d/dx x^(-1/2) = -1/2 x^(-3/2) = -1/2 y^3
 template <class C>
-struct Rsqrt {
-  static constexpr bool kIntegers = false;
-  static constexpr Saved kSaved = Saved::output;
+struct Rsqrt : UnaryTraits<Saved::output> {
   MIXGRAD_HOST_DEVICE C operator()(C x) const { return C(1) / std::sqrt(x); }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V y) const { return C(-0.5) * g * y * y * y; }
@@ -105,9 +106,7 @@ struct Rsqrt {
 
 // the gradient at 0 is 0
 template <class C>
-struct Abs {
-  static constexpr bool kIntegers = true;
-  static constexpr Saved kSaved = Saved::input;
+struct Abs : UnaryTraits<Saved::input, kOnIntegers> {
   MIXGRAD_HOST_DEVICE C operator()(C x) const {
     if constexpr (std::is_unsigned_v<C>) return x;  // uint8
     else return x < C(0) ? -x : x;
@@ -125,9 +124,7 @@ struct Abs {
 
 // NaN stays NaN, the gradient passes where lo <= x <= hi
 template <class C>
-struct Clamp {
-  static constexpr bool kIntegers = true;
-  static constexpr Saved kSaved = Saved::input;
+struct Clamp : UnaryTraits<Saved::input, kOnIntegers> {
   C lo, hi;
   MIXGRAD_HOST_DEVICE explicit Clamp(const UnaryParams& p) : lo(bound(p.alpha)), hi(bound(p.beta)) {}
   // Integer bounds saturate to C's range: clamp(uint8, -1, 300) is clamp(0, 255),
@@ -150,18 +147,14 @@ struct Clamp {
 
 // NaN propagates (x <= 0 is false for NaN), -0 becomes +0
 template <class C>
-struct Relu {
-  static constexpr bool kIntegers = true;
-  static constexpr Saved kSaved = Saved::output;
+struct Relu : UnaryTraits<Saved::output, kOnIntegers> {
   MIXGRAD_HOST_DEVICE C operator()(C x) const { return x <= C(0) ? C(0) : x; }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V y) const { return math::select(y > C(0), g, C(0)); }
 };
 
 template <class C>
-struct LeakyRelu {
-  static constexpr bool kIntegers = false;
-  static constexpr Saved kSaved = Saved::input;
+struct LeakyRelu : UnaryTraits<Saved::input> {
   C slope;
   MIXGRAD_HOST_DEVICE explicit LeakyRelu(const UnaryParams& p) : slope(static_cast<C>(p.alpha)) {}
   MIXGRAD_HOST_DEVICE C operator()(C x) const {
@@ -177,9 +170,7 @@ struct LeakyRelu {
 
 // 0.5 x (1 + erf(x / sqrt 2)), derivative Phi(x) + x phi(x)
 template <class C>
-struct Gelu {
-  static constexpr bool kIntegers = false;
-  static constexpr Saved kSaved = Saved::input;
+struct Gelu : UnaryTraits<Saved::input> {
   static constexpr double kInvSqrt2 = 0.70710678118654752440;
   static constexpr double kInvSqrt2Pi = 0.39894228040143267794;
   MIXGRAD_HOST_DEVICE C operator()(C x) const { return C(0.5) * x * (C(1) + std::erf(x * C(kInvSqrt2))); }
@@ -192,18 +183,14 @@ struct Gelu {
 };
 
 template <class C>
-struct Sigmoid {
-  static constexpr bool kIntegers = false;
-  static constexpr Saved kSaved = Saved::output;
+struct Sigmoid : UnaryTraits<Saved::output> {
   MIXGRAD_HOST_DEVICE C operator()(C x) const { return math::sigmoid(x); }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V y) const { return g * y * (C(1) - y); }
 };
 
 template <class C>
-struct Tanh {
-  static constexpr bool kIntegers = false;
-  static constexpr Saved kSaved = Saved::output;
+struct Tanh : UnaryTraits<Saved::output> {
   MIXGRAD_HOST_DEVICE C operator()(C x) const {
     return math::tanh(x);
   }
@@ -213,9 +200,7 @@ struct Tanh {
 
 // x * s(x), derivative s (1 + x (1 - s))
 template <class C>
-struct Silu {
-  static constexpr bool kIntegers = false;
-  static constexpr Saved kSaved = Saved::input;
+struct Silu : UnaryTraits<Saved::input> {
   MIXGRAD_HOST_DEVICE C operator()(C x) const { return x * math::sigmoid(x); }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V x) const {
@@ -225,18 +210,14 @@ struct Silu {
 };
 
 template <class C>
-struct Sin {
-  static constexpr bool kIntegers = false;
-  static constexpr Saved kSaved = Saved::input;
+struct Sin : UnaryTraits<Saved::input> {
   MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::sin(x); }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V x) const { return g * math::cos(x); }
 };
 
 template <class C>
-struct Cos {
-  static constexpr bool kIntegers = false;
-  static constexpr Saved kSaved = Saved::input;
+struct Cos : UnaryTraits<Saved::input> {
   MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::cos(x); }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V x) const { return -g * math::sin(x); }
@@ -244,18 +225,14 @@ struct Cos {
 
 // d tan = 1 + tan^2, so the output is all the backward needs
 template <class C>
-struct Tan {
-  static constexpr bool kIntegers = false;
-  static constexpr Saved kSaved = Saved::output;
+struct Tan : UnaryTraits<Saved::output> {
   MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::tan(x); }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V y) const { return g * (C(1) + y * y); }
 };
 
 template <class C>
-struct Log1p {
-  static constexpr bool kIntegers = false;
-  static constexpr Saved kSaved = Saved::input;
+struct Log1p : UnaryTraits<Saved::input> {
   MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::log1p(x); }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V x) const { return g / (C(1) + x); }
@@ -263,9 +240,7 @@ struct Log1p {
 
 // d(e^x - 1) = e^x = y + 1
 template <class C>
-struct Expm1 {
-  static constexpr bool kIntegers = false;
-  static constexpr Saved kSaved = Saved::output;
+struct Expm1 : UnaryTraits<Saved::output> {
   MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::expm1(x); }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V y) const { return g * (y + C(1)); }
@@ -273,9 +248,7 @@ struct Expm1 {
 
 // d erf = 2 / sqrt(pi) e^(-x^2)
 template <class C>
-struct Erf {
-  static constexpr bool kIntegers = false;
-  static constexpr Saved kSaved = Saved::input;
+struct Erf : UnaryTraits<Saved::input> {
   static constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
   MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::erf(x); }
   template <class V>
@@ -287,9 +260,7 @@ struct Erf {
 // max(bx, 0) + log1p(e^-|bx|) and g sigmoid(bx), which do not overflow, so
 // a large threshold gives the soft value rather than inf or NaN.
 template <class C>
-struct Softplus {
-  static constexpr bool kIntegers = false;
-  static constexpr Saved kSaved = Saved::input;
+struct Softplus : UnaryTraits<Saved::input> {
   C beta, threshold;
   MIXGRAD_HOST_DEVICE explicit Softplus(const UnaryParams& p)
       : beta(static_cast<C>(p.alpha)), threshold(static_cast<C>(p.beta)) {}
@@ -311,9 +282,7 @@ struct Softplus {
 // x * relu6(x + 3) / 6, derivative x / 3 + 1/2 on [-3, 3] (one-sided
 // at the kinks as PyTorch: 0 below -3, the middle formula at +-3, 1 above 3)
 template <class C>
-struct Hardswish {
-  static constexpr bool kIntegers = false;
-  static constexpr Saved kSaved = Saved::input;
+struct Hardswish : UnaryTraits<Saved::input> {
   MIXGRAD_HOST_DEVICE C operator()(C x) const {
     const C r = x + C(3);
     const C relu6 = r < C(0) ? C(0) : (r > C(6) ? C(6) : r);
@@ -331,9 +300,7 @@ struct Hardswish {
 // exp, no cancellation. Past x = 20 tanh(softplus(x)) is 1 to double
 // precision, so the output is x and the gradient g (n would overflow float).
 template <class C>
-struct Mish {
-  static constexpr bool kIntegers = false;
-  static constexpr Saved kSaved = Saved::input;
+struct Mish : UnaryTraits<Saved::input> {
   static constexpr double kLinear = 20.0;
   MIXGRAD_HOST_DEVICE C operator()(C x) const {
     const C e = std::exp(x);
@@ -363,9 +330,7 @@ struct Mish {
 // (2u)' = 2 sqrt(2/pi) (1 + 3 * 0.044715 x^2). float's sigmoid is
 // sigmoid_float (math::sigmoid).
 template <class C>
-struct GeluTanh {
-  static constexpr bool kIntegers = false;
-  static constexpr Saved kSaved = Saved::input;
+struct GeluTanh : UnaryTraits<Saved::input> {
   static constexpr double kTwoSqrt2OverPi = 1.5957691216057307118;
   static constexpr double kCubic = 0.044715;
   MIXGRAD_HOST_DEVICE C operator()(C x) const {
@@ -383,9 +348,7 @@ struct GeluTanh {
 // The gradient is g strictly inside (lo, hi) and 0 at and beyond the bounds,
 // as PyTorch's hardtanh_backward (whose scalar form also passes g for NaN).
 template <class C>
-struct Hardtanh {
-  static constexpr bool kIntegers = false;
-  static constexpr Saved kSaved = Saved::input;
+struct Hardtanh : UnaryTraits<Saved::input> {
   C lo, hi;
   MIXGRAD_HOST_DEVICE explicit Hardtanh(const UnaryParams& p)
       : lo(static_cast<C>(p.alpha)), hi(static_cast<C>(p.beta)) {}
