@@ -1,13 +1,17 @@
-// Float versions of e^x and tanh written as plain arithmetic, so that a loop
-// of them vectorises (a call to libm's expf or tanhf does not). Used by the
-// unary functors (kernels/unary.hpp, through kernels::math) and the CPU's
-// vector exponential (backend/cpu/vector_exp.hpp).
+// Float versions of e^x, log, tanh, erf and their kin written as plain
+// arithmetic, so that a loop of them vectorises (a call to libm's expf,
+// logf, tanhf or erff does not). Used by the unary functors
+// (kernels/unary.hpp, through kernels::math) and the CPU's vector
+// exponential (backend/cpu/vector_exp.hpp). Each keeps NaN, the infinities
+// and the signed zeros as libm does; tests/ops/test_vector_exp.cpp holds
+// each within a few ulp of the float64 value.
 //
 //   float y = kernels::tanh_float(0.5f);   // tanh(0.5) within float rounding
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "mixgrad/half.hpp"
 
@@ -46,6 +50,91 @@ MIXGRAD_HOST_DEVICE inline float exp_float_in_range(float xc) {
 MIXGRAD_HOST_DEVICE inline float exp_float_nonpositive(float x) {
   const float e = exp_float_in_range(x >= -87.f ? x : -87.f);  // NaN too: no NaN reaches the integer conversion
   return x != x ? x : (x < -87.f ? 0.f : e);
+}
+
+/// e^x in float over the whole range: exp_reduced on x clamped to
+/// [-104, 89], scaled by 2^n in two steps (each factor a normal float), so
+/// that results below 2^-126 come out as correctly rounded subnormals and
+/// those above the largest float as inf. Within 2 ulp of expf; NaN stays NaN.
+MIXGRAD_HOST_DEVICE inline float exp_float(float x) {
+  const float xc = x >= -104.f ? (x <= 89.f ? x : 89.f) : -104.f;  // NaN -> -104
+  float n, y;
+  exp_reduced(xc, n, y);
+  const int32_t k = static_cast<int32_t>(n);  // [-150, 128]
+  const int32_t k1 = k >> 1, k2 = k - k1;     // each in [-75, 64]
+  const float r = y * detail::bits_float(static_cast<uint32_t>(k1 + 127) << 23) *
+                  detail::bits_float(static_cast<uint32_t>(k2 + 127) << 23);
+  return x != x ? x : r;
+}
+
+/// The natural logarithm in float: x = 2^e m with m in [sqrt(1/2), sqrt(2)),
+/// f = m - 1 (exact), and log(1 + f) = f - (f^2/2 - s (f^2/2 + R(s^2)))
+/// with s = f / (2 + f) and R(z) = 2z/3 + 2z^2/5 + 2z^3/7 + 2z^4/9, the
+/// series of 2 atanh(s) / s - 2 (the form of fdlibm's logf; |s| < 0.172, so
+/// the series' tail is under 1e-9 of the result).
+/// Subnormals are scaled by 2^23 first. log(0) = -inf, log(x < 0) = NaN,
+/// log(inf) = inf; within 2 ulp of logf.
+MIXGRAD_HOST_DEVICE inline float log_float(float x) {
+  const bool subnormal = x < 1.17549435e-38f;  // 0 and negatives too: the result is chosen below
+  const float xs = subnormal ? x * 8388608.f : x;
+  const uint32_t b = detail::float_bits(xs);
+  const float m0 = detail::bits_float((b & 0x007fffffu) | 0x3f800000u);  // [1, 2)
+  const bool halve = m0 > 1.41421356f;
+  const float f = (halve ? 0.5f * m0 : m0) - 1.f;
+  const float e = static_cast<float>(static_cast<int32_t>((b >> 23) & 0xffu) - 127 + (halve ? 1 : 0) -
+                                     (subnormal ? 23 : 0));
+  const float s = f / (2.f + f);
+  const float z = s * s;
+  const float r = z * (2.f / 3 + z * (2.f / 5 + z * (2.f / 7 + z * (2.f / 9))));
+  const float hf = 0.5f * f * f;
+  const float y = e * 0.693359375f + (f - (hf - (s * (hf + r) + e * -2.12194440e-4f)));
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  return x > 0.f ? (x < kInf ? y : x) : (x == 0.f ? -kInf : kNaN);  // NaN: x > 0 and x == 0 are false
+}
+
+/// log(1 + x) in float: u = 1 + x and log(u) x / (u - 1), which cancels the
+/// rounding of 1 + x (Goldberg's form), or x itself where u rounds to 1
+/// (keeps -0). log1p(-1) = -inf, below -1 NaN; within 3 ulp of log1pf.
+MIXGRAD_HOST_DEVICE inline float log1p_float(float x) {
+  const float u = 1.f + x;
+  const float y = log_float(u) * (x / (u - 1.f));
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  return u == 1.f ? x : (x == kInf ? x : y);
+}
+
+/// e^x - 1 in float: for |x| < 1/2 the Taylor series to x^8 (its tail is
+/// under 2e-8 of the result there), written x (1 + x P(x)) so that -0 stays
+/// -0; beyond, exp_float(x) - 1, which cancels at most one bit there.
+/// Within 3 ulp of expm1f; NaN stays NaN, -inf gives -1.
+MIXGRAD_HOST_DEVICE inline float expm1_float(float x) {
+  const float p =
+      0.5f +
+      x * (1.f / 6 + x * (1.f / 24 + x * (1.f / 120 + x * (1.f / 720 + x * (1.f / 5040 + x * (1.f / 40320))))));
+  const float near_zero = x * (1.f + x * p);
+  const float far = exp_float(x) - 1.f;
+  return (x < 0.5f && x > -0.5f) ? near_zero : far;
+}
+
+/// The error function in float. |x| < 0.921875: x P(x^2), P of degree 5
+/// fitted to erf(x) / x (relative error 1.6e-8); beyond, 1 - e^-x^2 Q(t)
+/// with t = 1 / (1 + |x| / 2), Q of degree 6 fitted to erfc(x) e^x^2 on
+/// [0.921875, 3.92] (3.4e-8), and +-1 from 3.92 on, where erfc is under half
+/// an ulp of 1. Both sides are computed and one selected, so a loop of it
+/// vectorises. Within 3 ulp of erff; NaN stays NaN, -0 stays -0.
+MIXGRAD_HOST_DEVICE inline float erf_float(float x) {
+  const float a = x < 0.f ? -x : x;
+  const float z = x * x;
+  const float near_zero =
+      x * (1.12837911f +
+           z * (-0.376124948f + z * (0.112818182f + z * (-0.0267666765f + z * (0.00499325106f + z * -0.000599115563f)))));
+  const float ac = a < 3.92f ? a : 3.92f;  // NaN -> 3.92
+  const float t = 1.f / (1.f + 0.5f * ac);
+  const float q = 0.000642154599f +
+                  t * (0.273151129f +
+                       t * (0.333365053f + t * (0.0940468684f + t * (0.415363282f + t * (-0.0670632422f + t * -0.0501527973f)))));
+  const float far = std::copysign(1.f - exp_float_nonpositive(-ac * ac) * q, x);
+  return x != x ? x : (a < 0.921875f ? near_zero : far);
 }
 
 /// 1 / (1 + e^-x) in float without libm: e^-x by exp_reduced on -x clamped

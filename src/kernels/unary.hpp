@@ -77,14 +77,14 @@ struct Neg : UnaryTraits<Saved::nothing, kOnIntegers> {
 
 template <class C>
 struct Exp : UnaryTraits<Saved::output> {
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::exp(x); }
+  MIXGRAD_HOST_DEVICE C operator()(C x) const { return math::exp(x); }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V y) const { return g * y; }
 };
 
 template <class C>
 struct Log : UnaryTraits<Saved::input> {
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::log(x); }
+  MIXGRAD_HOST_DEVICE C operator()(C x) const { return math::log(x); }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V x) const { return g / x; }
 };
@@ -173,7 +173,7 @@ template <class C>
 struct Gelu : UnaryTraits<Saved::input> {
   static constexpr double kInvSqrt2 = 0.70710678118654752440;
   static constexpr double kInvSqrt2Pi = 0.39894228040143267794;
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return C(0.5) * x * (C(1) + std::erf(x * C(kInvSqrt2))); }
+  MIXGRAD_HOST_DEVICE C operator()(C x) const { return C(0.5) * x * (C(1) + math::erf(x * C(kInvSqrt2))); }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V x) const {
     const V cdf = C(0.5) * (C(1) + math::erf(x * C(kInvSqrt2)));
@@ -233,7 +233,7 @@ struct Tan : UnaryTraits<Saved::output> {
 
 template <class C>
 struct Log1p : UnaryTraits<Saved::input> {
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::log1p(x); }
+  MIXGRAD_HOST_DEVICE C operator()(C x) const { return math::log1p(x); }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V x) const { return g / (C(1) + x); }
 };
@@ -241,7 +241,7 @@ struct Log1p : UnaryTraits<Saved::input> {
 // d(e^x - 1) = e^x = y + 1
 template <class C>
 struct Expm1 : UnaryTraits<Saved::output> {
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::expm1(x); }
+  MIXGRAD_HOST_DEVICE C operator()(C x) const { return math::expm1(x); }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V y) const { return g * (y + C(1)); }
 };
@@ -250,7 +250,7 @@ struct Expm1 : UnaryTraits<Saved::output> {
 template <class C>
 struct Erf : UnaryTraits<Saved::input> {
   static constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::erf(x); }
+  MIXGRAD_HOST_DEVICE C operator()(C x) const { return math::erf(x); }
   template <class V>
   MIXGRAD_HOST_DEVICE V grad(V g, V x) const { return g * C(kTwoOverSqrtPi) * math::exp(-x * x); }
 };
@@ -268,7 +268,7 @@ struct Softplus : UnaryTraits<Saved::input> {
     const C bx = x * beta;
     const C abs_bx = bx < C(0) ? -bx : bx;
     const C pos = bx > C(0) ? bx : C(0);
-    const C soft = (pos + std::log1p(std::exp(-abs_bx))) / beta;
+    const C soft = (pos + math::log1p(math::exp(-abs_bx))) / beta;
     return bx > threshold ? x : soft;
   }
   template <class V>
@@ -303,7 +303,7 @@ template <class C>
 struct Mish : UnaryTraits<Saved::input> {
   static constexpr double kLinear = 20.0;
   MIXGRAD_HOST_DEVICE C operator()(C x) const {
-    const C e = std::exp(x);
+    const C e = math::exp(x);
     const C n = e * (e + C(2));
     const C soft = x * n / (n + C(2));
     return x > C(kLinear) ? x : soft;

@@ -36,28 +36,28 @@ MIXGRAD_HOST_DEVICE auto select(const B& cond, const A& a, const Z& b) {
   else return TensorOps<B>::select(cond, a, b);
 }
 
-// exp, erf, sin and cos: std:: for a scalar, the TensorOps function of the
-// same name for a Tensor. One pattern over four names, which only a macro can
+// exp, log, log1p, expm1, erf, tanh, sin and cos: float through its version
+// in fast_float.hpp where there is one (a loop of it vectorises; one of
+// libm's expf, logf or erff does not), other scalars through std::, a Tensor
+// through the TensorOps function of the same name (defined for those a
+// derivative uses). One pattern over eight names, which only a macro can
 // take as a parameter.
-#define MIXGRAD_MATH_FUNCTION(name)                \
-  template <class V>                               \
-  MIXGRAD_HOST_DEVICE V name(const V& x) {         \
-    if constexpr (kScalar<V>) return std::name(x); \
-    else return TensorOps<V>::name(x);             \
+#define MIXGRAD_MATH_FUNCTION(name, float_version)                   \
+  template <class V>                                                 \
+  MIXGRAD_HOST_DEVICE V name(const V& x) {                           \
+    if constexpr (std::is_same_v<V, float>) return float_version(x); \
+    else if constexpr (kScalar<V>) return std::name(x);              \
+    else return TensorOps<V>::name(x);                               \
   }
-MIXGRAD_MATH_FUNCTION(exp)
-MIXGRAD_MATH_FUNCTION(erf)
-MIXGRAD_MATH_FUNCTION(sin)
-MIXGRAD_MATH_FUNCTION(cos)
+MIXGRAD_MATH_FUNCTION(exp, exp_float)
+MIXGRAD_MATH_FUNCTION(log, log_float)
+MIXGRAD_MATH_FUNCTION(log1p, log1p_float)
+MIXGRAD_MATH_FUNCTION(expm1, expm1_float)
+MIXGRAD_MATH_FUNCTION(erf, erf_float)
+MIXGRAD_MATH_FUNCTION(tanh, tanh_float)
+MIXGRAD_MATH_FUNCTION(sin, std::sin)
+MIXGRAD_MATH_FUNCTION(cos, std::cos)
 #undef MIXGRAD_MATH_FUNCTION
-
-/// tanh; float through tanh_float (vectorisable).
-template <class V>
-MIXGRAD_HOST_DEVICE V tanh(const V& x) {
-  if constexpr (std::is_same_v<V, float>) return tanh_float(x);
-  else if constexpr (kScalar<V>) return std::tanh(x);
-  else return TensorOps<V>::tanh(x);
-}
 
 /// 1 / (1 + e^-x); float through sigmoid_float (vectorisable); a Tensor
 /// takes F::sigmoid, whose derivative stays finite where e^-x overflows.
