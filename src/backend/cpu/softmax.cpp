@@ -1,3 +1,9 @@
+// Without trapping math GCC computes both arms of exp_float's clamps and
+// vectorises the built-in loops (see cpu/elementwise.cpp). Scoped to this
+// file; it precedes the includes so the templates instantiated here get it.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
 // CPU softmax / log_softmax. oneDNN softmax_v2 (accurate, log) along the
 // last dim (inner == 1) for float32 and bfloat16, float16 by way of float32;
 // loops otherwise: oneDNN 2.6 has only its reference kernel for a softmax
@@ -5,13 +11,16 @@
 // time so that the inner dimension, contiguous in memory, is the vectorised one.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "backend/copy.hpp"
+#include "backend/cpu/isa_variants.hpp"
 #include "backend/onednn/onednn.hpp"
 #include "backend/softmax.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/loops.hpp"
+#include "kernels/fast_float.hpp"
 
 #if MIXGRAD_WITH_ONEDNN
 #include "backend/onednn/common.hpp"
@@ -113,72 +122,121 @@ int64_t slab_grain(const SoftmaxShape& s) {
   return std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, s.axis * s.inner));
 }
 
+// The loops over slabs [o0, o1) of [axis, inner], as jobs of isa::RunJob:
+// compiled at each ISA level, so the inner loops (exp_of included)
+// vectorise at the CPU's width. `mx`, `sum` and `dot`
+// are a thread's [inner] scratch.
+/// e^x in Acc: kernels::exp_float for float (so the loops vectorise),
+/// std::exp for double. Always inlined: a call per element would keep the
+/// loops scalar in each ISA copy.
+template <class Acc>
+[[gnu::always_inline]] inline Acc exp_of(Acc x) {
+  if constexpr (std::is_same_v<Acc, float>) return kernels::exp_float(x);
+  else return std::exp(x);
+}
+
+template <class T>
+struct ForwardSlabs {
+  using Acc = kernels::compute_t<T>;
+  const T* xp;
+  T* yp;
+  int64_t axis, inner;
+  SoftmaxKind kind;
+
+  [[gnu::always_inline]] void run(int64_t o0, int64_t o1, Acc* mx, Acc* sum) const {
+    for (int64_t o = o0; o < o1; ++o) {
+      const T* in = xp + o * axis * inner;
+      T* out = yp + o * axis * inner;
+      std::fill(mx, mx + inner, -std::numeric_limits<Acc>::infinity());
+      std::fill(sum, sum + inner, Acc(0));
+      for (int64_t a = 0; a < axis; ++a) {
+        const T* row = in + a * inner;
+        for (int64_t i = 0; i < inner; ++i) mx[i] = std::max(mx[i], kernels::cast<Acc>(row[i]));
+      }
+      // An all -inf slice has max -inf; shifting by 0 instead keeps it NaN-free where defined.
+      for (int64_t i = 0; i < inner; ++i)
+        if (std::isinf(mx[i])) mx[i] = 0;
+      for (int64_t a = 0; a < axis; ++a) {
+        const T* row = in + a * inner;
+        for (int64_t i = 0; i < inner; ++i) sum[i] += exp_of<Acc>(kernels::cast<Acc>(row[i]) - mx[i]);
+      }
+      if (kind == SoftmaxKind::softmax) {
+        for (int64_t i = 0; i < inner; ++i) sum[i] = Acc(1) / sum[i];
+        for (int64_t a = 0; a < axis; ++a) {
+          const T* row = in + a * inner;
+          T* dst = out + a * inner;
+          for (int64_t i = 0; i < inner; ++i)
+            dst[i] = kernels::cast<T>(exp_of<Acc>(kernels::cast<Acc>(row[i]) - mx[i]) * sum[i]);
+        }
+      } else {
+        for (int64_t i = 0; i < inner; ++i) sum[i] = mx[i] + std::log(sum[i]);
+        for (int64_t a = 0; a < axis; ++a) {
+          const T* row = in + a * inner;
+          T* dst = out + a * inner;
+          for (int64_t i = 0; i < inner; ++i) dst[i] = kernels::cast<T>(kernels::cast<Acc>(row[i]) - sum[i]);
+        }
+      }
+    }
+  }
+};
+
+template <class T>
+struct BackwardSlabs {
+  using Acc = kernels::compute_t<T>;
+  const T* gp;
+  const T* yp;
+  T* gx;
+  int64_t axis, inner;
+  SoftmaxKind kind;
+
+  [[gnu::always_inline]] void run(int64_t o0, int64_t o1, Acc* dot) const {
+    for (int64_t o = o0; o < o1; ++o) {
+      const int64_t base = o * axis * inner;
+      const T* g = gp + base;
+      const T* y = yp + base;
+      T* out = gx + base;
+      std::fill(dot, dot + inner, Acc(0));
+      if (kind == SoftmaxKind::softmax) {
+        for (int64_t a = 0; a < axis; ++a)
+          for (int64_t i = 0; i < inner; ++i) dot[i] += kernels::cast<Acc>(g[a * inner + i]) * kernels::cast<Acc>(y[a * inner + i]);
+        for (int64_t a = 0; a < axis; ++a)
+          for (int64_t i = 0; i < inner; ++i) {
+            const int64_t k = a * inner + i;
+            out[k] = kernels::cast<T>(kernels::cast<Acc>(y[k]) * (kernels::cast<Acc>(g[k]) - dot[i]));
+          }
+      } else {
+        for (int64_t a = 0; a < axis; ++a)
+          for (int64_t i = 0; i < inner; ++i) dot[i] += kernels::cast<Acc>(g[a * inner + i]);
+        for (int64_t a = 0; a < axis; ++a)
+          for (int64_t i = 0; i < inner; ++i) {
+            const int64_t k = a * inner + i;
+            out[k] = kernels::cast<T>(kernels::cast<Acc>(g[k]) - exp_of<Acc>(kernels::cast<Acc>(y[k])) * dot[i]);
+          }
+      }
+    }
+  }
+};
+
 template <class T>
 void fallback_forward(const Tensor& x, const Tensor& y, const SoftmaxShape& s, SoftmaxKind kind) {
   using Acc = kernels::compute_t<T>;
-  const T* xp = static_cast<const T*>(x.raw_data());
-  T* yp = static_cast<T*>(y.raw_data());
+  const ForwardSlabs<T> job{static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()), s.axis, s.inner, kind};
+  const auto run = isa::variant<isa::RunJob, const ForwardSlabs<T>&, int64_t, int64_t, Acc*, Acc*>();
   kernels::parallel_for(s.outer, slab_grain(s), [&](int64_t o0, int64_t o1) {
     std::vector<Acc> mx(static_cast<size_t>(s.inner)), sum(static_cast<size_t>(s.inner));
-    for (int64_t o = o0; o < o1; ++o) {
-      const T* in = xp + o * s.axis * s.inner;
-      T* out = yp + o * s.axis * s.inner;
-      std::fill(mx.begin(), mx.end(), -std::numeric_limits<Acc>::infinity());
-      std::fill(sum.begin(), sum.end(), Acc(0));
-      for (int64_t a = 0; a < s.axis; ++a)
-        for (int64_t i = 0; i < s.inner; ++i) mx[i] = std::max(mx[i], kernels::cast<Acc>(in[a * s.inner + i]));
-      // An all -inf slice has max -inf; shifting by 0 instead keeps it NaN-free where defined.
-      for (int64_t i = 0; i < s.inner; ++i)
-        if (std::isinf(mx[i])) mx[i] = 0;
-      for (int64_t a = 0; a < s.axis; ++a)
-        for (int64_t i = 0; i < s.inner; ++i) sum[i] += std::exp(kernels::cast<Acc>(in[a * s.inner + i]) - mx[i]);
-      if (kind == SoftmaxKind::softmax) {
-        for (int64_t i = 0; i < s.inner; ++i) sum[i] = Acc(1) / sum[i];
-        for (int64_t a = 0; a < s.axis; ++a)
-          for (int64_t i = 0; i < s.inner; ++i)
-            out[a * s.inner + i] = kernels::cast<T>(std::exp(kernels::cast<Acc>(in[a * s.inner + i]) - mx[i]) * sum[i]);
-      } else {
-        for (int64_t i = 0; i < s.inner; ++i) sum[i] = mx[i] + std::log(sum[i]);
-        for (int64_t a = 0; a < s.axis; ++a)
-          for (int64_t i = 0; i < s.inner; ++i)
-            out[a * s.inner + i] = kernels::cast<T>(kernels::cast<Acc>(in[a * s.inner + i]) - sum[i]);
-      }
-    }
+    run({}, job, o0, o1, mx.data(), sum.data());
   });
 }
 
 template <class T>
 void fallback_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, const SoftmaxShape& s, SoftmaxKind kind) {
   using Acc = kernels::compute_t<T>;
-  const T* gp = static_cast<const T*>(gy.raw_data());
-  const T* yp = static_cast<const T*>(y.raw_data());
-  T* out = static_cast<T*>(gx.raw_data());
+  const BackwardSlabs<T> job{static_cast<const T*>(gy.raw_data()), static_cast<const T*>(y.raw_data()),
+                             static_cast<T*>(gx.raw_data()), s.axis, s.inner, kind};
+  const auto run = isa::variant<isa::RunJob, const BackwardSlabs<T>&, int64_t, int64_t, Acc*>();
   kernels::parallel_for(s.outer, slab_grain(s), [&](int64_t o0, int64_t o1) {
     std::vector<Acc> dot(static_cast<size_t>(s.inner));
-    for (int64_t o = o0; o < o1; ++o) {
-      const int64_t base = o * s.axis * s.inner;
-      std::fill(dot.begin(), dot.end(), Acc(0));
-      if (kind == SoftmaxKind::softmax) {
-        for (int64_t a = 0; a < s.axis; ++a)
-          for (int64_t i = 0; i < s.inner; ++i) {
-            const int64_t k = base + a * s.inner + i;
-            dot[i] += kernels::cast<Acc>(gp[k]) * kernels::cast<Acc>(yp[k]);
-          }
-        for (int64_t a = 0; a < s.axis; ++a)
-          for (int64_t i = 0; i < s.inner; ++i) {
-            const int64_t k = base + a * s.inner + i;
-            out[k] = kernels::cast<T>(kernels::cast<Acc>(yp[k]) * (kernels::cast<Acc>(gp[k]) - dot[i]));
-          }
-      } else {
-        for (int64_t a = 0; a < s.axis; ++a)
-          for (int64_t i = 0; i < s.inner; ++i) dot[i] += kernels::cast<Acc>(gp[base + a * s.inner + i]);
-        for (int64_t a = 0; a < s.axis; ++a)
-          for (int64_t i = 0; i < s.inner; ++i) {
-            const int64_t k = base + a * s.inner + i;
-            out[k] = kernels::cast<T>(kernels::cast<Acc>(gp[k]) - std::exp(kernels::cast<Acc>(yp[k])) * dot[i]);
-          }
-      }
-    }
+    run({}, job, o0, o1, dot.data());
   });
 }
 
