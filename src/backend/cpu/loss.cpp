@@ -8,9 +8,16 @@
 // The class losses' forwards check each label as they read it: a bad one is
 // skipped and reported (the first in sample order) in the label status, and
 // the reduction is not written.
+// Without trapping math GCC computes both arms of the exponential's clamps
+// and vectorises the tile loops (see cpu/elementwise.cpp). Scoped to this
+// file; it precedes the includes so the templates instantiated here get it.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "backend/loss.hpp"
@@ -283,6 +290,64 @@ struct Rows {
   }
 };
 
+// ---- cross-entropy tiles of [N, C, d...], each position a lane ------------
+//
+// The loops over a tile's classes as jobs of isa::RunJob, compiled at each
+// level: the inner loop runs over the tile's positions, which are contiguous,
+// and vectorises with the exponential always inlined (std::exp per element
+// would keep it scalar).
+
+/// e^z for z <= 0 (or NaN): exp_float_nonpositive in float, as the rows use;
+/// std::exp in double.
+template <class Acc>
+[[gnu::always_inline]] inline Acc tile_exp(Acc z) {
+  if constexpr (std::is_same_v<Acc, float>) return kernels::exp_float_nonpositive(z);
+  else return std::exp(z);
+}
+
+/// The maxima m, sums of e^z and sums of z (z = x - m) of n positions whose
+/// C classes lie `inner` apart from `base` on.
+template <class T, class Acc = kernels::compute_t<T>>
+struct TileStats {
+  int64_t C, inner;
+  [[gnu::always_inline]] void run(const T* base, int64_t n, Acc* m, Acc* sum, Acc* z_sum) const {
+    for (int64_t i = 0; i < n; ++i) m[i] = cast<Acc>(base[i]);
+    for (int64_t c = 1; c < C; ++c) {
+      const T* row = base + c * inner;
+      for (int64_t i = 0; i < n; ++i) {
+        const Acc v = cast<Acc>(row[i]);
+        m[i] = v > m[i] ? v : m[i];
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) sum[i] = z_sum[i] = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      const T* row = base + c * inner;
+      for (int64_t i = 0; i < n; ++i) {
+        const Acc z = cast<Acc>(row[i]) - m[i];
+        sum[i] += tile_exp(z);
+        z_sum[i] += z;
+      }
+    }
+  }
+};
+
+/// g = k (e^((x - m) - log_sum) - target) at every class of n positions,
+/// before the labels' entries are set.
+template <class T, class Acc = kernels::compute_t<T>>
+struct TileGrad {
+  int64_t C, inner;
+  Acc target;
+  [[gnu::always_inline]] void run(const T* base, T* gbase, int64_t n, const Acc* m, const Acc* log_sum,
+                                  const Acc* k) const {
+    for (int64_t c = 0; c < C; ++c) {
+      const T* row = base + c * inner;
+      T* grow = gbase + c * inner;
+      for (int64_t i = 0; i < n; ++i)
+        grow[i] = cast<T>(k[i] * (tile_exp((cast<Acc>(row[i]) - m[i]) - log_sum[i]) - target));
+    }
+  }
+};
+
 // ---- cross-entropy ---------------------------------------------------------
 
 template <class T, class L>
@@ -315,26 +380,12 @@ void cross_entropy_forward_typed(const ClassLossArgs& a, const Tensor& out, cons
       }
     });
   } else {  // [N, C, d...]: walk a tile of positions at once
+    const TileStats<T> stats_job{C, inner};
+    const auto tile_stats = isa::variant<isa::RunJob, const TileStats<T>&, const T*, int64_t, Acc*, Acc*, Acc*>();
     for_each_tile(a.layout, [&](int64_t o, int64_t i0, int64_t n) {
       Acc m[kTile], sum[kTile], z_sum[kTile];
       const T* base = x + o * C * inner + i0;
-      for (int64_t i = 0; i < n; ++i) m[i] = cast<Acc>(base[i]);
-      for (int64_t c = 1; c < C; ++c) {
-        const T* row = base + c * inner;
-        for (int64_t i = 0; i < n; ++i) {
-          const Acc v = cast<Acc>(row[i]);
-          m[i] = v > m[i] ? v : m[i];
-        }
-      }
-      for (int64_t i = 0; i < n; ++i) sum[i] = z_sum[i] = 0;
-      for (int64_t c = 0; c < C; ++c) {
-        const T* row = base + c * inner;
-        for (int64_t i = 0; i < n; ++i) {
-          const Acc z = cast<Acc>(row[i]) - m[i];
-          sum[i] += std::exp(z);
-          z_sum[i] += z;
-        }
-      }
+      tile_stats({}, stats_job, base, n, m, sum, z_sum);
       for (int64_t i = 0; i < n; ++i) {
         const int64_t s = o * inner + i0 + i;
         if (!label_in_range(y[s], C)) {
@@ -379,6 +430,9 @@ void cross_entropy_backward_typed(const ClassLossArgs& a, const Tensor& stats, c
     });
     return;
   }
+  const TileGrad<T> grad_job{C, inner, q.off};
+  const auto tile_grad =
+      isa::variant<isa::RunJob, const TileGrad<T>&, const T*, T*, int64_t, const Acc*, const Acc*, const Acc*>();
   for_each_tile(a.layout, [&](int64_t o, int64_t i0, int64_t n) {
     Acc m[kTile], log_sum[kTile], k[kTile];
     const int64_t off = o * C * inner + i0, s0 = o * inner + i0;
@@ -387,12 +441,7 @@ void cross_entropy_backward_typed(const ClassLossArgs& a, const Tensor& stats, c
       log_sum[i] = st[2 * (s0 + i) + 1];
       k[i] = scale(s0 + i);
     }
-    for (int64_t c = 0; c < C; ++c) {
-      const T* row = x + off + c * inner;
-      T* grow = gx + off + c * inner;
-      for (int64_t i = 0; i < n; ++i)
-        grow[i] = cast<T>(kernels::cross_entropy_grad(cast<Acc>(row[i]) - m[i], log_sum[i], q.off, k[i]));
-    }
+    tile_grad({}, grad_job, x + off, gx + off, n, m, log_sum, k);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t at = off + y[s0 + i] * inner + i;
       gx[at] = cast<T>(kernels::cross_entropy_grad(cast<Acc>(x[at]) - m[i], log_sum[i], q.on, k[i]));

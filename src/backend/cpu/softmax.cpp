@@ -1,14 +1,14 @@
+// CPU softmax / log_softmax. oneDNN softmax_v2 (accurate, log) along the
+// last dim (inner == 1) for float32 and bfloat16, float16 by way of float32;
+// loops otherwise: oneDNN 2.6 has only its reference kernel for a softmax
+// over a strided axis, slower than the loops here. The loops handle a whole [axis, inner] slab at a
+// time so that the inner dimension, contiguous in memory, is the vectorised one.
 // Without trapping math GCC computes both arms of exp_float's clamps and
 // vectorises the built-in loops (see cpu/elementwise.cpp). Scoped to this
 // file; it precedes the includes so the templates instantiated here get it.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
 #endif
-// CPU softmax / log_softmax. oneDNN softmax_v2 (accurate, log) along the
-// last dim (inner == 1) for float32 and bfloat16, float16 by way of float32;
-// loops otherwise: oneDNN 2.6 has only its reference kernel for a softmax
-// over a strided axis, slower than the loops here. The loops handle a whole [axis, inner] slab at a
-// time so that the inner dimension, contiguous in memory, is the vectorised one.
 #include <cmath>
 #include <limits>
 #include <type_traits>
