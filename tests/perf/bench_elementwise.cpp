@@ -1,8 +1,10 @@
 // The unary ops whose math is more than a few instructions (exp, log, erf,
 // the GELUs, softplus, mish, ...), forward + backward over a [2048, 2048]
 // tensor, mixgrad against LibTorch in the same process, float32 and
-// bfloat16; relu, a pass with next to no arithmetic, for scale. Prints a
-// Markdown table and the command.
+// bfloat16; relu, a pass with next to no arithmetic, for scale. Then
+// softmax, log_softmax and cross-entropy along the classes of
+// [8, 21, 128, 128] (a segmentation head's), float32. Prints Markdown tables
+// and the command.
 //
 //   build/tests/perf/bench_elementwise [--rounds 5] [--reps 2] [--threads 2]
 #include <cstdio>
@@ -38,6 +40,9 @@ mg::Tensor apply(Op op, const mg::Tensor& x) {
     case Op::gelu_tanh: return F::gelu(x, F::GeluApproximation::tanh);
     case Op::softplus: return F::softplus(x);
     case Op::mish: return F::mish(x);
+    case Op::softmax_classes: return F::softmax(x, 1);
+    case Op::log_softmax_classes: return F::log_softmax(x, 1);
+    case Op::cross_entropy_classes: break;  // takes labels: see run()
   }
   return x;
 }
@@ -47,14 +52,18 @@ class MixgradUnary final : public Runner {
   explicit MixgradUnary(const Config& c) : op_(c.op) {
     const auto dt = c.bf16 ? mg::DType::bfloat16 : mg::DType::float32;
     mg::manual_seed(0);
-    x_ = mg::uniform({c.rows, c.cols}, positive_inputs(c.op) ? 0.1 : -4.0, 4.0, dt);
-    dy_ = mg::normal({c.rows, c.cols}, 0.0, 1.0, dt);
+    const mg::Shape shape = class_axis(c.op) ? mg::Shape{c.n, c.classes, c.hw, c.hw} : mg::Shape{c.rows, c.cols};
+    x_ = mg::uniform(shape, positive_inputs(c.op) ? 0.1 : -4.0, 4.0, dt);
+    dy_ = mg::normal(shape, 0.0, 1.0, dt);
+    // Truncated toward zero: uniform labels in [0, classes).
+    labels_ = F::astype(mg::uniform({c.n, c.hw, c.hw}, 0.0, static_cast<double>(c.classes) - 0.01), mg::DType::int64);
     gm_.attach(x_);
   }
   void run() override {
     {
       auto rec = gm_.record();
-      gm_.backward(apply(op_, x_), dy_);
+      if (op_ == Op::cross_entropy_classes) gm_.backward(F::cross_entropy(x_, labels_));
+      else gm_.backward(apply(op_, x_), dy_);
     }
     value_ = F::narrow(F::reshape(x_.grad(), {-1}), 0, 0, 1).item<double>();
     x_.set_grad(mg::Tensor());
@@ -63,7 +72,7 @@ class MixgradUnary final : public Runner {
 
  private:
   Op op_;
-  mg::Tensor x_, dy_;
+  mg::Tensor x_, dy_, labels_;
   mg::autodiff::GradManager gm_;
   double value_ = 0;
 };
@@ -98,24 +107,30 @@ int main(int argc, char** argv) {
   std::printf("Forward + backward of y = op(x), x and dy [2048, 2048]: median ms over rounds\n\n");
 
   Table t({"op", "dtype", "mixgrad ms", "LibTorch ms", "mixgrad / LibTorch"});
-  for (bool bf16 : {false, true})
-    for (elementwise::Op op : elementwise::kOps) {
-      const Config c{.op = op, .bf16 = bf16};
-      std::vector<std::function<void()>> contenders;
-      auto mine = elementwise::make_mixgrad(c);
-      contenders.push_back([&] { mine->run(); });
+  auto measure = [&](const Config& c, Table& table) {
+    std::vector<std::function<void()>> contenders;
+    auto mine = elementwise::make_mixgrad(c);
+    contenders.push_back([&] { mine->run(); });
 #if MIXGRAD_BENCH_LIBTORCH
-      auto theirs = elementwise::make_libtorch(c);
-      contenders.push_back([&] { theirs->run(); });
+    auto theirs = elementwise::make_libtorch(c);
+    contenders.push_back([&] { theirs->run(); });
 #endif
-      const auto st = alternate(contenders, timing);
-      std::vector<std::string> row = {elementwise::name(op), bf16 ? "bf16" : "fp32", fixed(st[0].median, 2)};
-      if (st.size() > 1) {
-        row.push_back(fixed(st[1].median, 2));
-        row.push_back(fixed(st[0].median / st[1].median, 2));
-      }
-      t.row(row);
+    const auto st = alternate(contenders, timing);
+    std::vector<std::string> row = {elementwise::name(c.op), c.bf16 ? "bf16" : "fp32", fixed(st[0].median, 2)};
+    if (st.size() > 1) {
+      row.push_back(fixed(st[1].median, 2));
+      row.push_back(fixed(st[0].median / st[1].median, 2));
     }
+    table.row(row);
+  };
+  for (bool bf16 : {false, true})
+    for (elementwise::Op op : elementwise::kOps) measure({.op = op, .bf16 = bf16}, t);
   t.print();
+
+  std::printf("\nAlong axis 1 (the classes) of [8, 21, 128, 128]: softmax and log_softmax forward + backward, "
+              "cross-entropy (mean over the positions) forward + backward; median ms over rounds\n\n");
+  Table classes({"op", "dtype", "mixgrad ms", "LibTorch ms", "mixgrad / LibTorch"});
+  for (elementwise::Op op : elementwise::kClassOps) measure({.op = op}, classes);
+  classes.print();
   return 0;
 }

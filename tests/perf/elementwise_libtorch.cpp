@@ -3,6 +3,8 @@
 // C++ ABI.
 #include <torch/torch.h>
 
+#include <vector>
+
 #include "bench_elementwise_sides.hpp"
 
 namespace perf::elementwise {
@@ -24,6 +26,9 @@ torch::Tensor apply(Op op, const torch::Tensor& x) {
     case Op::gelu_tanh: return at::gelu(x, "tanh");
     case Op::softplus: return at::softplus(x, 1.0, 20.0);
     case Op::mish: return at::mish(x);
+    case Op::softmax_classes: return torch::softmax(x, 1);
+    case Op::log_softmax_classes: return torch::log_softmax(x, 1);
+    case Op::cross_entropy_classes: break;  // takes labels: see run()
   }
   return x;
 }
@@ -34,19 +39,23 @@ class TorchUnary final : public Runner {
     torch::manual_seed(0);
     const auto dt = c.bf16 ? torch::kBFloat16 : torch::kFloat32;
     const double lo = positive_inputs(c.op) ? 0.1 : -4.0;
-    x_ = torch::empty({c.rows, c.cols}, torch::dtype(dt)).uniform_(lo, 4.0).requires_grad_(true);
-    dy_ = torch::randn({c.rows, c.cols}, torch::dtype(dt));
+    const std::vector<int64_t> shape =
+        class_axis(c.op) ? std::vector<int64_t>{c.n, c.classes, c.hw, c.hw} : std::vector<int64_t>{c.rows, c.cols};
+    x_ = torch::empty(shape, torch::dtype(dt)).uniform_(lo, 4.0).requires_grad_(true);
+    dy_ = torch::randn(shape, torch::dtype(dt));
+    labels_ = torch::randint(c.classes, {c.n, c.hw, c.hw}, torch::dtype(torch::kInt64));
   }
   void run() override {
-    apply(op_, x_).backward(dy_);
-    value_ = x_.grad().index({0, 0}).item<double>();
+    if (op_ == Op::cross_entropy_classes) torch::nn::functional::cross_entropy(x_, labels_).backward();
+    else apply(op_, x_).backward(dy_);
+    value_ = x_.grad().reshape({-1}).index({0}).item<double>();
     x_.mutable_grad() = torch::Tensor();
   }
   double value() const override { return value_; }
 
  private:
   Op op_;
-  torch::Tensor x_, dy_;
+  torch::Tensor x_, dy_, labels_;
   double value_ = 0;
 };
 
