@@ -1,5 +1,5 @@
 // The dropout keep mask, shared by the CPU loops (backend/cpu/dropout.cpp)
-// and a future CUDA backend: a counter-based (Philox) decision per element,
+// and the CUDA kernel (backend/cuda/dropout.cu): a counter-based (Philox) decision per element,
 // so the backward regenerates the mask instead of storing it.
 //
 //   const kernels::DropoutMask mask{seed, first, threshold};
