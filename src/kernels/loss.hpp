@@ -1,6 +1,8 @@
 // Element math of the losses, as small functors the CPU loops
-// (backend/cpu/loss.cpp) and a future CUDA backend share. Every functor works in the accumulation type `Acc`
-// (float, or double for float64 tensors); the loops convert at the edges.
+// (backend/cpu/loss.cpp) and the CUDA kernels (backend/cuda/loss.cu) share.
+// Every functor works in the accumulation type `Acc` (float, or double for
+// float64 tensors); the loops convert at the edges. exp and log1p go through
+// kernels::math: float through kernels/fast_float.hpp, so loops vectorise.
 //
 //   kernels::MseLoss<float> f;
 //   float l = f.value(pred, target);            // (pred - target)^2
@@ -11,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/cast.hpp"
+#include "kernels/value_math.hpp"
 
 namespace mixgrad::kernels {
 
@@ -73,11 +76,11 @@ struct L1Loss {
 template <class Acc>
 struct BceWithLogitsLoss {
   MIXGRAD_HOST_DEVICE Acc value(Acc x, Acc t) const {
-    return (x > Acc(0) ? x : Acc(0)) - x * t + std::log1p(std::exp(-std::abs(x)));
+    return (x > Acc(0) ? x : Acc(0)) - x * t + math::log1p(math::exp(-std::abs(x)));
   }
   MIXGRAD_HOST_DEVICE Acc grad_pred(Acc x, Acc t) const {
     // sigmoid(x) without exp of a large positive argument
-    const Acc e = std::exp(-std::abs(x));
+    const Acc e = math::exp(-std::abs(x));
     const Acc s = x >= Acc(0) ? Acc(1) / (Acc(1) + e) : e / (Acc(1) + e);
     return s - t;
   }

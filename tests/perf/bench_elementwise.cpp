@@ -1,7 +1,8 @@
 // The unary ops whose math is more than a few instructions (exp, log, erf,
 // the GELUs, softplus, mish, ...), forward + backward over a [2048, 2048]
 // tensor, mixgrad against LibTorch in the same process, float32 and
-// bfloat16; relu, a pass with next to no arithmetic, for scale. Then
+// bfloat16; relu, a pass with next to no arithmetic, for scale; and binary
+// cross-entropy with logits (mean) over the same tensor. Then
 // softmax, log_softmax and cross-entropy along the classes of
 // [8, 21, 128, 128] (a segmentation head's), float32. Prints Markdown tables
 // and the command.
@@ -42,7 +43,8 @@ mg::Tensor apply(Op op, const mg::Tensor& x) {
     case Op::mish: return F::mish(x);
     case Op::softmax_classes: return F::softmax(x, 1);
     case Op::log_softmax_classes: return F::log_softmax(x, 1);
-    case Op::cross_entropy_classes: break;  // takes labels: see run()
+    case Op::bce_with_logits:
+    case Op::cross_entropy_classes: break;  // take targets: see run()
   }
   return x;
 }
@@ -57,12 +59,14 @@ class MixgradUnary final : public Runner {
     dy_ = mg::normal(shape, 0.0, 1.0, dt);
     // Truncated toward zero: uniform labels in [0, classes).
     labels_ = F::astype(mg::uniform({c.n, c.hw, c.hw}, 0.0, static_cast<double>(c.classes) - 0.01), mg::DType::int64);
+    target_ = mg::uniform(shape, 0.0, 1.0, dt);
     gm_.attach(x_);
   }
   void run() override {
     {
       auto rec = gm_.record();
       if (op_ == Op::cross_entropy_classes) gm_.backward(F::cross_entropy(x_, labels_));
+      else if (op_ == Op::bce_with_logits) gm_.backward(F::binary_cross_entropy_with_logits(x_, target_));
       else gm_.backward(apply(op_, x_), dy_);
     }
     value_ = F::narrow(F::reshape(x_.grad(), {-1}), 0, 0, 1).item<double>();
@@ -72,7 +76,7 @@ class MixgradUnary final : public Runner {
 
  private:
   Op op_;
-  mg::Tensor x_, dy_, labels_;
+  mg::Tensor x_, dy_, labels_, target_;
   mg::autodiff::GradManager gm_;
   double value_ = 0;
 };

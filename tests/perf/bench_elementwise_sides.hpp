@@ -21,18 +21,19 @@ namespace perf::elementwise {
 /// with next to none, for scale.
 enum class Op {
   relu, exp, log, log1p, expm1, erf, tanh, sigmoid, silu, gelu, gelu_tanh, softplus, mish,
+  bce_with_logits,  // against a target in [0, 1] of x's shape, mean over the elements
   softmax_classes, log_softmax_classes, cross_entropy_classes  // along axis 1 of [N, C, H, W]
 };
 
-inline constexpr Op kOps[] = {Op::relu,  Op::exp,     Op::log,  Op::log1p, Op::expm1,     Op::erf,      Op::tanh,
-                              Op::sigmoid, Op::silu, Op::gelu, Op::gelu_tanh, Op::softplus, Op::mish};
+inline constexpr Op kOps[] = {Op::relu,    Op::exp,  Op::log,  Op::log1p,     Op::expm1,    Op::erf,  Op::tanh,
+                              Op::sigmoid, Op::silu, Op::gelu, Op::gelu_tanh, Op::softplus, Op::mish, Op::bce_with_logits};
 
 inline constexpr Op kClassOps[] = {Op::softmax_classes, Op::log_softmax_classes, Op::cross_entropy_classes};
 
 inline const char* name(Op op) {
   constexpr const char* kNames[] = {"relu",    "exp",  "log",  "log1p",     "expm1",    "erf",  "tanh",
-                                    "sigmoid", "silu", "gelu", "gelu_tanh", "softplus", "mish", "softmax",
-                                    "log_softmax", "cross_entropy"};
+                                    "sigmoid", "silu", "gelu", "gelu_tanh", "softplus", "mish", "bce_with_logits",
+                                    "softmax", "log_softmax", "cross_entropy"};
   return kNames[static_cast<int>(op)];
 }
 

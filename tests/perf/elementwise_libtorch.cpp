@@ -28,7 +28,8 @@ torch::Tensor apply(Op op, const torch::Tensor& x) {
     case Op::mish: return at::mish(x);
     case Op::softmax_classes: return torch::softmax(x, 1);
     case Op::log_softmax_classes: return torch::log_softmax(x, 1);
-    case Op::cross_entropy_classes: break;  // takes labels: see run()
+    case Op::bce_with_logits:
+    case Op::cross_entropy_classes: break;  // take targets: see run()
   }
   return x;
 }
@@ -44,9 +45,11 @@ class TorchUnary final : public Runner {
     x_ = torch::empty(shape, torch::dtype(dt)).uniform_(lo, 4.0).requires_grad_(true);
     dy_ = torch::randn(shape, torch::dtype(dt));
     labels_ = torch::randint(c.classes, {c.n, c.hw, c.hw}, torch::dtype(torch::kInt64));
+    target_ = torch::rand(shape, torch::dtype(dt));
   }
   void run() override {
     if (op_ == Op::cross_entropy_classes) torch::nn::functional::cross_entropy(x_, labels_).backward();
+    else if (op_ == Op::bce_with_logits) torch::nn::functional::binary_cross_entropy_with_logits(x_, target_).backward();
     else apply(op_, x_).backward(dy_);
     value_ = x_.grad().reshape({-1}).index({0}).item<double>();
     x_.mutable_grad() = torch::Tensor();
@@ -55,7 +58,7 @@ class TorchUnary final : public Runner {
 
  private:
   Op op_;
-  torch::Tensor x_, dy_, labels_;
+  torch::Tensor x_, dy_, labels_, target_;
   double value_ = 0;
 };
 

@@ -43,19 +43,24 @@ constexpr int64_t kSumBlock = 8192;  // elements per partial sum
 constexpr int kLanes = 8;            // independent accumulators, so the block sum vectorises
 constexpr int64_t kTile = 64;        // inner positions handled together when the class axis is strided
 
-/// sum_{i < n} value(i), deterministic: fixed blocks, partials in double.
-template <class Acc, class Value>
-double blocked_sum(int64_t n, const Value& value) {
+/// sum_{i < n} of the values fill(lo, hi, buf) writes into buf[0, hi - lo)
+/// for each block [lo, hi) of kSumBlock elements, deterministic: fixed
+/// blocks, kLanes accumulators per block (element i to lane (i - lo) %
+/// kLanes), partials added in double in block order.
+template <class Acc, class Fill>
+double blocked_sum_of(int64_t n, const Fill& fill) {
   const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
   std::vector<double> partial(static_cast<size_t>(blocks), 0.0);
   kernels::parallel_for(blocks, kernels::kParallelGrain / kSumBlock, [&](int64_t b, int64_t e) {
+    std::vector<Acc> buf(static_cast<size_t>(kSumBlock));
     for (int64_t blk = b; blk < e; ++blk) {
-      const int64_t lo = blk * kSumBlock, hi = std::min(n, lo + kSumBlock);
+      const int64_t lo = blk * kSumBlock, len = std::min(n, lo + kSumBlock) - lo;
+      fill(lo, lo + len, buf.data());
       Acc lanes[kLanes] = {};
-      int64_t i = lo;
-      for (; i + kLanes <= hi; i += kLanes)
-        for (int k = 0; k < kLanes; ++k) lanes[k] += value(i + k);
-      for (; i < hi; ++i) lanes[0] += value(i);
+      int64_t i = 0;
+      for (; i + kLanes <= len; i += kLanes)
+        for (int k = 0; k < kLanes; ++k) lanes[k] += buf[static_cast<size_t>(i + k)];
+      for (; i < len; ++i) lanes[0] += buf[static_cast<size_t>(i)];
       double s = 0;
       for (int k = 0; k < kLanes; ++k) s += static_cast<double>(lanes[k]);
       partial[blk] = s;
@@ -64,6 +69,14 @@ double blocked_sum(int64_t n, const Value& value) {
   double total = 0;
   for (double p : partial) total += p;
   return total;
+}
+
+/// sum_{i < n} value(i), as blocked_sum_of.
+template <class Acc, class Value>
+double blocked_sum(int64_t n, const Value& value) {
+  return blocked_sum_of<Acc>(n, [&](int64_t lo, int64_t hi, Acc* buf) {
+    for (int64_t i = lo; i < hi; ++i) buf[i - lo] = value(i);
+  });
 }
 
 /// Writes per-sample losses (reduction none) or their mean / sum into out.
@@ -496,49 +509,84 @@ void nll_loss_backward_typed(const ClassLossArgs& a, const Tensor& grad_out, con
 
 // ---- pointwise losses ------------------------------------------------------
 
+// The pointwise losses' loops as jobs of isa::RunJob, compiled at each
+// level, so that a loss with real math (binary cross-entropy's exp and
+// log1p, float through kernels/fast_float.hpp) vectorises.
+
+/// out[i - lo] = value(pred[i], target[i]) for i in [lo, hi), as Out (Acc
+/// for a sum, T for reduction none).
+template <template <class> class Loss, class T, class Out>
+struct PointwiseValues {
+  using Acc = kernels::compute_t<T>;
+  const T* p;
+  const T* t;
+  [[gnu::always_inline]] void run(int64_t lo, int64_t hi, Out* out) const {
+    const Loss<Acc> f;
+    for (int64_t i = lo; i < hi; ++i) out[i - lo] = cast<Out>(f.value(cast<Acc>(p[i]), cast<Acc>(t[i])));
+  }
+};
+
+/// The gradients of pred (gp) and target (gt), each where non-null, for i in
+/// [lo, hi): scale * the loss's derivative, scale g[i] (reduction none) or
+/// the uniform k.
+template <template <class> class Loss, class T>
+struct PointwiseGrads {
+  using Acc = kernels::compute_t<T>;
+  const T* p;
+  const T* t;
+  T* gp;
+  T* gt;
+  const T* g;  // null: every element scaled by k
+  Acc k;
+  [[gnu::always_inline]] void run(int64_t lo, int64_t hi) const {
+    const Loss<Acc> f;
+    if (g) {
+      if (gp)
+        for (int64_t i = lo; i < hi; ++i) gp[i] = cast<T>(cast<Acc>(g[i]) * f.grad_pred(cast<Acc>(p[i]), cast<Acc>(t[i])));
+      if (gt)
+        for (int64_t i = lo; i < hi; ++i) gt[i] = cast<T>(cast<Acc>(g[i]) * f.grad_target(cast<Acc>(p[i]), cast<Acc>(t[i])));
+    } else {
+      if (gp)
+        for (int64_t i = lo; i < hi; ++i) gp[i] = cast<T>(k * f.grad_pred(cast<Acc>(p[i]), cast<Acc>(t[i])));
+      if (gt)
+        for (int64_t i = lo; i < hi; ++i) gt[i] = cast<T>(k * f.grad_target(cast<Acc>(p[i]), cast<Acc>(t[i])));
+    }
+  }
+};
+
 template <template <class> class Loss, class T>
 void pointwise_forward_typed(const PointwiseLossArgs& a, const Tensor& out) {
   using Acc = kernels::compute_t<T>;
-  const Loss<Acc> f;
   const T* p = a.pred.data<T>();
   const T* t = a.target.data<T>();
   const int64_t n = a.pred.numel();
   T* o = writable<T>(out);
   if (a.reduction == LossReduction::none) {
-    kernels::parallel_for(n, kernels::kParallelGrain, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) o[i] = cast<T>(f.value(cast<Acc>(p[i]), cast<Acc>(t[i])));
-    });
+    const PointwiseValues<Loss, T, T> job{p, t};
+    const auto values = isa::variant<isa::RunJob, const PointwiseValues<Loss, T, T>&, int64_t, int64_t, T*>();
+    kernels::parallel_for(n, kernels::kParallelGrain, [&](int64_t b, int64_t e) { values({}, job, b, e, o + b); });
     return;
   }
-  const double total = blocked_sum<Acc>(n, [&](int64_t i) { return f.value(cast<Acc>(p[i]), cast<Acc>(t[i])); });
+  const PointwiseValues<Loss, T, Acc> job{p, t};
+  const auto values = isa::variant<isa::RunJob, const PointwiseValues<Loss, T, Acc>&, int64_t, int64_t, Acc*>();
+  const double total = blocked_sum_of<Acc>(n, [&](int64_t lo, int64_t hi, Acc* buf) { values({}, job, lo, hi, buf); });
   o[0] = cast<T>(a.reduction == LossReduction::mean ? total / static_cast<double>(n) : total);
 }
 
 template <template <class> class Loss, class T>
 void pointwise_backward_typed(const PointwiseLossArgs& a, const Tensor& grad_out, const LossGrads& grads) {
   using Acc = kernels::compute_t<T>;
-  const Loss<Acc> f;
-  const T* p = a.pred.data<T>();
-  const T* t = a.target.data<T>();
   const int64_t n = a.pred.numel();
-  T* gp = grads.input.defined() ? writable<T>(grads.input) : nullptr;
-  T* gt = grads.target.defined() ? writable<T>(grads.target) : nullptr;
-  // Two instantiations of the loop, so the per-element one has no branch on the reduction.
-  auto run = [&](const auto& scale) {
-    kernels::parallel_for(n, kernels::kParallelGrain, [&](int64_t b, int64_t e) {
-      if (gp)
-        for (int64_t i = b; i < e; ++i) gp[i] = cast<T>(scale(i) * f.grad_pred(cast<Acc>(p[i]), cast<Acc>(t[i])));
-      if (gt)
-        for (int64_t i = b; i < e; ++i) gt[i] = cast<T>(scale(i) * f.grad_target(cast<Acc>(p[i]), cast<Acc>(t[i])));
-    });
-  };
-  const T* g = grad_out.data<T>();
-  if (a.reduction == LossReduction::none) {
-    run([g](int64_t i) { return cast<Acc>(g[i]); });
-  } else {
-    const GradScale<T, Acc> scale(grad_out, a.reduction, n);
-    run([k = scale(0)](int64_t) { return k; });
-  }
+  PointwiseGrads<Loss, T> job{a.pred.data<T>(),
+                              a.target.data<T>(),
+                              grads.input.defined() ? writable<T>(grads.input) : nullptr,
+                              grads.target.defined() ? writable<T>(grads.target) : nullptr,
+                              nullptr,
+                              Acc(0)};
+  if (a.reduction == LossReduction::none) job.g = grad_out.data<T>();
+  else job.k = GradScale<T, Acc>(grad_out, a.reduction, n)(0);
+  const auto run = isa::variant<isa::RunJob, const PointwiseGrads<Loss, T>&, int64_t, int64_t>();
+  kernels::parallel_for(n, kernels::kParallelGrain, [&](int64_t b, int64_t e) { run({}, job, b, e); });
 }
 
 /// Calls f.template operator()<Loss>() with the functor template of `kind`.
