@@ -3,7 +3,7 @@
 // logf, tanhf or erff does not). Used by the unary functors
 // (kernels/unary.hpp, through kernels::math) and the CPU's vector
 // exponential (backend/cpu/vector_exp.hpp). Each keeps NaN, the infinities
-// and the signed zeros as libm does; tests/ops/test_vector_exp.cpp holds
+// and the signed zeros as libm does; tests/ops/test_fast_float.cpp holds
 // each within a few ulp of the float64 value.
 //
 //   float y = kernels::tanh_float(0.5f);   // tanh(0.5) within float rounding

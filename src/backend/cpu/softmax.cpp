@@ -19,8 +19,8 @@
 #include "backend/onednn/onednn.hpp"
 #include "backend/softmax.hpp"
 #include "kernels/cast.hpp"
-#include "kernels/loops.hpp"
 #include "kernels/fast_float.hpp"
+#include "kernels/loops.hpp"
 
 #if MIXGRAD_WITH_ONEDNN
 #include "backend/onednn/common.hpp"
@@ -122,10 +122,6 @@ int64_t slab_grain(const SoftmaxShape& s) {
   return std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, s.axis * s.inner));
 }
 
-// The loops over slabs [o0, o1) of [axis, inner], as jobs of isa::RunJob:
-// compiled at each ISA level, so the inner loops (exp_of included)
-// vectorise at the CPU's width. `mx`, `sum` and `dot`
-// are a thread's [inner] scratch.
 /// e^x in Acc: kernels::exp_float for float (so the loops vectorise),
 /// std::exp for double. Always inlined: a call per element would keep the
 /// loops scalar in each ISA copy.
@@ -134,6 +130,11 @@ template <class Acc>
   if constexpr (std::is_same_v<Acc, float>) return kernels::exp_float(x);
   else return std::exp(x);
 }
+
+// The loops over slabs [o0, o1) of [axis, inner], as jobs of isa::RunJob:
+// compiled at each ISA level, so the inner loops (exp_of included)
+// vectorise at the CPU's width. `mx`, `sum` and `dot` are a thread's
+// [inner] scratch.
 
 template <class T>
 struct ForwardSlabs {
