@@ -98,6 +98,7 @@ Cases cases_of<mg::OpKind::pow>() {
        .inputs = {InputSpec({2, 3}, 0.5, 2.0), InputSpec({3}, -1.0, 2.0)},
        .run = [](const Inputs& x) { return F::pow(x[0], x[1]); }},
       {.name = "pow_scalar", .inputs = {{2, 3}}, .run = [](const Inputs& x) { return F::pow(x[0], 3.0); }},
+      {.name = "pow_square", .inputs = {{2, 3}}, .run = [](const Inputs& x) { return F::pow(x[0], 2.0); }},
       {.name = "pow_scalar_fractional",
        .inputs = {InputSpec({2, 3}, 0.5, 2.0)},
        .run = [](const Inputs& x) { return F::pow(x[0], 2.5); }},
