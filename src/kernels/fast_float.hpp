@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/element_inline.hpp"
 #include "mixgrad/half.hpp"
 
 namespace mixgrad::kernels {
@@ -22,7 +23,7 @@ namespace mixgrad::kernels {
 /// floats, so that the CPU kernels' vector exponential
 /// (backend/cpu/vector_exp.hpp) runs the same arithmetic lane by lane.
 template <class V>
-MIXGRAD_HOST_DEVICE inline void exp_reduced(const V& xc, V& n, V& y) {
+MIXGRAD_ELEMENT void exp_reduced(const V& xc, V& n, V& y) {
   n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest
   const V f = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
   V p = V{} + 1.9875691500e-4f;
@@ -37,7 +38,7 @@ MIXGRAD_HOST_DEVICE inline void exp_reduced(const V& xc, V& n, V& y) {
 /// e^xc for xc in [-87, 88], where it is a normal float: exp_reduced, scaled
 /// by 2^n through the exponent bits. The callers clamp (and so keep NaN from
 /// the integer conversion) and handle what lies outside.
-MIXGRAD_HOST_DEVICE inline float exp_float_in_range(float xc) {
+MIXGRAD_ELEMENT float exp_float_in_range(float xc) {
   float n, y;
   exp_reduced(xc, n, y);
   return y * detail::bits_float(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
@@ -47,7 +48,7 @@ MIXGRAD_HOST_DEVICE inline float exp_float_in_range(float xc) {
 /// within 2 ulp of expf, and 0 below -87 (where expf is denormal or 0); NaN
 /// stays NaN. Plain arithmetic, so a loop of it vectorises where selects do
 /// (a call to libm's expf does not).
-MIXGRAD_HOST_DEVICE inline float exp_float_nonpositive(float x) {
+MIXGRAD_ELEMENT float exp_float_nonpositive(float x) {
   const float e = exp_float_in_range(x >= -87.f ? x : -87.f);  // NaN too: no NaN reaches the integer conversion
   return x != x ? x : (x < -87.f ? 0.f : e);
 }
@@ -56,7 +57,7 @@ MIXGRAD_HOST_DEVICE inline float exp_float_nonpositive(float x) {
 /// [-104, 89], scaled by 2^n in two steps (each factor a normal float), so
 /// that results below 2^-126 come out as correctly rounded subnormals and
 /// those above the largest float as inf. Within 2 ulp of expf; NaN stays NaN.
-MIXGRAD_HOST_DEVICE inline float exp_float(float x) {
+MIXGRAD_ELEMENT float exp_float(float x) {
   const float xc = x >= -104.f ? (x <= 89.f ? x : 89.f) : -104.f;  // NaN -> -104
   float n, y;
   exp_reduced(xc, n, y);
@@ -74,7 +75,7 @@ MIXGRAD_HOST_DEVICE inline float exp_float(float x) {
 /// the series' tail is under 1e-9 of the result).
 /// Subnormals are scaled by 2^23 first. log(0) = -inf, log(x < 0) = NaN,
 /// log(inf) = inf; within 2 ulp of logf.
-MIXGRAD_HOST_DEVICE inline float log_float(float x) {
+MIXGRAD_ELEMENT float log_float(float x) {
   const bool subnormal = x < 1.17549435e-38f;  // 0 and negatives too: the result is chosen below
   const float xs = subnormal ? x * 8388608.f : x;
   const uint32_t b = detail::float_bits(xs);
@@ -96,7 +97,7 @@ MIXGRAD_HOST_DEVICE inline float log_float(float x) {
 /// log(1 + x) in float: u = 1 + x and log(u) x / (u - 1), which cancels the
 /// rounding of 1 + x (Goldberg's form), or x itself where u rounds to 1
 /// (keeps -0). log1p(-1) = -inf, below -1 NaN; within 3 ulp of log1pf.
-MIXGRAD_HOST_DEVICE inline float log1p_float(float x) {
+MIXGRAD_ELEMENT float log1p_float(float x) {
   const float u = 1.f + x;
   const float y = log_float(u) * (x / (u - 1.f));
   constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -107,7 +108,7 @@ MIXGRAD_HOST_DEVICE inline float log1p_float(float x) {
 /// under 2e-8 of the result there), written x (1 + x P(x)) so that -0 stays
 /// -0; beyond, exp_float(x) - 1, which cancels at most one bit there.
 /// Within 3 ulp of expm1f; NaN stays NaN, -inf gives -1.
-MIXGRAD_HOST_DEVICE inline float expm1_float(float x) {
+MIXGRAD_ELEMENT float expm1_float(float x) {
   const float p =
       0.5f +
       x * (1.f / 6 + x * (1.f / 24 + x * (1.f / 120 + x * (1.f / 720 + x * (1.f / 5040 + x * (1.f / 40320))))));
@@ -125,7 +126,7 @@ MIXGRAD_HOST_DEVICE inline float expm1_float(float x) {
 /// expression GELU's derivative writes for its density, so that a compiler
 /// computes it once for both. Within 3 ulp of erff; NaN stays NaN, -0 stays
 /// -0.
-MIXGRAD_HOST_DEVICE inline float erf_float(float x) {
+MIXGRAD_ELEMENT float erf_float(float x) {
   const float a = x < 0.f ? -x : x;
   const float z = x * x;
   const float near_zero =
@@ -144,7 +145,7 @@ MIXGRAD_HOST_DEVICE inline float erf_float(float x) {
 /// vectorises (one of std::exp does not). Within a few ulp of the exact
 /// value; exactly 1 from x = 17 on, and 0 below x = -88, where the exact
 /// value is a subnormal under 6e-39. NaN stays NaN.
-MIXGRAD_HOST_DEVICE inline float sigmoid_float(float x) {
+MIXGRAD_ELEMENT float sigmoid_float(float x) {
   const float t = -x;
   const float e = exp_float_in_range(t >= -87.f ? (t <= 88.f ? t : 88.f) : -87.f);  // NaN -> -87
   return x != x ? x : (t > 88.f ? 0.f : 1.f / (1.f + e));
@@ -156,7 +157,7 @@ MIXGRAD_HOST_DEVICE inline float sigmoid_float(float x) {
 /// beyond, where it has no cancellation to speak of. Both are computed and
 /// one selected: no branch to mispredict on mixed-sign data. NaN selects the
 /// second and stays NaN; large |x| gives exactly +-1.
-MIXGRAD_HOST_DEVICE inline float tanh_float(float x) {
+MIXGRAD_ELEMENT float tanh_float(float x) {
   const float a = x < 0.f ? -x : x;
   const float z = x * x;
   const float p =

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/element_inline.hpp"
 #include "kernels/cast.hpp"
 #include "kernels/value_math.hpp"
 
@@ -29,7 +30,7 @@ template <class Acc>
 struct SmoothedTarget {
   Acc on;
   Acc off;
-  MIXGRAD_HOST_DEVICE SmoothedTarget(Acc smoothing, int64_t classes)
+  MIXGRAD_ELEMENT SmoothedTarget(Acc smoothing, int64_t classes)
       : on(Acc(1) - smoothing + smoothing / static_cast<Acc>(classes)),
         off(smoothing / static_cast<Acc>(classes)) {}
 };
@@ -41,15 +42,15 @@ template <class Acc>
 struct CrossEntropySample {
   Acc smoothing;
   Acc inv_classes;
-  MIXGRAD_HOST_DEVICE Acc operator()(Acc log_sum, Acc z_label, Acc z_sum) const {
+  MIXGRAD_ELEMENT Acc operator()(Acc log_sum, Acc z_label, Acc z_sum) const {
     return log_sum - (Acc(1) - smoothing) * z_label - smoothing * inv_classes * z_sum;
   }
 };
 
 /// d loss / d x_j = scale * (softmax_j - q_j), the fused backward.
 template <class Acc>
-MIXGRAD_HOST_DEVICE inline Acc cross_entropy_grad(Acc z, Acc log_sum, Acc target, Acc scale) {
-  return scale * (std::exp(z - log_sum) - target);
+MIXGRAD_ELEMENT Acc cross_entropy_grad(Acc z, Acc log_sum, Acc target, Acc scale) {
+  return scale * (math::exp(z - log_sum) - target);
 }
 
 // ---- pointwise losses ------------------------------------------------------
@@ -57,17 +58,17 @@ MIXGRAD_HOST_DEVICE inline Acc cross_entropy_grad(Acc z, Acc log_sum, Acc target
 /// (p - t)^2.
 template <class Acc>
 struct MseLoss {
-  MIXGRAD_HOST_DEVICE Acc value(Acc p, Acc t) const { return (p - t) * (p - t); }
-  MIXGRAD_HOST_DEVICE Acc grad_pred(Acc p, Acc t) const { return Acc(2) * (p - t); }
-  MIXGRAD_HOST_DEVICE Acc grad_target(Acc p, Acc t) const { return Acc(2) * (t - p); }
+  MIXGRAD_ELEMENT Acc value(Acc p, Acc t) const { return (p - t) * (p - t); }
+  MIXGRAD_ELEMENT Acc grad_pred(Acc p, Acc t) const { return Acc(2) * (p - t); }
+  MIXGRAD_ELEMENT Acc grad_target(Acc p, Acc t) const { return Acc(2) * (t - p); }
 };
 
 /// |p - t|; the subgradient at p == t is 0.
 template <class Acc>
 struct L1Loss {
-  MIXGRAD_HOST_DEVICE Acc value(Acc p, Acc t) const { return std::abs(p - t); }
-  MIXGRAD_HOST_DEVICE Acc grad_pred(Acc p, Acc t) const { return p > t ? Acc(1) : (p < t ? Acc(-1) : Acc(0)); }
-  MIXGRAD_HOST_DEVICE Acc grad_target(Acc p, Acc t) const { return -grad_pred(p, t); }
+  MIXGRAD_ELEMENT Acc value(Acc p, Acc t) const { return std::abs(p - t); }
+  MIXGRAD_ELEMENT Acc grad_pred(Acc p, Acc t) const { return p > t ? Acc(1) : (p < t ? Acc(-1) : Acc(0)); }
+  MIXGRAD_ELEMENT Acc grad_target(Acc p, Acc t) const { return -grad_pred(p, t); }
 };
 
 /// Binary cross-entropy on logits x with target t in [0, 1]:
@@ -75,16 +76,16 @@ struct L1Loss {
 /// which neither overflows nor loses the small tail for large |x|.
 template <class Acc>
 struct BceWithLogitsLoss {
-  MIXGRAD_HOST_DEVICE Acc value(Acc x, Acc t) const {
+  MIXGRAD_ELEMENT Acc value(Acc x, Acc t) const {
     return (x > Acc(0) ? x : Acc(0)) - x * t + math::log1p(math::exp(-std::abs(x)));
   }
-  MIXGRAD_HOST_DEVICE Acc grad_pred(Acc x, Acc t) const {
+  MIXGRAD_ELEMENT Acc grad_pred(Acc x, Acc t) const {
     // sigmoid(x) without exp of a large positive argument
     const Acc e = math::exp(-std::abs(x));
     const Acc s = x >= Acc(0) ? Acc(1) / (Acc(1) + e) : e / (Acc(1) + e);
     return s - t;
   }
-  MIXGRAD_HOST_DEVICE Acc grad_target(Acc x, Acc) const { return -x; }
+  MIXGRAD_ELEMENT Acc grad_target(Acc x, Acc) const { return -x; }
 };
 
 }  // namespace mixgrad::kernels

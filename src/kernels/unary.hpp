@@ -27,6 +27,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/element_inline.hpp"
 #include "kernels/fast_float.hpp"
 #include "kernels/value_math.hpp"
 #include "mixgrad/half.hpp"
@@ -63,56 +64,56 @@ struct UnaryParams {
 
 /// The functor F<C> of an op, built from its parameters where it takes any.
 template <template <class> class F, class C>
-MIXGRAD_HOST_DEVICE F<C> make_unary(const UnaryParams& p) {
+MIXGRAD_ELEMENT F<C> make_unary(const UnaryParams& p) {
   if constexpr (std::is_constructible_v<F<C>, const UnaryParams&>) return F<C>(p);
   else return F<C>{};
 }
 
 template <class C>
 struct Neg : UnaryTraits<Saved::nothing, kOnIntegers> {
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return -x; }
+  MIXGRAD_ELEMENT C operator()(C x) const { return -x; }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V) const { return -g; }
+  MIXGRAD_ELEMENT V grad(V g, V) const { return -g; }
 };
 
 template <class C>
 struct Exp : UnaryTraits<Saved::output> {
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return math::exp(x); }
+  MIXGRAD_ELEMENT C operator()(C x) const { return math::exp(x); }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V y) const { return g * y; }
+  MIXGRAD_ELEMENT V grad(V g, V y) const { return g * y; }
 };
 
 template <class C>
 struct Log : UnaryTraits<Saved::input> {
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return math::log(x); }
+  MIXGRAD_ELEMENT C operator()(C x) const { return math::log(x); }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V x) const { return g / x; }
+  MIXGRAD_ELEMENT V grad(V g, V x) const { return g / x; }
 };
 
 template <class C>
 struct Sqrt : UnaryTraits<Saved::output> {
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::sqrt(x); }
+  MIXGRAD_ELEMENT C operator()(C x) const { return std::sqrt(x); }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V y) const { return C(0.5) * g / y; }
+  MIXGRAD_ELEMENT V grad(V g, V y) const { return C(0.5) * g / y; }
 };
 
 // d/dx x^(-1/2) = -1/2 x^(-3/2) = -1/2 y^3
 template <class C>
 struct Rsqrt : UnaryTraits<Saved::output> {
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return C(1) / std::sqrt(x); }
+  MIXGRAD_ELEMENT C operator()(C x) const { return C(1) / std::sqrt(x); }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V y) const { return C(-0.5) * g * y * y * y; }
+  MIXGRAD_ELEMENT V grad(V g, V y) const { return C(-0.5) * g * y * y * y; }
 };
 
 // the gradient at 0 is 0
 template <class C>
 struct Abs : UnaryTraits<Saved::input, kOnIntegers> {
-  MIXGRAD_HOST_DEVICE C operator()(C x) const {
+  MIXGRAD_ELEMENT C operator()(C x) const {
     if constexpr (std::is_unsigned_v<C>) return x;  // uint8
     else return x < C(0) ? -x : x;
   }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V x) const {
+  MIXGRAD_ELEMENT V grad(V g, V x) const {
     if constexpr (std::is_unsigned_v<C>) {
       return math::select(x > C(0), g, C(0));
     } else {
@@ -126,10 +127,10 @@ struct Abs : UnaryTraits<Saved::input, kOnIntegers> {
 template <class C>
 struct Clamp : UnaryTraits<Saved::input, kOnIntegers> {
   C lo, hi;
-  MIXGRAD_HOST_DEVICE explicit Clamp(const UnaryParams& p) : lo(bound(p.alpha)), hi(bound(p.beta)) {}
+  MIXGRAD_ELEMENT explicit Clamp(const UnaryParams& p) : lo(bound(p.alpha)), hi(bound(p.beta)) {}
   // Integer bounds saturate to C's range: clamp(uint8, -1, 300) is clamp(0, 255),
   // where a plain conversion would be undefined.
-  MIXGRAD_HOST_DEVICE static C bound(double v) {
+  MIXGRAD_ELEMENT static C bound(double v) {
     if constexpr (std::is_integral_v<C>) {
       constexpr double kLo = static_cast<double>(std::numeric_limits<C>::lowest());
       constexpr double kHi = static_cast<double>(std::numeric_limits<C>::max());
@@ -138,9 +139,9 @@ struct Clamp : UnaryTraits<Saved::input, kOnIntegers> {
       return static_cast<C>(v);
     }
   }
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return x < lo ? lo : (x > hi ? hi : x); }
+  MIXGRAD_ELEMENT C operator()(C x) const { return x < lo ? lo : (x > hi ? hi : x); }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V x) const {
+  MIXGRAD_ELEMENT V grad(V g, V x) const {
     return math::select(x >= lo, math::select(x <= hi, g, C(0)), C(0));
   }
 };
@@ -148,21 +149,21 @@ struct Clamp : UnaryTraits<Saved::input, kOnIntegers> {
 // NaN propagates (x <= 0 is false for NaN), -0 becomes +0
 template <class C>
 struct Relu : UnaryTraits<Saved::output, kOnIntegers> {
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return x <= C(0) ? C(0) : x; }
+  MIXGRAD_ELEMENT C operator()(C x) const { return x <= C(0) ? C(0) : x; }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V y) const { return math::select(y > C(0), g, C(0)); }
+  MIXGRAD_ELEMENT V grad(V g, V y) const { return math::select(y > C(0), g, C(0)); }
 };
 
 template <class C>
 struct LeakyRelu : UnaryTraits<Saved::input> {
   C slope;
-  MIXGRAD_HOST_DEVICE explicit LeakyRelu(const UnaryParams& p) : slope(static_cast<C>(p.alpha)) {}
-  MIXGRAD_HOST_DEVICE C operator()(C x) const {
+  MIXGRAD_ELEMENT explicit LeakyRelu(const UnaryParams& p) : slope(static_cast<C>(p.alpha)) {}
+  MIXGRAD_ELEMENT C operator()(C x) const {
     const C scaled = x * slope;
     return x > C(0) ? x : scaled;
   }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V x) const {
+  MIXGRAD_ELEMENT V grad(V g, V x) const {
     const V scaled = g * slope;
     return math::select(x > C(0), g, scaled);
   }
@@ -176,9 +177,9 @@ template <class C>
 struct Gelu : UnaryTraits<Saved::input> {
   static constexpr double kInvSqrt2 = 0.70710678118654752440;
   static constexpr double kInvSqrt2Pi = 0.39894228040143267794;
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return C(0.5) * x * (C(1) + math::erf(x * C(kInvSqrt2))); }
+  MIXGRAD_ELEMENT C operator()(C x) const { return C(0.5) * x * (C(1) + math::erf(x * C(kInvSqrt2))); }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V x) const {
+  MIXGRAD_ELEMENT V grad(V g, V x) const {
     const V u = x * C(kInvSqrt2);
     const V cdf = C(0.5) * (C(1) + math::erf(u));
     const V pdf = C(kInvSqrt2Pi) * math::exp(-(u * u));
@@ -188,26 +189,26 @@ struct Gelu : UnaryTraits<Saved::input> {
 
 template <class C>
 struct Sigmoid : UnaryTraits<Saved::output> {
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return math::sigmoid(x); }
+  MIXGRAD_ELEMENT C operator()(C x) const { return math::sigmoid(x); }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V y) const { return g * y * (C(1) - y); }
+  MIXGRAD_ELEMENT V grad(V g, V y) const { return g * y * (C(1) - y); }
 };
 
 template <class C>
 struct Tanh : UnaryTraits<Saved::output> {
-  MIXGRAD_HOST_DEVICE C operator()(C x) const {
+  MIXGRAD_ELEMENT C operator()(C x) const {
     return math::tanh(x);
   }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V y) const { return g * (C(1) - y * y); }
+  MIXGRAD_ELEMENT V grad(V g, V y) const { return g * (C(1) - y * y); }
 };
 
 // x * s(x), derivative s (1 + x (1 - s))
 template <class C>
 struct Silu : UnaryTraits<Saved::input> {
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return x * math::sigmoid(x); }
+  MIXGRAD_ELEMENT C operator()(C x) const { return x * math::sigmoid(x); }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V x) const {
+  MIXGRAD_ELEMENT V grad(V g, V x) const {
     const V s = math::sigmoid(x);
     return g * s * (C(1) + x * (C(1) - s));
   }
@@ -215,48 +216,48 @@ struct Silu : UnaryTraits<Saved::input> {
 
 template <class C>
 struct Sin : UnaryTraits<Saved::input> {
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::sin(x); }
+  MIXGRAD_ELEMENT C operator()(C x) const { return std::sin(x); }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V x) const { return g * math::cos(x); }
+  MIXGRAD_ELEMENT V grad(V g, V x) const { return g * math::cos(x); }
 };
 
 template <class C>
 struct Cos : UnaryTraits<Saved::input> {
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::cos(x); }
+  MIXGRAD_ELEMENT C operator()(C x) const { return std::cos(x); }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V x) const { return -g * math::sin(x); }
+  MIXGRAD_ELEMENT V grad(V g, V x) const { return -g * math::sin(x); }
 };
 
 // d tan = 1 + tan^2, so the output is all the backward needs
 template <class C>
 struct Tan : UnaryTraits<Saved::output> {
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return std::tan(x); }
+  MIXGRAD_ELEMENT C operator()(C x) const { return std::tan(x); }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V y) const { return g * (C(1) + y * y); }
+  MIXGRAD_ELEMENT V grad(V g, V y) const { return g * (C(1) + y * y); }
 };
 
 template <class C>
 struct Log1p : UnaryTraits<Saved::input> {
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return math::log1p(x); }
+  MIXGRAD_ELEMENT C operator()(C x) const { return math::log1p(x); }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V x) const { return g / (C(1) + x); }
+  MIXGRAD_ELEMENT V grad(V g, V x) const { return g / (C(1) + x); }
 };
 
 // d(e^x - 1) = e^x = y + 1
 template <class C>
 struct Expm1 : UnaryTraits<Saved::output> {
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return math::expm1(x); }
+  MIXGRAD_ELEMENT C operator()(C x) const { return math::expm1(x); }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V y) const { return g * (y + C(1)); }
+  MIXGRAD_ELEMENT V grad(V g, V y) const { return g * (y + C(1)); }
 };
 
 // d erf = 2 / sqrt(pi) e^(-x^2)
 template <class C>
 struct Erf : UnaryTraits<Saved::input> {
   static constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return math::erf(x); }
+  MIXGRAD_ELEMENT C operator()(C x) const { return math::erf(x); }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V x) const { return g * C(kTwoOverSqrtPi) * math::exp(-x * x); }
+  MIXGRAD_ELEMENT V grad(V g, V x) const { return g * C(kTwoOverSqrtPi) * math::exp(-x * x); }
 };
 
 // PyTorch's softplus: log(1 + e^(beta x)) / beta, and x itself
@@ -266,9 +267,9 @@ struct Erf : UnaryTraits<Saved::input> {
 template <class C>
 struct Softplus : UnaryTraits<Saved::input> {
   C beta, threshold;
-  MIXGRAD_HOST_DEVICE explicit Softplus(const UnaryParams& p)
+  MIXGRAD_ELEMENT explicit Softplus(const UnaryParams& p)
       : beta(static_cast<C>(p.alpha)), threshold(static_cast<C>(p.beta)) {}
-  MIXGRAD_HOST_DEVICE C operator()(C x) const {
+  MIXGRAD_ELEMENT C operator()(C x) const {
     const C bx = x * beta;
     const C abs_bx = bx < C(0) ? -bx : bx;
     const C pos = bx > C(0) ? bx : C(0);
@@ -276,7 +277,7 @@ struct Softplus : UnaryTraits<Saved::input> {
     return bx > threshold ? x : soft;
   }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V x) const {
+  MIXGRAD_ELEMENT V grad(V g, V x) const {
     const V bx = x * beta;
     const V soft = g * math::sigmoid(bx);
     return math::select(bx > threshold, g, soft);
@@ -287,13 +288,13 @@ struct Softplus : UnaryTraits<Saved::input> {
 // at the kinks as PyTorch: 0 below -3, the middle formula at +-3, 1 above 3)
 template <class C>
 struct Hardswish : UnaryTraits<Saved::input> {
-  MIXGRAD_HOST_DEVICE C operator()(C x) const {
+  MIXGRAD_ELEMENT C operator()(C x) const {
     const C r = x + C(3);
     const C relu6 = r < C(0) ? C(0) : (r > C(6) ? C(6) : r);
     return x * relu6 / C(6);
   }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V x) const {
+  MIXGRAD_ELEMENT V grad(V g, V x) const {
     const V mid = g * (x / C(3) + C(0.5));
     return math::select(x < C(-3), C(0), math::select(x <= C(3), mid, g));
   }
@@ -306,14 +307,14 @@ struct Hardswish : UnaryTraits<Saved::input> {
 template <class C>
 struct Mish : UnaryTraits<Saved::input> {
   static constexpr double kLinear = 20.0;
-  MIXGRAD_HOST_DEVICE C operator()(C x) const {
+  MIXGRAD_ELEMENT C operator()(C x) const {
     const C e = math::exp(x);
     const C n = e * (e + C(2));
     const C soft = x * n / (n + C(2));
     return x > C(kLinear) ? x : soft;
   }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V x) const {
+  MIXGRAD_ELEMENT V grad(V g, V x) const {
     // x capped at kLinear: past it the soft value is not taken, and a
     // recorded backward's e^x must not overflow (inf * 0 is NaN).
     const V xs = math::select(x > C(kLinear), C(kLinear), x);
@@ -337,11 +338,11 @@ template <class C>
 struct GeluTanh : UnaryTraits<Saved::input> {
   static constexpr double kTwoSqrt2OverPi = 1.5957691216057307118;
   static constexpr double kCubic = 0.044715;
-  MIXGRAD_HOST_DEVICE C operator()(C x) const {
+  MIXGRAD_ELEMENT C operator()(C x) const {
     return x * math::sigmoid(C(kTwoSqrt2OverPi) * (x + C(kCubic) * x * x * x));
   }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V x) const {
+  MIXGRAD_ELEMENT V grad(V g, V x) const {
     const V s = math::sigmoid(C(kTwoSqrt2OverPi) * (x + C(kCubic) * x * x * x));
     const V du = C(kTwoSqrt2OverPi) * (C(1) + C(3 * kCubic) * x * x);
     return g * (s + x * s * (C(1) - s) * du);
@@ -354,11 +355,11 @@ struct GeluTanh : UnaryTraits<Saved::input> {
 template <class C>
 struct Hardtanh : UnaryTraits<Saved::input> {
   C lo, hi;
-  MIXGRAD_HOST_DEVICE explicit Hardtanh(const UnaryParams& p)
+  MIXGRAD_ELEMENT explicit Hardtanh(const UnaryParams& p)
       : lo(static_cast<C>(p.alpha)), hi(static_cast<C>(p.beta)) {}
-  MIXGRAD_HOST_DEVICE C operator()(C x) const { return x < lo ? lo : (x > hi ? hi : x); }
+  MIXGRAD_ELEMENT C operator()(C x) const { return x < lo ? lo : (x > hi ? hi : x); }
   template <class V>
-  MIXGRAD_HOST_DEVICE V grad(V g, V x) const {
+  MIXGRAD_ELEMENT V grad(V g, V x) const {
     return math::select(x <= lo, C(0), math::select(x >= hi, C(0), g));
   }
 };

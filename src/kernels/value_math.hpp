@@ -31,7 +31,7 @@ inline constexpr bool kScalar = std::is_arithmetic_v<V>;
 /// scalar loop compile to a vector blend; a Tensor takes F::where, whose
 /// gradient flows to the chosen arm only. An arm may be a plain number.
 template <class B, class A, class Z>
-MIXGRAD_HOST_DEVICE auto select(const B& cond, const A& a, const Z& b) {
+MIXGRAD_ELEMENT auto select(const B& cond, const A& a, const Z& b) {
   if constexpr (std::is_same_v<B, bool>) return cond ? a : b;
   else return TensorOps<B>::select(cond, a, b);
 }
@@ -44,7 +44,7 @@ MIXGRAD_HOST_DEVICE auto select(const B& cond, const A& a, const Z& b) {
 // take as a parameter.
 #define MIXGRAD_MATH_FUNCTION(name, float_version)                   \
   template <class V>                                                 \
-  MIXGRAD_HOST_DEVICE V name(const V& x) {                           \
+  MIXGRAD_ELEMENT V name(const V& x) {                           \
     if constexpr (std::is_same_v<V, float>) return float_version(x); \
     else if constexpr (kScalar<V>) return std::name(x);              \
     else return TensorOps<V>::name(x);                               \
@@ -62,7 +62,7 @@ MIXGRAD_MATH_FUNCTION(cos, std::cos)
 /// 1 / (1 + e^-x); float through sigmoid_float (vectorisable); a Tensor
 /// takes F::sigmoid, whose derivative stays finite where e^-x overflows.
 template <class V>
-MIXGRAD_HOST_DEVICE V sigmoid(const V& x) {
+MIXGRAD_ELEMENT V sigmoid(const V& x) {
   if constexpr (std::is_same_v<V, float>) return sigmoid_float(x);
   else if constexpr (kScalar<V>) return V(1) / (V(1) + std::exp(-x));
   else return TensorOps<V>::sigmoid(x);

@@ -307,16 +307,8 @@ struct Rows {
 //
 // The loops over a tile's classes as jobs of isa::RunJob, compiled at each
 // level: the inner loop runs over the tile's positions, which are contiguous,
-// and vectorises with the exponential always inlined (std::exp per element
-// would keep it scalar).
-
-/// e^z for z <= 0 (or NaN): exp_float_nonpositive in float, as the rows use;
-/// std::exp in double.
-template <class Acc>
-[[gnu::always_inline]] inline Acc tile_exp(Acc z) {
-  if constexpr (std::is_same_v<Acc, float>) return kernels::exp_float_nonpositive(z);
-  else return std::exp(z);
-}
+// and vectorises: kernels::math::exp is exp_float in float (std::exp per
+// element would keep it scalar).
 
 /// The maxima m, sums of e^z and sums of z (z = x - m) of n positions whose
 /// C classes lie `inner` apart from `base` on.
@@ -337,7 +329,7 @@ struct TileStats {
       const T* row = base + c * inner;
       for (int64_t i = 0; i < n; ++i) {
         const Acc z = cast<Acc>(row[i]) - m[i];
-        sum[i] += tile_exp(z);
+        sum[i] += kernels::math::exp(z);
         z_sum[i] += z;
       }
     }
@@ -356,7 +348,7 @@ struct TileGrad {
       const T* row = base + c * inner;
       T* grow = gbase + c * inner;
       for (int64_t i = 0; i < n; ++i)
-        grow[i] = cast<T>(k[i] * (tile_exp((cast<Acc>(row[i]) - m[i]) - log_sum[i]) - target));
+        grow[i] = cast<T>(kernels::cross_entropy_grad(cast<Acc>(row[i]) - m[i], log_sum[i], target, k[i]));
     }
   }
 };
@@ -447,7 +439,7 @@ void cross_entropy_backward_typed(const ClassLossArgs& a, const Tensor& stats, c
   const auto tile_grad =
       isa::variant<isa::RunJob, const TileGrad<T>&, const T*, T*, int64_t, const Acc*, const Acc*, const Acc*>();
   for_each_tile(a.layout, [&](int64_t o, int64_t i0, int64_t n) {
-    Acc m[kTile], log_sum[kTile], k[kTile];
+    Acc m[kTile] = {}, log_sum[kTile] = {}, k[kTile] = {};  // the first n are set; zeroed for -Wmaybe-uninitialized
     const int64_t off = o * C * inner + i0, s0 = o * inner + i0;
     for (int64_t i = 0; i < n; ++i) {
       m[i] = st[2 * (s0 + i)];

@@ -11,7 +11,6 @@
 #endif
 #include <cmath>
 #include <limits>
-#include <type_traits>
 #include <vector>
 
 #include "backend/copy.hpp"
@@ -19,8 +18,8 @@
 #include "backend/onednn/onednn.hpp"
 #include "backend/softmax.hpp"
 #include "kernels/cast.hpp"
-#include "kernels/fast_float.hpp"
 #include "kernels/loops.hpp"
+#include "kernels/value_math.hpp"
 
 #if MIXGRAD_WITH_ONEDNN
 #include "backend/onednn/common.hpp"
@@ -122,20 +121,10 @@ int64_t slab_grain(const SoftmaxShape& s) {
   return std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, s.axis * s.inner));
 }
 
-/// e^x in Acc: kernels::exp_float for float (so the loops vectorise),
-/// std::exp for double. Always inlined: a call per element would keep the
-/// loops scalar in each ISA copy.
-template <class Acc>
-[[gnu::always_inline]] inline Acc exp_of(Acc x) {
-  if constexpr (std::is_same_v<Acc, float>) return kernels::exp_float(x);
-  else return std::exp(x);
-}
-
 // The loops over slabs [o0, o1) of [axis, inner], as jobs of isa::RunJob:
-// compiled at each ISA level, so the inner loops (exp_of included)
-// vectorise at the CPU's width. `mx`, `sum` and `dot` are a thread's
-// [inner] scratch.
-
+// compiled at each ISA level, so the inner loops vectorise at the CPU's
+// width (kernels::math::exp is exp_float in float, inlined). `mx`, `sum`
+// and `dot` are a thread's [inner] scratch.
 template <class T>
 struct ForwardSlabs {
   using Acc = kernels::compute_t<T>;
@@ -159,7 +148,7 @@ struct ForwardSlabs {
         if (std::isinf(mx[i])) mx[i] = 0;
       for (int64_t a = 0; a < axis; ++a) {
         const T* row = in + a * inner;
-        for (int64_t i = 0; i < inner; ++i) sum[i] += exp_of<Acc>(kernels::cast<Acc>(row[i]) - mx[i]);
+        for (int64_t i = 0; i < inner; ++i) sum[i] += kernels::math::exp(kernels::cast<Acc>(row[i]) - mx[i]);
       }
       if (kind == SoftmaxKind::softmax) {
         for (int64_t i = 0; i < inner; ++i) sum[i] = Acc(1) / sum[i];
@@ -167,7 +156,7 @@ struct ForwardSlabs {
           const T* row = in + a * inner;
           T* dst = out + a * inner;
           for (int64_t i = 0; i < inner; ++i)
-            dst[i] = kernels::cast<T>(exp_of<Acc>(kernels::cast<Acc>(row[i]) - mx[i]) * sum[i]);
+            dst[i] = kernels::cast<T>(kernels::math::exp(kernels::cast<Acc>(row[i]) - mx[i]) * sum[i]);
         }
       } else {
         for (int64_t i = 0; i < inner; ++i) sum[i] = mx[i] + std::log(sum[i]);
@@ -211,7 +200,7 @@ struct BackwardSlabs {
         for (int64_t a = 0; a < axis; ++a)
           for (int64_t i = 0; i < inner; ++i) {
             const int64_t k = a * inner + i;
-            out[k] = kernels::cast<T>(kernels::cast<Acc>(g[k]) - exp_of<Acc>(kernels::cast<Acc>(y[k])) * dot[i]);
+            out[k] = kernels::cast<T>(kernels::cast<Acc>(g[k]) - kernels::math::exp(kernels::cast<Acc>(y[k])) * dot[i]);
           }
       }
     }
