@@ -184,9 +184,10 @@ inline void zero_columns(Acc* x, int64_t r0, int64_t r1, int64_t kc, int64_t bk)
 template <class Acc>
 struct ForwardScratch {
   std::vector<Acc> qt, k, v, st, o, m, l, alpha;
-  std::vector<bp::Pair> qt_pairs, k_words;  // on pair products: Q^T and a key block
+  std::vector<bp::Pair> qt_pairs, k_words;  // on pair products, in place of qt and k
   ForwardScratch(const AttentionArgs& a, bool pairs)
-      : qt(a.head_dim * kBlockQ), k(kBlockK * a.head_dim), v(kBlockK * a.value_dim), st(kBlockK * kBlockQ),
+      : qt(pairs ? 0 : a.head_dim * kBlockQ), k(pairs ? 0 : kBlockK * a.head_dim), v(kBlockK * a.value_dim),
+        st(kBlockK * kBlockQ),
         o(kBlockQ * a.value_dim), m(kBlockQ), l(kBlockQ), alpha(kBlockQ),
         qt_pairs(pairs ? bp::pairs(a.head_dim) * kBlockQ : 0), k_words(pairs ? kBlockK * bp::pairs(a.head_dim) : 0) {}
 };
