@@ -52,15 +52,15 @@ double blocked_sum_of(int64_t n, const Fill& fill) {
   const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
   std::vector<double> partial(static_cast<size_t>(blocks), 0.0);
   kernels::parallel_for(blocks, kernels::kParallelGrain / kSumBlock, [&](int64_t b, int64_t e) {
-    std::vector<Acc> buf(static_cast<size_t>(kSumBlock));
+    Acc buf[kSumBlock];  // on the stack (32 or 64 KiB): no allocation per loss
     for (int64_t blk = b; blk < e; ++blk) {
       const int64_t lo = blk * kSumBlock, len = std::min(n, lo + kSumBlock) - lo;
-      fill(lo, lo + len, buf.data());
+      fill(lo, lo + len, buf);
       Acc lanes[kLanes] = {};
       int64_t i = 0;
       for (; i + kLanes <= len; i += kLanes)
-        for (int k = 0; k < kLanes; ++k) lanes[k] += buf[static_cast<size_t>(i + k)];
-      for (; i < len; ++i) lanes[0] += buf[static_cast<size_t>(i)];
+        for (int k = 0; k < kLanes; ++k) lanes[k] += buf[i + k];
+      for (; i < len; ++i) lanes[0] += buf[i];
       double s = 0;
       for (int k = 0; k < kLanes; ++k) s += static_cast<double>(lanes[k]);
       partial[blk] = s;
