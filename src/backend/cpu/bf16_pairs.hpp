@@ -119,23 +119,12 @@ template <tiles::Into Mode>
 
 #else
 
-/// gemm elsewhere: the same sums one pair at a time (attention takes this
-/// path only on x86 with AVX512-BF16; this keeps the header whole).
+/// Declared only, so that attention's pair branches compile off x86; they
+/// are never instantiated there (attention takes them only on x86 with
+/// AVX512-BF16), and a use would fail to link.
 template <tiles::Into Mode>
-inline void gemm(int64_t m, int64_t n, int64_t kp, const Pair* a, int64_t a_rs, int64_t a_cs, const Pair* b,
-                 int64_t ldb, float* c, int64_t ldc) {
-  const auto lo = [](Pair w) { return detail::bfloat16_bits_to_float(static_cast<uint16_t>(w)); };
-  const auto hi = [](Pair w) { return detail::bfloat16_bits_to_float(static_cast<uint16_t>(w >> 16)); };
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      float s = Mode == tiles::accumulate ? c[i * ldc + j] : 0.0f;
-      for (int64_t p = 0; p < kp; ++p) {
-        const Pair x = a[i * a_rs + p * a_cs], y = b[p * ldb + j];
-        s += lo(x) * lo(y) + hi(x) * hi(y);
-      }
-      c[i * ldc + j] = s;
-    }
-}
+void gemm(int64_t m, int64_t n, int64_t kp, const Pair* a, int64_t a_rs, int64_t a_cs, const Pair* b, int64_t ldb,
+          float* c, int64_t ldc);
 
 #endif
 
