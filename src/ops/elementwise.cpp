@@ -514,7 +514,10 @@ Tensor pow(const Tensor& a, double exponent) {
     return [x, exponent, square](const Tensor& g_in, InputGrads& gi) {
       if (gi.create_graph()) return gi.set(0, mul(g_in, mul(pow(x, exponent - 1.0), exponent)));
       const Tensor g = ops::in_dtype(g_in, x.dtype());
-      if (square) return gi.set(0, grad_binary(BinaryOp::mul, g, run_binary(BinaryOp::mul, x, 2.0, x.shape(), x.dtype(), x.device())));
+      if (square) {
+        const Tensor two_x = run_binary(BinaryOp::mul, x, 2.0, x.shape(), x.dtype(), x.device());
+        return gi.set(0, grad_binary(BinaryOp::mul, g, two_x));
+      }
       gi.set(0, grad_kernel(BinaryGradOp::pow_base, g, x, exponent));
     };
   });
