@@ -531,18 +531,16 @@ struct PointwiseGrads {
   const T* g;  // null: every element scaled by k
   Acc k;
   [[gnu::always_inline]] void run(int64_t lo, int64_t hi) const {
-    const Loss<Acc> f;
-    if (g) {
+    // Two instantiations of the loops, so the per-element one has no branch on the reduction.
+    const auto loops = [&](const auto& scale) {
+      const Loss<Acc> f;
       if (gp)
-        for (int64_t i = lo; i < hi; ++i) gp[i] = cast<T>(cast<Acc>(g[i]) * f.grad_pred(cast<Acc>(p[i]), cast<Acc>(t[i])));
+        for (int64_t i = lo; i < hi; ++i) gp[i] = cast<T>(scale(i) * f.grad_pred(cast<Acc>(p[i]), cast<Acc>(t[i])));
       if (gt)
-        for (int64_t i = lo; i < hi; ++i) gt[i] = cast<T>(cast<Acc>(g[i]) * f.grad_target(cast<Acc>(p[i]), cast<Acc>(t[i])));
-    } else {
-      if (gp)
-        for (int64_t i = lo; i < hi; ++i) gp[i] = cast<T>(k * f.grad_pred(cast<Acc>(p[i]), cast<Acc>(t[i])));
-      if (gt)
-        for (int64_t i = lo; i < hi; ++i) gt[i] = cast<T>(k * f.grad_target(cast<Acc>(p[i]), cast<Acc>(t[i])));
-    }
+        for (int64_t i = lo; i < hi; ++i) gt[i] = cast<T>(scale(i) * f.grad_target(cast<Acc>(p[i]), cast<Acc>(t[i])));
+    };
+    if (g) loops([this](int64_t i) { return cast<Acc>(g[i]); });
+    else loops([this](int64_t) { return k; });
   }
 };
 
