@@ -130,12 +130,13 @@ MIXGRAD_ELEMENT float erf_float(float x) {
   const float a = x < 0.f ? -x : x;
   const float z = x * x;
   const float near_zero =
-      x * (1.12837911f +
-           z * (-0.376124948f + z * (0.112818182f + z * (-0.0267666765f + z * (0.00499325106f + z * -0.000599115563f)))));
+      x * (1.12837911f + z * (-0.376124948f +
+                              z * (0.112818182f + z * (-0.0267666765f + z * (0.00499325106f + z * -0.000599115563f)))));
   const float t = 1.f / (1.f + 0.5f * a);
-  const float q = 0.000642154599f +
-                  t * (0.273151129f +
-                       t * (0.333365053f + t * (0.0940468684f + t * (0.415363282f + t * (-0.0670632422f + t * -0.0501527973f)))));
+  const float q =
+      0.000642154599f +
+      t * (0.273151129f +
+           t * (0.333365053f + t * (0.0940468684f + t * (0.415363282f + t * (-0.0670632422f + t * -0.0501527973f)))));
   const float far = std::copysign(1.f - exp_float(-z) * q, x);  // |x| = inf: t = 0, e^-inf = 0
   return x != x ? x : (a < 0.921875f ? near_zero : far);
 }

@@ -573,8 +573,9 @@ BOOST_AUTO_TEST_CASE(softmax_along_a_strided_axis_matches_the_formula_at_every_v
         if (std::isinf(want[k]))
           BOOST_TEST(y[k] == want[k], "log_softmax of -inf at " << k);
         else
-          BOOST_TEST(std::abs(y[k] - want[k]) <= 2e-6 * std::max(1.0, std::abs(want[k])),
-                     to_string(dt) << (log ? " log_softmax" : " softmax") << " at " << k << ": " << y[k] << " vs " << want[k]);
+          BOOST_TEST(
+              std::abs(y[k] - want[k]) <= 2e-6 * std::max(1.0, std::abs(want[k])),
+              to_string(dt) << (log ? " log_softmax" : " softmax") << " at " << k << ": " << y[k] << " vs " << want[k]);
         BOOST_TEST(std::abs(gx[k] - want_g[k]) <= 1e-5 * std::max(1.0, std::abs(want_g[k])),
                    to_string(dt) << (log ? " log_softmax" : " softmax") << " gradient at " << k);
       }

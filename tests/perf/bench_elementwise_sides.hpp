@@ -25,8 +25,9 @@ enum class Op {
   softmax_classes, log_softmax_classes, cross_entropy_classes  // along axis 1 of [N, C, H, W]
 };
 
-inline constexpr Op kOps[] = {Op::relu,    Op::exp,  Op::log,  Op::log1p,     Op::expm1,    Op::erf,  Op::tanh,
-                              Op::sigmoid, Op::silu, Op::gelu, Op::gelu_tanh, Op::softplus, Op::mish, Op::bce_with_logits};
+inline constexpr Op kOps[] = {Op::relu,      Op::exp,      Op::log,     Op::log1p,          Op::expm1,
+                              Op::erf,       Op::tanh,     Op::sigmoid, Op::silu,           Op::gelu,
+                              Op::gelu_tanh, Op::softplus, Op::mish,    Op::bce_with_logits};
 
 inline constexpr Op kClassOps[] = {Op::softmax_classes, Op::log_softmax_classes, Op::cross_entropy_classes};
 

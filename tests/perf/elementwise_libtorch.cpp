@@ -49,7 +49,8 @@ class TorchUnary final : public Runner {
   }
   void run() override {
     if (op_ == Op::cross_entropy_classes) torch::nn::functional::cross_entropy(x_, labels_).backward();
-    else if (op_ == Op::bce_with_logits) torch::nn::functional::binary_cross_entropy_with_logits(x_, target_).backward();
+    else if (op_ == Op::bce_with_logits)
+      torch::nn::functional::binary_cross_entropy_with_logits(x_, target_).backward();
     else apply(op_, x_).backward(dy_);
     value_ = x_.grad().reshape({-1}).index({0}).item<double>();
     x_.mutable_grad() = torch::Tensor();

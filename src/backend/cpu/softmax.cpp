@@ -188,7 +188,8 @@ struct BackwardSlabs {
       std::fill(dot, dot + inner, Acc(0));
       if (kind == SoftmaxKind::softmax) {
         for (int64_t a = 0; a < axis; ++a)
-          for (int64_t i = 0; i < inner; ++i) dot[i] += kernels::cast<Acc>(g[a * inner + i]) * kernels::cast<Acc>(y[a * inner + i]);
+          for (int64_t i = 0; i < inner; ++i)
+            dot[i] += kernels::cast<Acc>(g[a * inner + i]) * kernels::cast<Acc>(y[a * inner + i]);
         for (int64_t a = 0; a < axis; ++a)
           for (int64_t i = 0; i < inner; ++i) {
             const int64_t k = a * inner + i;
