@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
       const auto yb = labels.narrow(0, i * micro, micro);
       // Dividing by k makes the accumulated gradient the big batch's mean.
       auto loss = mg::F::div(mg::F::cross_entropy(net(xb), yb), static_cast<double>(k));
-      scaler.backward(gm, loss, mg::Tensor(), false, mg::amp::UpdateScale::never);  // scaled grads accumulate
+      scaler.backward(gm, loss, mg::Tensor(),
+          {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});  // scaled grads accumulate
       total += loss.item<double>();
     }
     scaler.unscale(gm.attached_tensors());  // one fused pass: x 1/scale, detect inf / NaN

@@ -4,7 +4,8 @@
 //
 //   { mg::amp::autocast ac(true, bf16); auto rec = gm.record();
 //     loss = F::cross_entropy(net(x), y);
-//     scaler.backward(gm, loss, {}, false, mg::amp::UpdateScale::never); }  // scaled, not unscaled yet
+//     scaler.backward(gm, loss, {}, {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
+//   }  // scaled, not unscaled yet
 //   scaler.unscale(gm.attached_tensors());        // one fused pass, sets the overflow flag
 //   mg::optim::clip_grad_norm(params, 1.0);       // on the true gradients
 //   opt.step();                                   // skipped where the flag is set
@@ -309,7 +310,7 @@ int main(int argc, char** argv) {
         mg::amp::autocast ac(autocast, low);
         auto rec = gm.record();
         loss = F::cross_entropy(F::reshape(net(x), {-1, corpus->vocab_size()}), F::reshape(y, {-1}));
-        scaler.backward(gm, loss, mg::Tensor(), false, mg::amp::UpdateScale::never);
+        scaler.backward(gm, loss, mg::Tensor(), {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
       }
       scaler.unscale(gm.attached_tensors());
       if (o.clip > 0) mg::optim::clip_grad_norm(params, o.clip);

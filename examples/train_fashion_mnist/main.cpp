@@ -10,8 +10,8 @@
 //   });
 //
 // With --accumulate k the manual gear runs instead: k micro-batches each
-// call scaler.backward(gm, loss, {}, false, never), their gradients add up scaled,
-// then one scaler.unscale / scaler.update / opt.step.
+// call scaler.backward(gm, loss, {}, {.unscale_grad = false, ...}), their
+// gradients add up scaled, then one scaler.unscale / scaler.update / opt.step.
 //
 //   train_fashion_mnist                  # CNN, fp32, SGD + cosine lr, 3 epochs
 //   train_fashion_mnist --amp            # bf16 autocast + GradScaler
@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
       auto recording = gm.record();
       auto loss = mg::F::cross_entropy(net(x), y) * share;
       if (p.grad_scaler)  // dy = scale, no unscale yet: the gradients accumulate scaled
-        scaler.backward(gm, loss, mg::Tensor(), false, mg::amp::UpdateScale::never);
+        scaler.backward(gm, loss, mg::Tensor(), {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
       else
         gm.backward(loss);
       return loss;

@@ -16,15 +16,23 @@
 // Two routes, both without a host read:
 // - Per step: an AmpStep names the scaler whose still-scaled gradients the
 //   update multiplies by inv_scale, skipping them when found_inf is set.
-// - Per gradient: a gradient carries how a scaler left it (GradScaling). A
-//   scaler's unscale() marks each gradient it unscaled with the step's flag,
-//   so MegEngine's `scaler.backward(gm, loss); opt.step()` skips an
-//   overflowed step; a gradient the scaler scaled and did not unscale is
-//   marked too, and optimizers refuse it unless an AmpStep from that scaler
-//   unscales it. The mark belongs to the gradient tensor: a gradient
-//   replaced by set_grad or dropped by clear_grad carries none.
+// - Per gradient: a gradient carries how a loss scale multiplies it
+//   (GradScaling): not at all as far as anyone knows, scaled by a scaler,
+//   unscaled by one, of unknown scale (a backward whose dy the user gave),
+//   or mixed (scaled and unscaled values summed). The GradManager combines
+//   the marks as it accumulates, from the marks of the outputs and upstream
+//   gradients a backward starts from (scaler.scale(loss) and the dy that
+//   scaler.backward forms are marked scaled). A scaler's unscale() marks
+//   each gradient it unscaled with the step's flag, so MegEngine's
+//   `scaler.backward(gm, loss); opt.step()` skips an overflowed step;
+//   optimizers refuse a gradient still scaled unless an AmpStep from that
+//   scaler unscales it, and refuse a mixed one always. The mark belongs to
+//   the gradient tensor: a gradient replaced by set_grad or dropped by
+//   clear_grad carries none. docs/amp.md ("Scaled gradients never reach an
+//   optimizer by mistake") has the whole rule.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "mixgrad/tensor.hpp"
@@ -45,18 +53,52 @@ struct AmpStep {
   Tensor found_inf;
 };
 
-/// How a loss scaler left a gradient tensor (see the overview).
+/// How a loss scale multiplies a tensor's values (see the overview).
+enum class ScaleState : uint8_t {
+  /// Not scaled as far as mixgrad can see: a gradient from a backward that
+  /// started at unmarked outputs with the default dy, or set by hand.
+  none,
+  /// Multiplied by the scale of `scaled_by` as it was at `epoch`: from
+  /// scaler.scale(loss), or a backward of scaler.backward that did not
+  /// unscale.
+  scaled,
+  /// Scaled and then unscaled once; `found_inf` is the flag of that step.
+  unscaled,
+  /// From a backward given a dy by the user, which may hold a scale set by
+  /// hand (MegEngine's manual gear): only an explicit unscale() says it does.
+  unknown,
+  /// The sum of contributions scaled differently (a scaled backward into an
+  /// unscaled gradient, two scalers, a scale changed in between): no
+  /// optimizer and no unscale takes it; clear it.
+  mixed,
+};
+
+/// Names a ScaleState for error messages ("scaled", "unknown", ...).
+const char* to_string(ScaleState state);
+
+/// How a loss scale multiplies a tensor (a gradient, a loss, a dy).
 struct GradScaling {
-  /// The scaler that scaled it and has not unscaled it since; null: none.
+  /// The scaler that scaled it and has not unscaled it since; null unless
+  /// state is ScaleState::scaled.
   const void* scaled_by = nullptr;
-  /// The flag of the step that unscaled it; undefined: none.
+  /// The flag of the step that unscaled it (ScaleState::unscaled).
   Tensor found_inf;
+  ScaleState state = ScaleState::none;
+  /// With ScaleState::scaled: the scaler's epoch when it scaled (each
+  /// update() of a scaler starts a new, globally unique epoch), so a
+  /// gradient scaled before the scale changed is never unscaled after.
+  uint64_t epoch = 0;
 };
 
 /// The mark of `grad`; empty for an undefined or never-marked gradient.
 GradScaling grad_scaling(const Tensor& grad);
 /// Marks `grad` (a no-op for an undefined tensor).
 void set_grad_scaling(const Tensor& grad, GradScaling scaling);
+/// The mark of `have + incoming`: what the GradManager writes on a gradient
+/// it accumulates into. Equal scalings (none, or scaled by one scaler in one
+/// epoch) stay; unscaled + none stays unscaled (with its flag); unknown +
+/// none and none + unknown are unknown; anything else is mixed.
+GradScaling accumulated_scaling(const GradScaling& have, const GradScaling& incoming);
 
 /// What GradScaler::step(opt) needs of an optimizer: optim::Optimizer is
 /// one. A type that is not one is stepped by GradScaler with a host read of

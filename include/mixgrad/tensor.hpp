@@ -111,9 +111,12 @@ struct TensorImpl {
   uint64_t id = 0;
   uint64_t version = 0;  // bumped by in-place writes (optimizer steps, loads)
   Tensor grad;
-  // How a loss scaler left this tensor as a gradient (mixgrad/amp_step.hpp).
+  // How a loss scale multiplies this tensor's values, as a gradient, a loss
+  // or an upstream gradient (GradScaling in mixgrad/amp_step.hpp).
   const void* scaled_by = nullptr;
   Tensor found_inf;
+  uint64_t scale_epoch = 0;
+  uint8_t scale_state = 0;
 
   TensorImpl(std::shared_ptr<Storage> s, int64_t off, const Shape& sh, const Shape& st, DType dt);
 };

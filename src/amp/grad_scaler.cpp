@@ -4,6 +4,7 @@
 #include "mixgrad/amp/grad_scaler.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <set>
 #include <sstream>
@@ -83,15 +84,58 @@ int64_t integral(const char* op, const char* key, double v) {
 
 // The upstream gradient of one output, multiplied by the scale tensor (on
 // y's device). Outputs the GradManager will reject are passed through for it
-// to say why.
-Tensor scaled_dy(const Tensor& y, const Tensor& dy, const Tensor& scale) {
+// to say why. The result carries `mark`: the GradManager marks the
+// gradients it makes from it as scaled.
+Tensor scaled_dy(const Tensor& y, const Tensor& dy, const Tensor& scale, const GradScaling& mark) {
   if (!y.defined() || !is_floating_point(y.dtype())) return dy;
   if (dy.defined() && dy.device() != scale.device()) return dy;
   // Formed in y's dtype: the GradManager casts dy to it anyway, and scaling
   // a narrower dy first could overflow where y's dtype would not.
   Tensor out = empty(dy.defined() ? dy.shape() : y.shape(), y.dtype(), scale.device());
   backend::scale_copy(dy, out, scale);
+  set_grad_scaling(out, mark);
   return out;
+}
+
+// Epochs of every scaler in the process come from one counter, so a mark
+// matches only the scaler and epoch that made it (also after a scaler at the
+// same address was destroyed and another built there).
+std::atomic<uint64_t> epoch_counter{0};
+
+// Why a gradient with mark `m` cannot be taken by this scaler now, or ""
+// when it can. `caller_says_scaled`: an unscale(), whose caller asserts the
+// gradients hold the scale (not scaled, of unknown scale are taken);
+// `unscaled_ok`: a step, which steps unscaled gradients as they are.
+std::string refusal(const GradScaling& m, const void* self, uint64_t epoch, bool caller_says_scaled,
+                    bool unscaled_ok) {
+  switch (m.state) {
+    case ScaleState::scaled:
+      if (m.scaled_by != self)
+        return "was scaled by another GradScaler; unscale it with that one (or scale the loss with this one)";
+      if (m.epoch != epoch)
+        return "was scaled before this scaler's last update() or load_state_dict(), and the scale may have "
+               "changed since; unscale or step it before calling update()";
+      return "";
+    case ScaleState::unscaled:
+      if (unscaled_ok) return "";
+      return "was already unscaled (in an earlier step, as it was not cleared since); clear the gradients "
+             "(opt.clear_grad()) before the next backward";
+    case ScaleState::mixed:
+      return "sums values scaled by a loss scale with values that are not (or scaled by another scale); clear "
+             "the gradients (opt.clear_grad()) before the backward of a new step";
+    case ScaleState::unknown:
+      if (caller_says_scaled) return "";
+      return "comes from gm.backward(loss, dy) with a dy you gave, so it may or may not hold the scale; if dy "
+             "held the scale (MegEngine's manual gear), call scaler.unscale(...) on these tensors first; or let "
+             "the scaler scale: gm.backward(scaler.scale(loss)) or scaler.backward(gm, loss)";
+    case ScaleState::none:
+      if (caller_says_scaled) return "";
+      return "did not come through this scaler (no scaler.backward, no gm.backward(scaler.scale(loss)), no "
+             "scaler.unscale in this step), so step() cannot tell whether it holds the scale; scale the loss "
+             "with gm.backward(scaler.scale(loss)) or scaler.backward(gm, loss), or if you scaled it by hand, "
+             "call scaler.unscale(...) on these tensors first";
+  }
+  return "";
 }
 
 // A one-element value of a state dict, read on the host.
@@ -108,6 +152,25 @@ GradScaler::GradScaler() : GradScaler(GradScalerOptions{}) {}
 
 GradScaler::GradScaler(const GradScalerOptions& options) : options_(options), host_scale_(options.init_scale) {
   validate("GradScaler", options_);
+  next_epoch();
+}
+
+void GradScaler::next_epoch() { epoch_ = ++epoch_counter; }
+
+GradScaling GradScaler::scaled_mark() const {
+  return {.scaled_by = this, .found_inf = Tensor(), .state = ScaleState::scaled, .epoch = epoch_};
+}
+
+bool GradScaler::scaled_now(const GradScaling& mark) const {
+  return mark.state == ScaleState::scaled && mark.scaled_by == this && mark.epoch == epoch_;
+}
+
+void GradScaler::check_marks(const char* op, const std::vector<Tensor>& tensors, bool caller_says_scaled) const {
+  for (const Tensor& t : tensors) {
+    if (!t.defined() || !t.grad().defined()) continue;
+    const std::string why = refusal(grad_scaling(t.grad()), this, epoch_, caller_says_scaled, !caller_says_scaled);
+    if (!why.empty()) throw StateError(std::string(op) + ": the gradient of a " + core::describe(t) + " tensor " + why);
+  }
 }
 
 GradScaler::GradScaler(double init_scale, double growth_factor, double backoff_factor, int64_t growth_interval)
@@ -133,6 +196,7 @@ GradScaler& GradScaler::operator=(const GradScaler& other) {
   step_grads_ = other.step_grads_;
   found_inf_hook_ = other.found_inf_hook_;
   found_inf_synced_ = other.found_inf_synced_;
+  next_epoch();  // a copy's marks are its own
   return *this;
 }
 
@@ -191,25 +255,16 @@ void GradScaler::record_in_step(const Tensor& owner, InStep state) {
   step_grads_.insert_or_assign(owner.id(), StepGrad{owner.impl_ptr(), state});
 }
 
-void GradScaler::backward(autodiff::GradManager& gm, const Tensor& y, const Tensor& dy, bool unscale_grad,
-                          UpdateScale update_scale) {
-  backward(gm, std::vector<Tensor>{y}, std::vector<Tensor>{dy}, unscale_grad, update_scale);
-}
-
-void GradScaler::backward(autodiff::GradManager& gm, const std::vector<Tensor>& ys, const std::vector<Tensor>& dys,
-                          bool unscale_grad, UpdateScale update_scale) {
-  backward(gm, ys, dys, autodiff::BackwardOptions{}, unscale_grad, update_scale);
-}
-
 void GradScaler::backward(autodiff::GradManager& gm, const Tensor& y, const Tensor& dy,
-                          const autodiff::BackwardOptions& options, bool unscale_grad, UpdateScale update_scale) {
-  backward(gm, std::vector<Tensor>{y}, std::vector<Tensor>{dy}, options, unscale_grad, update_scale);
+                          const ScaledBackwardOptions& options) {
+  backward(gm, std::vector<Tensor>{y}, std::vector<Tensor>{dy}, options);
 }
 
 void GradScaler::backward(autodiff::GradManager& gm, const std::vector<Tensor>& ys, const std::vector<Tensor>& dys,
-                          const autodiff::BackwardOptions& options, bool unscale_grad, UpdateScale update_scale) {
+                          const ScaledBackwardOptions& options) {
+  const autodiff::BackwardOptions gm_options{.create_graph = options.create_graph};
   if (!options_.enabled) {
-    gm.backward(ys, dys, options);
+    gm.backward(ys, dys, gm_options);
     return;
   }
   if (!dys.empty() && dys.size() != ys.size())
@@ -222,24 +277,64 @@ void GradScaler::backward(autodiff::GradManager& gm, const std::vector<Tensor>& 
   for (const Tensor& t : attached)
     if (t.defined() && !t.grad().defined()) step_grads_.erase(t.id());
   check_step_state("GradScaler::backward", attached, false);
+  check_addable(attached);
   const auto first = std::find_if(ys.begin(), ys.end(), [](const Tensor& y) { return y.defined(); });
   if (first != ys.end()) place_state(first->device());
   std::vector<Tensor> scaled(ys.size());
   for (size_t i = 0; i < ys.size(); ++i)
-    scaled[i] = scale_.defined() ? scaled_dy(ys[i], dys.empty() ? Tensor() : dys[i], scale_)
+    scaled[i] = scale_.defined() ? scaled_dy(ys[i], dys.empty() ? Tensor() : dys[i], scale_, scaled_mark())
                                  : (dys.empty() ? Tensor() : dys[i]);
-  gm.backward(ys, scaled, options);
-  if (unscale_grad && options.create_graph) {
+  gm.backward(ys, scaled, gm_options);
+  if (options.unscale_grad && options.create_graph) {
     unscale_recorded(gm.attached_tensors());
-  } else if (unscale_grad) {
+  } else if (options.unscale_grad) {
     unscale(gm.attached_tensors());
-  } else {
-    for (const Tensor& t : gm.attached_tensors())
-      if (t.grad().defined()) set_grad_scaling(t.grad(), {.scaled_by = this, .found_inf = Tensor()});
   }
   // A create_graph backward is a step's first pass: the step ends with the next one.
-  const bool step_ends = unscale_grad && !options.create_graph;
-  if (update_scale == UpdateScale::always || (update_scale == UpdateScale::if_unscale_grad && step_ends)) update();
+  const bool step_ends = options.unscale_grad && !options.create_graph;
+  if (options.update_scale == UpdateScale::always ||
+      (options.update_scale == UpdateScale::if_unscale_grad && step_ends))
+    update();
+}
+
+void GradScaler::check_addable(const std::vector<Tensor>& attached) const {
+  const GradScaling incoming = scaled_mark();
+  for (const Tensor& t : attached) {
+    if (!t.defined() || !t.grad().defined()) continue;
+    const GradScaling have = grad_scaling(t.grad());
+    if (accumulated_scaling(have, incoming).state != ScaleState::mixed) continue;
+    std::string why = refusal(have, this, epoch_, false, false);
+    if (why.empty()) why = std::string("is ") + to_string(have.state);
+    throw StateError("GradScaler::backward: the gradient of a " + core::describe(t) +
+                     " tensor holds values the scaled gradients must not be added to: it " + why);
+  }
+}
+
+Tensor GradScaler::scale(const Tensor& loss) {
+  if (!options_.enabled) return loss;
+  if (!loss.defined() || !is_floating_point(loss.dtype()))
+    throw DTypeError("GradScaler::scale: the loss must be a floating tensor, got " +
+                     (loss.defined() ? core::describe(loss) : std::string("an undefined tensor")));
+  place_state(loss.device());
+  Tensor out;
+  {
+    autodiff::NoRecordScope no_record;  // the factor is a constant of the product
+    out = scale_.to(loss.dtype());
+  }
+  out = F::mul(loss, out);
+  set_grad_scaling(out, scaled_mark());
+  return out;
+}
+
+std::vector<Tensor> GradScaler::scale(const std::vector<Tensor>& losses) {
+  for (const Tensor& l : losses)  // all checked before any is scaled
+    if (options_.enabled && (!l.defined() || !is_floating_point(l.dtype())))
+      throw DTypeError("GradScaler::scale: every loss must be a floating tensor, got " +
+                       (l.defined() ? core::describe(l) : std::string("an undefined tensor")));
+  std::vector<Tensor> out;
+  out.reserve(losses.size());
+  for (const Tensor& l : losses) out.push_back(scale(l));
+  return out;
 }
 
 void GradScaler::unscale_recorded(const std::vector<Tensor>& tensors) {
@@ -271,7 +366,7 @@ void GradScaler::unscale_recorded(const std::vector<Tensor>& tensors) {
   }
   for (size_t i = 0; i < list.owners.size(); ++i) {
     list.owners[i].set_grad(unscaled[i]);
-    set_grad_scaling(unscaled[i], {.scaled_by = nullptr, .found_inf = found_inf_});
+    set_grad_scaling(unscaled[i], {.found_inf = found_inf_, .state = ScaleState::unscaled});
     record_in_step(list.owners[i], InStep::unscaled);
   }
 }
@@ -280,6 +375,7 @@ GradScaler& GradScaler::unscale(const std::vector<Tensor>& tensors) {
   if (!options_.enabled) return *this;
   const detail::GradList list = detail::collect_grads("GradScaler::unscale", tensors);
   check_step_state("GradScaler::unscale", list.owners, true);
+  check_marks("GradScaler::unscale", list.owners, true);
 
   autodiff::NoRecordScope no_record;
   place_state(!list.grads.empty() ? list.grads.front().device()
@@ -291,7 +387,7 @@ GradScaler& GradScaler::unscale(const std::vector<Tensor>& tensors) {
   });
   for (const Tensor& g : list.grads) g.bump_version();  // written in place
   for (const Tensor& t : list.owners) {
-    set_grad_scaling(t.grad(), {.scaled_by = nullptr, .found_inf = found_inf_});
+    set_grad_scaling(t.grad(), {.found_inf = found_inf_, .state = ScaleState::unscaled});
     record_in_step(t, InStep::unscaled);
   }
   return *this;
@@ -346,6 +442,7 @@ void GradScaler::update(std::optional<double> new_scale) {
   }
   step_open_ = false;
   step_grads_.clear();
+  next_epoch();  // what is still scaled now was scaled by a scale that may have changed
 }
 
 void GradScaler::step(AmpStepTarget& opt, bool fused_unscale) {
@@ -357,9 +454,11 @@ void GradScaler::step(AmpStepTarget& opt, bool fused_unscale) {
   // scaled in memory: never checked in this step (pending), or checked and
   // left scaled by an earlier fused step of this step. Another scaler's are
   // left to opt.step(), which refuses them.
+  // Gradients this scaler cannot vouch for are refused before anything changes.
+  check_marks("GradScaler::step", opt.parameters(), false);
   std::vector<Tensor> pending, still_scaled;
   for (const Tensor& p : opt.parameters()) {
-    if (grad_scaling(p.grad()).scaled_by != this) continue;
+    if (!scaled_now(grad_scaling(p.grad()))) continue;
     still_scaled.push_back(p);
     if (!step_grads_.contains(p.id())) pending.push_back(p);
   }
@@ -453,6 +552,7 @@ void GradScaler::load_state_dict(const StateDict& state) {
   found_inf_ = Tensor();
   step_open_ = false;
   step_grads_.clear();
+  next_epoch();
 }
 
 }  // namespace mixgrad::amp

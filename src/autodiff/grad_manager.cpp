@@ -15,6 +15,7 @@
 #include "core/grad_check.hpp"
 #include "core/view.hpp"
 #include "mixgrad/amp/autocast.hpp"
+#include "mixgrad/amp_step.hpp"
 #include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/op_support.hpp"
@@ -365,6 +366,34 @@ namespace {
   }
 }
 
+// .grad() += grad for each update, in place where that is safe.
+void write_added(std::vector<std::pair<Tensor, Tensor>>& updates, const std::vector<GradManager*>& thread_list) {
+  // A `.grad()` that a recording manager tracks (the result of a recorded
+  // backward) may be saved by its ops: add out of place, never into it.
+  auto in_a_graph = [&](const Tensor& g) {
+    for (GradManager* m : thread_list)
+      if (TapeAccess::state(m).tracked.contains(g.id())) return true;
+    return false;
+  };
+  for (auto& [t, grad] : updates) {
+    Tensor have = t.grad();
+    if (have.defined() && !thread_list.empty() && in_a_graph(have)) {
+      Tensor sum = empty(have.shape(), have.dtype(), have.device());
+      backend::copy(have, sum);
+      backend::accumulate(sum, grad);
+      t.set_grad(sum);
+    } else if (have.defined()) {
+      backend::accumulate(have, grad);
+    } else if (grad.impl_ptr().use_count() == 1 && grad.impl()->storage.use_count() == 1 && grad.is_contiguous()) {
+      t.set_grad(std::move(grad));  // we hold the only handle: adopt it
+    } else {
+      Tensor own = empty(grad.shape(), grad.dtype(), grad.device());
+      backend::copy(grad, own);
+      t.set_grad(own);
+    }
+  }
+}
+
 void check_outputs(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys) {
   if (!dys.empty() && dys.size() != ys.size())
     throw ShapeError("GradManager::backward: " + std::to_string(ys.size()) + " outputs but " +
@@ -386,15 +415,16 @@ void check_outputs(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys
 }
 
 // The walk proper, which GradManager::backward runs after planning: runs
-// the closures in reverse, fires the callbacks, runs the hooks and writes
-// .grad(). Instantiated twice, so that the ordinary walk (kRecorded false)
-// carries no trace of the recorded one.
+// the closures in reverse, fires the callbacks, runs the hooks and returns
+// what write_grads adds to .grad(). Instantiated twice, so that the
+// ordinary walk (kRecorded false) carries no trace of the recorded one.
 template <bool kRecorded>
-void walk(GradManager::State& s, std::vector<std::shared_ptr<Node>>& tape, const std::unordered_set<uint64_t>& tracked,
-          std::unordered_map<uint64_t, Tensor>& grads, const std::vector<char>& runs,
-          std::unordered_map<uint64_t, int>& pending, const std::unordered_set<uint64_t>& produced,
-          const std::vector<Tensor>& ys, const std::vector<GradManager*>& recorders,
-          const std::vector<GradManager*>& thread_list) {
+std::vector<std::pair<Tensor, Tensor>> walk(
+    GradManager::State& s, std::vector<std::shared_ptr<Node>>& tape, const std::unordered_set<uint64_t>& tracked,
+    std::unordered_map<uint64_t, Tensor>& grads, const std::vector<char>& runs,
+    std::unordered_map<uint64_t, int>& pending, const std::unordered_set<uint64_t>& produced,
+    const std::vector<Tensor>& ys, const std::vector<GradManager*>& recorders,
+    const std::vector<GradManager*>& thread_list) {
   // Converts a gradient to a dtype; in a recorded backward as a tracked op.
   auto convert = [](const Tensor& g, DType dtype) {
     if constexpr (kRecorded) return convert_recorded(g, dtype);
@@ -478,40 +508,53 @@ void walk(GradManager::State& s, std::vector<std::shared_ptr<Node>>& tape, const
   // started by the callbacks does so before their results are read.
   const std::vector<std::function<void()>> hooks = s.after_backward;
   for (const auto& hook : hooks) hook();
+  return updates;
+}
 
+// Adds each update to its tensor's .grad() and marks the result with how a
+// loss scale multiplies it: `scaling` (that of the backward's outputs and
+// dys) accumulated onto the mark of what was there.
+template <bool kRecorded>
+void write_grads(std::vector<std::pair<Tensor, Tensor>>& updates, const GradScaling& scaling,
+                 const std::vector<GradManager*>& thread_list) {
   // A gradient set by hand is accumulated into below; check them all before
   // any changes (Tensor::set_grad checked it already, this keeps the
   // accumulation safe whatever path set it).
   for (const auto& [t, grad] : updates)
     if (t.grad().defined()) mixgrad::detail::check_grad(t, t.grad(), "GradManager::backward");
+  std::vector<GradScaling> marks;
+  marks.reserve(updates.size());
+  for (const auto& [t, grad] : updates)
+    marks.push_back(t.grad().defined() ? accumulated_scaling(grad_scaling(t.grad()), scaling) : scaling);
   if constexpr (kRecorded) {
     set_recorded_grads(updates);
-    return;
+  } else {
+    write_added(updates, thread_list);
   }
-  // A `.grad()` that a recording manager tracks (the result of a recorded
-  // backward) may be saved by its ops: add out of place, never into it.
-  auto in_a_graph = [&](const Tensor& g) {
-    for (GradManager* m : thread_list)
-      if (TapeAccess::state(m).tracked.contains(g.id())) return true;
-    return false;
-  };
-  for (auto& [t, grad] : updates) {
-    Tensor have = t.grad();
-    if (have.defined() && !thread_list.empty() && in_a_graph(have)) {
-      Tensor sum = empty(have.shape(), have.dtype(), have.device());
-      backend::copy(have, sum);
-      backend::accumulate(sum, grad);
-      t.set_grad(sum);
-    } else if (have.defined()) {
-      backend::accumulate(have, grad);
-    } else if (grad.impl_ptr().use_count() == 1 && grad.impl()->storage.use_count() == 1 && grad.is_contiguous()) {
-      t.set_grad(std::move(grad));  // we hold the only handle: adopt it
-    } else {
-      Tensor own = empty(grad.shape(), grad.dtype(), grad.device());
-      backend::copy(grad, own);
-      t.set_grad(own);
+  for (size_t i = 0; i < updates.size(); ++i) set_grad_scaling(updates[i].first.grad(), std::move(marks[i]));
+}
+
+// How a loss scale multiplies the upstream gradients a backward starts from:
+// an output marked by scaler.scale(loss), or a dy formed by scaler.backward,
+// is scaled; a dy the user gave is of unknown scale; ones on an unmarked
+// output are not scaled. Several outputs combine as accumulation does.
+GradScaling scaling_of_outputs(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys) {
+  std::optional<GradScaling> all;
+  for (size_t i = 0; i < ys.size(); ++i) {
+    const Tensor dy = dys.empty() ? Tensor() : dys[i];
+    const GradScaling y_mark = grad_scaling(ys[i]), dy_mark = grad_scaling(dy);
+    GradScaling one;
+    if (y_mark.state == ScaleState::scaled) {
+      one = dy_mark.state == ScaleState::scaled ? GradScaling{.state = ScaleState::mixed} : y_mark;
+    } else if (dy_mark.state == ScaleState::scaled) {
+      one = dy_mark;
+    } else if (dy.defined()) {
+      one = {.state = ScaleState::unknown};
     }
+    one.found_inf = Tensor();
+    all = all ? accumulated_scaling(*all, one) : one;
   }
+  return all.value_or(GradScaling{});
 }
 
 }  // namespace
@@ -528,6 +571,7 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
   if (s.recording_list != &thread_list)
     throw StateError("GradManager::backward: called on another thread than record()");
   check_outputs(ys, dys);
+  const GradScaling scaling = scaling_of_outputs(ys, dys);
   const bool create_graph = options.create_graph;
   // Inside a no_grad scope (or a backward pass) nothing is recorded, this
   // backward neither.
@@ -633,12 +677,14 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
     if (create_graph) recorders.push_back(this);
   }
   if (recorders.empty()) {
-    walk<false>(s, tape, tracked, grads, runs, pending, produced, ys, recorders, thread_list);
+    auto updates = walk<false>(s, tape, tracked, grads, runs, pending, produced, ys, recorders, thread_list);
+    write_grads<false>(updates, scaling, thread_list);
   } else {
     --paused;
     no_record.on = false;
     GraphScope graph_scope(recorders);
-    walk<true>(s, tape, tracked, grads, runs, pending, produced, ys, recorders, thread_list);
+    auto updates = walk<true>(s, tape, tracked, grads, runs, pending, produced, ys, recorders, thread_list);
+    write_grads<true>(updates, scaling, thread_list);
   }
 }
 

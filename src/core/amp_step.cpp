@@ -5,15 +5,49 @@
 
 namespace mixgrad {
 
+const char* to_string(ScaleState state) {
+  switch (state) {
+    case ScaleState::none: return "not scaled";
+    case ScaleState::scaled: return "scaled";
+    case ScaleState::unscaled: return "unscaled";
+    case ScaleState::unknown: return "of unknown scale";
+    case ScaleState::mixed: return "mixed";
+  }
+  return "?";
+}
+
 GradScaling grad_scaling(const Tensor& grad) {
   if (!grad.defined()) return {};
-  return {.scaled_by = grad.impl()->scaled_by, .found_inf = grad.impl()->found_inf};
+  const TensorImpl& t = *grad.impl();
+  return {.scaled_by = t.scaled_by,
+          .found_inf = t.found_inf,
+          .state = static_cast<ScaleState>(t.scale_state),
+          .epoch = t.scale_epoch};
 }
 
 void set_grad_scaling(const Tensor& grad, GradScaling scaling) {
   if (!grad.defined()) return;
-  grad.impl()->scaled_by = scaling.scaled_by;
-  grad.impl()->found_inf = std::move(scaling.found_inf);
+  // A mark written as {scaled_by, found_inf} alone (the protocol before
+  // ScaleState) says what it means by which of the two it sets.
+  if (scaling.state == ScaleState::none && scaling.scaled_by != nullptr) scaling.state = ScaleState::scaled;
+  if (scaling.state == ScaleState::none && scaling.found_inf.defined()) scaling.state = ScaleState::unscaled;
+  TensorImpl& t = *grad.impl();
+  t.scaled_by = scaling.state == ScaleState::scaled ? scaling.scaled_by : nullptr;
+  t.found_inf = scaling.state == ScaleState::unscaled ? std::move(scaling.found_inf) : Tensor();
+  t.scale_state = static_cast<uint8_t>(scaling.state);
+  t.scale_epoch = scaling.state == ScaleState::scaled ? scaling.epoch : 0;
+}
+
+GradScaling accumulated_scaling(const GradScaling& have, const GradScaling& incoming) {
+  using S = ScaleState;
+  const S a = have.state, b = incoming.state;
+  if (a == S::none && b == S::none) return have;
+  if (a == S::scaled && b == S::scaled && have.scaled_by == incoming.scaled_by && have.epoch == incoming.epoch)
+    return have;
+  if (a == S::unscaled && b == S::none) return have;
+  if ((a == S::unknown && (b == S::none || b == S::unknown)) || (a == S::none && b == S::unknown))
+    return {.state = S::unknown};
+  return {.state = S::mixed};
 }
 
 }  // namespace mixgrad

@@ -178,6 +178,10 @@ void Optimizer::check_step(const AmpStep& amp) const {
     if (!is_floating_point(g.dtype())) throw DTypeError(which + " has a " + core::describe(g) + " gradient");
     if (g.device() != p.device()) throw DeviceError(which + " has a gradient on " + to_string(g.device()));
     const GradScaling mark = grad_scaling(g);
+    if (mark.state == ScaleState::mixed)
+      throw StateError(which + " has a gradient that sums values scaled by a loss scale with values that are not "
+                               "(or scaled by another scale): a scaled backward into a gradient left unscaled, or "
+                               "the reverse; call opt.clear_grad() before the backward of a new step");
     if (mark.scaled_by != nullptr && mark.scaled_by != amp.scaler)
       throw StateError(which + " has a gradient that GradScaler::backward scaled and no unscale has unscaled; "
                                "call scaler.unscale(...) or scaler.step(opt) instead of opt.step()");

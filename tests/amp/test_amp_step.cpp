@@ -138,7 +138,7 @@ class MyOptimizer : public mg::AmpStepTarget {
 void scaled_backward(mg::amp::GradScaler& scaler, mg::autodiff::GradManager& gm, const mg::Tensor& p, const Vec& x) {
   auto rec = gm.record();
   const mg::Tensor loss = mg::F::sum(mg::F::mul(p, mg::tensor(x, {static_cast<int64_t>(x.size())}, p.dtype())));
-  scaler.backward(gm, loss, {}, /*unscale_grad=*/false, mg::amp::UpdateScale::never);
+  scaler.backward(gm, loss, {}, {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
 }
 
 }  // namespace

@@ -69,7 +69,8 @@ std::vector<std::pair<const char*, Factory>> optimizers() {
 
 void scaled_backward(mg::amp::GradScaler& scaler, Model& m, int step, bool bad = false) {
   auto rec = m.gm.record();
-  scaler.backward(m.gm, m.loss(step, bad), mg::Tensor(), false, mg::amp::UpdateScale::never);
+  scaler.backward(m.gm, m.loss(step, bad), mg::Tensor(),
+      {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
 }
 
 void check_close(const Vec& got, const Vec& want, double tol) {

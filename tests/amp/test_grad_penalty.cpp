@@ -105,8 +105,8 @@ BOOST_AUTO_TEST_CASE(scaled_gradient_penalty_matches_an_unscaled_control) {
       std::vector<mg::Tensor> grads;
       for (const auto& p : scaled) grads.push_back(F::mul(p.grad(), inv_scale));
       opt.clear_grad();
-      scaler.backward(gm, F::add(loss, grad_norm(grads)), mg::Tensor(), /*unscale_grad=*/false,
-                      mg::amp::UpdateScale::never);
+      scaler.backward(gm, F::add(loss, grad_norm(grads)), mg::Tensor(),
+          {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
       if (i == kSkipIter) scaled[2].grad().data<float>()[0] = std::numeric_limits<float>::infinity();
       scaler.step(opt);
       scaler.update();
@@ -242,7 +242,8 @@ BOOST_AUTO_TEST_CASE(the_recorded_unscale_keeps_its_pass_scale_when_the_scale_up
   {
     auto rec = gm.record();
     const mg::Tensor loss = F::sum(F::mul(x, F::pow(w, 3.0)));
-    scaler.backward(gm, loss, mg::Tensor(), {.create_graph = true}, true, mg::amp::UpdateScale::always);
+    scaler.backward(gm, loss, mg::Tensor(),
+                    {.update_scale = mg::amp::UpdateScale::always, .create_graph = true});
     BOOST_TEST(scaler.scale_factor() == 8.0);
     const mg::Tensor penalty = F::sum(F::pow(w.grad(), 2.0));
     w.set_grad(mg::Tensor());

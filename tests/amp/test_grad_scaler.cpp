@@ -232,10 +232,18 @@ BOOST_AUTO_TEST_CASE(unscale_takes_any_range_once) {
   BOOST_TEST(a.grad().item<float>() == 4.f);  // not divided twice
   BOOST_TEST(b.grad().item<float>() == 8.f);
   BOOST_TEST(same_state(s.state_dict(), before));
+  // In a new step too: gradients left over from an earlier step hold
+  // unscaled values, and dividing them again would be a silent error.
   s.update();
-  s.unscale({a, b});  // a new step
-  BOOST_TEST(a.grad().item<float>() == 2.f);
-  BOOST_TEST(b.grad().item<float>() == 4.f);
+  const auto after_update = s.state_dict();
+  BOOST_CHECK_THROW(s.unscale({a, b}), mg::StateError);
+  BOOST_TEST(a.grad().item<float>() == 4.f);
+  BOOST_TEST(b.grad().item<float>() == 8.f);
+  BOOST_TEST(same_state(s.state_dict(), after_update));
+  // Fresh gradients (set by hand: the caller says they are scaled) unscale.
+  a.set_grad(mg::tensor({8.f}, {1}));
+  s.unscale({a});
+  BOOST_TEST(a.grad().item<float>() == 4.f);
 }
 
 // Upstream: PyTorch test_cuda.py / test_torch.py test_grad_scaling_update_scale (its values: test_upstream_scaler.cpp).

@@ -58,7 +58,7 @@ BOOST_AUTO_TEST_CASE(given_dy_is_multiplied_by_the_scale) {
   const std::vector<double> dy = {1, -2, 3, 0.5, -0.25, 8};
   {
     auto rec = gm.record();
-    scaler.backward(gm, forward(w), mg::tensor(dy, {1, 2, 3}, mg::DType::float32), /*unscale_grad=*/false);
+    scaler.backward(gm, forward(w), mg::tensor(dy, {1, 2, 3}, mg::DType::float32), {.unscale_grad = false});
   }
   BOOST_TEST(w.grad().to_vector<float>() == times(dy, 4.0 * 16.0), boost::test_tools::per_element());
   BOOST_TEST(scaler.growth_tracker() == 0);  // no unscale, so no update by default
@@ -72,7 +72,7 @@ BOOST_AUTO_TEST_CASE(accumulating_micro_batches_then_unscaling) {
   mg::amp::GradScaler scaler({.init_scale = 32.0});
   for (int i = 0; i < 2; ++i) {
     auto rec = gm.record();
-    scaler.backward(gm, forward(w), mg::Tensor(), /*unscale_grad=*/false);
+    scaler.backward(gm, forward(w), mg::Tensor(), {.unscale_grad = false});
   }
   {
     auto rec = gm.record();
@@ -89,14 +89,15 @@ BOOST_AUTO_TEST_CASE(update_scale_choices) {
   mg::amp::GradScaler scaler({.init_scale = 8.0});
   {
     auto rec = gm.record();
-    scaler.backward(gm, forward(w), mg::Tensor(), false, mg::amp::UpdateScale::always);
+    scaler.backward(gm, forward(w), mg::Tensor(),
+        {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::always});
   }
   BOOST_TEST(w.grad().to_vector<float>() == std::vector<float>(6, 32.f), boost::test_tools::per_element());
   BOOST_TEST(scaler.growth_tracker() == 1);
   w.set_grad(mg::Tensor());
   {
     auto rec = gm.record();
-    scaler.backward(gm, forward(w), mg::Tensor(), true, mg::amp::UpdateScale::never);
+    scaler.backward(gm, forward(w), mg::Tensor(), {.unscale_grad = true, .update_scale = mg::amp::UpdateScale::never});
   }
   BOOST_TEST(w.grad().to_vector<float>() == std::vector<float>(6, 4.f), boost::test_tools::per_element());
   BOOST_TEST(scaler.growth_tracker() == 1);
@@ -129,7 +130,7 @@ BOOST_AUTO_TEST_CASE(scaled_gradients_are_unscaled_by_step_and_refused_by_opt_st
   mg::optim::SGD opt({w}, {.lr = 0.5});
   {
     auto rec = gm.record();
-    scaler.backward(gm, forward(w), mg::Tensor(), false, mg::amp::UpdateScale::never);
+    scaler.backward(gm, forward(w), mg::Tensor(), {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
   }
   BOOST_TEST(w.grad().to_vector<float>() == std::vector<float>(6, 32.f), boost::test_tools::per_element());
   BOOST_CHECK_THROW(opt.step(), mg::StateError);  // still scaled
@@ -150,7 +151,8 @@ BOOST_AUTO_TEST_CASE(scaled_gradients_are_unscaled_by_step_and_refused_by_opt_st
   // An overflowed step of this loop is skipped and backs off.
   {
     auto rec = gm.record();
-    scaler.backward(gm, forward(w), mg::full({1, 2, 3}, kInf), false, mg::amp::UpdateScale::never);
+    scaler.backward(gm, forward(w), mg::full({1, 2, 3}, kInf),
+        {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
   }
   const std::vector<float> w1 = w.to_vector<float>();
   scaler.step(opt);
@@ -163,7 +165,7 @@ BOOST_AUTO_TEST_CASE(scaled_gradients_are_unscaled_by_step_and_refused_by_opt_st
   // Another scaler does not unscale this one's gradients: the step refuses them.
   {
     auto rec = gm.record();
-    scaler.backward(gm, forward(w), mg::Tensor(), false, mg::amp::UpdateScale::never);
+    scaler.backward(gm, forward(w), mg::Tensor(), {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
   }
   mg::amp::GradScaler other;
   BOOST_CHECK_THROW(other.step(opt), mg::StateError);

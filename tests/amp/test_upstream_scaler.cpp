@@ -2,8 +2,8 @@
 // (test/test_cuda.py and the device-generic test/test_torch.py, run on the
 // CPU) and MegEngine's imperative/python/test/unit/amp/test_grad_scaler.py.
 // Each case names the test it follows; the expected values are upstream's.
-// PyTorch's `scaler.scale(loss).backward()` is `scaler.backward(gm, loss,
-// {}, false, UpdateScale::never)` here, `scaler.unscale_(opt)` is
+// PyTorch's `scaler.scale(loss).backward()` is `gm.backward(scaler.scale(loss))`
+// here, as users write it, and `scaler.unscale_(opt)` is
 // `scaler.unscale(params)`.
 #include <boost/test/unit_test.hpp>
 
@@ -98,7 +98,7 @@ void run_scaling_case(const RunFn& run, int unskipped, int skipped, double atol 
 }
 
 void scaled_backward(mg::amp::GradScaler& scaler, Run& r, const mg::Tensor& loss) {
-  scaler.backward(r.gm, loss, mg::Tensor(), /*unscale_grad=*/false, mg::amp::UpdateScale::never);
+  r.gm.backward(scaler.scale(loss));
 }
 
 }  // namespace
@@ -195,7 +195,8 @@ BOOST_AUTO_TEST_CASE(pytorch_test_grad_scaling_state_dict) {
         mg::Tensor w = mg::ones({1});
         gm.attach(w);
         auto rec = gm.record();
-        s1.backward(gm, F::sum(F::mul(w, 4.0)), mg::Tensor(), false, mg::amp::UpdateScale::never);
+        s1.backward(gm, F::sum(F::mul(w, 4.0)), mg::Tensor(),
+            {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
       }
       s1.load_state_dict(s0.state_dict());
       BOOST_TEST(s1.scale_factor() == 3.0);
@@ -228,7 +229,7 @@ BOOST_AUTO_TEST_CASE(pytorch_test_grad_scale_will_not_overflow) {
   {
     auto rec = gm.record();
     mg::Tensor l = F::mean(F::pow(F::sub(F::linear(x, w, b), y), 2.0));
-    scaler.backward(gm, l, mg::Tensor(), false, mg::amp::UpdateScale::never);
+    scaler.backward(gm, l, mg::Tensor(), {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
   }
   scaler.step(opt);
   const bool found = scaler.found_non_finite();
@@ -306,7 +307,8 @@ BOOST_AUTO_TEST_CASE(pytorch_test_grad_scaler_pass_itself) {
         mg::amp::GradScaler scaler({.init_scale = 2.0});
         {
           auto rec = gm.record();
-          scaler.backward(gm, F::mean(F::linear(x, w, b)), mg::Tensor(), false, mg::amp::UpdateScale::never);
+          scaler.backward(gm, F::mean(F::linear(x, w, b)), mg::Tensor(),
+              {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
         }
         // The unscaled gradients: d mean(x w^T + b) / dw = column means of x, / db = 1.
         std::vector<double> gw(4, 0.0);
@@ -328,8 +330,8 @@ BOOST_AUTO_TEST_CASE(pytorch_test_grad_scaler_pass_itself) {
         BOOST_CHECK_THROW(scaler.unscale({w, b}), mg::StateError);  // already unscaled in this step
         {
           auto rec = gm.record();
-          BOOST_CHECK_THROW(scaler.backward(gm, F::mean(F::linear(x, w, b)), mg::Tensor(), false,
-                                            mg::amp::UpdateScale::never),
+          BOOST_CHECK_THROW(scaler.backward(gm, F::mean(F::linear(x, w, b)), mg::Tensor(),
+              {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never}),
                             mg::StateError);
         }
         scaler.update();
@@ -350,13 +352,13 @@ BOOST_AUTO_TEST_CASE(a_backward_into_gradients_a_fused_step_left_scaled_is_refus
   mg::amp::GradScaler scaler({.init_scale = 4.0});
   {
     auto rec = gm.record();
-    scaler.backward(gm, F::sum(w), mg::Tensor(), false, mg::amp::UpdateScale::never);
+    scaler.backward(gm, F::sum(w), mg::Tensor(), {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
   }
   scaler.step(opt);
   BOOST_TEST(w.to_vector<double>() == std::vector<double>(3, 0.5));
   auto rec = gm.record();
   try {
-    scaler.backward(gm, F::sum(w), mg::Tensor(), false, mg::amp::UpdateScale::never);
+    scaler.backward(gm, F::sum(w), mg::Tensor(), {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
     BOOST_ERROR("a backward into gradients a fused step left scaled was accepted");
   } catch (const mg::StateError& e) {
     BOOST_TEST(std::string(e.what()).find("unscales inside its update") != std::string::npos, e.what());
@@ -470,7 +472,7 @@ BOOST_AUTO_TEST_CASE(pytorch_test_grad_scaling_multiple) {
           mg::Tensor loss0 = F::mse_loss(F::add(F::mul(out0, 0.3), F::mul(out1, 0.7)), target);
           mg::Tensor loss1 = F::mse_loss(F::sub(F::mul(out0, 0.6), F::mul(out1, 0.4)), target);
           if (try_scaling_api) {
-            scaler.backward(gm, {loss0, loss1}, {}, false, mg::amp::UpdateScale::never);
+            gm.backward(scaler.scale({loss0, loss1}));
             if (i == kSkipIter && scaler.is_enabled()) fill_inf(p1[2]);
             scaler.unscale(p0);
             scaler.step(opt0);
@@ -541,7 +543,7 @@ BOOST_AUTO_TEST_CASE(megengine_test_grad_scaler) {
       y = F::add(x, 1.0);
       gm.attach(y);
       mg::Tensor loss = F::add(y, 1.0);
-      scaler.backward(gm, loss, mg::Tensor(), /*unscale_grad=*/false);
+      scaler.backward(gm, loss, mg::Tensor(), {.unscale_grad = false});
     }
     BOOST_TEST(y.grad().to_vector<double>() == std::vector<double>{16.0});  // the default init_scale, 2^4
     scaler.unscale(gm.attached_tensors());

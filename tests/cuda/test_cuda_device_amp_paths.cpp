@@ -331,7 +331,8 @@ std::vector<std::pair<const char*, Factory>> optimizers() {
 void fused_step(O2Model& m, mg::optim::Optimizer& opt, mg::amp::GradScaler& scaler, bool bad) {
   {
     auto rec = m.gm.record();
-    scaler.backward(m.gm, m.loss(bad), mg::Tensor(), false, mg::amp::UpdateScale::never);
+    scaler.backward(m.gm, m.loss(bad), mg::Tensor(),
+        {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
   }
   opt.step(scaler);
   scaler.update();
@@ -398,6 +399,37 @@ BOOST_AUTO_TEST_CASE(a_fused_o2_step_after_warm_up_makes_no_host_synchronisation
       BOOST_TEST(mg::backend::host_sync_count() == before);
       BOOST_TEST(opt.step_count(0) == 3);  // a host value: now it waits
       BOOST_TEST(mg::backend::host_sync_count() > before);
+    }
+  }
+}
+
+// PyTorch's recipe (gm.backward(scaler.scale(loss)); scaler.step(opt);
+// scaler.update()) keeps the step on the device too: the scale is read
+// there, the gradients' marks are host bookkeeping, and scaler.step's
+// unscale sets the flag on the device.
+BOOST_AUTO_TEST_CASE(the_pytorch_recipe_after_warm_up_makes_no_host_synchronisation) {
+  for (bool fused : {false, true}) {
+    BOOST_TEST_CONTEXT("fused unscale " << fused) {
+      O2Model m(mg::DType::bfloat16, kGpu);
+      mg::optim::Adam opt({m.w, m.b}, {.lr = 0.01, .master_weights = true, .step_supports_amp_scaling = fused});
+      mg::amp::GradScaler scaler({.init_scale = 1024.0});
+      const auto step = [&](bool bad) {
+        {
+          auto rec = m.gm.record();
+          m.gm.backward(scaler.scale(m.loss(bad)));
+        }
+        scaler.step(opt);
+        scaler.update();
+        opt.clear_grad();
+      };
+      step(false);  // warm-up
+      step(false);
+      mg::cuda::synchronize(0);
+      const int64_t before = mg::backend::host_sync_count();
+      step(false);
+      step(true);
+      BOOST_TEST(mg::backend::host_sync_count() == before);
+      BOOST_TEST(opt.step_count(0) == 3);
     }
   }
 }

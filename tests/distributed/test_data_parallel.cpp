@@ -85,7 +85,7 @@ Result train(const Setup& s) {
       auto rec = gm.record();
       auto loss = F::cross_entropy(net(data().x.narrow(0, start, micro)), data().y.narrow(0, start, micro)) *
                   (1.0 / s.accumulate);
-      scaler.backward(gm, loss, {}, false, mg::amp::UpdateScale::never);
+      scaler.backward(gm, loss, {}, {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
     }
     scaler.step(opt);
     scaler.update();

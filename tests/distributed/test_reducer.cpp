@@ -79,7 +79,8 @@ BOOST_AUTO_TEST_CASE(found_inf_agrees_across_ranks) {
   // (as a local unscale can): only it sees inf, yet every rank must skip.
   {
     auto rec = gm.record();
-    scaler.backward(gm, mg::F::sum(a * 2.0) + mg::F::sum(b), {}, false, mg::amp::UpdateScale::never);
+    scaler.backward(gm, mg::F::sum(a * 2.0) + mg::F::sum(b), {},
+        {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
   }
   if (world().rank() == W - 1) a.grad().data<float>()[1] = std::numeric_limits<float>::infinity();
   scaler.step(opt);

@@ -10,6 +10,7 @@
 // difference names what changed.
 #pragma once
 
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -56,7 +57,8 @@ struct Fixture {
       }
       scaler.step(*opt);
     }
-    // Leave gradients in place for the snapshot.
+    // Leave gradients in place for the snapshot: this step's, unscaled.
+    opt->clear_grad();
     auto rec = gm.record();
     scaler.backward(gm, mg::F::cross_entropy(net(x), labels));
   }
@@ -77,6 +79,11 @@ inline void add_tensor(Snapshot& s, const std::string& name, const mg::Tensor& t
   s[name + ".value"] = bytes_of(t);
   s[name + ".version"] = t.defined() ? std::to_string(t.version()) : "-";
   s[name + ".grad"] = t.defined() ? bytes_of(t.grad()) : "-";
+  if (!t.defined() || !t.grad().defined()) return;
+  const mg::GradScaling m = mg::grad_scaling(t.grad());
+  s[name + ".grad.scaling"] = std::string(mg::to_string(m.state)) + " " +
+                              std::to_string(reinterpret_cast<uintptr_t>(m.scaled_by)) + " " +
+                              std::to_string(m.epoch) + " " + (m.found_inf.defined() ? bytes_of(m.found_inf) : "-");
 }
 
 inline Snapshot snapshot(Fixture& f) {

@@ -327,16 +327,77 @@ std::vector<Row> autodiff_and_amp_rows() {
                       {"GradScaler::update", "new_scale", "-1"}),
       row<StateError>("GradScaler: unscale twice in a step",
                       [](Fixture& f) { f.scaler.unscale(f.net.parameters()); },
-                      {"GradScaler::unscale", "already unscaled", "float32[3, 4]"},
-                      [](Fixture& f) { f.scaler.unscale(f.net.parameters()); }),
+                      {"GradScaler::unscale", "already unscaled in this step", "float32[3, 4]"},
+                      [](Fixture& f) {
+                        f.opt->clear_grad();
+                        {
+                          auto rec = f.gm.record();
+                          f.gm.backward(f.scaler.scale(mg::F::cross_entropy(f.net(f.x), f.labels)));
+                        }
+                        f.scaler.unscale(f.net.parameters());
+                      }),
+      // The fixture's gradients were unscaled by the last step's automatic gear.
+      row<StateError>("GradScaler: unscale of gradients an earlier step unscaled",
+                      [](Fixture& f) { f.scaler.unscale(f.net.parameters()); },
+                      {"GradScaler::unscale", "float32[3, 4]", "already unscaled", "earlier step", "clear_grad"}),
+      row<StateError>("GradScaler::backward into gradients an earlier step unscaled",
+                      record_and([](Fixture& f, const mg::Tensor& y) {
+                        f.scaler.backward(f.gm, mg::F::cross_entropy(y, f.labels));
+                      }),
+                      {"GradScaler::backward", "float32[3, 4]", "already unscaled", "clear_grad"}),
+      row<StateError>("GradScaler::step on gradients of a dy scaled by hand",
+                      [](Fixture& f) { f.scaler.step(*f.opt); },
+                      {"GradScaler::step", "float32[3, 4]", "dy", "scaler.unscale(...)", "scaler.scale(loss)"},
+                      [](Fixture& f) {
+                        f.opt->clear_grad();
+                        auto rec = f.gm.record();
+                        auto loss = mg::F::cross_entropy(f.net(f.x), f.labels);
+                        f.gm.backward(loss, mg::full_like(loss, f.scaler.scale_factor()));
+                      }),
+      row<StateError>("GradScaler::step on gradients of an unscaled loss",
+                      [](Fixture& f) { f.scaler.step(*f.opt); },
+                      {"GradScaler::step", "float32[3, 4]", "did not come through this scaler",
+                       "scaler.scale(loss)"},
+                      [](Fixture& f) {
+                        f.opt->clear_grad();
+                        auto rec = f.gm.record();
+                        f.gm.backward(mg::F::cross_entropy(f.net(f.x), f.labels));
+                      }),
+      row<StateError>("GradScaler::step on gradients scaled before update()",
+                      [](Fixture& f) { f.scaler.step(*f.opt); },
+                      {"GradScaler::step", "float32[3, 4]", "before this scaler's last update()"},
+                      [](Fixture& f) {
+                        f.opt->clear_grad();
+                        {
+                          auto rec = f.gm.record();
+                          f.gm.backward(f.scaler.scale(mg::F::cross_entropy(f.net(f.x), f.labels)));
+                        }
+                        f.scaler.update();
+                      }),
+      row<StateError>("GradScaler::step on a scaled loss's gradients added to an earlier step's",
+                      [](Fixture& f) { f.scaler.step(*f.opt); },
+                      {"GradScaler::step", "float32[3, 4]", "sums values scaled", "clear_grad"},
+                      [](Fixture& f) {
+                        auto rec = f.gm.record();
+                        f.gm.backward(f.scaler.scale(mg::F::cross_entropy(f.net(f.x), f.labels)));
+                      }),
+      row<StateError>("optimizer step on a scaled loss's gradients added to an earlier step's",
+                      [](Fixture& f) { f.opt->step(); },
+                      {"Adam::step", "parameter 0", "float32[3, 4]", "scaled", "clear_grad"},
+                      [](Fixture& f) {
+                        auto rec = f.gm.record();
+                        f.gm.backward(f.scaler.scale(mg::F::cross_entropy(f.net(f.x), f.labels)));
+                      }),
+      row<DTypeError>("GradScaler::scale of an int64 tensor", [](Fixture& f) { (void)f.scaler.scale(f.labels); },
+                      {"GradScaler::scale", "int64[2]", "floating"}),
       row<StateError>("optimizer step on gradients GradScaler::backward scaled and nothing unscaled",
                       [](Fixture& f) { f.opt->step(); },
                       {"Adam::step", "parameter 0", "float32[3, 4]", "scaled", "scaler.step(opt)"},
                       [](Fixture& f) {
                         f.opt->clear_grad();
                         auto rec = f.gm.record();
-                        f.scaler.backward(f.gm, mg::F::cross_entropy(f.net(f.x), f.labels), mg::Tensor(), false,
-                                          mg::amp::UpdateScale::never);
+                        f.scaler.backward(f.gm, mg::F::cross_entropy(f.net(f.x), f.labels), mg::Tensor(),
+                            {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
                       }),
       row<ValueError>("GradScaler::load_state_dict: missing key",
                       [](Fixture& f) {

@@ -334,7 +334,7 @@ BOOST_AUTO_TEST_CASE(step_with_scaler_in_a_training_loop) {
       auto rec = gm.record();
       mg::Tensor x = mg::tensor(Vec{k, 1.0}, mg::Shape{2}, mg::DType::float32);
       mg::Tensor loss = mg::F::sum(mg::F::mul(w, x));
-      scaler.backward(gm, loss, {}, false, mg::amp::UpdateScale::never);
+      scaler.backward(gm, loss, {}, {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
     }
     scaler.step(opt);
     warm.step(scaler);

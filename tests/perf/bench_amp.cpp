@@ -90,7 +90,7 @@ class AmpTrainer final : public Runner {
       if (!mode_.scaler) {
         gm_.backward(loss);
       } else if (mode_.fused) {
-        scaler_.backward(gm_, loss, mg::Tensor(), false, mg::amp::UpdateScale::never);
+        scaler_.backward(gm_, loss, mg::Tensor(), {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
       } else {
         scaler_.backward(gm_, loss);  // unscale pass and update
       }

@@ -15,7 +15,7 @@
 //   // manual: accumulate k micro-batches, then unscale and update once
 //   for (int i = 0; i < k; ++i) {
 //     auto rec = gm.record();
-//     scaler.backward(gm, loss_i, {}, /*unscale_grad=*/false, mg::amp::UpdateScale::never);
+//     scaler.backward(gm, loss_i, {}, {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
 //   }
 //   scaler.unscale(gm.attached_tensors());       // one fused pass over all grads
 //   scaler.update();
@@ -29,10 +29,10 @@
 //     scaler.backward(gm, F::add(loss, penalty)); }           // unscale, update
 //   opt.step().clear_grad();                                   // skipped if either pass overflowed
 //
-// PyTorch's loop works too: `scaler.backward(gm, loss, {}, false,
-// UpdateScale::never); scaler.step(opt); scaler.update();` — step() unscales
-// the optimizer's gradients that this scaler scaled and has not unscaled,
-// inside the optimizer's fused update kernel (no separate unscale pass).
+// PyTorch's recipe works as written: `gm.backward(scaler.scale(loss));
+// scaler.step(opt); scaler.update();` — step() unscales the optimizer's
+// gradients that this scaler scaled and has not unscaled (inside the
+// optimizer's fused update kernel for one that supports it).
 //
 // Device-resident state. The scale (and its reciprocal), the growth count
 // and the step's found-inf flag live in one-element tensors on the device of
@@ -51,10 +51,15 @@
 // unscaled with its step's flag. Optimizer::step() passes a gradient's flag
 // to the update kernel, so MegEngine's `scaler.backward(gm, loss);
 // opt.step()` skips an overflowed step with no host read. Gradients that
-// scaler.backward scaled without unscaling are marked too: Optimizer::step()
-// refuses them (StateError), and step(opt) unscales them first. A dy the
-// user scaled by hand (`full_like(loss, scaler.scale_factor())`) leaves no
-// mark: unscale before stepping, as always.
+// scaler.backward or scaler.scale(loss) scaled without unscaling are marked
+// too: Optimizer::step() refuses them (StateError), and step(opt) unscales
+// them first. A dy the user scaled by hand (`full_like(loss,
+// scaler.scale_factor())`, MegEngine's manual gear) makes gradients of
+// unknown scale: unscale() takes them (the caller says they are scaled),
+// and step(opt) refuses them until then, as it refuses gradients that did
+// not come through this scaler at all. The rule, and every path it covers,
+// is in docs/amp.md ("Scaled gradients never reach an optimizer by
+// mistake").
 //
 // A disabled scaler, `GradScaler({.enabled = false})`, passes everything
 // through (PyTorch's `enabled=False`), so one training loop serves float32
@@ -170,6 +175,21 @@ enum class UpdateScale {
   never,
 };
 
+/// Options of GradScaler::backward, MegEngine's keyword arguments:
+/// `scaler.backward(gm, loss, {}, {.unscale_grad = false, .update_scale =
+/// UpdateScale::never})` is MegEngine's `scaler.backward(gm, loss,
+/// unscale_grad=False, update_scale=False)`.
+struct ScaledBackwardOptions {
+  /// Unscale the attached tensors' gradients after the backward (the
+  /// automatic gear); false leaves them scaled (the manual gear).
+  bool unscale_grad = true;
+  /// When to call update() afterwards.
+  UpdateScale update_scale = UpdateScale::if_unscale_grad;
+  /// Records the backward and the unscale (see backward()); as
+  /// autodiff::BackwardOptions::create_graph.
+  bool create_graph = false;
+};
+
 class GradScaler {
  public:
   /// The default settings.
@@ -191,38 +211,53 @@ class GradScaler {
 
   /// The automatic gear: `gm.backward(y, dy * scale)` (dy defaults to ones,
   /// so the upstream gradient is the scale), formed on y's device from the
-  /// scale tensor, then `unscale(gm.attached_tensors())` if unscale_grad
-  /// (else the attached tensors' gradients are marked as scaled, see the
-  /// overview), then update() as update_scale says. Throws StateError, before
-  /// any backward, if an attached tensor's gradient was already unscaled in
-  /// this step (scaled and unscaled values must not be summed);
-  /// GradManager's own errors pass through with the scaler unchanged.
-  void backward(autodiff::GradManager& gm, const Tensor& y, const Tensor& dy = Tensor(), bool unscale_grad = true,
-                UpdateScale update_scale = UpdateScale::if_unscale_grad);
-  /// As above for several outputs; `dys` is empty or one per output (an
-  /// undefined entry stands for ones).
-  void backward(autodiff::GradManager& gm, const std::vector<Tensor>& ys, const std::vector<Tensor>& dys = {},
-                bool unscale_grad = true, UpdateScale update_scale = UpdateScale::if_unscale_grad);
-  /// As above with GradManager's options, passed on to its backward:
-  /// `scaler.backward(gm, loss, {}, {.create_graph = true})` for a gradient
-  /// penalty. With create_graph the backward is recorded (gm keeps
+  /// scale tensor, then `unscale(gm.attached_tensors())` if
+  /// options.unscale_grad (else the gradients stay scaled, marked as this
+  /// scaler's, for step(opt) or unscale() to unscale), then update() as
+  /// options.update_scale says. Throws StateError, before any backward, if
+  /// an attached tensor's gradient holds values the scaled ones must not be
+  /// added to: unscaled (in this step or an earlier one), of unknown scale,
+  /// not scaled, scaled by another scaler or before the last update(), or
+  /// stepped in this step; GradManager's own errors pass through with the
+  /// scaler unchanged.
+  ///
+  /// With options.create_graph (a gradient penalty: `scaler.backward(gm,
+  /// loss, {}, {.create_graph = true})`) the backward is recorded (gm keeps
   /// recording) and so is the unscale: each attached tensor's gradient is
   /// replaced by `grad * (1 / scale)` (computed in float32 for 16-bit
   /// gradients, in the gradient's dtype otherwise), a new tracked tensor, so
   /// a penalty on it differentiates through the unscale; the scaled
-  /// gradients are left untouched by the pass that sets the step's
-  /// found-inf flag, and the unscaled ones carry the flag. Such a backward
-  /// is the first pass of a step, not its end: `if_unscale_grad` does not
-  /// update here. (`always` still does, and so ends the step there: the
-  /// penalty's backward differentiates through the scale of this pass, and
-  /// only the next pass's overflow skips the update.) Clear the gradients and finish with
-  /// the usual backward of the penalised loss: it unscales and updates, and
-  /// shares the step's flag, so an overflow in either pass skips the step.
-  void backward(autodiff::GradManager& gm, const Tensor& y, const Tensor& dy, const autodiff::BackwardOptions& options,
-                bool unscale_grad = true, UpdateScale update_scale = UpdateScale::if_unscale_grad);
-  void backward(autodiff::GradManager& gm, const std::vector<Tensor>& ys, const std::vector<Tensor>& dys,
-                const autodiff::BackwardOptions& options, bool unscale_grad = true,
-                UpdateScale update_scale = UpdateScale::if_unscale_grad);
+  /// gradients are left untouched by the pass that sets the step's found-inf
+  /// flag, and the unscaled ones carry the flag. Such a backward is the first
+  /// pass of a step, not its end: `if_unscale_grad` does not update here
+  /// (`always` still does, and so ends the step there). Clear the gradients
+  /// and finish with the usual backward of the penalised loss: it unscales
+  /// and updates, and shares the step's flag, so an overflow in either pass
+  /// skips the step.
+  void backward(autodiff::GradManager& gm, const Tensor& y, const Tensor& dy = Tensor(),
+                const ScaledBackwardOptions& options = {});
+  /// As above for several outputs; `dys` is empty or one per output (an
+  /// undefined entry stands for ones).
+  void backward(autodiff::GradManager& gm, const std::vector<Tensor>& ys, const std::vector<Tensor>& dys = {},
+                const ScaledBackwardOptions& options = {});
+
+  /// PyTorch's `scaler.scale(loss)`: `loss * scale`, recorded like any op,
+  /// in loss's dtype and on its device (the scale is read there, no
+  /// synchronisation), and marked as scaled by this scaler, so that the
+  /// gradients of `gm.backward(scaler.scale(loss))` carry the mark:
+  /// step(opt) unscales them, unscale() may unscale them first (to clip),
+  /// and a plain opt.step() refuses them. The recipe
+  ///
+  ///   gm.backward(scaler.scale(loss)); scaler.step(opt); scaler.update();
+  ///
+  /// gives the automatic gear's parameters bit for bit. Only the marked
+  /// tensor itself carries the mark: an op on it (`scale(loss) * 0.5`)
+  /// makes an unmarked tensor, whose gradients step(opt) refuses. A
+  /// disabled scaler returns loss unchanged (PyTorch's `enabled=False`).
+  /// Throws DTypeError for an undefined or non-floating loss.
+  Tensor scale(const Tensor& loss);
+  /// As scale(loss) for each of `losses` (PyTorch scales an iterable).
+  std::vector<Tensor> scale(const std::vector<Tensor>& losses);
 
   /// The current scale: what the loss's upstream gradient is multiplied by
   /// (1 for a disabled scaler). Reads the scale tensor: a synchronisation.
@@ -236,7 +271,12 @@ class GradScaler {
   /// float, or in double for float64 gradients; finite and normal in both,
   /// as the scale is in range) and sets this step's found-inf flag when any
   /// value is (or becomes) inf or NaN. Tensors without a gradient are
-  /// skipped. The first unscale after update() starts a step with a fresh,
+  /// skipped. It takes gradients this scaler scaled (since the last
+  /// update()), and gradients the caller says are scaled (of unknown scale,
+  /// from a dy scaled by hand, or unmarked); it refuses with StateError
+  /// gradients already unscaled (in this step or an earlier one: clear them
+  /// before the next backward), scaled by another scaler or before the last
+  /// update(), and mixed ones. The first unscale after update() starts a step with a fresh,
   /// clear flag; every gradient unscaled in the step is marked with it, so
   /// that optimizers skip the step if it is set (see the overview); the
   /// gradients themselves are kept. Throws StateError for a tensor already
@@ -265,8 +305,9 @@ class GradScaler {
   void update(std::optional<double> new_scale = std::nullopt);
 
   /// The optimizer step of a mixed-precision loop: the gradients of opt's
-  /// parameters that this scaler's backward scaled and no unscale has
-  /// unscaled yet are unscaled (so the update never uses scaled values), and
+  /// parameters that this scaler scaled (its backward without unscale, or a
+  /// backward of scale(loss)) and no unscale has unscaled yet are unscaled
+  /// (so the update never uses scaled values), and
   /// opt's kernels skip the update when the step's flag is set (parameters,
   /// state and step counts unchanged). By default they are unscaled in place
   /// (one fused pass over all of them), then `opt.step()` runs. For an
@@ -286,7 +327,13 @@ class GradScaler {
   /// leaves gradients, optimizer and scaler unchanged. No synchronisation;
   /// works after unscale() and after update() alike. Gradients another
   /// scaler scaled (or this one before it was moved) are left to opt.step(),
-  /// which refuses them with StateError. To learn whether the step was
+  /// which refuses them with StateError. Refused with StateError before
+  /// anything changes, since step() cannot tell whether they hold the scale:
+  /// gradients that did not come through this scaler (a backward of an
+  /// unscaled loss, or of a dy the user scaled by hand: unscale() them
+  /// first), gradients this scaler scaled before the last update() (the
+  /// scale may have changed since: step, then update), and mixed ones. To
+  /// learn whether the step was
   /// taken, ask found_non_finite() (a synchronisation). A disabled scaler
   /// just steps. Any AmpStepTarget (mixgrad/amp_step.hpp) is stepped this
   /// way: the scaler hands it an AmpStep.
@@ -367,6 +414,20 @@ class GradScaler {
   // Refuses a gradient the step has unscaled, and one left scaled unless
   // `left_scaled_ok` (an unscale may still unscale those, once).
   void check_step_state(const char* op, const std::vector<Tensor>& tensors, bool left_scaled_ok) const;
+  // How this scaler marks what it scales now.
+  GradScaling scaled_mark() const;
+  // True for a mark of this scaler in its current epoch.
+  bool scaled_now(const GradScaling& mark) const;
+  // Refuses (StateError, naming `op` and `fix`) a gradient whose mark says
+  // it cannot be unscaled now: unscaled, scaled by another scaler or in an
+  // earlier epoch, mixed; and, unless `caller_says_scaled`, not scaled or
+  // of unknown scale.
+  void check_marks(const char* op, const std::vector<Tensor>& tensors, bool caller_says_scaled) const;
+  // A new epoch: marks of earlier ones no longer count as this scaler's.
+  void next_epoch();
+  // Refuses (StateError) an attached tensor's gradient that scaled values
+  // must not be added to, before a scaled backward.
+  void check_addable(const std::vector<Tensor>& attached) const;
   void record_in_step(const Tensor& owner, InStep state);
   // create_graph's unscale: recorded, out of place (see backward).
   void unscale_recorded(const std::vector<Tensor>& tensors);
@@ -388,6 +449,7 @@ class GradScaler {
   Tensor tracker_;    // 0-d int64
   Tensor found_inf_;  // 0-d float32, this step's flag; undefined before the first unscale
   bool step_open_ = false;  // an unscale ran since the last update()
+  uint64_t epoch_ = 0;      // globally unique; renewed by update(), loads and copies
   struct StepGrad {
     std::weak_ptr<TensorImpl> owner;
     InStep state;

@@ -7,7 +7,8 @@
 //   auto cos = std::make_shared<mg::optim::CosineAnnealingLR>(opt, 900);
 //   mg::optim::SequentialLR sched(opt, {warm, cos}, {100});
 //   for (...) {
-//     { auto rec = gm.record(); auto loss = ...; scaler.backward(gm, loss, {}, false, mg::amp::UpdateScale::never); }
+//     { auto rec = gm.record(); auto loss = ...;
+//       scaler.backward(gm, loss, {}, {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never}); }
 //     scaler.step(opt);
 //     sched.step(scaler);        // does not advance when this step overflowed
 //     scaler.update();
