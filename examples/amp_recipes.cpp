@@ -1,0 +1,173 @@
+// The AMP recipes users bring, each training the Fashion-MNIST CNN the same
+// way (SGD with momentum, cosine learning rate, bfloat16 autocast on the CPU,
+// float16 on CUDA), so their accuracies compare with `scripts/train.sh`'s:
+//
+//   amp_recipes --recipe automatic     MegEngine's automatic gear: scaler.backward(gm, loss)
+//   amp_recipes --recipe manual        MegEngine's manual gear: gm.backward(loss, dy = scale), unscale, update
+//   amp_recipes --recipe pytorch       gm.backward(scaler.scale(loss)); scaler.step(opt); scaler.update()
+//
+//   amp_recipes --recipe pytorch --epochs 1 --limit-train 4096   # a quick run
+//
+// It prints the test accuracy after every epoch and, last, a line
+// `recipe NAME accuracy A` that docs/recipes.md quotes. docs/recipes.md
+// shows each recipe beside the guide it comes from.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <numbers>
+#include <optional>
+#include <string>
+
+#include <mixgrad/mixgrad.hpp>
+
+#include "models.hpp"
+
+namespace mg = mixgrad;
+namespace F = mixgrad::F;
+
+namespace {
+
+struct Options {
+  std::string recipe = "pytorch";
+  int epochs = 3;
+  int64_t limit_train = 0;  // 0: all 60,000
+  int64_t batch_size = 128;
+  double lr = 0.05;
+  uint64_t seed = 0;
+};
+
+bool parse(int argc, char** argv, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--recipe" && has_value) o.recipe = argv[++i];
+    else if (a == "--epochs" && has_value) o.epochs = std::atoi(argv[++i]);
+    else if (a == "--limit-train" && has_value) o.limit_train = std::atoll(argv[++i]);
+    else if (a == "--batch-size" && has_value) o.batch_size = std::atoll(argv[++i]);
+    else if (a == "--lr" && has_value) o.lr = std::atof(argv[++i]);
+    else if (a == "--seed" && has_value) o.seed = std::strtoull(argv[++i], nullptr, 10);
+    else return false;
+  }
+  return o.epochs > 0 && o.batch_size > 0 && o.lr > 0;
+}
+
+// What every recipe trains with: the model, its GradManager and optimizer.
+struct Training {
+  mg::nn::Sequential net = models::make_cnn();
+  mg::autodiff::GradManager gm;
+  mg::optim::SGD opt{net.parameters(), {.lr = 0.05, .momentum = 0.9}};
+  Training() { gm.attach(net.parameters()); }
+};
+
+// One optimizer step on a batch, the recipe's way.
+using Step = std::function<void(const mg::Tensor& x, const mg::Tensor& y)>;
+
+Step automatic_gear(Training& t, mg::amp::GradScaler& scaler) {
+  return [&](const mg::Tensor& x, const mg::Tensor& y) {
+    {
+      mg::amp::autocast scope;
+      auto rec = t.gm.record();
+      scaler.backward(t.gm, F::cross_entropy(t.net(x), y));  // scale, backward, unscale, update
+    }
+    t.opt.step().clear_grad();
+  };
+}
+
+Step manual_gear(Training& t, mg::amp::GradScaler& scaler) {
+  return [&](const mg::Tensor& x, const mg::Tensor& y) {
+    {
+      mg::amp::autocast scope;
+      auto rec = t.gm.record();
+      mg::Tensor loss = F::cross_entropy(t.net(x), y);
+      t.gm.backward(loss, mg::full_like(loss, scaler.scale_factor()));  // MegEngine: dy = scale
+    }
+    scaler.unscale(t.gm.attached_tensors());
+    scaler.update();
+    t.opt.step().clear_grad();
+  };
+}
+
+Step pytorch_recipe(Training& t, mg::amp::GradScaler& scaler) {
+  return [&](const mg::Tensor& x, const mg::Tensor& y) {
+    {
+      mg::amp::autocast scope;
+      auto rec = t.gm.record();
+      t.gm.backward(scaler.scale(F::cross_entropy(t.net(x), y)));
+    }
+    scaler.step(t.opt);
+    scaler.update();
+    t.opt.clear_grad();
+  };
+}
+
+const std::map<std::string, std::function<Step(Training&, mg::amp::GradScaler&)>>& recipes() {
+  static const std::map<std::string, std::function<Step(Training&, mg::amp::GradScaler&)>> all = {
+      {"automatic", automatic_gear}, {"manual", manual_gear}, {"pytorch", pytorch_recipe}};
+  return all;
+}
+
+double test_accuracy(mg::nn::Sequential& net, const mg::data::FashionMNIST& test) {
+  mg::autodiff::no_grad guard;
+  mg::amp::autocast scope;  // AMP at inference: the same autocast, no scaler
+  net.eval();
+  mg::data::DataLoader loader(test, {.batch_size = 1000});
+  int64_t right = 0;
+  for (const auto& [x, y] : loader) {
+    const auto p = F::argmax(net(x), 1).to_vector<int64_t>(), l = y.to_vector<int64_t>();
+    for (size_t i = 0; i < p.size(); ++i) right += p[i] == l[i];
+  }
+  net.train();
+  return 100.0 * static_cast<double>(right) / static_cast<double>(test.size());
+}
+
+}  // namespace
+
+int run(const Options& o, const mg::data::FashionMNIST& train, const mg::data::FashionMNIST& test);
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parse(argc, argv, o)) {
+    std::fprintf(stderr,
+                 "usage: amp_recipes [--recipe automatic|manual|pytorch] [--epochs N] [--limit-train N]\n"
+                 "                   [--batch-size N] [--lr X] [--seed N]\n");
+    return 2;
+  }
+  if (!recipes().contains(o.recipe)) {
+    std::fprintf(stderr, "amp_recipes: unknown recipe '%s'\n", o.recipe.c_str());
+    return 2;
+  }
+  mg::manual_seed(o.seed);
+  std::optional<mg::data::FashionMNIST> train, test;
+  try {
+    train.emplace(mg::data::Split::train);
+    test.emplace(mg::data::Split::test);
+  } catch (const mg::IOError& e) {
+    std::fprintf(stderr, "amp_recipes: %s\n(apt-get install dataset-fashion-mnist)\n", e.what());
+    return 77;  // the data set is not installed: a skip for the test suite
+  }
+  return run(o, *train, *test);
+}
+
+int run(const Options& o, const mg::data::FashionMNIST& train, const mg::data::FashionMNIST& test) {
+  mg::data::TensorDataset train_set = train;
+  if (o.limit_train > 0 && o.limit_train < train.size()) train_set = train.narrow(0, o.limit_train);
+  mg::data::DataLoader loader(train_set, {.batch_size = o.batch_size, .shuffle = true});
+  Training t;
+  mg::amp::GradScaler scaler;
+  const Step step = recipes().at(o.recipe)(t, scaler);
+  const int64_t total = loader.size() * o.epochs;
+  int64_t done = 0;
+  double accuracy = 0;
+  for (int epoch = 1; epoch <= o.epochs; ++epoch) {
+    for (const auto& [x, y] : loader) {
+      t.opt.set_lr(0.5 * o.lr * (1.0 + std::cos(std::numbers::pi * static_cast<double>(done++) / total)));
+      step(x, y);
+    }
+    accuracy = test_accuracy(t.net, test);
+    std::printf("epoch %d  test accuracy %.2f %%  scale %g\n", epoch, accuracy, scaler.scale_factor());
+  }
+  std::printf("recipe %s accuracy %.2f\n", o.recipe.c_str(), accuracy);
+  return accuracy > 50.0 ? 0 : 1;  // it learned
+}
