@@ -162,6 +162,28 @@ Tensor Optimizer::master_weight(size_t i) const {
   return uses_master(i) ? state_[i].master : Tensor();
 }
 
+void Optimizer::check_set_master_weights(bool on) const {
+  if (on != master_weights_ && stepped_)
+    throw StateError(name_ + "::set_master_weights: master weights can only be switched " + (on ? "on" : "off") +
+                     " before the first step(), and this optimizer has stepped; build it with {.master_weights = " +
+                     (on ? "true" : "false") + "} instead (amp::initialize: call it before training)");
+}
+
+Optimizer& Optimizer::set_master_weights(bool on) {
+  check_set_master_weights(on);
+  if (on == master_weights_) return *this;
+  autodiff::NoRecordScope no_record;
+  std::vector<Tensor> copies(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (on && is_16bit(params_[i].dtype())) copies[i] = float32_copy(params_[i]);  // all before any is kept
+  for (size_t i = 0; i < params_.size(); ++i) {
+    state_[i].master = std::move(copies[i]);
+    state_[i].master_version = params_[i].version();
+  }
+  master_weights_ = on;
+  return *this;
+}
+
 Optimizer::~Optimizer() = default;
 
 void Optimizer::require(bool ok, const std::string& what) const {
@@ -221,6 +243,7 @@ void Optimizer::prepare_state(size_t i, const std::vector<std::string>& names) {
 
 Optimizer& Optimizer::step(const AmpStep& amp) {
   check_step(amp);
+  stepped_ = true;
   autodiff::NoRecordScope no_record;
   for (const Group& group : groups_) {
     const std::vector<std::string> names = buffer_names(group.hyperparameters);

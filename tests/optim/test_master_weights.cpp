@@ -309,4 +309,64 @@ BOOST_AUTO_TEST_CASE(lr_changes_keep_the_construction_settings) {
   BOOST_TEST(opt.options().master_weights);
 }
 
+BOOST_AUTO_TEST_CASE(master_weights_switched_before_the_first_step_equal_the_option) {
+  constexpr int kSteps = 20;
+  for (const Case& c : cases()) {
+    BOOST_TEST_CONTEXT(c.name) {
+      // On after construction: the same copies and the same run as the option.
+      mg::Tensor p_built = make(kStart, DType::bfloat16), p_switched = make(kStart, DType::bfloat16);
+      auto built = c.make({p_built}, true);
+      auto switched = c.make({p_switched}, false);
+      BOOST_TEST(&switched->set_master_weights(true) == switched.get());
+      BOOST_TEST(switched->master_weights());
+      BOOST_TEST_REQUIRE(switched->master_weight(0).defined());
+      BOOST_TEST(values(switched->master_weight(0)) == values(p_switched), boost::test_tools::per_element());
+      run_steps(*built, p_built, kSteps);
+      run_steps(*switched, p_switched, kSteps);
+      BOOST_TEST(values(p_switched) == values(p_built), boost::test_tools::per_element());
+      BOOST_TEST(values(switched->master_weight(0)) == values(built->master_weight(0)),
+                 boost::test_tools::per_element());
+
+      // After a step a change is refused, and changes nothing; the same setting is accepted.
+      const Vec master = values(switched->master_weight(0));
+      BOOST_CHECK_THROW(switched->set_master_weights(false), mg::StateError);
+      BOOST_TEST(switched->master_weights());
+      BOOST_TEST(values(switched->master_weight(0)) == master, boost::test_tools::per_element());
+      switched->set_master_weights(true);
+
+      // Off before the first step: the plain 16-bit run.
+      mg::Tensor p_off = make(kStart, DType::bfloat16), p_plain = make(kStart, DType::bfloat16);
+      auto off = c.make({p_off}, true);
+      off->set_master_weights(false);
+      BOOST_TEST(!off->master_weight(0).defined());
+      auto plain = c.make({p_plain}, false);
+      run_steps(*off, p_off, kSteps);
+      run_steps(*plain, p_plain, kSteps);
+      BOOST_TEST(values(p_off) == values(p_plain), boost::test_tools::per_element());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(master_weights_switched_on_after_a_cast_copy_the_cast_parameters) {
+  // apex's order: the optimizer is built over float32 parameters, the model
+  // is cast in place, then master weights start from the cast values.
+  mg::manual_seed(3);
+  mg::nn::Linear lin(4, 3);
+  mg::optim::SGD opt(lin.parameters(), {.lr = 0.1});
+  lin.to(DType::bfloat16);
+  BOOST_TEST(!opt.master_weight(0).defined());
+  opt.set_master_weights(true);
+  BOOST_TEST(opt.options().master_weights);
+  for (size_t i = 0; i < lin.parameters().size(); ++i) {
+    const mg::Tensor p = lin.parameters()[i];
+    BOOST_TEST(opt.master_weight(i).dtype() == DType::float32);
+    BOOST_TEST(values(opt.master_weight(i)) == values(p), boost::test_tools::per_element());
+    p.set_grad(mg::full(p.shape(), 0.001, DType::bfloat16));
+  }
+  opt.step();
+  for (size_t i = 0; i < lin.parameters().size(); ++i)
+    BOOST_TEST(values(lin.parameters()[i]) == values(opt.master_weight(i).to(DType::bfloat16)),
+               boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -182,6 +182,16 @@ class Optimizer : public AmpStepTarget {
   /// True when the optimizer keeps float32 master copies of its float16 /
   /// bfloat16 parameters (the `master_weights` option).
   bool master_weights() const { return master_weights_; }
+  /// Switches master weights on or off after construction, as apex's
+  /// amp.initialize does for O2 on an optimizer built over float32
+  /// parameters that it then casts: on takes a float32 copy of every float16
+  /// / bfloat16 parameter now (what the `master_weights` option does at
+  /// construction), off drops the copies. Only before the first step():
+  /// afterwards a change throws StateError and changes nothing (the same
+  /// setting is accepted). Returns *this.
+  Optimizer& set_master_weights(bool on);
+  /// The check of set_master_weights(on) alone: throws what it would throw.
+  void check_set_master_weights(bool on) const;
   /// The float32 master copy of parameter i (the tensor the optimizer
   /// updates; apex's `amp.master_params`), or an undefined tensor when it has
   /// none (master_weights() false, or a float32 / float64 parameter). Throws
@@ -260,6 +270,7 @@ class Optimizer : public AmpStepTarget {
   std::string name_;
   bool master_weights_ = false;
   bool amp_scaling_ = false;
+  bool stepped_ = false;  // step() has run: master weights can no longer be switched
 };
 
 }  // namespace mixgrad::optim
