@@ -238,6 +238,29 @@ Module& Module::to(Device device) {
   return *this;
 }
 
+Module& Module::set_call_casts(const CallCasts& casts) {
+  for (const std::optional<DType>& d : {casts.input, casts.output})
+    if (d && !is_floating_point(*d))
+      throw DTypeError("Module::set_call_casts: a call cast must be to a floating dtype, got " +
+                       std::string(to_string(*d)));
+  call_casts_ = casts;
+  return *this;
+}
+
+namespace {
+
+// `t` in `dtype` when both are floating and differ; else `t` itself.
+Tensor cast_floating(const Tensor& t, const std::optional<DType>& dtype) {
+  if (!dtype || !t.defined() || !is_floating_point(t.dtype()) || t.dtype() == *dtype) return t;
+  return F::astype(t, *dtype);
+}
+
+}  // namespace
+
+Tensor Module::call_with_casts(const Tensor& input) {
+  return cast_floating(forward(cast_floating(input, call_casts_.input)), call_casts_.output);
+}
+
 Module& Module::to(DType dtype) { return to(dtype, ToOptions{}); }
 
 namespace {

@@ -169,3 +169,39 @@ BOOST_AUTO_TEST_CASE(to_dtype_can_keep_batch_norm_in_float32) {
   BOOST_CHECK_THROW(plain.to(DType::int32, {.keep_batch_norm_fp32 = true}), mg::DTypeError);
   BOOST_TEST(plain.fc->weight().dtype() == DType::float16);
 }
+
+BOOST_AUTO_TEST_CASE(call_casts_cast_floating_inputs_and_outputs_around_forward) {
+  mg::manual_seed(6);
+  nn::Linear fc(3, 2);
+  fc.to(DType::bfloat16);
+  const mg::Tensor x = mg::normal({4, 3});
+  BOOST_CHECK_THROW(fc(x), mg::DTypeError);  // a float32 batch into a bfloat16 layer
+  BOOST_TEST(&fc.set_call_casts({.input = DType::bfloat16, .output = DType::float32}) == &fc);
+
+  // The casts are recorded ops: the float32 input gets a float32 gradient.
+  mg::autodiff::GradManager gm;
+  gm.attach({x});
+  mg::Tensor y;
+  {
+    auto rec = gm.record();
+    y = fc(x);
+    gm.backward(mg::F::sum(y));
+  }
+  BOOST_TEST(y.dtype() == DType::float32);
+  BOOST_TEST(x.grad().dtype() == DType::float32);
+  const mg::Tensor by_hand = mg::F::astype(fc.forward(mg::F::astype(x, DType::bfloat16)), DType::float32);
+  BOOST_TEST(values(y) == values(by_hand), tt::per_element());
+  BOOST_CHECK_THROW(fc.forward(x), mg::DTypeError);  // forward() alone casts nothing
+
+  // Integer inputs pass as they are.
+  nn::Embedding emb(5, 2);
+  emb.set_call_casts({.input = DType::float16, .output = DType::float64});
+  BOOST_TEST(emb(mg::tensor(std::vector<int64_t>{0, 4}, {2})).dtype() == DType::float64);
+
+  // A non-floating dtype is refused, changing nothing; {} removes the casts.
+  BOOST_CHECK_THROW(fc.set_call_casts({.input = DType::int32, .output = std::nullopt}), mg::DTypeError);
+  BOOST_TEST((fc.call_casts().input == std::optional(DType::bfloat16)));
+  BOOST_TEST((fc.call_casts().output == std::optional(DType::float32)));
+  fc.set_call_casts({});
+  BOOST_CHECK_THROW(fc(x), mg::DTypeError);
+}

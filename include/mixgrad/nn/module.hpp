@@ -27,6 +27,7 @@
 
 #include <concepts>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -58,6 +59,19 @@ struct ToOptions {
   bool keep_batch_norm_fp32 = false;
 };
 
+/// The casts Module::operator() applies around forward(): apex's patched
+/// forward, so that a model with 16-bit weights takes a float32 batch and
+/// hands back a float32 result (amp::initialize sets them under O0, O2 and
+/// O3). Only floating tensors are cast (integer ids pass as they are), by
+/// recorded F::astype calls, so gradients flow through them. A direct call
+/// of forward() applies none.
+struct CallCasts {
+  /// The dtype a floating input is cast to before forward(); nullopt: none.
+  std::optional<DType> input = std::nullopt;
+  /// The dtype a floating output is cast to after forward(); nullopt: none.
+  std::optional<DType> output = std::nullopt;
+};
+
 class Module {
  public:
   Module() = default;
@@ -69,8 +83,16 @@ class Module {
 
   /// The computation of the module.
   virtual Tensor forward(const Tensor& input) = 0;
-  /// Same as forward(input): `net(x)`.
-  Tensor operator()(const Tensor& input) { return forward(input); }
+  /// forward(input) with the call casts around it (none by default): `net(x)`.
+  Tensor operator()(const Tensor& input) {
+    return call_casts_.input || call_casts_.output ? call_with_casts(input) : forward(input);
+  }
+  /// Sets the casts operator() applies around forward() (see CallCasts);
+  /// `{}` removes them. Throws DTypeError, changing nothing, for a dtype that
+  /// is not floating. They belong to this module, not to its children.
+  /// Returns *this.
+  Module& set_call_casts(const CallCasts& casts);
+  const CallCasts& call_casts() const { return call_casts_; }
 
   /// Every parameter of this module and its descendants, in registration
   /// order (own parameters first, then each child's, depth first). A tensor
@@ -160,7 +182,10 @@ class Module {
   std::vector<std::pair<Tensor, Tensor>> checked_copies(const StateDict& dict,
                                                         const LoadStateDictOptions& options) const;
 
+  Tensor call_with_casts(const Tensor& input);
+
   bool training_ = true;
+  CallCasts call_casts_;
   std::vector<NamedTensor> parameters_;
   std::vector<NamedTensor> buffers_;
   std::vector<NamedModule> children_;
