@@ -32,6 +32,14 @@ assert up.returncode == 1, up.stdout
 assert 'src/kernels/loops.hpp:1: kernels includes "ops/op_support.hpp" of ops' in up.stdout, up.stdout
 assert "1 upward" in up.stdout, up.stdout  # nn and optim share a level
 
+# apex's front end lives in amp/ but sits above nn and optim, and amp below them.
+front = run(tree({"include/mixgrad/amp/initialize.hpp": '#include "mixgrad/nn/module.hpp"\n',
+                  "include/mixgrad/amp/autocast.hpp": '#include "mixgrad/nn/module.hpp"\n',
+                  "include/mixgrad/nn/module.hpp": ""}))
+assert front.returncode == 1, front.stdout
+assert "include/mixgrad/amp/autocast.hpp:1: amp includes" in front.stdout, front.stdout
+assert "1 upward" in front.stdout, front.stdout
+
 unknown = run(tree({"src/plugins/x.cpp": '#include "mixgrad/tensor.hpp"\n', "include/mixgrad/tensor.hpp": ""}))
 assert unknown.returncode == 1 and "plugins" in unknown.stdout, unknown.stdout
-print("check_layers selftest: 3 trees checked")
+print("check_layers selftest: 4 trees checked")
