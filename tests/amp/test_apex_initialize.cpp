@@ -271,6 +271,8 @@ BOOST_AUTO_TEST_CASE(disabled_amp_changes_nothing_and_passes_the_loss_through) {
     gm.backward(scaled);
   });
   BOOST_TEST(mg::amp::state_dict().size() == 2u);
+  mg::amp::load_state_dict(mg::amp::state_dict());  // the disabled scalers' state round-trips
+  BOOST_TEST(amp.loss_scale(0) == 1.0);             // a disabled scaler's scale_factor()
 }
 
 BOOST_AUTO_TEST_SUITE_END()
