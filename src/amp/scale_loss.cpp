@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <iostream>
 #include <set>
 #include <utility>
 
@@ -84,6 +85,24 @@ std::vector<Tensor> unique_parameters(const Optimizers& optimizers) {
   return out;
 }
 
+// An error a destructor cannot throw: the live state's next call throws it;
+// with the handle gone there is no next call, and standard error is all
+// that is left.
+void keep_error(FrontendState& amp, const std::exception_ptr& error) noexcept {
+  if (detail::live_state().get() == &amp) {
+    if (!amp.deferred_error) amp.deferred_error = error;
+    return;
+  }
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    std::cerr << "mixgrad: amp::ScaledLoss ended after its amp::Amp handle and could not finish: " << e.what()
+              << "\n";
+  } catch (...) {
+    std::cerr << "mixgrad: amp::ScaledLoss ended after its amp::Amp handle and could not finish\n";
+  }
+}
+
 void close(ScopeState& s) noexcept {
   std::vector<const optim::Optimizer*>& open = s.amp->open;
   for (const optim::Optimizer* opt : s.optimizers) open.erase(std::remove(open.begin(), open.end(), opt), open.end());
@@ -101,7 +120,7 @@ void abandon(ScopeState& s) noexcept {
   try {
     put_back(s);
   } catch (...) {  // a parameter changed under the scope: tell the next call
-    if (!s.amp->deferred_error) s.amp->deferred_error = std::current_exception();
+    keep_error(*s.amp, std::current_exception());
   }
   close(s);
 }
@@ -218,7 +237,7 @@ ScaledLoss::~ScaledLoss() {
   try {
     finish_scope(*state_);
   } catch (...) {  // cannot throw here: the next amp call throws it
-    if (!state_->amp->deferred_error) state_->amp->deferred_error = std::current_exception();
+    keep_error(*state_->amp, std::current_exception());
   }
 }
 

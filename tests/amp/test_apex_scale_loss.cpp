@@ -7,6 +7,9 @@
 // (test_restoring); and every refused call changes nothing.
 #include <boost/test/unit_test.hpp>
 
+#include <iostream>
+#include <optional>
+#include <sstream>
 #include <stdexcept>
 
 #include "apex_test_util.hpp"
@@ -529,6 +532,44 @@ BOOST_AUTO_TEST_CASE(the_scope_object_finishes_at_its_end_and_abandons_on_an_exc
   }
   opt_b.step();
   BOOST_TEST(all_finite(b.parameters()));
+}
+
+BOOST_AUTO_TEST_CASE(a_scope_may_end_after_its_handle) {
+  const auto data = batches(2);
+  mg::manual_seed(23);
+  ConvNet net;
+  mg::optim::SGD opt(net.parameters(), sgd());
+  mg::autodiff::GradManager gm;
+  gm.attach(net.parameters());
+  std::optional<mg::amp::Amp> amp(mg::amp::initialize(net, opt, {.opt_level = "O2"}));
+  {
+    auto rec = gm.record();
+    mg::amp::ScaledLoss scaled = mg::amp::scale_loss(mse(net(data[0].x), data[0].target), opt);
+    gm.backward(scaled.loss());
+    amp.reset();      // the handle goes first: the state ends ...
+    scaled.finish();  // ... but the open scope still ends properly
+  }
+  for (const mg::Tensor& p : net.parameters())
+    BOOST_TEST((mg::grad_scaling(p.grad()).state == mg::ScaleState::unscaled));
+  BOOST_CHECK_THROW(mg::amp::state_dict(), mg::StateError);
+
+  // An end that fails in the destructor with no handle left goes to standard error.
+  ConvNet net2;
+  mg::optim::SGD opt2(net2.parameters(), sgd());
+  mg::autodiff::GradManager gm2;
+  gm2.attach(net2.parameters());
+  amp.emplace(mg::amp::initialize(net2, opt2, {.opt_level = "O2"}));
+  std::ostringstream err;
+  std::streambuf* old = std::cerr.rdbuf(err.rdbuf());
+  {
+    auto rec = gm2.record();
+    const mg::Tensor loss = mse(net2(data[1].x), data[1].target);
+    mg::amp::ScaledLoss scaled = mg::amp::scale_loss(loss, opt2);
+    gm2.backward(loss);  // not the scaled loss
+    amp.reset();
+  }
+  std::cerr.rdbuf(old);
+  BOOST_TEST(err.str().find("could not finish") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

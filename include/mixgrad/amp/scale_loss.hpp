@@ -82,8 +82,9 @@ using Optimizers = std::vector<std::reference_wrapper<optim::Optimizer>>;
 /// - otherwise it finishes. If that fails, the gradients are put back as at
 ///   the start, and the error is kept and thrown by the next call of
 ///   scale_loss, amp::state_dict or amp::load_state_dict, since a destructor
-///   cannot throw it. Call finish() (or use the callable form) to get it
-///   where it happens.
+///   cannot throw it (a scope that outlives its amp::Amp handle has no next
+///   call: it writes the error to standard error). Call finish() (or use the
+///   callable form) to get it where it happens.
 class [[nodiscard]] ScaledLoss {
  public:
   /// What scale_loss makes (detail::ScopeState is the library's own).
