@@ -5,6 +5,10 @@
 //   amp_recipes --recipe automatic     MegEngine's automatic gear: scaler.backward(gm, loss)
 //   amp_recipes --recipe manual        MegEngine's manual gear: gm.backward(loss, dy = scale), unscale, update
 //   amp_recipes --recipe pytorch       gm.backward(scaler.scale(loss)); scaler.step(opt); scaler.update()
+//   amp_recipes --recipe apex-O1       amp::initialize(net, opt, {.opt_level = "O1"}) and amp::scale_loss
+//   amp_recipes --recipe apex-O2       16-bit model, float32 batch norm and master weights
+//   amp_recipes --recipe apex-O3       pure 16-bit (apex's speed baseline; no scaling)
+//   amp_recipes --recipe apex-two-loss O1 with num_losses = 2: each half batch its own loss_id and scaler
 //
 //   amp_recipes --recipe pytorch --epochs 1 --limit-train 4096   # a quick run
 //
@@ -53,11 +57,13 @@ bool parse(int argc, char** argv, Options& o) {
   return o.epochs > 0 && o.batch_size > 0 && o.lr > 0;
 }
 
-// What every recipe trains with: the model, its GradManager and optimizer.
+// What every recipe trains with: the model, its GradManager and optimizer,
+// and for apex's recipes the handle of amp::initialize.
 struct Training {
   mg::nn::Sequential net = models::make_cnn();
   mg::autodiff::GradManager gm;
   mg::optim::SGD opt{net.parameters(), {.lr = 0.05, .momentum = 0.9}};
+  std::optional<mg::amp::Amp> amp;
   Training() { gm.attach(net.parameters()); }
 };
 
@@ -102,9 +108,50 @@ Step pytorch_recipe(Training& t, mg::amp::GradScaler& scaler) {
   };
 }
 
-const std::map<std::string, std::function<Step(Training&, mg::amp::GradScaler&)>>& recipes() {
-  static const std::map<std::string, std::function<Step(Training&, mg::amp::GradScaler&)>> all = {
-      {"automatic", automatic_gear}, {"manual", manual_gear}, {"pytorch", pytorch_recipe}};
+// apex's loop: initialize once, then `with amp.scale_loss(loss, optimizer)
+// as scaled_loss: scaled_loss.backward()` around the backward.
+Step apex_recipe(Training& t, const std::string& opt_level) {
+  t.amp.emplace(mg::amp::initialize(t.net, t.opt, {.opt_level = opt_level}));
+  return [&](const mg::Tensor& x, const mg::Tensor& y) {
+    t.opt.clear_grad();
+    {
+      auto rec = t.gm.record();
+      mg::Tensor loss = F::cross_entropy(t.net(x), y);  // x float32: an O2 / O3 model casts it
+      mg::amp::scale_loss(loss, t.opt, [&](const mg::Tensor& scaled_loss) { t.gm.backward(scaled_loss); });
+    }
+    t.opt.step();  // skipped on the device after an overflow
+  };
+}
+
+// apex's several losses (num_losses, loss_id), here two half batches, each
+// with its own loss scaler, whose gradients add up for one step.
+Step apex_two_losses(Training& t) {
+  t.amp.emplace(mg::amp::initialize(t.net, t.opt, {.opt_level = "O1", .num_losses = 2}));
+  return [&](const mg::Tensor& x, const mg::Tensor& y) {
+    t.opt.clear_grad();
+    const int64_t half = x.shape()[0] / 2;
+    for (int id = 0; id < 2; ++id) {
+      const int64_t start = id * half, length = id == 0 ? half : x.shape()[0] - half;
+      auto rec = t.gm.record();
+      mg::Tensor loss = F::cross_entropy(t.net(F::narrow(x, 0, start, length)), F::narrow(y, 0, start, length));
+      loss = F::mul(loss, static_cast<double>(length) / static_cast<double>(x.shape()[0]));  // the batch's mean
+      mg::amp::scale_loss(loss, t.opt, [&](const mg::Tensor& scaled_loss) { t.gm.backward(scaled_loss); }, id);
+    }
+    t.opt.step();
+  };
+}
+
+using RecipeFactory = std::function<Step(Training&, mg::amp::GradScaler&)>;
+const std::map<std::string, RecipeFactory>& recipes() {
+  static const std::map<std::string, RecipeFactory> all = {
+      {"automatic", automatic_gear},
+      {"manual", manual_gear},
+      {"pytorch", pytorch_recipe},
+      {"apex-O1", [](Training& t, mg::amp::GradScaler&) { return apex_recipe(t, "O1"); }},
+      {"apex-O2", [](Training& t, mg::amp::GradScaler&) { return apex_recipe(t, "O2"); }},
+      {"apex-O3", [](Training& t, mg::amp::GradScaler&) { return apex_recipe(t, "O3"); }},
+      {"apex-two-loss", [](Training& t, mg::amp::GradScaler&) { return apex_two_losses(t); }},
+  };
   return all;
 }
 
@@ -130,7 +177,8 @@ int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr,
-                 "usage: amp_recipes [--recipe automatic|manual|pytorch] [--epochs N] [--limit-train N]\n"
+                 "usage: amp_recipes [--recipe automatic|manual|pytorch|apex-O1|apex-O2|apex-O3|apex-two-loss]\n"
+                 "                   [--epochs N] [--limit-train N]\n"
                  "                   [--batch-size N] [--lr X] [--seed N]\n");
     return 2;
   }
@@ -166,7 +214,8 @@ int run(const Options& o, const mg::data::FashionMNIST& train, const mg::data::F
       step(x, y);
     }
     accuracy = test_accuracy(t.net, test);
-    std::printf("epoch %d  test accuracy %.2f %%  scale %g\n", epoch, accuracy, scaler.scale_factor());
+    const double scale = t.amp ? t.amp->loss_scale(0) : scaler.scale_factor();
+    std::printf("epoch %d  test accuracy %.2f %%  scale %g\n", epoch, accuracy, scale);
   }
   std::printf("recipe %s accuracy %.2f\n", o.recipe.c_str(), accuracy);
   return accuracy > 50.0 ? 0 : 1;  // it learned
