@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autodiff/frozen.hpp"
 #include "autodiff/group_access.hpp"
 #include "autodiff/inspect.hpp"
 #include "hooks/op_hooks.hpp"
@@ -156,7 +157,7 @@ GradManager& GradManager::attach(const std::vector<Tensor>& tensors, const std::
       auto& cbs = s.attached[it->second].callbacks;
       cbs.insert(cbs.end(), callbacks.begin(), callbacks.end());
     }
-    if (s.recording) s.tracked.insert(t.id());
+    if (s.recording && !detail::is_frozen_id(t.id())) s.tracked.insert(t.id());
   }
   return *this;
 }
@@ -173,7 +174,10 @@ namespace {
 void begin_recording(GradManager* gm, GradManager::State& s, uint64_t group) {
   s.drop_dead();
   s.tracked.clear();
-  for (const auto& a : s.attached) s.tracked.insert(a.id);
+  // A frozen tensor is not tracked: no op records a gradient path into it,
+  // so the backward neither computes nor stores its gradient.
+  for (const auto& a : s.attached)
+    if (!detail::is_frozen_id(a.id)) s.tracked.insert(a.id);
   s.recording = true;
   ++epoch();
   s.recording_list = &detail::recording_managers();

@@ -3,6 +3,7 @@
 #include <unordered_set>
 
 #include "hooks/op_hooks.hpp"
+#include "mixgrad/autodiff/freeze.hpp"
 #include "mixgrad/cuda.hpp"
 #include "mixgrad/nn/batch_norm.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
@@ -107,6 +108,86 @@ std::vector<std::shared_ptr<Module>> Module::children() const {
   std::vector<std::shared_ptr<Module>> out;
   out.reserve(children_.size());
   for (const auto& [name, child] : children_) out.push_back(child);
+  return out;
+}
+
+std::string Module::children_list() const {
+  if (children_.empty()) return "it has no children";
+  std::vector<std::string> names;
+  for (const auto& [name, child] : children_) names.push_back(name);
+  return "its children: " + key_list(names);
+}
+
+size_t Module::child_index(const std::string& name, const char* call) const {
+  for (size_t i = 0; i < children_.size(); ++i)
+    if (children_[i].first == name) return i;
+  throw ValueError(std::string("Module::") + call + ": " + describe() + " has no child '" + name + "'; " +
+                   children_list());
+}
+
+std::shared_ptr<Module> Module::child(const std::string& name) const {
+  return children_[child_index(name, "child")].second;
+}
+
+void Module::set_child(size_t i, std::shared_ptr<Module> child) {
+  if (!child) throw StateError("Module::replace_child: the module for '" + children_.at(i).first + "' is null");
+  child->train(training_);
+  children_.at(i).second = std::move(child);
+}
+
+void Module::set_children(std::vector<NamedModule> children) {
+  std::unordered_set<std::string> names;
+  for (const auto& [name, child] : children) {
+    if (name.empty() || name.find('.') != std::string::npos || !names.insert(name).second)
+      throw ValueError("Module::set_children: invalid or repeated name '" + name + "'");
+    if (!child) throw StateError("Module::set_children: '" + name + "' is null");
+    for (const auto& item : parameters_)
+      if (item.first == name) throw ValueError("Module::set_children: '" + name + "' names a parameter");
+    for (const auto& item : buffers_)
+      if (item.first == name) throw ValueError("Module::set_children: '" + name + "' names a buffer");
+  }
+  for (auto& [name, child] : children) child->train(training_);
+  children_ = std::move(children);
+}
+
+std::string Module::element_name(int64_t index, const char* call) const {
+  throw ValueError("Module::" + std::string(call) + ": " + describe() + " is not a container, it has no element " +
+                   std::to_string(index) + "; name a child instead (" + children_list() + ")");
+}
+
+void Module::check_same_type(size_t i, const std::type_info& type, const std::string& what) const {
+  const Module& old = *children_[i].second;
+  if (typeid(old) == type) return;
+  throw ValueError("Module::replace_child: '" + children_[i].first + "' of " + describe() + " is " + old.describe() +
+                   ", which its forward() holds as that type; " + what +
+                   " cannot take its place (only a container such as Sequential takes a module of another type)");
+}
+
+void Module::refuse_shared_replacement(size_t i) const {
+  throw ValueError("Module::replace_child: '" + children_[i].first + "' of " + describe() +
+                   " is held by its forward() as a typed member: pass a module of the same type by value, to be "
+                   "moved into the old one");
+}
+
+Module& Module::freeze() {
+  autodiff::freeze(parameters());
+  return *this;
+}
+
+Module& Module::unfreeze() {
+  autodiff::unfreeze(parameters());
+  return *this;
+}
+
+std::vector<NamedTensor> Module::named_trainable_parameters() const {
+  std::vector<NamedTensor> out = named_parameters();
+  std::erase_if(out, [](const NamedTensor& item) { return autodiff::is_frozen(item.second); });
+  return out;
+}
+
+std::vector<Tensor> Module::trainable_parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_trainable_parameters()) out.push_back(std::move(t));
   return out;
 }
 
