@@ -310,11 +310,20 @@ void GradScaler::check_addable(const std::vector<Tensor>& attached) const {
   }
 }
 
-Tensor GradScaler::scale(const Tensor& loss) {
-  if (!options_.enabled) return loss;
+namespace {
+
+// scale() takes floating losses only.
+void check_loss(const Tensor& loss) {
   if (!loss.defined() || !is_floating_point(loss.dtype()))
     throw DTypeError("GradScaler::scale: the loss must be a floating tensor, got " +
                      (loss.defined() ? core::describe(loss) : std::string("an undefined tensor")));
+}
+
+}  // namespace
+
+Tensor GradScaler::scale(const Tensor& loss) {
+  if (!options_.enabled) return loss;
+  check_loss(loss);
   place_state(loss.device());
   Tensor out;
   {
@@ -327,10 +336,8 @@ Tensor GradScaler::scale(const Tensor& loss) {
 }
 
 std::vector<Tensor> GradScaler::scale(const std::vector<Tensor>& losses) {
-  for (const Tensor& l : losses)  // all checked before any is scaled
-    if (options_.enabled && (!l.defined() || !is_floating_point(l.dtype())))
-      throw DTypeError("GradScaler::scale: every loss must be a floating tensor, got " +
-                       (l.defined() ? core::describe(l) : std::string("an undefined tensor")));
+  if (options_.enabled)
+    for (const Tensor& l : losses) check_loss(l);  // all checked before any is scaled
   std::vector<Tensor> out;
   out.reserve(losses.size());
   for (const Tensor& l : losses) out.push_back(scale(l));
