@@ -31,3 +31,5 @@
 #include "mixgrad/shape.hpp"
 #include "mixgrad/state_dict.hpp"
 #include "mixgrad/tensor.hpp"
+#include "mixgrad/train/progress_bar.hpp"
+#include "mixgrad/train/runner.hpp"

@@ -3,6 +3,7 @@
 #include <numeric>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "kernels/philox.hpp"
 #include "mixgrad/cuda.hpp"
@@ -43,6 +44,8 @@ int64_t DataLoader::size() const {
 void DataLoader::set_epoch(int64_t epoch) {
   if (epoch < 0) throw ValueError("DataLoader::set_epoch: epoch must be >= 0, got " + std::to_string(epoch));
   epoch_ = epoch;
+  skip_ = 0;
+  in_epoch_ = false;
 }
 
 std::vector<int64_t> DataLoader::order(int64_t epoch) const {
@@ -64,25 +67,49 @@ std::vector<int64_t> DataLoader::order(int64_t epoch) const {
   return idx;
 }
 
+LoaderPosition DataLoader::position() const {
+  if (in_epoch_) return {epoch_ - 1, handed_};
+  return {epoch_, skip_};
+}
+
+void DataLoader::resume_at(LoaderPosition p) {
+  if (p.epoch < 0 || p.batch < 0 || p.batch > size())
+    throw ValueError("DataLoader::resume_at: position (epoch " + std::to_string(p.epoch) + ", batch " +
+                     std::to_string(p.batch) + ") is out of range: the epoch must be >= 0 and the batch in [0, " +
+                     std::to_string(size()) + "]");
+  epoch_ = p.epoch;
+  skip_ = p.batch;
+  in_epoch_ = false;
+}
+
 DataLoader::Iterator DataLoader::begin() {
   auto ord = std::make_shared<const std::vector<int64_t>>(order(epoch_));
   ++epoch_;
-  return Iterator(this, std::move(ord));
+  const int64_t first = std::exchange(skip_, 0);
+  handed_ = first;
+  in_epoch_ = true;
+  return Iterator(this, std::move(ord), first, ++run_);
 }
 
-DataLoader::Iterator::Iterator(const DataLoader* loader, std::shared_ptr<const std::vector<int64_t>> order)
-    : loader_(loader), order_(std::move(order)) {
+DataLoader::Iterator::Iterator(DataLoader* loader, std::shared_ptr<const std::vector<int64_t>> order,
+                               int64_t first_batch, uint64_t run)
+    : loader_(loader), run_(run), order_(std::move(order)) {
   const int64_t n = static_cast<int64_t>(order_->size());
   const int64_t b = loader_->options_.batch_size;
   end_ = loader_->options_.drop_last ? n - n % b : n;
+  // first_batch <= size(): resume_at checked it against this dataset.
+  pos_ = first_batch >= (end_ + b - 1) / b ? end_ : first_batch * b;
   load();
 }
 
 void DataLoader::Iterator::load() {
+  const bool latest = loader_->run_ == run_;
   if (pos_ >= end_) {
     batch_ = {};
+    if (latest) loader_->in_epoch_ = false;
     return;
   }
+  if (latest) ++loader_->handed_;
   const int64_t len = std::min(loader_->options_.batch_size, end_ - pos_);
   batch_ = loader_->dataset_->get_batch(std::span<const int64_t>(order_->data() + pos_, static_cast<size_t>(len)));
   const Device& device = loader_->options_.device;

@@ -36,6 +36,9 @@ const std::string kRngSeed = "mixgrad.rng.seed";
 const std::string kRngCounter = "mixgrad.rng.counter";
 const std::string kLoaderSeed = "mixgrad.loader.seed";
 const std::string kLoaderEpoch = "mixgrad.loader.epoch";
+const std::string kLoaderBatch = "mixgrad.loader.batch";
+const std::string kLoaderSamples = "mixgrad.loader.samples";
+const std::string kLoaderBatchSize = "mixgrad.loader.batch_size";
 const std::string kAutocastEnabled = "mixgrad.autocast.enabled";
 const std::string kAutocastLow = "mixgrad.autocast.low_prec_dtype";
 const std::string kByDevice = "by_device";
@@ -90,6 +93,28 @@ class Reader {
   std::filesystem::path path_;
   Metadata meta_;
 };
+
+// The loader's saved position, checked against `loader`: the shuffled order
+// and the batches depend on the number of samples and the batch size, so a
+// checkpoint of another data set (or batching) cannot continue exactly.
+// Files written before positions were saved hold the epoch alone.
+data::LoaderPosition read_loader_position(const Reader& r, const data::DataLoader& loader) {
+  data::LoaderPosition at{.epoch = r.integer<int64_t>(kLoaderEpoch), .batch = 0};
+  if (at.epoch < 0) r.fail("loader epoch " + std::to_string(at.epoch) + " is negative");
+  if (!r.metadata().contains(kLoaderBatch)) return at;
+  at.batch = r.integer<int64_t>(kLoaderBatch);
+  const auto samples = r.integer<int64_t>(kLoaderSamples);
+  const auto batch_size = r.integer<int64_t>(kLoaderBatchSize);
+  if (samples != loader.dataset().size() || batch_size != loader.options().batch_size)
+    r.fail("the data loader was saved over " + std::to_string(samples) + " samples in batches of " +
+           std::to_string(batch_size) + ", but this loader has " + std::to_string(loader.dataset().size()) +
+           " samples in batches of " + std::to_string(loader.options().batch_size) +
+           ": its position and shuffled order would not continue the run");
+  if (at.batch < 0 || at.batch > loader.size())
+    r.fail("loader batch " + std::to_string(at.batch) + " is outside the epoch's [0, " +
+           std::to_string(loader.size()) + "]");
+  return at;
+}
 
 // The entries of `all` under `prefix`, with the prefix removed.
 StateDict take_prefix(const StateDict& all, std::string_view prefix) {
@@ -150,8 +175,12 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& dir_or_file, 
     meta[kSchedulerName] = parts.scheduler->name();
   }
   if (parts.loader) {
+    const data::LoaderPosition at = parts.loader->position();
     meta[kLoaderSeed] = std::to_string(parts.loader->seed());
-    meta[kLoaderEpoch] = std::to_string(parts.loader->epoch());
+    meta[kLoaderEpoch] = std::to_string(at.epoch);
+    meta[kLoaderBatch] = std::to_string(at.batch);
+    meta[kLoaderSamples] = std::to_string(parts.loader->dataset().size());
+    meta[kLoaderBatchSize] = std::to_string(parts.loader->options().batch_size);
   }
   if (parts.rng) {
     const random_state::State s = random_state::get();
@@ -241,11 +270,10 @@ CheckpointInfo load_checkpoint(const std::filesystem::path& dir_or_file, const C
   random_state::State rng{};
   if (parts.rng) rng = {r.integer<uint64_t>(kRngSeed), r.integer<uint64_t>(kRngCounter)};
   uint64_t loader_seed = 0;
-  int64_t loader_epoch = 0;
+  data::LoaderPosition loader_at;
   if (parts.loader) {
     loader_seed = r.integer<uint64_t>(kLoaderSeed);
-    loader_epoch = r.integer<int64_t>(kLoaderEpoch);
-    if (loader_epoch < 0) r.fail("loader epoch " + std::to_string(loader_epoch) + " is negative");
+    loader_at = read_loader_position(r, *parts.loader);
   }
   amp::AutocastState autocast_state{};
   if (parts.autocast) {
@@ -264,7 +292,7 @@ CheckpointInfo load_checkpoint(const std::filesystem::path& dir_or_file, const C
   if (parts.scaler) parts.scaler->load_state_dict(scaler_state);
   if (parts.loader) {
     parts.loader->set_seed(loader_seed);
-    parts.loader->set_epoch(loader_epoch);
+    parts.loader->resume_at(loader_at);
   }
   if (parts.rng) random_state::set(rng);
   if (parts.autocast) {

@@ -21,6 +21,7 @@ std::string reason(int err) { return std::strerror(err); }
 // Temporary names unique within the process (and, through the pid, across
 // processes writing the same directory).
 std::atomic<uint64_t> g_tmp_counter{0};
+std::atomic<WriteHook> g_write_hook{nullptr};
 
 }  // namespace
 
@@ -87,7 +88,11 @@ void AtomicFile::fail(const std::string& what, int err) {
   throw IOError("cannot write '" + path_.string() + "': " + what + ": " + reason(err) + "; the file was left as it was");
 }
 
+void set_write_hook(WriteHook hook) { g_write_hook = hook; }
+
 void AtomicFile::write(const void* data, uint64_t n) {
+  if (const WriteHook hook = g_write_hook.load()) hook(path_, written_);
+  written_ += n;
   const auto* in = static_cast<const char*>(data);
   while (n > 0) {
     const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, uint64_t{1} << 30));

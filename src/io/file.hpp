@@ -33,6 +33,12 @@ class ReadFile {
   std::filesystem::path path_;
 };
 
+/// Called before every AtomicFile::write with the target and the bytes of it
+/// already written. For the tests alone (the kill-and-resume test kills its
+/// process half way through a checkpoint); null, the default, calls nothing.
+using WriteHook = void (*)(const std::filesystem::path& target, uint64_t written);
+void set_write_hook(WriteHook hook);
+
 /// A file written under a temporary name and moved into place by commit().
 /// Destroyed without commit(), it removes the temporary: the target is
 /// never seen half written.
@@ -54,6 +60,7 @@ class AtomicFile {
   std::filesystem::path path_;
   std::filesystem::path tmp_;
   int fd_ = -1;
+  uint64_t written_ = 0;
 };
 
 }  // namespace mixgrad::io::detail

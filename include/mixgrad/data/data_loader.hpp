@@ -12,6 +12,13 @@
 // same batches and every epoch a different order. Batches are contiguous
 // copies; the last partial batch is kept unless drop_last.
 //
+// The loader knows how far an epoch got: position() is where a resumed run
+// must continue (the epoch in progress and the batches of it handed out so
+// far, or the next epoch once one ended), and resume_at() makes the next
+// begin() start there, skipping the batches before without loading them.
+// A checkpoint (mixgrad/io/checkpoint.hpp) saves and restores it, so a run
+// killed in the middle of an epoch continues with the very next batch.
+//
 // With `.device = Device::cuda(0)` the loader hands out batches already on
 // that device: each batch is assembled on the host and copied through the
 // CUDA backend's pinned staging buffers, asynchronously on the device's
@@ -31,6 +38,13 @@
 #include "mixgrad/data/dataset.hpp"
 
 namespace mixgrad::data {
+
+/// Where an epoch stands: `batch` batches of epoch `epoch` were handed out.
+struct LoaderPosition {
+  int64_t epoch = 0;
+  int64_t batch = 0;
+  bool operator==(const LoaderPosition&) const = default;
+};
 
 struct DataLoaderOptions {
   int64_t batch_size = 1;
@@ -64,9 +78,19 @@ class DataLoader {
   int64_t size() const;
   /// The epoch the next begin() starts (0 for the first).
   int64_t epoch() const { return epoch_; }
-  /// Sets the epoch the next begin() starts, e.g. when resuming training
-  /// (ValueError for a negative epoch).
+  /// Sets the epoch the next begin() starts, from its first batch (ValueError
+  /// for a negative epoch).
   void set_epoch(int64_t epoch);
+  /// Where a run resumed from here must continue: while an epoch is being
+  /// iterated and has batches left, that epoch and the number of its batches
+  /// handed out (the batch a loop body holds counts as handed out); otherwise
+  /// {epoch(), 0}.
+  LoaderPosition position() const;
+  /// Makes the next begin() start epoch `p.epoch` at its batch `p.batch`
+  /// (0 <= p.batch <= size(); the batches before are skipped, not loaded);
+  /// later begin()s start whole epochs. ValueError, nothing changed, for a
+  /// position out of range.
+  void resume_at(LoaderPosition p);
   /// The seed of the shuffling (options().seed, or the one drawn at construction).
   uint64_t seed() const { return seed_; }
   /// Replaces the seed of the shuffling, e.g. when resuming from a checkpoint.
@@ -93,10 +117,12 @@ class DataLoader {
 
    private:
     friend class DataLoader;
-    Iterator(const DataLoader* loader, std::shared_ptr<const std::vector<int64_t>> order);
+    Iterator(DataLoader* loader, std::shared_ptr<const std::vector<int64_t>> order, int64_t first_batch,
+             uint64_t run);
     void load();
 
-    const DataLoader* loader_ = nullptr;
+    DataLoader* loader_ = nullptr;
+    uint64_t run_ = 0;  // which begin() made this iterator: only the latest reports its position
     std::shared_ptr<const std::vector<int64_t>> order_;
     int64_t pos_ = 0;  // position in order_ of the current batch's first sample
     int64_t end_ = 0;  // samples used this epoch; the iterator is done when pos_ >= end_
@@ -108,6 +134,10 @@ class DataLoader {
   DataLoaderOptions options_;
   uint64_t seed_ = 0;
   int64_t epoch_ = 0;
+  int64_t skip_ = 0;        // batches the next begin() skips (resume_at)
+  uint64_t run_ = 0;        // begin()s so far
+  bool in_epoch_ = false;   // the latest begin()'s epoch has batches left
+  int64_t handed_ = 0;      // batches of it handed out
 };
 
 }  // namespace mixgrad::data

@@ -6,7 +6,10 @@
 // counts, hyper-parameters, float32 master weights), the learning-rate
 // scheduler's position, the GradScaler's state, the training step, the
 // global random generator (dropout, initialisation, shuffling), the data
-// loader's shuffling seed and epoch, and the autocast settings.
+// loader's shuffling seed and position (the epoch and how many of its
+// batches were handed out: a checkpoint taken mid-epoch resumes with the
+// next batch), and the autocast settings. mg::train::Runner saves and
+// resumes all of this for you, at any step.
 //
 //   // at the end of each epoch
 //   mg::io::save_checkpoint("ckpt/", {.model = &net, .optimizer = &opt, .scaler = &scaler,
@@ -15,14 +18,15 @@
 //   if (auto latest = mg::io::latest_checkpoint("ckpt/")) {
 //     auto info = mg::io::load_checkpoint(*latest, {.model = &net, .optimizer = &opt,
 //                                                   .scaler = &scaler, .loader = &loader});
-//     step = info.step;                    // loader.epoch() is the next epoch to run
+//     step = info.step;                    // loader.position(): where the next begin() continues
 //   }
 //
 // Keys are namespaced by part: "model.<name>" (Module::state_dict),
 // "optimizer.<key>" (Optimizer::state_dict), "scheduler.<key>"
 // (LRScheduler::state_dict), "scaler.<key>" (GradScaler::state_dict). The scalars go to the
 // metadata as decimal strings: "mixgrad.step", "mixgrad.rng.seed",
-// "mixgrad.loader.epoch", "mixgrad.autocast.low_prec_dtype", the kinds
+// "mixgrad.loader.epoch", "mixgrad.loader.batch" (with the loader's
+// "samples" and "batch_size", checked on load), "mixgrad.autocast.low_prec_dtype", the kinds
 // "mixgrad.optimizer" and "mixgrad.scheduler" ("CosineAnnealingLR"), ... and the
 // caller's own metadata under "user.<key>".
 //
@@ -65,7 +69,7 @@ struct Checkpoint {
   /// optimizer, it sets the optimizer's lr to the schedule's value.
   optim::LRScheduler* scheduler = nullptr;
   amp::GradScaler* scaler = nullptr;
-  data::DataLoader* loader = nullptr;  ///< its shuffling seed and epoch()
+  data::DataLoader* loader = nullptr;  ///< its shuffling seed and position()
   int64_t step = 0;                    ///< saved; load returns it in CheckpointInfo
   bool rng = true;                     ///< the global generator's seed and position
   bool autocast = true;                ///< amp::enabled, low_prec_dtype, high_prec_dtype
