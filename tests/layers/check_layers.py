@@ -27,6 +27,7 @@ LEVELS = [
     ["nn", "optim", "data"],
     ["amp_frontend"],
     ["io"],
+    ["models"],
     ["train"],
     ["distributed"],
     ["umbrella"],
