@@ -53,6 +53,9 @@ install_packages() {
 
 # Python's safetensors and numpy, for the test that reads our checkpoints
 # with them (it is skipped without them, so a failure here only warns).
+# torch and torchvision, for the torchvision logit test (models_torchvision),
+# are left out on purpose: 5.3 GB installed, most of it CUDA libraries; the
+# test is skipped without them (docs/training.md, "The logit test").
 install_python_packages() {
   python3 -c 'import safetensors, numpy' 2>/dev/null || pip_install safetensors numpy ||
     echo "warning: could not pip-install safetensors and numpy; the safetensors interop test will be skipped" >&2
