@@ -22,7 +22,10 @@ namespace {
 
 std::string dims(const mg::Shape& s) {
   std::string out;
-  for (int i = 0; i < s.ndim(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  for (int i = 0; i < s.ndim(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(s[i]);
+  }
   return out;
 }
 
