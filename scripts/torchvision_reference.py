@@ -9,8 +9,9 @@ gives its BatchNorm2d layers the running statistics of two training-mode
 passes over random images and random affine parameters (torchvision's init
 leaves them at 0, 1, 1, 0, which would hide a mix-up of any two, and with
 such statistics ResNet-50's logits reach the thousands); and writes, in OUTDIR:
-  <arch>.pth             the state dict, as torch.save writes it;
-  <arch>.safetensors     that file through convert_torch_checkpoint.py;
+  <arch>.safetensors     the state dict, saved by torch.save and converted
+                         by convert_torch_checkpoint.py (the .pth is then
+                         removed: VGG-16's is 550 MB);
   <arch>.io.safetensors  "input" [batch, 3, size, size] (a fixed random
                          image batch) and "logits", the model's output on it
                          in eval mode, float32.
@@ -96,6 +97,7 @@ def write_reference(arch, outdir, batch, size, seed):
     convert_torch_checkpoint.main([pth, os.path.join(outdir, arch + ".safetensors")])
     if arch == "resnet18":
         check_convert_forms(model, outdir, arch)
+    os.remove(pth)
     x = torch.empty(batch, 3, size, size).normal_(generator=torch.Generator().manual_seed(seed + 2))
     with torch.no_grad():
         logits = model(x)
