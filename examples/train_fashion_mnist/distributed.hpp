@@ -4,7 +4,7 @@
 //   train::DataParallel dp;
 //   if (!train::start_data_parallel(opts, dp)) return train::kUsageError;
 //   auto loader = train::make_train_loader(dp, data->train, opts);   // this rank's share
-//   train::attach_data_parallel(dp, gm, net, scaler);                // broadcast, all-reduce, found-inf
+//   train::attach_data_parallel(dp, runner.grad_manager(), net, scaler);  // broadcast, all-reduce, found-inf
 //   train::begin_epoch(dp, epoch);                                   // the shuffle all ranks agree on
 //
 // Each rank trains on its own share of every epoch (a DistributedSampler
@@ -79,12 +79,12 @@ inline mg::data::DataLoader make_train_loader(DataParallel& dp, const mg::data::
 /// rank 0's initial values, the bucketed all-reduce (mean) and the
 /// GradScaler's found-inf flag agreed across ranks.
 inline void attach_data_parallel(DataParallel& dp, mg::autodiff::GradManager& gm, mg::nn::Module& net,
-                                 mg::amp::GradScaler& scaler) {
+                                 mg::amp::GradScaler* scaler) {
 #if MIXGRAD_EXAMPLE_DISTRIBUTED
   if (dp.on) {
     mg::distributed::broadcast_parameters(*dp.group, net);
     gm.attach(net.parameters(), {mg::distributed::make_allreduce_callback(gm, *dp.group, "mean")});
-    mg::distributed::sync_grad_scaler(*dp.group, scaler);
+    if (scaler) mg::distributed::sync_grad_scaler(*dp.group, *scaler);
     return;
   }
 #endif

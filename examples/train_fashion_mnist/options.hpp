@@ -50,6 +50,7 @@ struct Options {
   std::string save;    // checkpoint directory; empty: no checkpoints
   std::string resume;  // checkpoint directory to continue from; empty: a fresh run
   int stop_after = 0;  // stop after this epoch (0: run all --epochs)
+  int64_t checkpoint_every = 0;  // optimizer steps between checkpoints (0: at epoch ends only)
   bool distributed = false;  // data parallel over the processes of mpirun
   mg::Device device = mg::Device::cpu();  // --device: model, batches and the step
 };
@@ -146,11 +147,15 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& opts) {
     ("limit-train", po::value(&opts.limit_train)->default_value(opts.limit_train),
      "train on the first N images only (0: all 60000); for quick runs")
     ("save", po::value(&opts.save)->value_name("DIR"),
-     "write a checkpoint (model, optimizer, GradScaler, step, random generator, shuffling) to "
-     "DIR/checkpoint-<step>.safetensors at the end of every epoch; DIR is created if needed")
+     "write checkpoints (model, optimizer, GradScaler, schedule, random generator, the loader's "
+     "position and shuffling, the metrics so far) to DIR/checkpoint-<step>.safetensors at the end of "
+     "every epoch and every --checkpoint-every steps, atomically; the newest two are kept")
+    ("checkpoint-every", po::value(&opts.checkpoint_every)->default_value(opts.checkpoint_every)->value_name("N"),
+     "with --save, also a checkpoint every N optimizer steps (0: at epoch ends only)")
     ("resume", po::value(&opts.resume)->value_name("DIR"),
-     "continue from the latest checkpoint in DIR with the next epoch; give the same options as the "
-     "run that wrote it. The result is bit-identical to a run never stopped (same machine and --threads)")
+     "continue from the latest checkpoint in DIR, from the very step it was written at (mid-epoch "
+     "too, e.g. after the process was killed); give the same options as the run that wrote it. The "
+     "result is bit-identical to a run never stopped (same machine and --threads)")
     ("stop-after", po::value(&opts.stop_after)->default_value(opts.stop_after)->value_name("N"),
      "stop after epoch N as if interrupted (0: run all --epochs); with --save, --resume continues")
     ("distributed", po::bool_switch(&opts.distributed),
@@ -191,6 +196,7 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& opts) {
     detail::require(opts.threads >= 1, "--threads must be at least 1");
     detail::require(opts.limit_train >= 0, "--limit-train must be 0 (all) or a positive count");
     detail::require(opts.stop_after >= 0, "--stop-after must be 0 (run all epochs) or a positive epoch");
+    detail::require(opts.checkpoint_every >= 0, "--checkpoint-every must be 0 (epoch ends) or a positive count");
   } catch (const po::error& e) {
     std::cerr << "train_fashion_mnist: " << e.what() << "\nRun train_fashion_mnist --help for the options.\n";
     return kUsageError;

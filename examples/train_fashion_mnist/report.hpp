@@ -3,8 +3,8 @@
 //
 //   auto data = load_fashion_mnist(dir, limit);   // nullopt (message printed) when missing
 //   print_header(opts, net, train_images, test_images);
-//   print_epoch(em, epochs);                      // "epoch 1/3  train loss 0.4513  test accuracy ..."
-//   summary.add(em, images);  print_summary(summary);
+//   print_epoch(metrics, epochs);                 // "epoch 1/3  train loss 0.4513  test accuracy ..."
+//   print_summary(runner.history(), steps, seconds);
 #pragma once
 
 #include <cstdint>
@@ -13,9 +13,7 @@
 #include <optional>
 #include <string>
 
-#include "train_fashion_mnist/metrics.hpp"
 #include "train_fashion_mnist/options.hpp"
-#include "train_fashion_mnist/progress.hpp"
 
 namespace train {
 
@@ -41,18 +39,6 @@ inline std::optional<FashionMNISTData> load_fashion_mnist(const std::string& dir
                  "t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz.\n",
                  dir.c_str(), e.what());
     return std::nullopt;
-  }
-}
-
-/// Opens the --metrics files; an unwritable path prints why and returns false.
-inline bool open_metrics(const std::string& path, MetricsWriter& metrics) {
-  if (path.empty()) return true;
-  try {
-    metrics = MetricsWriter(path);
-    return true;
-  } catch (const mg::IOError& e) {
-    std::fprintf(stderr, "train_fashion_mnist: %s (--metrics)\n", e.what());
-    return false;
   }
 }
 
@@ -94,43 +80,35 @@ inline void print_header(const Options& o, const mg::nn::Module& net, int64_t tr
   std::fflush(stdout);
 }
 
-inline void print_epoch(const EpochMetrics& m, int epochs) {
-  std::printf("epoch %d/%d  train loss %.4f  test accuracy %.2f%%  %.1f s (+ %.1f s test)  %.0f img/s", m.epoch,
-              epochs, m.train_loss, 100.0 * m.test_accuracy, m.seconds, m.eval_seconds, m.img_per_s);
-  if (m.skipped_steps > 0) std::printf("  %lld steps skipped", static_cast<long long>(m.skipped_steps));
+/// "epoch 1/3  train loss 0.4513  test accuracy 88.12%  12.3 s (+ 0.9 s test)  4870 img/s"
+inline void print_epoch(const mg::train::Metrics& m, int epochs) {
+  std::printf("epoch %d/%d  train loss %.4f  test accuracy %.2f%%  %.1f s (+ %.1f s test)  %.0f img/s",
+              static_cast<int>(m.at("epoch")), epochs, m.at("train_loss"), 100.0 * m.at("test_accuracy"),
+              m.at("seconds"), m.at("eval_seconds"), m.at("img_per_s"));
+  if (m.at("skipped_steps") > 0) std::printf("  %.0f steps skipped", m.at("skipped_steps"));
   std::printf("\n");
   std::fflush(stdout);
 }
 
-/// The run's totals, gathered epoch by epoch.
-struct RunSummary {
-  double best_accuracy = 0.0;
+/// The run's totals, from the runner's history (every epoch, resumed ones too).
+inline void print_summary(const std::vector<mg::train::Metrics>& history, int64_t steps, double total_seconds) {
+  if (history.empty()) return;
+  double best = -1.0, train_seconds = 0.0, images = 0.0, skipped = 0.0;
   int best_epoch = 0;
-  double final_accuracy = 0.0;
-  double train_seconds = 0.0;  // training only, without the test passes
-  double total_seconds = 0.0;  // wall time of the whole loop
-  int64_t images = 0;
-  int64_t skipped_steps = 0;
-  int64_t total_steps = 0;
-
-  void add(const EpochMetrics& m, int64_t epoch_images) {
-    if (m.test_accuracy > best_accuracy || best_epoch == 0) {
-      best_accuracy = m.test_accuracy;
-      best_epoch = m.epoch;
+  for (const auto& m : history) {
+    if (m.at("test_accuracy") > best) {
+      best = m.at("test_accuracy");
+      best_epoch = static_cast<int>(m.at("epoch"));
     }
-    final_accuracy = m.test_accuracy;
-    train_seconds += m.seconds;
-    images += epoch_images;
+    train_seconds += m.at("seconds");
+    images += m.at("img_per_s") * m.at("seconds");
+    skipped += m.at("skipped_steps");
   }
-};
-
-inline void print_summary(const RunSummary& s) {
-  std::printf("done: final test accuracy %.2f%%, best %.2f%% (epoch %d)\n", 100.0 * s.final_accuracy,
-              100.0 * s.best_accuracy, s.best_epoch);
-  std::printf("      %s in total (%.1f s training), %.0f img/s on average, %lld of %lld steps skipped\n",
-              format_duration(s.total_seconds).c_str(), s.train_seconds,
-              s.train_seconds > 0 ? static_cast<double>(s.images) / s.train_seconds : 0.0,
-              static_cast<long long>(s.skipped_steps), static_cast<long long>(s.total_steps));
+  std::printf("done: final test accuracy %.2f%%, best %.2f%% (epoch %d)\n", 100.0 * history.back().at("test_accuracy"),
+              100.0 * best, best_epoch);
+  std::printf("      %s in total (%.1f s training), %.0f img/s on average, %.0f of %lld steps skipped\n",
+              mg::train::format_duration(total_seconds).c_str(), train_seconds,
+              train_seconds > 0 ? images / train_seconds : 0.0, skipped, static_cast<long long>(steps));
   std::fflush(stdout);
 }
 

@@ -52,7 +52,12 @@ void ProgressBar::update(const Status& s) {
   const int width = std::clamp(room, 0, 30);
   const auto filled = batches_ > 0 ? static_cast<int>(width * std::min(s.batch, batches_) / batches_) : width;
   std::string line = head;
-  if (width > 0) line += "[" + std::string(filled, '#') + std::string(width - filled, '.') + "]";
+  if (width > 0) {  // appended piece by piece: GCC 12 warns (falsely, -Wrestrict) on "[" + string
+    line += '[';
+    line.append(static_cast<size_t>(filled), '#');
+    line.append(static_cast<size_t>(width - filled), '.');
+    line += ']';
+  }
   line += tail;
   // A line that wraps cannot be redrawn with '\r': cut it to the terminal.
   if (static_cast<int>(line.size()) >= columns) line.resize(static_cast<size_t>(std::max(columns - 1, 0)));

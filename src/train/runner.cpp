@@ -219,7 +219,9 @@ bool Runner::train_epoch(EpochState& st, Reporter& out) {
       out.csv.step(info);
       for (auto& f : step_end_) f(*this, info);
       maybe_checkpoint(false);
-      if (stop_requested_ || (config_.max_steps > 0 && step_ >= config_.max_steps)) return false;
+      // Stopping at the epoch's last batch lets the loop end: the epoch is complete, and end_epoch stops.
+      if ((stop_requested_ || (config_.max_steps > 0 && step_ >= config_.max_steps)) && st.batch < st.batches)
+        return false;
     }
     const auto sum = partial_.find("sum.loss");
     out.bar->update({.batch = st.batch,
