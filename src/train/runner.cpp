@@ -176,6 +176,7 @@ void Runner::run() {
     epoch_ = at.epoch + 1;
     if (epoch_ > config_.epochs) break;
     if (at.batch == 0) partial_.clear();
+    model_.train();  // before the callbacks: one may put a frozen backbone in eval mode
     for (auto& f : epoch_begin_) f(*this, epoch_);
     EpochState st{.batches = train.size(), .batch = at.batch, .seconds_before = partial_["seconds"]};
     out.begin_epoch(epoch_, st.batches);
@@ -199,7 +200,6 @@ void Runner::run() {
 bool Runner::train_epoch(EpochState& st, Reporter& out) {
   data::DataLoader& train = loaders_.at("train");
   const int64_t k = config_.accumulate;
-  model_.train();
   for (const data::Batch& batch : train) {
     const int64_t first = st.batch / k * k;  // the step's first micro-batch
     const int64_t group = std::min(k, st.batches - first);

@@ -173,6 +173,8 @@ class Runner {
   virtual StepOutput val_step(const data::Batch& batch);
   virtual StepOutput test_step(const data::Batch& batch);
 
+  /// Each epoch, after the runner put the model in training mode: a callback
+  /// may put part of it (a frozen backbone's batch norms) in eval mode.
   void on_epoch_begin(std::function<void(Runner&, int64_t epoch)> f) { epoch_begin_.push_back(std::move(f)); }
   void on_step_end(std::function<void(Runner&, const StepInfo&)> f) { step_end_.push_back(std::move(f)); }
   /// After an epoch's training, before its evaluation.
