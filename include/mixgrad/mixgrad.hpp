@@ -10,6 +10,7 @@
 #include "mixgrad/amp/grad_scaler.hpp"
 #include "mixgrad/amp/initialize.hpp"
 #include "mixgrad/amp/scale_loss.hpp"
+#include "mixgrad/autodiff/checkpoint.hpp"
 #include "mixgrad/autodiff/freeze.hpp"
 #include "mixgrad/autodiff/function.hpp"
 #include "mixgrad/autodiff/grad_manager.hpp"

@@ -9,6 +9,7 @@
 #include "mixgrad/nn/conv.hpp"
 #include "mixgrad/nn/dropout.hpp"
 #include "mixgrad/nn/embedding.hpp"
+#include "mixgrad/nn/checkpoint.hpp"
 #include "mixgrad/nn/flatten.hpp"
 #include "mixgrad/nn/group_norm.hpp"
 #include "mixgrad/nn/init.hpp"

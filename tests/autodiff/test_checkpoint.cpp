@@ -1,0 +1,246 @@
+// autodiff::checkpoint and nn::Checkpoint: the same gradients, bit for bit,
+// as without checkpointing (float32, bfloat16 autocast, dropout, a
+// GradScaler step that overflows, nested checkpoints, batch norm), a tape
+// of one op per checkpoint, and typed errors for a recomputation that
+// differs and for a double backward.
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "autodiff/inspect.hpp"
+#include "mixgrad/mixgrad.hpp"
+
+namespace mg = mixgrad;
+namespace nn = mixgrad::nn;
+
+namespace {
+
+nn::Sequential block(int64_t width) {
+  return nn::Sequential(nn::Linear(width, 2 * width), nn::GELU(), nn::Dropout(0.1), nn::Linear(2 * width, width));
+}
+
+// Three blocks and a head, each parameter used once; `wrap` checkpoints the blocks.
+struct Net {
+  std::vector<nn::Sequential> blocks;
+  nn::Linear head{16, 4};
+  bool wrap = false;
+  bool nested = false;
+  Net() {
+    mg::manual_seed(3);
+    for (int i = 0; i < 3; ++i) blocks.push_back(block(16));
+    head = nn::Linear(16, 4);
+  }
+  mg::Tensor operator()(const mg::Tensor& x) {
+    mg::Tensor h = x;
+    if (nested) {  // the first two blocks in one checkpoint, each also checkpointed
+      h = mg::autodiff::checkpoint(
+          [this](const mg::Tensor& in) {
+            mg::Tensor a = mg::autodiff::checkpoint([this](const mg::Tensor& t) { return blocks[0](t); }, in);
+            return mg::autodiff::checkpoint([this](const mg::Tensor& t) { return blocks[1](t); }, a);
+          },
+          h);
+      h = blocks[2](h);
+    } else {
+      for (auto& b : blocks) h = wrap ? mg::autodiff::checkpoint([&b](const mg::Tensor& t) { return b(t); }, h) : b(h);
+    }
+    return head(h);
+  }
+  std::vector<mg::Tensor> parameters() {
+    std::vector<mg::Tensor> p;
+    for (auto& b : blocks)
+      for (auto& t : b.parameters()) p.push_back(t);
+    for (auto& t : head.parameters()) p.push_back(t);
+    return p;
+  }
+};
+
+struct Result {
+  std::vector<std::vector<float>> grads;
+  float loss = 0;
+  size_t tape = 0;
+  uint64_t rng_after = 0;
+};
+
+mg::Tensor inputs() {
+  mg::manual_seed(9);
+  return mg::normal({8, 16});
+}
+
+// One step's gradients: optional bf16 autocast, optional scaler (with `poison`
+// making the loss infinite), checkpointing per `mode` (0 none, 1 each block, 2 nested).
+Result run(int mode, bool autocast, bool scaler = false, bool poison = false) {
+  Net net;
+  net.wrap = mode == 1;
+  net.nested = mode == 2;
+  mg::Tensor x = inputs();
+  mg::autodiff::GradManager gm;
+  gm.attach(net.parameters());
+  mg::amp::GradScaler gs({.init_scale = 1024.0});
+  Result r;
+  mg::manual_seed(21);  // dropout's draws
+  {
+    auto rec = gm.record();
+    mg::Tensor loss;
+    {
+      mg::amp::autocast scope(autocast);
+      const mg::Tensor out = net(x);
+      loss = mg::F::mean(out * out);
+    }
+    if (poison) loss = loss * std::numeric_limits<double>::infinity();
+    r.loss = loss.to(mg::DType::float32).item<float>();
+    r.tape = mg::autodiff::detail::tape_size(gm);
+    if (scaler)
+      gs.backward(gm, loss);
+    else
+      gm.backward(loss);
+  }
+  for (auto& p : net.parameters()) r.grads.push_back(p.grad().to(mg::DType::float32).to_vector<float>());
+  return r;
+}
+
+bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
+      return false;
+  return true;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(checkpointing)
+
+BOOST_AUTO_TEST_CASE(float32_gradients_are_bit_identical_and_the_tape_shorter) {
+  const Result plain = run(0, false), ckpt = run(1, false), nested = run(2, false);
+  BOOST_TEST(plain.loss == ckpt.loss);
+  BOOST_TEST(same_bits(plain.grads, ckpt.grads));
+  BOOST_TEST(same_bits(plain.grads, nested.grads));
+  // Without: every op of the three blocks (4 each and more); with: one per block.
+  BOOST_TEST(plain.tape >= 12u);
+  BOOST_TEST(ckpt.tape < plain.tape / 2);
+}
+
+BOOST_AUTO_TEST_CASE(bfloat16_autocast_is_recomputed_in_bfloat16) {
+  const Result plain = run(0, true), ckpt = run(1, true), fp32 = run(0, false);
+  BOOST_TEST(same_bits(plain.grads, ckpt.grads));
+  BOOST_TEST(!same_bits(plain.grads, fp32.grads));  // the autocast run differs from float32: the test sees the dtype
+}
+
+BOOST_AUTO_TEST_CASE(grad_scaler_steps_and_overflows_match) {
+  BOOST_TEST(same_bits(run(0, true, true).grads, run(1, true, true).grads));
+  const Result plain = run(0, false, true, true), ckpt = run(1, false, true, true);
+  BOOST_TEST(plain.grads.size() == ckpt.grads.size());
+  for (size_t i = 0; i < plain.grads.size(); ++i)
+    for (size_t j = 0; j < plain.grads[i].size(); ++j)
+      BOOST_TEST((std::isfinite(plain.grads[i][j]) == std::isfinite(ckpt.grads[i][j])));
+}
+
+// Peak memory of a forward and backward above what the parameters, their
+// gradients and the input hold: 8 blocks of width 128, batch 512.
+BOOST_AUTO_TEST_CASE(checkpointing_cuts_the_activation_peak) {
+  auto peak = [](bool wrap) {
+    mg::manual_seed(1);
+    std::vector<nn::Sequential> blocks;
+    for (int i = 0; i < 8; ++i) blocks.push_back(nn::Sequential(nn::Linear(128, 512), nn::GELU(), nn::Linear(512, 128)));
+    mg::autodiff::GradManager gm;
+    for (auto& b : blocks) {
+      gm.attach(b.parameters());
+      for (auto& p : b.parameters()) p.set_grad(mg::zeros_like(p));  // the gradients' memory, before the peak
+    }
+    const mg::Tensor x = mg::normal({512, 128});
+    const int64_t base = mg::allocated_bytes();
+    mg::reset_peak_allocated_bytes();
+    {
+      auto rec = gm.record();
+      mg::Tensor h = x;
+      for (auto& b : blocks) h = wrap ? mg::autodiff::checkpoint([&b](const mg::Tensor& t) { return b(t); }, h) : b(h);
+      gm.backward(mg::F::mean(h));
+    }
+    return mg::peak_allocated_bytes() - base;
+  };
+  const int64_t plain = peak(false), ckpt = peak(true);
+  BOOST_TEST_MESSAGE("activation peak: " << plain / 1024 << " KiB plain, " << ckpt / 1024 << " KiB checkpointed");
+  BOOST_TEST(ckpt < plain / 2);
+}
+
+BOOST_AUTO_TEST_CASE(the_input_gets_its_gradient) {
+  mg::manual_seed(4);
+  nn::Sequential b = block(8);
+  b.eval();  // no dropout: the two runs draw differently otherwise
+  mg::Tensor x1 = mg::normal({4, 8}), x2 = x1.clone();
+  mg::autodiff::GradManager gm;
+  gm.attach({x1, x2});
+  {
+    auto rec = gm.record();
+    gm.backward({mg::F::sum(b(x1)), mg::F::sum(mg::autodiff::checkpoint([&](const mg::Tensor& t) { return b(t); }, x2))});
+  }
+  BOOST_TEST((x1.grad().to_vector<float>() == x2.grad().to_vector<float>()));
+}
+
+BOOST_AUTO_TEST_CASE(batch_norm_statistics_are_updated_once) {
+  auto make = [] {
+    mg::manual_seed(6);
+    return nn::Sequential(nn::Conv2d(3, 4, 3, {.padding = 1}), nn::BatchNorm2d(4), nn::ReLU());
+  };
+  nn::Sequential plain = make();
+  nn::Checkpoint wrapped(make());
+  mg::manual_seed(8);
+  const mg::Tensor x = mg::normal({2, 3, 6, 6});
+  for (nn::Module* m : {static_cast<nn::Module*>(&plain), static_cast<nn::Module*>(&wrapped)}) {
+    mg::autodiff::GradManager gm;
+    gm.attach(m->parameters());
+    auto rec = gm.record();
+    gm.backward(mg::F::sum((*m)(x)));
+  }
+  const auto a = plain.state_dict(), b = wrapped.module().state_dict();
+  for (const auto& [k, t] : a) BOOST_TEST((t.to_vector<float>() == b.find(k)->to_vector<float>()), k);
+  for (size_t i = 0; i < plain.parameters().size(); ++i)
+    BOOST_TEST((plain.parameters()[i].grad().to_vector<float>() ==
+                wrapped.module().parameters()[i].grad().to_vector<float>()));
+}
+
+BOOST_AUTO_TEST_CASE(a_recomputation_that_differs_is_an_error_naming_the_checkpoint) {
+  mg::manual_seed(2);
+  nn::Linear fc(4, 4);
+  int calls = 0;
+  mg::autodiff::GradManager gm;
+  gm.attach(fc.parameters());
+  {
+    auto rec = gm.record();
+    mg::Tensor y = mg::autodiff::checkpoint(
+        [&](const mg::Tensor& t) { return ++calls == 1 ? fc(t) : mg::F::narrow(fc(t), 1, 0, 2); }, mg::normal({2, 4}),
+        {.name = "shrinking"});
+    try {
+      gm.backward(mg::F::sum(y));
+      BOOST_ERROR("no error");
+    } catch (const mg::StateError& e) {
+      BOOST_TEST(std::string(e.what()).find("'shrinking'") != std::string::npos, e.what());
+    }
+  }
+  for (const auto& p : fc.parameters()) BOOST_TEST(!p.grad().defined());
+}
+
+BOOST_AUTO_TEST_CASE(double_backward_is_refused) {
+  mg::manual_seed(2);
+  nn::Linear fc(4, 4);
+  mg::autodiff::GradManager gm;
+  gm.attach(fc.parameters());
+  auto rec = gm.record();
+  mg::Tensor y = mg::autodiff::checkpoint([&](const mg::Tensor& t) { return mg::F::tanh(fc(t)); }, mg::normal({2, 4}));
+  gm.backward(mg::F::sum(y), mg::Tensor(), {.create_graph = true});
+  const mg::Tensor g = fc.weight().grad();
+  const mg::Tensor penalty = mg::F::sum(g * g);
+  BOOST_CHECK_THROW(gm.backward(penalty), mg::StateError);
+}
+
+BOOST_AUTO_TEST_CASE(outside_a_recording_the_function_just_runs) {
+  int calls = 0;
+  const mg::Tensor x = mg::normal({3});
+  const mg::Tensor y = mg::autodiff::checkpoint([&](const mg::Tensor& t) { ++calls; return t * 2.0; }, x);
+  BOOST_TEST(calls == 1);
+  BOOST_TEST((y.to_vector<float>()[0] == 2 * x.to_vector<float>()[0]));
+  BOOST_CHECK_THROW(mg::autodiff::checkpoint(mg::autodiff::CheckpointFn(), {x}), mg::ValueError);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
