@@ -508,10 +508,45 @@ std::vector<Row> optim_module_data_rows() {
   };
 }
 
+// The ops composed of F:: ops (addmm, baddbmm, addbmm, prelu, the losses of
+// ops/loss_composed.cpp): their own checks name them before any inner op runs.
+std::vector<Row> composed_op_rows() {
+  using mg::ShapeError, mg::DTypeError, mg::ValueError;
+  return {
+      row<ShapeError>("addmm: inner dims differ", [](Fixture& f) { (void)mg::F::addmm(f32({2, 5}), f.a, f.b); },
+                      {"addmm", "mat1 float32[2, 3]", "mat2 float32[4, 5]"}),
+      row<ShapeError>("addmm: input does not broadcast",
+                      [](Fixture& f) { (void)mg::F::addmm(f32({3}), f.a, f32({3, 4})); },
+                      {"addmm", "input float32[3]", "[2, 4]"}),
+      row<DTypeError>("addmm: float64 input", [](Fixture& f) {
+                        (void)mg::F::addmm(mg::zeros({2, 4}, DType::float64), f.a, f32({3, 4}));
+                      }, {"addmm", "float64[2, 4]", "float32[2, 3]"}),
+      row<DTypeError>("addmm of int32", [](Fixture& f) { (void)mg::F::addmm(f.ints, f.ints, mg::zeros({3, 3}, DType::int32)); },
+                      {"addmm", "int32[2, 3]"}),
+      row<ShapeError>("baddbmm: batch sizes differ",
+                      [](Fixture&) { (void)mg::F::baddbmm(f32({2, 3, 5}), f32({2, 3, 4}), f32({3, 4, 5})); },
+                      {"baddbmm", "batch1 float32[2, 3, 4]", "batch2 float32[3, 4, 5]"}),
+      row<ShapeError>("baddbmm of 2-d operands", [](Fixture& f) { (void)mg::F::baddbmm(f.a, f.a, f32({3, 3})); },
+                      {"baddbmm", "3-d", "float32[2, 3]"}),
+      row<ShapeError>("addbmm: input does not broadcast",
+                      [](Fixture&) { (void)mg::F::addbmm(f32({2, 3, 5}), f32({2, 3, 4}), f32({2, 4, 5})); },
+                      {"addbmm", "input float32[2, 3, 5]", "[3, 5]"}),
+      row<ShapeError>("prelu: weight of the wrong size", [](Fixture& f) { (void)mg::F::prelu(f.img, f32({3})); },
+                      {"prelu", "float32[2, 2, 3, 3]", "weight float32[3]"}),
+      row<ShapeError>("prelu: 2-d weight", [](Fixture& f) { (void)mg::F::prelu(f.img, f32({2, 1})); },
+                      {"prelu", "weight float32[2, 1]"}),
+      row<DTypeError>("prelu: float64 weight", [](Fixture& f) {
+                        (void)mg::F::prelu(f.img, mg::full({1}, 0.25, DType::float64));
+                      }, {"prelu", "float32[2, 2, 3, 3]", "float64[1]"}),
+      row<ValueError>("PReLU(0)", [](Fixture&) { (void)mg::nn::PReLU(0); }, {"PReLU", "0"}),
+  };
+}
+
 std::vector<Row> all_rows() {
   std::vector<Row> rows;
   for (auto part : {creation_and_tensor_rows(), elementwise_and_reduction_rows(), linalg_and_conv_rows(),
-                    normalization_and_loss_rows(), shape_op_rows(), autodiff_and_amp_rows(), optim_module_data_rows()})
+                    normalization_and_loss_rows(), shape_op_rows(), autodiff_and_amp_rows(), optim_module_data_rows(),
+                    composed_op_rows()})
     for (auto& r : part) rows.push_back(std::move(r));
   return rows;
 }

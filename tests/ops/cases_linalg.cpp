@@ -81,6 +81,55 @@ Cases cases_of<mg::OpKind::linear>() {
   };
 }
 
+namespace {
+InputSpec ignored(mg::Shape shape) {
+  InputSpec s(shape);
+  s.differentiable = false;
+  return s;
+}
+}  // namespace
+
+template <>
+Cases cases_of<mg::OpKind::addmm>() {
+  namespace F = mg::F;
+  return {
+      {.name = "addmm", .inputs = {{3, 5}, {3, 4}, {4, 5}}, .run = [](const Inputs& x) { return F::addmm(x[0], x[1], x[2]); }},
+      {.name = "addmm_broadcast_input_beta_alpha",
+       .inputs = {{5}, {3, 4}, {4, 5}},
+       .run = [](const Inputs& x) { return F::addmm(x[0], x[1], x[2], {.beta = 0.5, .alpha = -2.0}); }},
+      // beta 0: input is not read (no gradient reaches it), as in PyTorch.
+      {.name = "addmm_beta_zero",
+       .inputs = {ignored({3, 1}), {3, 4}, {4, 2}},
+       .run = [](const Inputs& x) { return F::addmm(x[0], x[1], x[2], {.beta = 0.0, .alpha = 1.5}); }},
+  };
+}
+
+template <>
+Cases cases_of<mg::OpKind::baddbmm>() {
+  namespace F = mg::F;
+  return {
+      {.name = "baddbmm",
+       .inputs = {{2, 3, 5}, {2, 3, 4}, {2, 4, 5}},
+       .run = [](const Inputs& x) { return F::baddbmm(x[0], x[1], x[2]); }},
+      {.name = "baddbmm_broadcast_input_beta_alpha",
+       .inputs = {{3, 1}, {2, 3, 4}, {2, 4, 2}},
+       .run = [](const Inputs& x) { return F::baddbmm(x[0], x[1], x[2], {.beta = 2.0, .alpha = 0.25}); }},
+  };
+}
+
+template <>
+Cases cases_of<mg::OpKind::addbmm>() {
+  namespace F = mg::F;
+  return {
+      {.name = "addbmm",
+       .inputs = {{3, 5}, {2, 3, 4}, {2, 4, 5}},
+       .run = [](const Inputs& x) { return F::addbmm(x[0], x[1], x[2]); }},
+      {.name = "addbmm_broadcast_input_beta_alpha",
+       .inputs = {{2}, {3, 3, 4}, {3, 4, 2}},
+       .run = [](const Inputs& x) { return F::addbmm(x[0], x[1], x[2], {.beta = -1.0, .alpha = 0.5}); }},
+  };
+}
+
 std::vector<OpCase> linalg_cases() { return family_cases<mg::OpFamily::linalg>(); }
 
 }  // namespace optest

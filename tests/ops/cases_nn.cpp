@@ -290,6 +290,16 @@ Cases cases_of<mg::OpKind::dropout>() {
 template <>
 Cases cases_of<mg::OpKind::scaled_dot_product_attention>();  // cases_attention.cpp
 
+template <>
+Cases cases_of<mg::OpKind::prelu>() {
+  auto run = [](const Inputs& x) { return mg::F::prelu(x[0], x[1]); };
+  return {
+      {.name = "prelu_per_channel", .inputs = {{2, 3, 4}, {3}}, .run = run},
+      {.name = "prelu_one_slope", .inputs = {{2, 3, 2, 2}, {1}}, .run = run},
+      {.name = "prelu_vector_scalar_slope", .inputs = {{5}, mg::Shape{}}, .run = run},
+  };
+}
+
 std::vector<OpCase> nn_cases() { return family_cases<mg::OpFamily::nn>(); }
 
 }  // namespace optest

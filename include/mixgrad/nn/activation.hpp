@@ -1,9 +1,11 @@
 // mixgrad/nn/activation.hpp — elementwise activations as modules, for
-// Sequential. Stateless: no parameters, same in training and eval.
+// Sequential. Stateless (no parameters, same in training and eval) but for
+// PReLU, whose slopes are learned.
 //
 //   mg::nn::Sequential(mg::nn::Linear(784, 128), mg::nn::ReLU(), mg::nn::Linear(128, 10));
 //   mg::nn::LeakyReLU(0.2);  mg::nn::GELU();  mg::nn::SiLU();  mg::nn::Tanh();  mg::nn::Sigmoid();
 //   mg::nn::Softplus(/*beta=*/2.0);  mg::nn::Hardswish();  mg::nn::Mish();
+//   mg::nn::PReLU();  mg::nn::PReLU(/*num_parameters=*/64, /*init=*/0.25);   // one slope, or one per channel
 #pragma once
 
 #include "mixgrad/nn/module.hpp"
@@ -26,6 +28,21 @@ class LeakyReLU : public Module {
 
  private:
   double slope_;
+};
+
+/// F::prelu with a learned `weight` of num_parameters slopes (1, or the
+/// input's channel count C, dim 1), each initialised to `init` (PyTorch's
+/// nn.PReLU). Throws ValueError unless num_parameters >= 1.
+class PReLU : public Module {
+ public:
+  explicit PReLU(int64_t num_parameters = 1, double init = 0.25);
+  Tensor forward(const Tensor& x) override;
+  std::string describe() const override;
+  const Tensor& weight() const { return weight_; }
+
+ private:
+  int64_t num_parameters_;
+  Tensor weight_;
 };
 
 /// x * Phi(x), the exact (erf) form.

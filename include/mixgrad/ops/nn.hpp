@@ -6,6 +6,7 @@
 //   F::max_pool2d(x, {.kernel_size = 2});
 //   F::max_pool1d(seq, {.kernel_size = 3, .stride = 2});      // seq: [N, C, L]
 //   F::batch_norm(x, running_mean, running_var, weight, bias, {.training = true});
+//   F::prelu(x, weight);                                      // weight: [1] or [C], x: [N, C, ...]
 #pragma once
 
 #include "mixgrad/ops/options.hpp"
@@ -145,5 +146,13 @@ Tensor dropout(const Tensor& x, double p, bool training = true);
 Tensor softmax(const Tensor& x, int axis = -1);
 /// log(softmax(x)) along `axis`, without forming softmax(x).
 Tensor log_softmax(const Tensor& x, int axis = -1);
+
+/// x where x > 0, weight * x elsewhere (PyTorch's prelu): weight holds one
+/// slope (0-d or [1]) or one per channel ([C], channel dim 1 of x; x needs
+/// at least 2 dims then). x and weight share a floating dtype (autocast: low
+/// precision, as PyTorch's lists). Composed of F:: ops (where, mul), so
+/// twice differentiable in both. ShapeError / DTypeError / DeviceError
+/// naming the op, x and weight otherwise.
+Tensor prelu(const Tensor& x, const Tensor& weight);
 
 }  // namespace mixgrad::F
