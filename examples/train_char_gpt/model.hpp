@@ -24,6 +24,7 @@ namespace mg = mixgrad;
 struct Config {
   int64_t vocab = 0, block = 64, layers = 4, heads = 4, embd = 128;
   double dropout = 0.0;
+  bool checkpoint = false;  // recompute each layer's activations in the backward (autodiff::checkpoint)
 };
 
 class CharGPT : public mg::nn::Module {
@@ -53,7 +54,10 @@ class CharGPT : public mg::nn::Module {
   mg::Tensor forward(const mg::Tensor& tokens) override {
     const int64_t T = tokens.size(1);
     mg::Tensor x = mg::F::add((*tok_)(tokens), (*pos_)(mg::arange(T).to(tokens.device())));
-    for (auto& b : blocks_) x = b->forward(x, {.is_causal = true});
+    for (auto& b : blocks_) {
+      auto layer = [b](const mg::Tensor& t) { return b->forward(t, {.is_causal = true}); };
+      x = c_.checkpoint && is_training() ? mg::autodiff::checkpoint(layer, x) : layer(x);
+    }
     return mg::F::linear((*ln_f_)(x), tok_->weight());  // tied: the output layer is the token embedding
   }
 
