@@ -122,11 +122,13 @@ Tensor negated(const Tensor& g) {
 /// g where `keep`, else 0.
 Tensor masked(const Tensor& keep, const Tensor& g) { return where(keep, g, zeros_like(g)); }
 
-/// maximum / minimum's gradient for `self` as a tracked op: all of g where
-/// self wins, half of it on a tie (the kernel's rule).
-Tensor max_min_graph(BinaryGradOp op, const Tensor& g, const Tensor& self_wins, const Tensor& tie) {
-  (void)op;
-  return where(self_wins, g, masked(tie, mul(g, 0.5)));
+/// maximum / minimum's gradient for `self` against `other` (a tensor or a
+/// scalar) as a tracked op: all of g where self wins, half of it on a tie
+/// (the kernel's rule).
+template <class Other>
+Tensor max_min_graph(BinaryGradOp op, const Tensor& g, const Tensor& self, const Other& other) {
+  const Tensor wins = op == BinaryGradOp::maximum ? gt(self, other) : lt(self, other);
+  return where(wins, g, masked(eq(self, other), mul(g, 0.5)));
 }
 
 // ---- binary ----------------------------------------------------------------
@@ -186,10 +188,8 @@ Tensor max_min(const BinarySpec& s, BinaryOp op, BinaryGradOp grad_op, const Ten
     return [a = in.a, b = in.b, grad_op](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, a.dtype());
       if (gi.create_graph()) {
-        const bool is_max = grad_op == BinaryGradOp::maximum;
-        const Tensor tie = eq(a, b);
-        if (gi.needs(0)) gi.set(0, sum_to(max_min_graph(grad_op, g, is_max ? gt(a, b) : lt(a, b), tie), a.shape()));
-        if (gi.needs(1)) gi.set(1, sum_to(max_min_graph(grad_op, g, is_max ? gt(b, a) : lt(b, a), tie), b.shape()));
+        if (gi.needs(0)) gi.set(0, sum_to(max_min_graph(grad_op, g, a, b), a.shape()));
+        if (gi.needs(1)) gi.set(1, sum_to(max_min_graph(grad_op, g, b, a), b.shape()));
         return;
       }
       if (gi.needs(0)) gi.set(0, sum_to(grad_kernel(grad_op, g, a, b), a.shape()));
@@ -205,8 +205,7 @@ Tensor max_min(const BinarySpec& s, BinaryOp op, BinaryGradOp grad_op, const Ten
   ops::record_lazy(s.kind, {&x}, out, [&] {
     return [x, b, grad_op](const Tensor& g, InputGrads& gi) {
       if (gi.create_graph()) {
-        const bool is_max = grad_op == BinaryGradOp::maximum;
-        gi.set(0, max_min_graph(grad_op, g, is_max ? gt(x, b) : lt(x, b), eq(x, b)));
+        gi.set(0, max_min_graph(grad_op, g, x, b));
         return;
       }
       gi.set(0, grad_kernel(grad_op, ops::in_dtype(g, x.dtype()), x, b));
