@@ -539,6 +539,41 @@ std::vector<Row> composed_op_rows() {
                         (void)mg::F::prelu(f.img, mg::full({1}, 0.25, DType::float64));
                       }, {"prelu", "float32[2, 2, 3, 3]", "float64[1]"}),
       row<ValueError>("PReLU(0)", [](Fixture&) { (void)mg::nn::PReLU(0); }, {"PReLU", "0"}),
+      row<ValueError>("smooth_l1_loss: beta < 0", [](Fixture& f) {
+                        (void)mg::F::smooth_l1_loss(f.a, f32({2, 3}), {.beta = -1.0});
+                      }, {"smooth_l1_loss", "beta", "float32[2, 3]"}),
+      row<ShapeError>("smooth_l1_loss: shapes differ", [](Fixture& f) { (void)mg::F::smooth_l1_loss(f.a, f32({3, 2})); },
+                      {"smooth_l1_loss", "input float32[2, 3]", "target float32[3, 2]"}),
+      row<ValueError>("huber_loss: delta 0", [](Fixture& f) {
+                        (void)mg::F::huber_loss(f.a, f32({2, 3}), {.delta = 0.0});
+                      }, {"huber_loss", "delta", "float32[2, 3]"}),
+      row<DTypeError>("binary_cross_entropy: int32 target",
+                      [](Fixture& f) { (void)mg::F::binary_cross_entropy(f.a, f.ints); },
+                      {"binary_cross_entropy", "target int32[2, 3]"}),
+      row<ShapeError>("binary_cross_entropy: weight does not broadcast", [](Fixture& f) {
+                        (void)mg::F::binary_cross_entropy(f.a, f32({2, 3}), {.weight = f32({2})});
+                      }, {"binary_cross_entropy", "weight float32[2]", "input float32[2, 3]"}),
+      row<ValueError>("poisson_nll_loss: NaN eps", [](Fixture& f) {
+                        (void)mg::F::poisson_nll_loss(f.a, f32({2, 3}), {.eps = kNaN});
+                      }, {"poisson_nll_loss", "eps"}),
+      row<ShapeError>("kl_div: shapes differ", [](Fixture& f) { (void)mg::F::kl_div(f.a, f32({2})); },
+                      {"kl_div", "float32[2, 3]", "float32[2]"}),
+      row<ShapeError>("soft_margin_loss: shapes differ",
+                      [](Fixture& f) { (void)mg::F::soft_margin_loss(f.a, f32({3})); }, {"soft_margin_loss", "[3]"}),
+      row<ValueError>("margin_ranking_loss: infinite margin", [](Fixture& f) {
+                        (void)mg::F::margin_ranking_loss(f.a, f.a, f32({2, 3}), {.margin = kInf});
+                      }, {"margin_ranking_loss", "margin", "input1 float32[2, 3]"}),
+      row<ShapeError>("hinge_embedding_loss: shapes differ",
+                      [](Fixture& f) { (void)mg::F::hinge_embedding_loss(f.a, f32({2})); }, {"hinge_embedding_loss"}),
+      row<ShapeError>("cosine_embedding_loss: target of the wrong size", [](Fixture& f) {
+                        (void)mg::F::cosine_embedding_loss(f.a, f.a, f32({3}));
+                      }, {"cosine_embedding_loss", "target float32[3]", "input1 float32[2, 3]"}),
+      row<ValueError>("triplet_margin_loss: p 0", [](Fixture& f) {
+                        (void)mg::F::triplet_margin_loss(f.a, f.a, f.a, {.p = 0.0});
+                      }, {"triplet_margin_loss", "p ", "anchor float32[2, 3]"}),
+      row<ShapeError>("triplet_margin_loss: 4-d operands",
+                      [](Fixture& f) { (void)mg::F::triplet_margin_loss(f.img, f.img, f.img); },
+                      {"triplet_margin_loss", "float32[2, 2, 3, 3]"}),
   };
 }
 

@@ -8,6 +8,13 @@
 //   auto l = F::cross_entropy(logits, labels, {.label_smoothing = 0.1});
 //   auto per_pixel = F::cross_entropy(seg_logits, masks, {.reduction = Reduction::none});  // [N, C, H, W] -> [N, H, W]
 //   auto r = F::mse_loss(pred, target, {.reduction = Reduction::sum});
+//   auto h = F::smooth_l1_loss(pred, target, {.beta = 0.5});   // PyTorch's argument semantics
+//
+// The losses below binary_cross_entropy_with_logits are composed of F:: ops
+// (ops/loss_composed.cpp): twice differentiable on every device, in float32
+// under autocast (PyTorch's fp32 lists), otherwise in the inputs' dtype.
+// Targets and predictions must have the same shape; differing floating
+// dtypes are promoted. Scalar arguments must be finite (ValueError).
 #pragma once
 
 #include "mixgrad/ops/options.hpp"
@@ -60,5 +67,74 @@ Tensor l1_loss(const Tensor& pred, const Tensor& target, const LossOptions& opti
 /// nor loses precision for large |x|. Shapes and dtypes as mse_loss.
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
                                         const LossOptions& options = {});
+
+struct SmoothL1LossOptions {
+  Reduction reduction = Reduction::mean;
+  double beta = 1.0;  // >= 0; 0 is l1_loss (PyTorch's rule), < 0 a ValueError
+};
+/// 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta, with d = pred - target.
+Tensor smooth_l1_loss(const Tensor& pred, const Tensor& target, const SmoothL1LossOptions& options = {});
+
+struct HuberLossOptions {
+  Reduction reduction = Reduction::mean;
+  double delta = 1.0;  // > 0, else ValueError
+};
+/// 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta), d = pred - target.
+Tensor huber_loss(const Tensor& pred, const Tensor& target, const HuberLossOptions& options = {});
+
+struct BinaryCrossEntropyOptions {
+  Reduction reduction = Reduction::mean;
+  Tensor weight;  // optional, broadcast to the input's shape
+};
+/// -weight (t log p + (1 - t) log(1 - p)) for probabilities p, each log
+/// clamped at -100 as PyTorch. Under autocast on CUDA it is refused
+/// (StateError) with PyTorch's advice: use binary_cross_entropy_with_logits.
+Tensor binary_cross_entropy(const Tensor& probs, const Tensor& target, const BinaryCrossEntropyOptions& options = {});
+
+struct PoissonNllLossOptions {
+  Reduction reduction = Reduction::mean;
+  bool log_input = true;  // input is log(rate): exp(x) - t x; else x - t log(x + eps)
+  bool full = false;      // add Stirling's t log t - t + 0.5 log(2 pi t) where t > 1
+  double eps = 1e-8;
+};
+Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, const PoissonNllLossOptions& options = {});
+
+struct KlDivOptions {
+  Reduction reduction = Reduction::mean;  // mean over all elements, as PyTorch's 'mean'
+  bool batchmean = false;                 // sum / input.size(0) (PyTorch's 'batchmean'), over reduction
+  bool log_target = false;                // target given as log-probabilities
+};
+/// target (log target - input) (0 where target == 0), input being
+/// log-probabilities; with log_target, exp(target) (target - input).
+Tensor kl_div(const Tensor& input, const Tensor& target, const KlDivOptions& options = {});
+
+/// log(1 + exp(-y x)) for labels y of +-1.
+Tensor soft_margin_loss(const Tensor& input, const Tensor& target, const LossOptions& options = {});
+
+struct MarginLossOptions {
+  Reduction reduction = Reduction::mean;
+  double margin = 0.0;
+};
+/// max(0, -y (x1 - x2) + margin) for y of +-1; x1, x2 and y of one shape.
+Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& target,
+                           const MarginLossOptions& options = {});
+/// x where y == 1, max(0, margin - x) where y == -1 (PyTorch's default margin is 1).
+Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, const MarginLossOptions& options = {.margin = 1.0});
+/// 1 - cos(x1, x2) where y == 1, max(0, cos(x1, x2) - margin) where y == -1,
+/// cos along the last dim of x1, x2 ([N, D] with y [N], or [D] with a 0-d y).
+Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& target,
+                             const MarginLossOptions& options = {});
+
+struct TripletMarginLossOptions {
+  Reduction reduction = Reduction::mean;
+  double margin = 1.0;
+  double p = 2.0;  // the norm of the distances, > 0
+  double eps = 1e-6;
+  bool swap = false;  // the distance to the negative is the smaller of anchor's and positive's
+};
+/// max(d(a, p) - d(a, n) + margin, 0), d(x, y) = ||x - y + eps||_p along the
+/// last dim of anchor, positive, negative ([N, D] or [D], one shape).
+Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                           const TripletMarginLossOptions& options = {});
 
 }  // namespace mixgrad::F
