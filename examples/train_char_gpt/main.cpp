@@ -114,18 +114,17 @@ int parse(int argc, char** argv, Options& o) {
     require(o.lr > 0 && o.min_lr >= 0 && o.warmup >= 0 && o.warmup < o.steps, "bad --lr, --min-lr or --warmup");
     require(o.precision == "auto" || o.precision == "fp32" || o.precision == "bf16" || o.precision == "fp16",
             "--precision must be auto, fp32, bf16 or fp16");
-    require(o.device == "cpu" || o.device.rfind("cuda", 0) == 0, "--device must be cpu, cuda or cuda:N");
+    try {
+      (void)mg::parse_device(o.device);
+    } catch (const mg::ValueError&) {
+      throw po::error("--device must be cpu, cuda or cuda:N (got '" + o.device + "')");
+    }
     require(o.threads >= 1 && o.eval_interval >= 1 && o.eval_batches >= 1, "--threads and --eval-* must be positive");
   } catch (const po::error& e) {
     std::cerr << "train_char_gpt: " << e.what() << "\nRun train_char_gpt --help for the options.\n";
     return 2;
   }
   return -1;
-}
-
-mg::Device parse_device(const std::string& s) {
-  if (s == "cpu") return mg::Device::cpu();
-  return mg::Device::cuda(s.size() > 5 ? std::stoi(s.substr(5)) : 0);
 }
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -246,7 +245,7 @@ int main(int argc, char** argv) {
   Options o;
   if (const int code = parse(argc, argv, o); code >= 0) return code;
   try {
-    const mg::Device dev = parse_device(o.device);
+    const mg::Device dev = mg::parse_device(o.device);
     mg::set_num_threads(static_cast<int>(o.threads));
     mg::manual_seed(o.seed);
     auto corpus = gpt::load_corpus(o.data_dir);

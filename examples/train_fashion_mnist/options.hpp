@@ -83,15 +83,14 @@ inline Precision resolve_precision(const std::optional<std::string>& precision, 
   return p;
 }
 
-// "cpu", "cuda" (device 0) or "cuda:N". Whether the device exists is checked
-// by main, which reports a missing one as a DeviceError.
+// "cpu", "cuda" (device 0) or "cuda:N" (mg::parse_device). Whether the
+// device exists is checked by main, which reports a missing one as a DeviceError.
 inline mg::Device parse_device(const std::string& s) {
-  if (s == "cpu") return mg::Device::cpu();
-  if (s == "cuda") return mg::Device::cuda(0);
-  if (s.rfind("cuda:", 0) == 0 && s.size() > 5 && s.size() < 9 &&
-      s.find_first_not_of("0123456789", 5) == std::string::npos)
-    return mg::Device::cuda(std::stoi(s.substr(5)));
-  throw boost::program_options::error("--device must be cpu, cuda or cuda:N (got '" + s + "')");
+  try {
+    return mg::parse_device(s);
+  } catch (const mg::ValueError&) {
+    throw boost::program_options::error("--device must be cpu, cuda or cuda:N (got '" + s + "')");
+  }
 }
 
 }  // namespace detail

@@ -3,11 +3,13 @@
 //   mg::Device d = mg::Device::cpu();
 //   mg::Device g = mg::Device::cuda(0);
 //   d.is_cpu(); to_string(g);   // "cuda:0"
+//   mg::parse_device("cuda:1");  // the inverse, for command lines and configs
 #pragma once
 
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <string_view>
 
 namespace mixgrad {
 
@@ -33,5 +35,10 @@ class Device {
 
 std::string to_string(Device d);
 std::ostream& operator<<(std::ostream& os, Device d);
+/// "cpu", "cuda" (device 0) or "cuda:N" (N a decimal index) to a Device;
+/// anything else (" cuda", "gpu", "cuda:", "cuda:-1", "cuda:0x1") throws
+/// ValueError naming the string and the forms accepted. Whether the device
+/// exists is not checked here.
+Device parse_device(std::string_view text);
 
 }  // namespace mixgrad

@@ -1,6 +1,9 @@
 #include "mixgrad/dtype.hpp"
 
+#include <charconv>
+
 #include "mixgrad/device.hpp"
+#include "mixgrad/error.hpp"
 
 namespace mixgrad {
 
@@ -51,5 +54,20 @@ std::string to_string(Device d) {
 }
 
 std::ostream& operator<<(std::ostream& os, Device d) { return os << to_string(d); }
+
+Device parse_device(std::string_view text) {
+  if (text == "cpu") return Device::cpu();
+  if (text == "cuda") return Device::cuda(0);
+  constexpr std::string_view prefix = "cuda:";
+  if (text.starts_with(prefix)) {
+    const std::string_view digits = text.substr(prefix.size());
+    int index = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+    if (!digits.empty() && digits.front() != '-' && digits.front() != '+' && ec == std::errc() &&
+        end == digits.data() + digits.size())
+      return Device::cuda(index);
+  }
+  throw ValueError("parse_device: '" + std::string(text) + "' is not a device; expected cpu, cuda or cuda:N");
+}
 
 }  // namespace mixgrad

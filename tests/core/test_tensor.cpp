@@ -104,3 +104,20 @@ BOOST_AUTO_TEST_CASE(printing_names_shape_and_dtype) {
   BOOST_TEST(os.str().find("shape=[1, 2]") != std::string::npos);
   BOOST_TEST(os.str().find("float32") != std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(parse_device_reads_what_to_string_writes_and_nothing_else) {
+  BOOST_TEST((mg::parse_device("cpu") == mg::Device::cpu()));
+  BOOST_TEST((mg::parse_device("cuda") == mg::Device::cuda(0)));
+  BOOST_TEST((mg::parse_device("cuda:3") == mg::Device::cuda(3)));
+  for (const mg::Device d : {mg::Device::cpu(), mg::Device::cuda(0), mg::Device::cuda(12)})
+    BOOST_TEST((mg::parse_device(mg::to_string(d)) == d));
+  for (const char* bad : {"gpu", "", "CPU", " cuda", "cuda:", "cuda:-1", "cuda:+1", "cuda:0x1", "cuda:1 ", "cuda0",
+                          "cuda:99999999999"}) {
+    try {
+      (void)mg::parse_device(bad);
+      BOOST_ERROR("parse_device accepted '" << bad << "'");
+    } catch (const mg::ValueError& e) {
+      BOOST_TEST(std::string(e.what()).find("'" + std::string(bad) + "'") != std::string::npos, e.what());
+    }
+  }
+}
