@@ -186,7 +186,7 @@ Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& tar
   return reduce(relu(add(mul(neg(t[2]), sub(t[0], t[1])), o.margin)), o.reduction);
 }
 
-Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, const MarginLossOptions& o) {
+Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, const HingeEmbeddingLossOptions& o) {
   const Call c{"hinge_embedding_loss", {{"input", input}, {"target", target}}};
   c.check();
   c.check_finite("margin", o.margin);

@@ -118,8 +118,12 @@ struct MarginLossOptions {
 /// max(0, -y (x1 - x2) + margin) for y of +-1; x1, x2 and y of one shape.
 Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& target,
                            const MarginLossOptions& options = {});
-/// x where y == 1, max(0, margin - x) where y == -1 (PyTorch's default margin is 1).
-Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, const MarginLossOptions& options = {.margin = 1.0});
+struct HingeEmbeddingLossOptions {
+  Reduction reduction = Reduction::mean;
+  double margin = 1.0;  // PyTorch's default
+};
+/// x where y == 1, max(0, margin - x) where y == -1.
+Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, const HingeEmbeddingLossOptions& options = {});
 /// 1 - cos(x1, x2) where y == 1, max(0, cos(x1, x2) - margin) where y == -1,
 /// cos along the last dim of x1, x2 ([N, D] with y [N], or [D] with a 0-d y).
 Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& target,
