@@ -15,15 +15,21 @@ namespace {
 
 thread_local int g_recomputing = 0;
 
-// While a checkpoint recomputes inside a backward: this thread's recording
-// list is `gm` alone and recording is unpaused (the walk around it paused
-// it), so the recomputation goes to the checkpoint's own manager and to no
-// other; all restored at the end.
+// While a checkpoint recomputes inside a plain backward: this thread's
+// recording list is emptied and recording unpaused (the walk around it
+// paused it), so the recomputation goes to the checkpoint's own manager and
+// to no other. In a recorded backward (create_graph, nested managers) the
+// list is left as it is: the managers recording the backward record the
+// recomputation and its backward too, which makes them differentiable.
+// Everything is restored at the end.
 class RecomputeScope {
  public:
-  RecomputeScope()
-      : list_(detail::recording_managers()), saved_list_(std::exchange(list_, {})),
-        saved_paused_(std::exchange(detail::recording_paused(), 0)) {
+  explicit RecomputeScope(bool isolate)
+      : list_(detail::recording_managers()), saved_list_(list_), saved_paused_(detail::recording_paused()) {
+    if (isolate) {
+      list_.clear();
+      detail::recording_paused() = 0;
+    }
     ++g_recomputing;
   }
   ~RecomputeScope() {
@@ -74,9 +80,7 @@ std::vector<Tensor> tracked_tensors(const std::vector<Tensor>& inputs) {
 class Checkpointed : public Function {
  public:
   Checkpointed(CheckpointFn fn, std::vector<bool> input_needs, CheckpointOptions options)
-      : fn_(std::move(fn)), inputs_(input_needs.size()), needs_(std::move(input_needs)), options_(std::move(options)) {
-    once_differentiable = true;  // its backward is a backward of its own: not recorded (yet)
-  }
+      : fn_(std::move(fn)), inputs_(input_needs.size()), needs_(std::move(input_needs)), options_(std::move(options)) {}
 
   std::string name() const override { return "autodiff::checkpoint '" + options_.name + "'"; }
 
@@ -94,26 +98,31 @@ class Checkpointed : public Function {
   }
 
   std::vector<Tensor> backward(const std::vector<Tensor>& output_grads) override {
+    // A recorded backward (apply's closure asked for it and the walk records):
+    // the recomputation is recorded on the walk's managers as well.
+    const bool recorded = is_recording();
     std::vector<Tensor> grads(saved_.size());
     std::vector<Tensor> leaves(saved_.begin(), saved_.begin() + static_cast<long>(inputs_));
     GradManager local;
     for (size_t i = 0; i < saved_.size(); ++i) {
       if (!saved_[i].defined() || !is_floating_point(saved_[i].dtype()) || (i < inputs_ && !needs_[i])) continue;
-      // The inputs are taken as new leaves; the parameters are themselves,
-      // their gradients caught here and returned, not written to .grad().
-      Tensor leaf = i < inputs_ ? saved_[i].detach() : saved_[i];
+      // Plainly, the inputs are taken as new leaves; recorded, as themselves,
+      // so the recomputation hangs off their history. The parameters are
+      // themselves; their gradients are caught here and returned, not
+      // written to .grad().
+      Tensor leaf = i < inputs_ && !recorded ? saved_[i].detach() : saved_[i];
       if (i < inputs_) leaves[i] = leaf;
       local.attach(leaf, {[&grads, i](const Tensor&, const Tensor& g) {
                      grads[i] = g;
                      return Tensor();
                    }});
     }
-    RecomputeScope isolated;
+    RecomputeScope scope(!recorded);
     RngScope same_draws(rng_);
     auto recording = local.record();
     const std::vector<Tensor> outputs = fn_(leaves);
-    std::vector<Tensor> ys, dys;
     check_recomputed(outputs);
+    std::vector<Tensor> ys, dys;
     for (size_t j = 0; j < outputs.size(); ++j)
       if (is_floating_point(outputs[j].dtype()) && output_grads[j].defined()) {
         ys.push_back(outputs[j]);

@@ -15,13 +15,15 @@
 // gives the gradients of the inputs and of every tensor that a recording
 // GradManager had attached (the parameters `fn` uses), which go to the tape
 // like any op's. Frozen tensors get none. Nested checkpoints work; so does
-// a GradScaler step (the scaled gradient flows through). Gradients are those
-// of the same computation without checkpointing.
+// a GradScaler step (the scaled gradient flows through), and a recorded
+// backward (create_graph, nested managers): the managers recording it record
+// the recomputation and its backward too, so the gradients can be
+// differentiated again. Gradients are those of the same computation without
+// checkpointing.
 //
 // A recomputation that gives outputs of another shape or dtype than the
 // first run (fn read state that changed) throws StateError naming the
-// checkpoint; so does a double backward through it (create_graph), which
-// checkpointing does not support yet. is_recomputing() is true while `fn`
+// checkpoint, before any gradient is written. is_recomputing() is true while `fn`
 // runs again: nn::Checkpoint uses it to keep batch norm's running statistics
 // from being updated twice.
 #pragma once
