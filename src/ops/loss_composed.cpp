@@ -1,7 +1,7 @@
 // The losses composed of F:: ops, with PyTorch's argument semantics:
 // smooth_l1_loss, huber_loss, binary_cross_entropy, poisson_nll_loss,
 // kl_div, soft_margin_loss, margin_ranking_loss, hinge_embedding_loss,
-// cosine_embedding_loss, triplet_margin_loss. Each checks its operands and
+// cosine_embedding_loss, multi_margin_loss, triplet_margin_loss. Each checks its operands and
 // arguments first (nothing runs before a throw), applies its own autocast
 // entry (float32, PyTorch's fp32 lists), then computes with autocast off so
 // that the ops inside do not cast again. Every inner op is differentiable
@@ -13,7 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include "backend/indexing.hpp"
 #include "mixgrad/error.hpp"
+#include "mixgrad/ops/indexing.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/loss.hpp"
@@ -216,6 +218,50 @@ Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& t
   const Tensor pos = where(eq(y, 1.0), sub(1.0, cos), zero);
   const Tensor neg_part = where(eq(y, -1.0), relu(sub(cos, o.margin)), zero);
   return reduce(add(pos, neg_part), o.reduction);
+}
+
+namespace {
+
+void check_multi_margin(const Tensor& input, const Tensor& target, const MultiMarginLossOptions& o) {
+  Call c{"multi_margin_loss", {{"input", input}, {"target", target}}};
+  if (o.weight.defined()) c.operands.emplace_back("weight", o.weight);
+  for (const auto& [name, t] : c.operands)
+    if (!t.defined()) c.fail<StateError>(std::string(name) + " is undefined");
+  for (const auto& [name, t] : c.operands)
+    if (t.device() != input.device()) c.fail<DeviceError>("operands on different devices");
+  if (!is_floating_point(input.dtype()) || (o.weight.defined() && !is_floating_point(o.weight.dtype())))
+    c.fail<DTypeError>("input and weight must be floating");
+  if (target.dtype() != DType::int64 && target.dtype() != DType::int32)
+    c.fail<DTypeError>("target must hold int32 or int64 labels");
+  if ((input.ndim() != 1 && input.ndim() != 2) || target.ndim() != input.ndim() - 1 ||
+      (input.ndim() == 2 && target.size(0) != input.size(0)))
+    c.fail<ShapeError>("expected input [N, C] with target [N], or input [C] with a 0-d target");
+  if (o.weight.defined() && (o.weight.ndim() != 1 || o.weight.size(0) != input.size(-1)))
+    c.fail<ShapeError>("weight must be [C]");
+  if (o.p != 1 && o.p != 2) c.fail<ValueError>("p must be 1 or 2, got " + std::to_string(o.p));
+  c.check_finite("margin", o.margin);
+}
+
+}  // namespace
+
+Tensor multi_margin_loss(const Tensor& input, const Tensor& target, const MultiMarginLossOptions& o) {
+  check_multi_margin(input, target, o);
+  const int64_t C = input.size(-1), N = input.ndim() == 2 ? input.size(0) : 1;
+  const Tensor labels = ops::dense(target, DType::int64);
+  backend::check_indices("multi_margin_loss", labels, C, "the " + std::to_string(C) + " classes of " +
+                                                             ops::describe(input));
+  std::vector<Tensor> t{input};
+  if (o.weight.defined()) t.push_back(o.weight);
+  amp::autocast_inputs(OpKind::multi_margin_loss, t);
+  const amp::detail::AutocastOff composed;
+  if (t.size() == 2 && t[1].dtype() != t[0].dtype()) t[1] = astype(t[1], t[0].dtype());
+  const Tensor x = reshape(t[0], Shape{N, C}), y = reshape(labels, Shape{N, 1});
+  const Tensor z = relu(add(sub(x, gather(x, 1, y)), o.margin));  // [N, C]
+  const Tensor others = ne(reshape(arange(C, DType::int64, x.device()), Shape{1, C}), y);
+  Tensor h = where(others, o.p == 2 ? mul(z, z) : z, zeros_like(z));
+  if (t.size() == 2) h = mul(h, reshape(index_select(t[1], 0, reshape(labels, Shape{N})), Shape{N, 1}));
+  const Tensor l = div(sum(h, {1}), static_cast<double>(C));
+  return reduce(input.ndim() == 1 ? reshape(l, Shape{}) : l, o.reduction);
 }
 
 Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,

@@ -571,6 +571,15 @@ std::vector<Row> composed_op_rows() {
       row<ValueError>("triplet_margin_loss: p 0", [](Fixture& f) {
                         (void)mg::F::triplet_margin_loss(f.a, f.a, f.a, {.p = 0.0});
                       }, {"triplet_margin_loss", "p ", "anchor float32[2, 3]"}),
+      row<ValueError>("multi_margin_loss: label out of range",
+                      [](Fixture& f) { (void)mg::F::multi_margin_loss(f.a, i64({0, 3})); },
+                      {"multi_margin_loss", "3", "float32[2, 3]"}),
+      row<ValueError>("multi_margin_loss: p 3", [](Fixture& f) {
+                        (void)mg::F::multi_margin_loss(f.a, i64({0, 1}), {.p = 3});
+                      }, {"multi_margin_loss", "p must be 1 or 2", "input float32[2, 3]"}),
+      row<ShapeError>("multi_margin_loss: weight of the wrong size", [](Fixture& f) {
+                        (void)mg::F::multi_margin_loss(f.a, i64({0, 1}), {.weight = f32({2})});
+                      }, {"multi_margin_loss", "weight float32[2]"}),
       row<ShapeError>("triplet_margin_loss: 4-d operands",
                       [](Fixture& f) { (void)mg::F::triplet_margin_loss(f.img, f.img, f.img); },
                       {"triplet_margin_loss", "float32[2, 2, 3, 3]"}),

@@ -224,6 +224,25 @@ Cases cases_of<mg::OpKind::cosine_embedding_loss>() {
 }
 
 template <>
+Cases cases_of<mg::OpKind::multi_margin_loss>() {
+  using mg::Reduction;
+  namespace F = mg::F;
+  return {
+      {.name = "multi_margin_loss",
+       .inputs = {{3, 4}, labels({3}, {0, 3, 1})},
+       .run = [](const Inputs& x) { return F::multi_margin_loss(x[0], x[1]); }},
+      {.name = "multi_margin_loss_p2_weight_none",
+       .inputs = {{3, 4}, labels({3}, {2, 2, 0}), InputSpec({4}, 0.5, 2.0)},
+       .run = [](const Inputs& x) {
+         return F::multi_margin_loss(x[0], x[1], {.reduction = Reduction::none, .p = 2, .margin = 0.5, .weight = x[2]});
+       }},
+      {.name = "multi_margin_loss_one_sample",
+       .inputs = {{5}, labels(mg::Shape{}, {4})},
+       .run = [](const Inputs& x) { return F::multi_margin_loss(x[0], x[1], {.reduction = Reduction::sum}); }},
+  };
+}
+
+template <>
 Cases cases_of<mg::OpKind::triplet_margin_loss>() {
   using mg::Reduction;
   namespace F = mg::F;

@@ -116,6 +116,15 @@ BOOST_AUTO_TEST_CASE(margin_losses) {
   expect(F::cosine_embedding_loss(e1, e2, t({1, -1}, {2}), {.reduction = none, .margin = -0.5}), {1, 0.5});
 }
 
+BOOST_AUTO_TEST_CASE(multi_margin_loss_sums_the_other_classes_over_c) {
+  const mg::Tensor x = t({0.1, 0.2, 0.4, 0.8, 0.1, 0.5}, {2, 3});
+  const mg::Tensor y = mg::tensor<int64_t>({0, 2}, {2});
+  // Sample 0 (y = 0): 1 - 0.1 + 0.2 and 1 - 0.1 + 0.4; sample 1 (y = 2): 1 - 0.5 + 0.8, 1 - 0.5 + 0.1.
+  expect(F::multi_margin_loss(x, y, {.reduction = Reduction::none}), {(1.1 + 1.3) / 3, (1.3 + 0.6) / 3});
+  expect(F::multi_margin_loss(x, y, {.reduction = Reduction::none, .p = 2, .weight = t({2, 1, 0.5}, {3})}),
+         {2 * (1.21 + 1.69) / 3, 0.5 * (1.69 + 0.36) / 3});
+}
+
 BOOST_AUTO_TEST_CASE(triplet_margin_loss_with_and_without_swap) {
   const mg::Tensor a = t({0, 0}, {2}), p = t({3, 4}, {2}), n = t({3, 3}, {2});
   expect(F::triplet_margin_loss(a, p, n, {.eps = 0.0}), {5 - std::sqrt(18.0) + 1});

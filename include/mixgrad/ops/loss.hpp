@@ -129,6 +129,17 @@ Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, const Hin
 Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& target,
                              const MarginLossOptions& options = {});
 
+struct MultiMarginLossOptions {
+  Reduction reduction = Reduction::mean;
+  int p = 1;  // 1 or 2, else ValueError
+  double margin = 1.0;
+  Tensor weight;  // optional [C]: class y's weight multiplies sample's terms
+};
+/// sum over i != y of w[y] max(0, margin - x[y] + x[i])^p / C, for input
+/// [N, C] (or [C]) and int32 / int64 labels y [N] (or 0-d) in [0, C)
+/// (ValueError naming the label otherwise).
+Tensor multi_margin_loss(const Tensor& input, const Tensor& target, const MultiMarginLossOptions& options = {});
+
 struct TripletMarginLossOptions {
   Reduction reduction = Reduction::mean;
   double margin = 1.0;
