@@ -97,8 +97,10 @@ DataLoader::Iterator::Iterator(DataLoader* loader, std::shared_ptr<const std::ve
   const int64_t n = static_cast<int64_t>(order_->size());
   const int64_t b = loader_->options_.batch_size;
   end_ = loader_->options_.drop_last ? n - n % b : n;
-  // first_batch <= size(): resume_at checked it against this dataset.
-  pos_ = first_batch >= (end_ + b - 1) / b ? end_ : first_batch * b;
+  // first_batch <= size(): resume_at checked it against this dataset. Not
+  // (end_ + b - 1) / b: that overflows for a batch_size near INT64_MAX.
+  const int64_t batches = end_ / b + (end_ % b != 0 ? 1 : 0);
+  pos_ = first_batch >= batches ? end_ : first_batch * b;  // < end_ here: no overflow
   load();
 }
 
