@@ -136,6 +136,94 @@ std::optional<int64_t> step_of(const std::string& name) {
   return step;
 }
 
+// What load_checkpoint read and checked for each requested part, to be set.
+struct Loaded {
+  StateDict model, optimizer, scaler, scheduler;
+  random_state::State rng{};
+  uint64_t loader_seed = 0;
+  data::LoaderPosition loader_at;
+  amp::AutocastState autocast{};
+};
+
+// Step 2 of load_checkpoint: every requested part of `all` read and checked
+// against its object; nothing is changed (IOError naming the file).
+Loaded read_parts(const Reader& r, const StateDict& all, const Checkpoint& parts) {
+  const auto check = [&](const char* part, auto&& f) {
+    try {
+      f();
+    } catch (const IOError&) {
+      throw;
+    } catch (const Error& e) {
+      r.fail(std::string(part) + " state does not fit: " + e.what());
+    }
+  };
+  Loaded l;
+  if (parts.model) {
+    l.model = take_prefix(all, kModel);
+    check("model", [&] { parts.model->check_state_dict(l.model); });
+  }
+  if (parts.optimizer) {
+    const std::string& saved = r.get(kOptimizerName);
+    if (saved != parts.optimizer->name())
+      r.fail("holds " + saved + " state but the optimizer is " + parts.optimizer->name());
+    l.optimizer = take_prefix(all, kOptimizer);
+    check("optimizer", [&] { parts.optimizer->check_state_dict(l.optimizer); });
+  }
+  if (parts.scaler) {
+    // Files written before the scaler's state became a StateDict hold every
+    // entry as a 0-d float64; load_state_dict takes those as well.
+    l.scaler = take_prefix(all, kScaler);
+    for (const auto& [k, t] : l.scaler)
+      if (t.ndim() != 0)
+        r.fail("'" + std::string(kScaler) + k + "' is " + std::string(to_string(t.dtype())) + to_string(t.shape()) +
+               ", expected a 0-d tensor");
+    if (l.scaler.empty()) r.fail("holds no GradScaler state (no 'scaler.*' tensors)");
+    check("GradScaler", [&] { parts.scaler->check_state_dict(l.scaler); });
+  }
+  if (parts.scheduler) {
+    const std::string& saved = r.get(kSchedulerName);
+    if (saved != parts.scheduler->name())
+      r.fail("holds " + saved + " state but the scheduler is " + parts.scheduler->name());
+    l.scheduler = take_prefix(all, kScheduler);
+    check("scheduler", [&] { parts.scheduler->check_state_dict(l.scheduler); });
+  }
+  if (parts.rng) l.rng = {r.integer<uint64_t>(kRngSeed), r.integer<uint64_t>(kRngCounter)};
+  if (parts.loader) {
+    l.loader_seed = r.integer<uint64_t>(kLoaderSeed);
+    l.loader_at = read_loader_position(r, *parts.loader);
+  }
+  if (parts.autocast) {
+    const bool by_device = r.metadata().contains(kAutocastLow) && r.metadata().at(kAutocastLow) == kByDevice;
+    l.autocast = {.enabled = r.boolean(kAutocastEnabled),
+                  .low_prec_dtype = by_device ? amp::low_prec_dtype.load() : r.dtype(kAutocastLow),
+                  .high_prec_dtype = r.dtype(kAutocastHigh),
+                  .low_prec_dtype_by_device = by_device};
+  }
+  return l;
+}
+
+// Step 3: sets the parts. The optimizer goes first: it copies the most, so
+// the one step that can still fail (out of memory) fails before the rest is set.
+void commit(const Checkpoint& parts, const Loaded& l) {
+  if (parts.optimizer) parts.optimizer->load_state_dict(l.optimizer);
+  if (parts.scheduler) parts.scheduler->load_state_dict(l.scheduler);  // sets the optimizer's lr
+  if (parts.model) parts.model->load_state_dict(l.model);
+  if (parts.scaler) parts.scaler->load_state_dict(l.scaler);
+  if (parts.loader) {
+    parts.loader->set_seed(l.loader_seed);
+    parts.loader->resume_at(l.loader_at);
+  }
+  if (parts.rng) random_state::set(l.rng);
+  if (parts.autocast) {
+    amp::enabled = l.autocast.enabled;
+    if (l.autocast.low_prec_dtype_by_device)
+      amp::low_prec_dtype.reset();
+    else
+      amp::low_prec_dtype = l.autocast.low_prec_dtype;
+    amp::high_prec_dtype = l.autocast.high_prec_dtype;
+  }
+}
+
 }  // namespace
 
 std::filesystem::path checkpoint_path(const std::filesystem::path& dir, int64_t step) {
@@ -227,82 +315,8 @@ CheckpointInfo load_checkpoint(const std::filesystem::path& dir_or_file, const C
   for (const auto& [k, v] : r.metadata())
     if (k.starts_with(kUser)) info.metadata.emplace(k.substr(kUser.size()), v);
 
-  // 2. Every requested part against its object; nothing is changed yet.
-  const auto check = [&](const char* part, auto&& f) {
-    try {
-      f();
-    } catch (const IOError&) {
-      throw;
-    } catch (const Error& e) {
-      r.fail(std::string(part) + " state does not fit: " + e.what());
-    }
-  };
-  StateDict model_sd, optimizer_sd, scaler_state, scheduler_sd;
-  if (parts.model) {
-    model_sd = take_prefix(all, kModel);
-    check("model", [&] { parts.model->check_state_dict(model_sd); });
-  }
-  if (parts.optimizer) {
-    const std::string& saved = r.get(kOptimizerName);
-    if (saved != parts.optimizer->name())
-      r.fail("holds " + saved + " state but the optimizer is " + parts.optimizer->name());
-    optimizer_sd = take_prefix(all, kOptimizer);
-    check("optimizer", [&] { parts.optimizer->check_state_dict(optimizer_sd); });
-  }
-  if (parts.scaler) {
-    // Files written before the scaler's state became a StateDict hold every
-    // entry as a 0-d float64; load_state_dict takes those as well.
-    scaler_state = take_prefix(all, kScaler);
-    for (const auto& [k, t] : scaler_state)
-      if (t.ndim() != 0)
-        r.fail("'" + std::string(kScaler) + k + "' is " + std::string(to_string(t.dtype())) + to_string(t.shape()) +
-               ", expected a 0-d tensor");
-    if (scaler_state.empty()) r.fail("holds no GradScaler state (no 'scaler.*' tensors)");
-    check("GradScaler", [&] { parts.scaler->check_state_dict(scaler_state); });
-  }
-  if (parts.scheduler) {
-    const std::string& saved = r.get(kSchedulerName);
-    if (saved != parts.scheduler->name())
-      r.fail("holds " + saved + " state but the scheduler is " + parts.scheduler->name());
-    scheduler_sd = take_prefix(all, kScheduler);
-    check("scheduler", [&] { parts.scheduler->check_state_dict(scheduler_sd); });
-  }
-  random_state::State rng{};
-  if (parts.rng) rng = {r.integer<uint64_t>(kRngSeed), r.integer<uint64_t>(kRngCounter)};
-  uint64_t loader_seed = 0;
-  data::LoaderPosition loader_at;
-  if (parts.loader) {
-    loader_seed = r.integer<uint64_t>(kLoaderSeed);
-    loader_at = read_loader_position(r, *parts.loader);
-  }
-  amp::AutocastState autocast_state{};
-  if (parts.autocast) {
-    const bool by_device = r.metadata().contains(kAutocastLow) && r.metadata().at(kAutocastLow) == kByDevice;
-    autocast_state = {.enabled = r.boolean(kAutocastEnabled),
-                      .low_prec_dtype = by_device ? amp::low_prec_dtype.load() : r.dtype(kAutocastLow),
-                      .high_prec_dtype = r.dtype(kAutocastHigh),
-                      .low_prec_dtype_by_device = by_device};
-  }
-
-  // 3. Commit. The optimizer goes first: it copies the most, so the one
-  // step that can still fail (out of memory) fails before the rest is set.
-  if (parts.optimizer) parts.optimizer->load_state_dict(optimizer_sd);
-  if (parts.scheduler) parts.scheduler->load_state_dict(scheduler_sd);  // sets the optimizer's lr
-  if (parts.model) parts.model->load_state_dict(model_sd);
-  if (parts.scaler) parts.scaler->load_state_dict(scaler_state);
-  if (parts.loader) {
-    parts.loader->set_seed(loader_seed);
-    parts.loader->resume_at(loader_at);
-  }
-  if (parts.rng) random_state::set(rng);
-  if (parts.autocast) {
-    amp::enabled = autocast_state.enabled;
-    if (autocast_state.low_prec_dtype_by_device)
-      amp::low_prec_dtype.reset();
-    else
-      amp::low_prec_dtype = autocast_state.low_prec_dtype;
-    amp::high_prec_dtype = autocast_state.high_prec_dtype;
-  }
+  // 2. Every requested part against its object; nothing is changed yet. 3. Set them.
+  commit(parts, read_parts(r, all, parts));
   return info;
 }
 
