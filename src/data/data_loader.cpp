@@ -97,10 +97,9 @@ DataLoader::Iterator::Iterator(DataLoader* loader, std::shared_ptr<const std::ve
   const int64_t n = static_cast<int64_t>(order_->size());
   const int64_t b = loader_->options_.batch_size;
   end_ = loader_->options_.drop_last ? n - n % b : n;
-  // first_batch <= size(): resume_at checked it against this dataset. Not
-  // (end_ + b - 1) / b: that overflows for a batch_size near INT64_MAX.
-  const int64_t batches = end_ / b + (end_ % b != 0 ? 1 : 0);
-  pos_ = first_batch >= batches ? end_ : first_batch * b;  // < end_ here: no overflow
+  // first_batch <= size(), as resume_at checked; below size() it starts
+  // before end_, so first_batch * b does not overflow.
+  pos_ = first_batch >= loader_->size() ? end_ : first_batch * b;
   load();
 }
 
