@@ -1,10 +1,10 @@
 #include "mixgrad/train/runner.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <regex>
 
 #include "mixgrad/amp/autocast.hpp"
 #include "mixgrad/autodiff/no_grad.hpp"
@@ -28,22 +28,27 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 // Metric names go to CSV headers and checkpoint text: letters, digits, '_', '.', '-'.
 void check_metric_name(const std::string& step, const std::string& name) {
-  static const std::regex ok("[A-Za-z0-9_.-]+");
-  if (!std::regex_match(name, ok))
+  const auto ok = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'; };
+  if (name.empty() || !std::all_of(name.begin(), name.end(), ok))
     throw ValueError("Runner::" + step + " returned a value named '" + name +
                      "': names are letters, digits, '_', '.' and '-'");
 }
 
-// Adds each value of `out`, weighted by the batch's `n` samples, to sums["sum.<name>"].
-void add_to(Metrics& sums, const std::string& step, const StepOutput& out, int64_t n) {
+// Adds each value of `out`, weighted by the batch's `n` samples, to
+// sums["sum.<name>"]; returns the value of "loss" (0 without one), read once.
+double add_to(Metrics& sums, const std::string& step, const StepOutput& out, int64_t n) {
+  double loss = 0.0;
   for (const auto& [name, t] : out) {
     check_metric_name(step, name);
     if (!t.defined() || t.numel() != 1)
       throw ShapeError("Runner::" + step + " returned '" + name + "' of shape " + to_string(t.shape()) +
                        ": each value must be one number");
-    sums["sum." + name] += t.item<double>() * static_cast<double>(n);
+    const double v = t.item<double>();  // a host read (a sync on a GPU): one per value and step
+    if (name == "loss") loss = v;
+    sums["sum." + name] += v * static_cast<double>(n);
   }
   sums["samples"] += static_cast<double>(n);
+  return loss;
 }
 
 // The means of the sums, as "<prefix>_<name>".
@@ -246,8 +251,7 @@ void Runner::micro_batch(const data::Batch& batch, double share, EpochState& st)
     scaler->backward(gm_, part, Tensor(), {.unscale_grad = false, .update_scale = amp::UpdateScale::never});
   else
     gm_.backward(part);
-  add_to(partial_, "train_step", out, batch.images.size(0));
-  st.step_loss += loss->second.item<double>() * share;
+  st.step_loss += add_to(partial_, "train_step", out, batch.images.size(0)) * share;
 }
 
 // Unscale, clip, update the scale, step, clear; the scheduler per step.
@@ -259,12 +263,8 @@ bool Runner::optimizer_step() {
   const bool skipped = scaler && scaler->found_non_finite();
   if (scaler) scaler->update();
   optimizer_.step().clear_grad();  // skips the parameters of an overflowed step
-  if (scheduler && config_.scheduler_interval == SchedulerInterval::step) {
-    if (scaler)
-      scheduler->step(*scaler);
-    else
-      scheduler->step();
-  }
+  // As scheduler->step(*scaler), without reading the flag from the device again.
+  if (scheduler && config_.scheduler_interval == SchedulerInterval::step && !skipped) scheduler->step();
   return skipped;
 }
 
@@ -301,12 +301,8 @@ bool Runner::end_epoch(EpochState& st, Reporter& out) {
   partial_.clear();
   out.csv.epoch(m);
   if (config_.verbose && config_.main_process) print_epoch(m, config_.epochs);
-  if (scheduler && config_.scheduler_interval == SchedulerInterval::epoch) {
-    if (scaler)
-      scheduler->step(*scaler);
-    else
-      scheduler->step();
-  }
+  // Per epoch the schedule advances whatever the epoch's last step did.
+  if (scheduler && config_.scheduler_interval == SchedulerInterval::epoch) scheduler->step();
   const bool stop = early_stop(m);
   for (auto& f : epoch_end_) f(*this, m);
   maybe_checkpoint(true);

@@ -26,8 +26,8 @@
 // loss / accumulate (scaled, not yet unscaled, with a scaler); then unscale,
 // clip_grad_norm (config.clip_grad_norm), the scale's update, the optimizer
 // step (skipped by the optimizer when the scaler found inf / NaN), clear_grad
-// and, per step or per epoch, the scheduler (which does not advance on a
-// skipped step). After each epoch the "val" loader (and, with
+// and, per step or per epoch, the scheduler (per step, it does not advance
+// on a skipped step). After each epoch the "val" loader (and, with
 // test_each_epoch, "test") runs val_step / test_step in eval mode with nothing
 // recorded; "test" runs once more at the end otherwise.
 //
