@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "autodiff/frozen.hpp"
+#include "autodiff/selective.hpp"
 #include "core/random_state.hpp"
 #include "hooks/op_hooks.hpp"
 #include "mixgrad/autodiff/function.hpp"
@@ -80,7 +81,9 @@ std::vector<Tensor> tracked_tensors(const std::vector<Tensor>& inputs) {
 class Checkpointed : public Function {
  public:
   Checkpointed(CheckpointFn fn, std::vector<bool> input_needs, CheckpointOptions options)
-      : fn_(std::move(fn)), inputs_(input_needs.size()), needs_(std::move(input_needs)), options_(std::move(options)) {}
+      : fn_(std::move(fn)), inputs_(input_needs.size()), needs_(std::move(input_needs)), options_(std::move(options)) {
+    if (!options_.keep.empty()) kept_ = detail::KeptResults{options_.name, detail::keepable_ops(options_.keep, options_.name), {}, 0};
+  }
 
   std::string name() const override { return "autodiff::checkpoint '" + options_.name + "'"; }
 
@@ -88,6 +91,8 @@ class Checkpointed : public Function {
   std::vector<Tensor> forward(const std::vector<Tensor>& all) override {
     saved_ = all;
     if (options_.preserve_rng_state) rng_ = random_state::get();
+    std::optional<detail::KeptResultsScope> keeping;
+    if (kept_) keeping.emplace(*kept_, detail::KeptResultsScope::Mode::keep);
     std::vector<Tensor> outputs = fn_(std::vector<Tensor>(all.begin(), all.begin() + static_cast<long>(inputs_)));
     for (const Tensor& y : outputs) {
       if (!y.defined()) throw ValueError(name() + ": the function returned an undefined tensor");
@@ -120,7 +125,7 @@ class Checkpointed : public Function {
     RecomputeScope scope(!recorded);
     RngScope same_draws(rng_);
     auto recording = local.record();
-    const std::vector<Tensor> outputs = fn_(leaves);
+    const std::vector<Tensor> outputs = recompute(leaves);
     check_recomputed(outputs);
     std::vector<Tensor> ys, dys;
     for (size_t j = 0; j < outputs.size(); ++j)
@@ -133,6 +138,25 @@ class Checkpointed : public Function {
   }
 
  private:
+  // fn again, handed back the results the first run kept (the first time:
+  // a second backward through a kept graph recomputes everything).
+  std::vector<Tensor> recompute(const std::vector<Tensor>& leaves) {
+    if (!kept_ || kept_->next > 0 || kept_->entries.empty()) return fn_(leaves);
+    std::vector<Tensor> outputs;
+    {
+      detail::KeptResultsScope reusing(*kept_, detail::KeptResultsScope::Mode::reuse);
+      outputs = fn_(leaves);
+    }
+    const size_t ran = kept_->next, had = kept_->entries.size();
+    kept_->entries.clear();  // handed back or stale: the recomputed graph holds what it still needs
+    kept_->next = had;
+    if (ran != had)
+      throw StateError(name() + ": the recomputation in the backward ran " + std::to_string(ran) +
+                       " of the first run's " + std::to_string(had) +
+                       " kept ops; the function must compute the same thing again");
+    return outputs;
+  }
+
   void check_recomputed(const std::vector<Tensor>& outputs) const {
     bool same = outputs.size() == shapes_.size();
     for (size_t j = 0; same && j < outputs.size(); ++j)
@@ -151,6 +175,7 @@ class Checkpointed : public Function {
   std::optional<random_state::State> rng_;
   std::vector<Shape> shapes_;
   std::vector<DType> dtypes_;
+  std::optional<detail::KeptResults> kept_;  // selective checkpointing's kept results
 };
 
 }  // namespace
@@ -158,6 +183,7 @@ class Checkpointed : public Function {
 std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs,
                                const CheckpointOptions& options) {
   if (!fn) throw ValueError("autodiff::checkpoint '" + options.name + "': empty function");
+  if (!options.keep.empty()) (void)detail::keepable_ops(options.keep, options.name);  // ValueError before fn runs
   // Not recording (no_grad, inference, or the forward of an enclosing
   // checkpoint): nothing to save, fn runs as it is.
   if (!is_recording()) return fn(inputs);
@@ -181,5 +207,9 @@ Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& 
 }
 
 bool is_recomputing() { return g_recomputing > 0; }
+
+std::vector<std::string> kept_products() {
+  return {"matmul", "linear", "conv1d", "conv2d", "conv_transpose2d", "scaled_dot_product_attention"};
+}
 
 }  // namespace mixgrad::autodiff

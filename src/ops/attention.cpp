@@ -17,6 +17,7 @@
 #include "mixgrad/ops/nn.hpp"
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
+#include "hooks/kept_results.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {
@@ -277,9 +278,17 @@ std::optional<Tensor> fused_attention(const Tensor& q, const Tensor& k, const Te
   out_shape[q.ndim() - 1] = g.value_dim;
   Shape lse_shape = g.scores;
   lse_shape.erase(lse_shape.ndim() - 1);
-  backend::AttentionOutputs saved{.out = empty(out_shape, q.dtype(), q.device()),
-                                  .lse = empty(lse_shape, acc, q.device())};
-  if (!backend::attention_forward(a, saved)) return std::nullopt;
+  // Selective checkpointing keeps the output with its statistics (an empty
+  // pair: the fused kernel declined, and the composed path runs).
+  const std::array<Tensor, 2> results =
+      autodiff::keep_or_compute(OpKind::scaled_dot_product_attention, out_shape, q.dtype(), [&] {
+        backend::AttentionOutputs o2{.out = empty(out_shape, q.dtype(), q.device()),
+                                     .lse = empty(lse_shape, acc, q.device())};
+        if (!backend::attention_forward(a, o2)) return std::array<Tensor, 2>{};
+        return std::array<Tensor, 2>{o2.out, o2.lse};
+      });
+  if (!results[0].defined()) return std::nullopt;
+  const backend::AttentionOutputs saved{.out = results[0], .lse = results[1]};
   const Tensor out = saved.out;
   const Tensor& mask = o.attn_mask;
   ops::record_lazy(OpKind::scaled_dot_product_attention, {&q, &k, &v, &mask}, out, [&] {

@@ -16,6 +16,7 @@
 #include "mixgrad/ops/nn.hpp"
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
+#include "hooks/kept_results.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {
@@ -143,8 +144,11 @@ Tensor run_conv(OpKind op, const char* name, const Tensor& x_in, const Tensor& w
 
   const Tensor xc = as_shape(ops::dense(x), s.x4), wc = as_shape(ops::dense(w), s.w4);
   const Tensor bc = b.defined() ? ops::dense(b) : Tensor();
-  Tensor y = empty(s.y, dtype, x.device());
-  backend::conv2d_forward(xc, wc, bc, as_shape(y, s.y4), p);
+  const Tensor y = autodiff::keep_or_compute(op, s.y, dtype, [&] {
+    Tensor out = empty(s.y, dtype, x.device());
+    backend::conv2d_forward(xc, wc, bc, as_shape(out, s.y4), p);
+    return out;
+  });
 
   autodiff::record(op, {&x, &w, &b}, y, [x, w, xc, wc, p, dt, x_shape = x.shape(), w_shape = w.shape(), y4 = s.y4,
                                          b_dtype = b.defined() ? b.dtype() : dtype](const Tensor& g_in,
@@ -318,12 +322,15 @@ Tensor conv_transpose2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_
   const backend::Conv2dParams p{
       {o.stride.h, o.stride.w}, {o.padding.h, o.padding.w}, {o.dilation.h, o.dilation.w}, o.groups};
   const Tensor xc = ops::dense(x), wc = ops::dense(w);
-  Tensor y = empty(y_shape, dtype, x.device());
-  backend::conv2d_backward_data(xc, wc, y, p);
-  if (b.defined()) {
-    const Tensor bc = ops::dense(b, dtype);  // a float32 bias autocast kept is added in y's dtype, as a 16-bit one
-    backend::binary(backend::BinaryOp::add, y, as_shape(bc, Shape{1, out_ch, 1, 1}), y);
-  }
+  const Tensor y = autodiff::keep_or_compute(OpKind::conv_transpose2d, y_shape, dtype, [&] {
+    Tensor out = empty(y_shape, dtype, x.device());
+    backend::conv2d_backward_data(xc, wc, out, p);
+    if (b.defined()) {
+      const Tensor bc = ops::dense(b, dtype);  // a float32 bias autocast kept is added in y's dtype, as a 16-bit one
+      backend::binary(backend::BinaryOp::add, out, as_shape(bc, Shape{1, out_ch, 1, 1}), out);
+    }
+    return out;
+  });
 
   autodiff::record(OpKind::conv_transpose2d, {&x, &w, &b}, y, [x, w, xc, wc, p, dt,
                                                                b_dtype = b.defined() ? b.dtype() : dtype](

@@ -11,6 +11,7 @@
 #include "backend/reduction.hpp"
 #include "core/sizes.hpp"
 #include "core/view.hpp"
+#include "hooks/kept_results.hpp"
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "ops/op_support.hpp"
@@ -178,7 +179,11 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   // Operands as [batch..., m, k] and [batch..., k, n] views of the same rank.
   const Tensor a_full = pad_front(a_vec ? insert_unit(a, 0) : a, rank - std::max(a.ndim(), 2));
   const Tensor b_full = pad_front(b_vec ? insert_unit(b, 1) : b, rank - std::max(b.ndim(), 2));
-  const Tensor out_full = product(a_full, b_full, dtype);
+  Shape full_shape = batch;
+  full_shape.push_back(a_full.shape()[rank - 2]);
+  full_shape.push_back(b_full.shape()[rank - 1]);
+  const Tensor out_full = autodiff::keep_or_compute(OpKind::matmul, full_shape, dtype,
+                                                    [&] { return product(a_full, b_full, dtype); });
   const Tensor out = view::make(out_full, out_shape, contiguous_strides(out_shape));
 
   autodiff::record(OpKind::matmul, {&a, &b}, out, [a, b, a_full, b_full, g_dtype, full_shape = out_full.shape(),
@@ -243,9 +248,12 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   Tensor x2;
   if (!fold_rows(x.ndim() == 1 ? insert_unit(x, 0) : x, x2)) fold_rows(ops::dense(x), x2);
   const int64_t rows = x2.shape()[0];
-  Tensor out = empty(out_shape, dtype, x.device());
-  const Tensor w_t = swap_last(w);  // [in, out]: a transposed view, no copy
-  backend::matmul(x2, w_t, b, view::make(out, Shape{rows, out_features}, Shape{out_features, 1}));
+  const Tensor out = autodiff::keep_or_compute(OpKind::linear, out_shape, dtype, [&] {
+    Tensor y = empty(out_shape, dtype, x.device());
+    const Tensor w_t = swap_last(w);  // [in, out]: a transposed view, no copy
+    backend::matmul(x2, w_t, b, view::make(y, Shape{rows, out_features}, Shape{out_features, 1}));
+    return y;
+  });
 
   const DType b_dtype = b.defined() ? b.dtype() : dtype;
   autodiff::record(OpKind::linear, {&x, &w, &b}, out, [x, x2, w, in, out_features, rows, g_dtype, b_dtype,

@@ -3,6 +3,8 @@
 // GradScaler step that overflows, nested checkpoints, batch norm; a double
 // backward within float tolerance), a tape of one op per checkpoint, a lower
 // activation peak, and a typed error for a recomputation that differs.
+// Selective checkpointing (`keep`): the same, the kept results handed back
+// rather than recomputed, a peak between the two, and its errors.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstring>
@@ -26,6 +28,7 @@ struct Net {
   nn::Linear head{16, 4};
   bool wrap = false;
   bool nested = false;
+  mg::autodiff::CheckpointOptions options;  // `keep` for selective checkpointing
   Net() {
     mg::manual_seed(3);
     for (int i = 0; i < 3; ++i) blocks.push_back(block(16));
@@ -36,13 +39,14 @@ struct Net {
     if (nested) {  // the first two blocks in one checkpoint, each also checkpointed
       h = mg::autodiff::checkpoint(
           [this](const mg::Tensor& in) {
-            mg::Tensor a = mg::autodiff::checkpoint([this](const mg::Tensor& t) { return blocks[0](t); }, in);
-            return mg::autodiff::checkpoint([this](const mg::Tensor& t) { return blocks[1](t); }, a);
+            mg::Tensor a = mg::autodiff::checkpoint([this](const mg::Tensor& t) { return blocks[0](t); }, in, options);
+            return mg::autodiff::checkpoint([this](const mg::Tensor& t) { return blocks[1](t); }, a, options);
           },
-          h);
+          h, options);
       h = blocks[2](h);
     } else {
-      for (auto& b : blocks) h = wrap ? mg::autodiff::checkpoint([&b](const mg::Tensor& t) { return b(t); }, h) : b(h);
+      for (auto& b : blocks)
+        h = wrap ? mg::autodiff::checkpoint([&b](const mg::Tensor& t) { return b(t); }, h, options) : b(h);
     }
     return head(h);
   }
@@ -68,11 +72,13 @@ mg::Tensor inputs() {
 }
 
 // One step's gradients: optional bf16 autocast, optional scaler (with `poison`
-// making the loss infinite), checkpointing per `mode` (0 none, 1 each block, 2 nested).
+// making the loss infinite), checkpointing per `mode` (0 none, 1 each block,
+// 2 nested; 3 and 4 as 1 and 2, selective: the linears' results kept).
 Result run(int mode, bool autocast, bool scaler = false, bool poison = false) {
   Net net;
-  net.wrap = mode == 1;
-  net.nested = mode == 2;
+  net.wrap = mode == 1 || mode == 3;
+  net.nested = mode == 2 || mode == 4;
+  if (mode >= 3) net.options.keep = mg::autodiff::kept_products();
   mg::Tensor x = inputs();
   mg::autodiff::GradManager gm;
   gm.attach(net.parameters());
@@ -257,6 +263,166 @@ BOOST_AUTO_TEST_CASE(outside_a_recording_the_function_just_runs) {
   BOOST_TEST(calls == 1);
   BOOST_TEST((y.to_vector<float>()[0] == 2 * x.to_vector<float>()[0]));
   BOOST_CHECK_THROW(mg::autodiff::checkpoint(mg::autodiff::CheckpointFn(), {x}), mg::ValueError);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(selective_checkpointing)
+
+BOOST_AUTO_TEST_CASE(gradients_are_bit_identical_in_float32_bfloat16_nested_and_scaled) {
+  for (bool autocast : {false, true}) {
+    const Result plain = run(0, autocast);
+    BOOST_TEST(same_bits(plain.grads, run(3, autocast).grads), "autocast " << autocast);
+    BOOST_TEST(same_bits(plain.grads, run(4, autocast).grads), "nested, autocast " << autocast);
+  }
+  BOOST_TEST(same_bits(run(0, true, true).grads, run(3, true, true).grads));
+  const Result plain = run(0, false, true, true), sel = run(3, false, true, true);
+  for (size_t i = 0; i < plain.grads.size(); ++i)
+    for (size_t j = 0; j < plain.grads[i].size(); ++j)
+      BOOST_TEST((std::isfinite(plain.grads[i][j]) == std::isfinite(sel.grads[i][j])));
+}
+
+// The recomputation gets the kept result itself (the same tensor) and computes
+// the others again.
+BOOST_AUTO_TEST_CASE(kept_results_are_handed_back_and_the_rest_recomputed) {
+  mg::manual_seed(5);
+  nn::Linear fc(6, 6);
+  mg::autodiff::GradManager gm;
+  gm.attach(fc.parameters());
+  for (bool keep : {false, true}) {
+    std::vector<uint64_t> linear_ids, tanh_ids;
+    auto fn = [&](const mg::Tensor& t) {
+      const mg::Tensor h = fc(t);
+      const mg::Tensor y = mg::F::tanh(h);
+      linear_ids.push_back(h.id());
+      tanh_ids.push_back(y.id());
+      return y;
+    };
+    auto rec = gm.record();
+    mg::autodiff::CheckpointOptions o;
+    if (keep) o.keep = {"linear"};
+    gm.backward(mg::F::sum(mg::autodiff::checkpoint(fn, mg::normal({3, 6}), o)));
+    BOOST_REQUIRE_EQUAL(linear_ids.size(), 2u);
+    BOOST_TEST((linear_ids[0] == linear_ids[1]) == keep);
+    BOOST_TEST(tanh_ids[0] != tanh_ids[1]);
+  }
+}
+
+// A kept result written in place after the first run is not handed back: the
+// recomputation computes it again, and the gradient is the plain one.
+BOOST_AUTO_TEST_CASE(a_kept_result_written_in_place_is_recomputed) {
+  auto grads = [](bool checkpointed) {
+    mg::manual_seed(7);
+    nn::Linear fc(5, 5);
+    mg::autodiff::GradManager gm;
+    gm.attach(fc.parameters());
+    mg::Tensor first;
+    auto fn = [&](const mg::Tensor& t) {
+      const mg::Tensor h = fc(t);
+      if (!first.defined()) first = h;
+      return mg::F::gelu(h);
+    };
+    auto rec = gm.record();
+    const mg::Tensor x = mg::normal({4, 5});
+    const mg::Tensor y = checkpointed ? mg::autodiff::checkpoint(fn, x, {.keep = {"linear"}}) : fn(x);
+    const mg::Tensor loss = mg::F::sum(y * y);
+    if (checkpointed) nn::init::constant_(first, 5.0);  // after the forward, before the backward
+    gm.backward(loss);
+    return fc.weight().grad().to_vector<float>();
+  };
+  BOOST_TEST(grads(false) == grads(true), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(keeping_lands_the_peak_between_full_checkpointing_and_none) {
+  auto peak = [](int mode) {  // 0 none, 1 full, 2 selective
+    mg::manual_seed(1);
+    std::vector<nn::Sequential> blocks;
+    for (int i = 0; i < 8; ++i) blocks.push_back(nn::Sequential(nn::Linear(128, 512), nn::GELU(), nn::Linear(512, 128)));
+    mg::autodiff::GradManager gm;
+    for (auto& b : blocks) {
+      gm.attach(b.parameters());
+      for (auto& p : b.parameters()) p.set_grad(mg::zeros_like(p));
+    }
+    const mg::Tensor x = mg::normal({512, 128});
+    const int64_t base = mg::allocated_bytes();
+    mg::reset_peak_allocated_bytes();
+    {
+      auto rec = gm.record();
+      mg::Tensor h = x;
+      mg::autodiff::CheckpointOptions o;
+      if (mode == 2) o.keep = {"linear"};
+      for (auto& b : blocks)
+        h = mode > 0 ? mg::autodiff::checkpoint([&b](const mg::Tensor& t) { return b(t); }, h, o) : b(h);
+      gm.backward(mg::F::mean(h));
+    }
+    return mg::peak_allocated_bytes() - base;
+  };
+  const int64_t plain = peak(0), full = peak(1), selective = peak(2);
+  BOOST_TEST_MESSAGE("activation peak: " << plain / 1024 << " KiB plain, " << selective / 1024 << " KiB selective, "
+                                         << full / 1024 << " KiB full");
+  // Plain keeps each block's input, first linear's result and GELU's; selective
+  // keeps the two linears' results; full, the block inputs only.
+  BOOST_TEST(full < selective);
+  BOOST_TEST(selective < plain);
+}
+
+BOOST_AUTO_TEST_CASE(fused_attention_is_kept_bit_identically) {
+  auto grads = [](int mode) {
+    mg::manual_seed(3);
+    nn::TransformerEncoderLayer layer(16, 2, {.dim_feedforward = 32, .dropout = 0.0, .batch_first = true});
+    mg::autodiff::GradManager gm;
+    gm.attach(layer.parameters());
+    const mg::Tensor x = mg::normal({2, 5, 16});
+    auto fn = [&](const mg::Tensor& t) { return layer(t); };
+    auto rec = gm.record();
+    mg::Tensor y = mode == 0 ? fn(x) : mg::autodiff::checkpoint(fn, x, {.keep = mg::autodiff::kept_products()});
+    gm.backward(mg::F::sum(y * y));
+    std::vector<std::vector<float>> g;
+    for (const auto& p : layer.parameters()) g.push_back(p.grad().to_vector<float>());
+    return g;
+  };
+  BOOST_TEST(same_bits(grads(0), grads(1)));
+}
+
+BOOST_AUTO_TEST_CASE(a_recomputation_that_runs_other_kept_ops_is_an_error) {
+  mg::manual_seed(2);
+  nn::Linear fc(4, 4), fc2(4, 4);
+  int calls = 0;
+  mg::autodiff::GradManager gm;
+  gm.attach(fc.parameters()).attach(fc2.parameters());
+  {
+    auto rec = gm.record();
+    mg::Tensor y = mg::autodiff::checkpoint(
+        [&](const mg::Tensor& t) { return ++calls == 1 ? fc2(fc(t)) : mg::F::tanh(fc(t)); }, mg::normal({2, 4}),
+        {.name = "drifting", .keep = {"linear"}});
+    try {
+      gm.backward(mg::F::sum(y));
+      BOOST_ERROR("no error");
+    } catch (const mg::StateError& e) {
+      const std::string what = e.what();
+      BOOST_TEST(what.find("'drifting'") != std::string::npos, what);
+      BOOST_TEST(what.find("1 of the first run's 2 kept ops") != std::string::npos, what);
+    }
+  }
+  for (const auto& p : fc.parameters()) BOOST_TEST(!p.grad().defined());
+}
+
+BOOST_AUTO_TEST_CASE(an_op_that_cannot_be_kept_is_a_value_error_before_anything_runs) {
+  nn::Linear fc(3, 3);
+  mg::autodiff::GradManager gm;
+  gm.attach(fc.parameters());
+  auto rec = gm.record();
+  int calls = 0;
+  try {
+    (void)mg::autodiff::checkpoint([&](const mg::Tensor& t) { ++calls; return fc(t); }, mg::normal({2, 3}),
+                                   {.name = "c", .keep = {"linear", "relu"}});
+    BOOST_ERROR("no error");
+  } catch (const mg::ValueError& e) {
+    const std::string what = e.what();
+    BOOST_TEST(what.find("'relu'") != std::string::npos, what);
+    BOOST_TEST(what.find("scaled_dot_product_attention") != std::string::npos, what);
+  }
+  BOOST_TEST(calls == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -23,7 +23,18 @@
 //
 // A recomputation that gives outputs of another shape or dtype than the
 // first run (fn read state that changed) throws StateError naming the
-// checkpoint, before any gradient is written. is_recomputing() is true while `fn`
+// checkpoint, before any gradient is written.
+//
+// Selective checkpointing (PyTorch's selective activation checkpointing):
+//
+//   auto y = mg::autodiff::checkpoint(layer, x, {.keep = mg::autodiff::kept_products()});
+//
+// keeps the results of the named ops (the matmuls, convolutions, attention)
+// from the first run; the recomputation gets them back instead of computing
+// them again and recomputes only the cheap ops between them. A kept result
+// written in place since (version changed) is recomputed instead. A
+// recomputation that runs other kept ops than the first run throws
+// StateError naming the checkpoint and the op. is_recomputing() is true while `fn`
 // runs again: nn::Checkpoint uses it to keep batch norm's running statistics
 // from being updated twice.
 #pragma once
@@ -42,7 +53,21 @@ struct CheckpointOptions {
   /// Run the recomputation with the random generator's state of the first
   /// run (PyTorch's preserve_rng_state); false saves nothing and draws anew.
   bool preserve_rng_state = true;
+  /// Selective checkpointing: the ops whose results are kept from the first
+  /// run and handed back in the recomputation instead of computed again, so
+  /// only the others (norms, activations, dropout, elementwise) are
+  /// recomputed. Names from the op table: "matmul" (every rank, and the
+  /// products addmm / baddbmm are made of), "linear", "conv1d", "conv2d",
+  /// "conv_transpose2d", "scaled_dot_product_attention" (its fused path);
+  /// kept_products() lists them all. Empty: keep nothing (full
+  /// checkpointing). Another name throws ValueError.
+  std::vector<std::string> keep = {};
 };
+
+/// Every op name CheckpointOptions::keep takes: the products and attention,
+/// the expensive ops whose results PyTorch's selective activation
+/// checkpointing typically saves.
+std::vector<std::string> kept_products();
 
 using CheckpointFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 

@@ -1,0 +1,44 @@
+// Selective checkpointing's bookkeeping (autodiff::checkpoint with `keep`;
+// the ops' side is hooks/kept_results.hpp): the results a checkpoint's first
+// run keeps, in call order, and the scopes that keep them or hand them back.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/op_table.hpp"
+#include "mixgrad/tensor.hpp"
+
+namespace mixgrad::autodiff::detail {
+
+/// What one checkpoint keeps.
+struct KeptResults {
+  struct Entry {
+    OpKind op;
+    std::vector<Tensor> results;
+    std::vector<uint64_t> versions;  // of the results when kept: an in-place write since makes them stale
+  };
+  std::string name;       // the checkpoint's, for errors
+  std::vector<bool> ops;  // by OpKind: kept or not
+  std::vector<Entry> entries;
+  size_t next = 0;  // the entry the recomputation hands back next
+};
+
+/// The op kinds named in `names` (ops whose results can be kept: the
+/// products and fused attention), by OpKind; ValueError naming the checkpoint
+/// and the name for any other.
+std::vector<bool> keepable_ops(const std::vector<std::string>& names, const std::string& checkpoint);
+
+/// While it lives, keep_or_compute keeps the results of `kept.ops` into
+/// `kept` (Mode::keep, the first run) or hands them back from it in order
+/// (Mode::reuse, the recomputation). Scopes nest per thread.
+class KeptResultsScope {
+ public:
+  enum class Mode { keep, reuse };
+  KeptResultsScope(KeptResults& kept, Mode mode);
+  ~KeptResultsScope();
+  KeptResultsScope(const KeptResultsScope&) = delete;
+  KeptResultsScope& operator=(const KeptResultsScope&) = delete;
+};
+
+}  // namespace mixgrad::autodiff::detail
