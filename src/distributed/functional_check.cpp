@@ -16,7 +16,7 @@ namespace {
 
 // One rank's description: op, defined, dtype, device type, root, axis,
 // axis2, ndim, then the extents.
-constexpr int kDims = 8, kSlots = kDims + Shape::kMaxDims;
+constexpr int kFirstDim = 8, kSlots = kFirstDim + Shape::kMaxDims;
 using Description = std::array<int64_t, kSlots>;
 enum Slot { kOp, kDefined, kDType, kDevice, kRoot, kAxis, kAxis2, kNdim };
 
@@ -31,12 +31,12 @@ Description describe_call(const Call& call, const Tensor& x) {
   d[kDType] = static_cast<int64_t>(x.dtype());
   d[kDevice] = static_cast<int64_t>(x.device().type());
   d[kNdim] = x.ndim();
-  for (int i = 0; i < x.ndim(); ++i) d[kDims + i] = x.size(i);
+  for (int i = 0; i < x.ndim(); ++i) d[kFirstDim + i] = x.size(i);
   return d;
 }
 
 Shape shape_of(const Description& d) {
-  std::vector<int64_t> dims(d.begin() + kDims, d.begin() + kDims + d[kNdim]);
+  std::vector<int64_t> dims(d.begin() + kFirstDim, d.begin() + kFirstDim + d[kNdim]);
   return Shape(dims);
 }
 
@@ -128,8 +128,8 @@ Agreed check_call(const Table& t) {
   if (!has_axis(t.op)) return a;
   a.axis = checked_axis(t, d[kAxis], t.op == Collective::all_to_all ? "split_axis" : "axis");
   if (t.op == Collective::all_to_all) a.axis2 = checked_axis(t, d[kAxis2], "concat_axis");
-  if (splits(t.op) && d[kDims + a.axis] % world != 0)
-    throw ShapeError(t.where() + tensor_of(d) + " has extent " + std::to_string(d[kDims + a.axis]) + " on axis " +
+  if (splits(t.op) && d[kFirstDim + a.axis] % world != 0)
+    throw ShapeError(t.where() + tensor_of(d) + " has extent " + std::to_string(d[kFirstDim + a.axis]) + " on axis " +
                      std::to_string(a.axis) + ", which does not split into " + std::to_string(world) +
                      " equal blocks, one per rank");
   return a;
