@@ -72,7 +72,8 @@ Tensor block(const Tensor& blocks, int rank) { return F::squeeze(F::narrow(block
 Tensor reversed(const Tensor& x) {
   if (is_floating_point(x.dtype())) return F::neg(x);
   if (x.dtype() == DType::bool_) return F::eq(x, zeros_like(x));
-  return F::sub(full_like(x, -1.0), x);  // ~x, which never overflows
+  // ~x, which never overflows: -1 - x, or 255 - x for uint8.
+  return F::sub(full_like(x, x.dtype() == DType::uint8 ? 255.0 : -1.0), x);
 }
 
 }  // namespace

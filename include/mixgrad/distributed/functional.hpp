@@ -38,7 +38,7 @@
 // summed gradient of that element (MegEngine's rule: ties are not split, so
 // with two ranks tied each gets all of it, unlike F::max's backward over
 // one tensor, which splits a tie). all_reduce_min is MPI_MIN on CPU tensors;
-// on CUDA tensors it is computed as -max(-x) (-1 - x for integers), which
+// on CUDA tensors it is computed as -max(-x) (~x for integers), which
 // is the same bits as a minimum except that a tie of +0 and -0 may give
 // either zero.
 //
