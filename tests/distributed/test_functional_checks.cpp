@@ -1,7 +1,7 @@
 // The recorded collectives' contract beyond their values: bad calls throw
 // the same typed exception on every rank, naming the op, the ranks' dtypes
 // and shapes, with nothing moved, recorded or changed (and the group still
-// in step); a second backward through a linear collective; autocast leaves
+// in step); a second backward through linear collectives; autocast leaves
 // their dtype alone.
 #include <string>
 #include <vector>
@@ -42,6 +42,45 @@ void check_rejected(const mg::Tensor& x, const std::function<mg::Tensor(const mg
   }
   BOOST_TEST(!x.grad().defined());
   check_unchanged_and_in_step(x, before, version);
+}
+
+// A second backward through a collective: loss_r = sum(y_r^2 w_r), the
+// penalty sum(grad^2) differentiated again, against one process. The
+// backward of a linear collective is recorded under create_graph; on the
+// ranks where it gives a zero gradient (broadcast's and scatter's non-roots)
+// that zero hangs on the backward collective's token, so the second
+// backward reaches that collective on every rank too.
+void check_twice_differentiable(const dist_test::Distributed& op, const dist_test::Reference& ref) {
+  const int r = world().rank();
+  const mg::Shape shape{2 * W(), 3};
+  auto loss_of = [](const mg::Tensor& y, int k) { return F::sum(F::mul(F::mul(y, y), data(100 + k, y.shape()))); };
+  std::vector<mg::Tensor> xs;
+  for (int k = 0; k < W(); ++k) xs.push_back(data(k, shape));
+  mg::autodiff::GradManager ref_gm;
+  ref_gm.attach(xs);
+  {
+    auto recording = ref_gm.record();
+    const std::vector<mg::Tensor> ys = ref(xs);
+    std::vector<mg::Tensor> losses, penalties;
+    for (int k = 0; k < W(); ++k) losses.push_back(loss_of(ys[k], k));
+    ref_gm.backward(sum_of(losses), {}, {.create_graph = true});
+    for (const mg::Tensor& x : xs)
+      if (x.grad().defined()) penalties.push_back(F::sum(F::mul(x.grad(), x.grad())));
+    for (const mg::Tensor& x : xs) x.set_grad({});
+    ref_gm.backward(sum_of(penalties));
+  }
+  mg::Tensor x = data(r, shape);
+  mg::autodiff::GradManager gm;
+  gm.attach(x);
+  {
+    auto recording = gm.record();
+    gm.backward(loss_of(op(x), r), {}, {.create_graph = true});
+    const mg::Tensor penalty = F::sum(F::mul(x.grad(), x.grad()));
+    x.set_grad({});
+    gm.backward(penalty);
+  }
+  BOOST_TEST_REQUIRE(x.grad().defined());
+  test_util::check_close(x.grad(), xs[r].grad().defined() ? xs[r].grad() : mg::zeros_like(x), 1e-6);
 }
 
 }  // namespace
@@ -124,40 +163,28 @@ BOOST_AUTO_TEST_CASE(remote_send_and_recv_name_a_bad_peer) {
                               {"distributed::functional::remote_recv", "src " + std::to_string(W())});
 }
 
-// all_gather is linear: its backward (reduce_scatter_sum) is recorded under
-// create_graph, so a gradient penalty differentiates through it again. The
-// reference does the same in one process on every rank's tensor.
-BOOST_AUTO_TEST_CASE(all_gather_is_twice_differentiable) {
-  const int r = world().rank();
-  const mg::Shape shape{2, 3};
-  std::vector<mg::Tensor> xs;
-  for (int k = 0; k < W(); ++k) xs.push_back(data(k, shape));
-  auto loss_of = [](const mg::Tensor& y, int k) { return F::sum(F::mul(F::mul(y, y), data(100 + k, y.shape()))); };
-  mg::autodiff::GradManager ref_gm;
-  ref_gm.attach(xs);
-  {
-    auto recording = ref_gm.record();
-    const mg::Tensor all = F::concat(xs, 1);
-    std::vector<mg::Tensor> losses;
-    for (int k = 0; k < W(); ++k) losses.push_back(loss_of(all, k));
-    ref_gm.backward(sum_of(losses), {}, {.create_graph = true});
-    std::vector<mg::Tensor> penalties;
-    for (const mg::Tensor& x : xs) penalties.push_back(F::sum(F::mul(x.grad(), x.grad())));
-    for (const mg::Tensor& x : xs) x.set_grad({});
-    ref_gm.backward(sum_of(penalties));
+BOOST_AUTO_TEST_CASE(linear_collectives_are_twice_differentiable) {
+  const int root = W() - 1;
+  BOOST_TEST_CONTEXT("all_gather") {
+    check_twice_differentiable([](const mg::Tensor& x) { return DF::all_gather(world(), x, 1); },
+                               [](const std::vector<mg::Tensor>& xs) {
+                                 return std::vector<mg::Tensor>(W(), F::concat(xs, 1));
+                               });
   }
-  mg::Tensor x = data(r, shape);
-  mg::autodiff::GradManager gm;
-  if (mg::is_floating_point(x.dtype())) gm.attach(x);
-  {
-    auto recording = gm.record();
-    gm.backward(loss_of(DF::all_gather(world(), x, 1), r), {}, {.create_graph = true});
-    const mg::Tensor penalty = F::sum(F::mul(x.grad(), x.grad()));
-    x.set_grad({});
-    gm.backward(penalty);
+  BOOST_TEST_CONTEXT("broadcast from rank " << root) {
+    check_twice_differentiable([root](const mg::Tensor& x) { return DF::broadcast(world(), x, root); },
+                               [root](const std::vector<mg::Tensor>& xs) {
+                                 return std::vector<mg::Tensor>(W(), xs[root]);
+                               });
   }
-  BOOST_TEST_REQUIRE(x.grad().defined());
-  test_util::check_close(x.grad(), xs[r].grad(), 1e-6);
+  BOOST_TEST_CONTEXT("scatter from rank " << root) {
+    check_twice_differentiable([root](const mg::Tensor& x) { return DF::scatter(world(), x, root); },
+                               [root](const std::vector<mg::Tensor>& xs) {
+                                 std::vector<mg::Tensor> ys;
+                                 for (int k = 0; k < W(); ++k) ys.push_back(F::narrow(xs[root], 0, 2 * k, 2));
+                                 return ys;
+                               });
+  }
 }
 
 // Under autocast the collectives keep their input's dtype, in both passes:
