@@ -86,7 +86,8 @@ std::vector<double> train(const Block& p, const Options& o, const mg::distribute
   mg::autodiff::GradManager gm;
   gm.attach({p.w1, p.b1, p.w2});
   std::vector<mg::autodiff::GradCallback> sum_b2;
-  if (group) sum_b2.push_back([group](const mg::Tensor&, const mg::Tensor& g) { return DF::all_reduce_sum(*group, g); });
+  if (group)
+    sum_b2.push_back([group](const mg::Tensor&, const mg::Tensor& g) { return DF::all_reduce_sum(*group, g); });
   gm.attach(p.b2, sum_b2);
   mg::optim::SGD opt(p.all(), {.lr = o.lr, .momentum = 0.9});
   mg::amp::GradScaler scaler({.enabled = amp});

@@ -79,7 +79,8 @@ void check_same_call(const Table& t) {
                      " (every rank passes the same dtype)");
   if (size_t r = first_differing(t, kDevice, kDevice + 1))
     throw DeviceError(t.where() + "rank " + std::to_string(r) + " passed " + tensor_of(t.rows[r]) + " on " +
-                      device_of(t.rows[r]) + ", rank 0 on " + device_of(first) + " (every rank passes the same device type)");
+                      device_of(t.rows[r]) + ", rank 0 on " + device_of(first) +
+                      " (every rank passes the same device type)");
   if (size_t r = first_differing(t, kNdim, kSlots))
     throw ShapeError(t.where() + t.rank_vs_0(r, tensor_of(t.rows[r]), tensor_of(first)) +
                      " (every rank passes the same shape)");

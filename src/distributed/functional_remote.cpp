@@ -53,7 +53,9 @@ class SendFn final : public autodiff::Function {
     once_differentiable = true;
   }
   std::string name() const override { return "distributed::functional::remote_send"; }
-  std::vector<Tensor> forward(const std::vector<Tensor>& in) override { return {zeros(Shape{}, in[0].dtype(), in[0].device())}; }
+  std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
+    return {zeros(Shape{}, in[0].dtype(), in[0].device())};
+  }
   std::vector<Tensor> backward(const std::vector<Tensor>&) override {
     if (!grad_comes_) return {Tensor()};
     return {detail::recv_tensor(group_, shape_, dtype_, device_, dest_, Tag::gradient, "remote_send (backward)")};

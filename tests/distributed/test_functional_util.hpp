@@ -18,7 +18,8 @@ namespace mg = mixgrad;
 /// floating dtype, and seeds 0..22 differ at every element (no ties).
 inline mg::Tensor data(int seed, const mg::Shape& shape, mg::DType dtype = mg::DType::float32) {
   std::vector<double> v(static_cast<size_t>(shape.numel()));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>((static_cast<int64_t>(i) * 7 + seed * 5) % 23 - 11) / 4.0;
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<double>((static_cast<int64_t>(i) * 7 + seed * 5) % 23 - 11) / 4.0;
   return mg::tensor(v, shape, dtype);
 }
 
@@ -47,7 +48,10 @@ inline void check_against_one_process(const mg::Shape& shape, const Distributed&
     ys = ref(xs);
     mg::Tensor loss;
     for (int k = 0; k < W; ++k)
-      if (ys[k].defined()) loss = loss.defined() ? mg::F::add(loss, loss_of(ys[k], k, false)) : loss_of(ys[k], k, false);
+      if (ys[k].defined()) {
+        const mg::Tensor term = loss_of(ys[k], k, false);
+        loss = loss.defined() ? mg::F::add(loss, term) : term;
+      }
     ref_gm.backward(loss);
   }
   mg::Tensor x = data(r, shape);

@@ -15,7 +15,8 @@
 //
 //   op                  forward (W ranks, r = this rank)              backward (gradient dy)
 //   all_reduce_sum      sum over ranks                                all_reduce_sum(dy)
-//   all_reduce_max/min  elementwise max / min over ranks              all_reduce_sum(dy) where x equals the result, else 0
+//   all_reduce_max/min  elementwise max / min over ranks              all_reduce_sum(dy) where x equals
+//                                                                     the result, else 0
 //   all_gather          concat of every rank's x along `axis`         reduce_scatter_sum(dy, axis)
 //   reduce_scatter_sum  sum over ranks, block r of W along `axis`     all_gather(dy, axis)
 //   broadcast           root's x on every rank                        reduce_sum(dy) to root; 0 on the others
