@@ -49,9 +49,10 @@
 // op exchanges a description of its call among the ranks, so a mismatch is a
 // typed exception on every rank, naming the op and each rank's dtype and
 // shape, before anything moved or was recorded: ShapeError (shapes, an axis
-// not divisible by the world size), DTypeError (dtypes, a sum of bool),
-// DeviceError (devices), ValueError (a root or axis out of range, an
-// undefined tensor), StateError (a rank calling another op). The same holds
+// out of range, an extent that does not split into world_size blocks),
+// DTypeError (dtypes, a sum of bool), DeviceError (devices), ValueError (a
+// root out of range, ranks passing different roots or axes, an undefined
+// tensor), StateError (a rank calling another op). The same holds
 // in backward: every rank must backpropagate through every recorded
 // collective (a rank whose result gets no gradient would leave the others
 // waiting until the group's timeout, which aborts the job).
@@ -68,11 +69,11 @@
 // Under autocast the ops keep the input's dtype (they are never cast).
 //
 // Devices: CPU tensors go through MPI (one MPI call per op). CUDA tensors go
-// through the group's NCCL collectives (all_reduce, broadcast, all_gather;
-// reduce_scatter, reduce, gather, scatter and all_to_all are composed from
-// them and move world_size times the data) on the current stream, and
-// remote_send / remote_recv stage CUDA tensors through host memory; a build
-// without NCCL throws DeviceError for CUDA tensors.
+// through the group's NCCL collectives (all_reduce, broadcast, all_gather)
+// on the current stream; reduce_scatter, reduce, gather, scatter and
+// all_to_all are composed from them and move up to world_size times the data
+// of a native NCCL call; remote_send / remote_recv stage CUDA tensors through
+// host memory. A build without NCCL throws DeviceError for CUDA tensors.
 #pragma once
 
 #include "mixgrad/device.hpp"
@@ -109,8 +110,8 @@ Tensor all_to_all(const ProcessGroup& group, const Tensor& x, int split_axis = 0
 /// Sends x to rank `dest` (which calls remote_recv with this rank as `src`)
 /// and returns a token. When x is tracked by a recording GradManager and the
 /// receiver records too, backward through the token receives x's gradient
-/// from `dest`. A send returns once the receiver has the tensor's
-/// description; two ranks that send to each other must order their calls.
+/// from `dest`. A send returns once the receiver has the tensor; two ranks
+/// that send to each other must order their calls.
 /// ValueError for a `dest` out of range or equal to this rank, or an
 /// undefined x.
 Tensor remote_send(const ProcessGroup& group, const Tensor& x, int dest);
