@@ -68,9 +68,10 @@ int parse(int argc, char** argv, Options& o) {
     ("heads", po::value(&o.model.heads)->default_value(o.model.heads), "attention heads")
     ("embd", po::value(&o.model.embd)->default_value(o.model.embd), "model width (a multiple of --heads)")
     ("dropout", po::value(&o.model.dropout)->default_value(o.model.dropout), "dropout in training")
-    ("checkpoint", po::bool_switch(&o.model.checkpoint),
-     "activation checkpointing: keep each layer's input only and recompute the layer in the backward "
-     "(less memory, one more forward per layer; the same gradients)")
+    ("checkpoint", po::value(&o.model.checkpoint)->implicit_value("full")->value_name("MODE"),
+     "activation checkpointing per layer, the same gradients for less memory: full (alone: keep each layer's "
+     "input only and recompute the layer in the backward), attention (keep attention's results), products "
+     "(keep the linears' and attention's), alternate (every other linear's and attention's)")
     ("lr", po::value(&o.lr)->default_value(o.lr), "peak learning rate (AdamW)")
     ("min-lr", po::value(&o.min_lr)->default_value(o.min_lr), "learning rate at the end of the cosine")
     ("warmup", po::value(&o.warmup)->default_value(o.warmup), "linear warm-up steps")
@@ -348,7 +349,7 @@ int main(int argc, char** argv) {
                 seconds_since(run_start));
     if (dev.is_cpu())
       std::printf("peak memory of tensors: %.1f MiB%s\n", static_cast<double>(mg::peak_allocated_bytes()) / (1 << 20),
-                  o.model.checkpoint ? " (activation checkpointing)" : "");
+                  o.model.checkpoint.empty() ? "" : (" (activation checkpointing: " + o.model.checkpoint + ")").c_str());
     if (dev.is_cuda())
       std::printf("attention: %s (%lld fused calls)\n",
                   mg::cuda::fused_attention_available(dev.index())

@@ -24,12 +24,28 @@ namespace mg = mixgrad;
 struct Config {
   int64_t vocab = 0, block = 64, layers = 4, heads = 4, embd = 128;
   double dropout = 0.0;
-  bool checkpoint = false;  // recompute each layer's activations in the backward (autodiff::checkpoint)
+  // Activation checkpointing per layer (autodiff::checkpoint): "" off, "full"
+  // recompute everything, "attention" keep attention's results, "products"
+  // keep the linears' and attention's, "alternate" every other linear's and attention's.
+  std::string checkpoint;
 };
+
+/// The CheckpointOptions of Config::checkpoint's mode; ValueError for an unknown one.
+inline mg::autodiff::CheckpointOptions checkpoint_options(const std::string& mode) {
+  mg::autodiff::CheckpointOptions o{.name = "layer"};
+  if (mode == "attention") o.keep = {"scaled_dot_product_attention"};
+  if (mode == "products" || mode == "alternate") o.keep = mg::autodiff::kept_products();
+  if (mode == "alternate") o.keep_if = [](std::string_view op, int64_t n) { return op != "linear" || n % 2 == 0; };
+  if (mode != "full" && mode != "attention" && mode != "products" && mode != "alternate")
+    throw mg::ValueError("--checkpoint: unknown mode '" + mode + "' (full, attention, products or alternate)");
+  return o;
+}
+
 
 class CharGPT : public mg::nn::Module {
  public:
   explicit CharGPT(const Config& c) : c_(c) {
+    if (!c.checkpoint.empty()) checkpoint_ = checkpoint_options(c.checkpoint);
     tok_ = register_module("tok_emb", mg::nn::Embedding(c.vocab, c.embd));
     pos_ = register_module("pos_emb", mg::nn::Embedding(c.block, c.embd));
     // The layers, named blocks.0, blocks.1, ... (a Sequential holds them;
@@ -56,7 +72,7 @@ class CharGPT : public mg::nn::Module {
     mg::Tensor x = mg::F::add((*tok_)(tokens), (*pos_)(mg::arange(T).to(tokens.device())));
     for (auto& b : blocks_) {
       auto layer = [b](const mg::Tensor& t) { return b->forward(t, {.is_causal = true}); };
-      x = c_.checkpoint && is_training() ? mg::autodiff::checkpoint(layer, x) : layer(x);
+      x = !c_.checkpoint.empty() && is_training() ? mg::autodiff::checkpoint(layer, x, checkpoint_) : layer(x);
     }
     return mg::F::linear((*ln_f_)(x), tok_->weight());  // tied: the output layer is the token embedding
   }
@@ -87,6 +103,7 @@ class CharGPT : public mg::nn::Module {
 
  private:
   Config c_;
+  mg::autodiff::CheckpointOptions checkpoint_;
   std::shared_ptr<mg::nn::Embedding> tok_, pos_;
   std::vector<std::shared_ptr<mg::nn::TransformerEncoderLayer>> blocks_;
   std::shared_ptr<mg::nn::LayerNorm> ln_f_;

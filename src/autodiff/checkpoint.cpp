@@ -82,7 +82,8 @@ class Checkpointed : public Function {
  public:
   Checkpointed(CheckpointFn fn, std::vector<bool> input_needs, CheckpointOptions options)
       : fn_(std::move(fn)), inputs_(input_needs.size()), needs_(std::move(input_needs)), options_(std::move(options)) {
-    if (!options_.keep.empty()) kept_ = detail::KeptResults{options_.name, detail::keepable_ops(options_.keep, options_.name), {}, 0};
+    if (!options_.keep.empty())
+      kept_ = detail::KeptResults{options_.name, detail::keepable_ops(options_.keep, options_.name), options_.keep_if};
   }
 
   std::string name() const override { return "autodiff::checkpoint '" + options_.name + "'"; }

@@ -49,7 +49,13 @@ std::vector<bool> keepable_ops(const std::vector<std::string>& names, const std:
   return ops;
 }
 
+bool KeptResults::counts(OpKind k) {
+  const int64_t n = calls[static_cast<size_t>(k)]++;
+  return !keep_if || keep_if(op_name(k), n);
+}
+
 KeptResultsScope::KeptResultsScope(KeptResults& kept, Mode mode) {
+  kept.calls.assign(kOpCount, 0);  // each run counts its calls from the first
   scopes().push_back({&kept, mode});
   ++keeping();
 }
@@ -67,6 +73,7 @@ std::optional<std::vector<Tensor>> reuse_results(OpKind op, const Shape& shape, 
   for (auto it = s.rbegin(); it != s.rend(); ++it) {
     if (it->mode != KeptResultsScope::Mode::reuse || !it->kept->ops[k]) continue;
     KeptResults& kept = *it->kept;
+    if (!kept.counts(op)) return std::nullopt;  // a call keep_if did not keep: computed again
     const std::string where = "autodiff::checkpoint '" + kept.name + "': the recomputation in the backward ";
     if (kept.next >= kept.entries.size())
       throw StateError(where + "ran more kept ops than the first run (" + std::string(op_name(op)) + " after " +
@@ -93,6 +100,7 @@ void keep_results(OpKind op, const std::vector<Tensor>& results) {
   for (auto it = s.rbegin(); it != s.rend(); ++it) {
     if (!it->kept->ops[k]) continue;
     if (it->mode == KeptResultsScope::Mode::reuse) return;  // below a recomputation: not kept again
+    if (!it->kept->counts(op)) continue;
     std::vector<uint64_t> versions;
     for (const Tensor& t : results) versions.push_back(t.defined() ? t.version() : 0);
     it->kept->entries.push_back({op, results, std::move(versions)});

@@ -3,7 +3,9 @@
 // run keeps, in call order, and the scopes that keep them or hand them back.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/op_table.hpp"
@@ -20,8 +22,13 @@ struct KeptResults {
   };
   std::string name;       // the checkpoint's, for errors
   std::vector<bool> ops;  // by OpKind: kept or not
+  std::function<bool(std::string_view, int64_t)> keep_if;  // which calls of a kept op (all when empty)
   std::vector<Entry> entries;
-  size_t next = 0;  // the entry the recomputation hands back next
+  size_t next = 0;               // the entry the recomputation hands back next
+  std::vector<int64_t> calls{};  // by OpKind: the calls of a kept op in the current run
+
+  /// Counts a call of kept op `k` and says whether keep_if keeps it.
+  bool counts(OpKind k);
 };
 
 /// The op kinds named in `names` (ops whose results can be kept: the

@@ -308,6 +308,48 @@ BOOST_AUTO_TEST_CASE(kept_results_are_handed_back_and_the_rest_recomputed) {
   }
 }
 
+// keep_if picks the calls: the first linear of each run is kept, the second
+// computed again; the gradients are still the plain ones.
+BOOST_AUTO_TEST_CASE(keep_if_keeps_the_calls_it_names) {
+  mg::manual_seed(5);
+  nn::Linear fc1(6, 12), fc2(12, 6);
+  mg::autodiff::GradManager gm;
+  gm.attach(fc1.parameters()).attach(fc2.parameters());
+  std::vector<uint64_t> ids1, ids2;
+  auto fn = [&](const mg::Tensor& t) {
+    const mg::Tensor h = fc1(t), y = fc2(mg::F::gelu(h));
+    ids1.push_back(h.id());
+    ids2.push_back(y.id());
+    return y;
+  };
+  const mg::Tensor x = mg::normal({3, 6});
+  std::vector<float> plain;
+  {
+    auto rec = gm.record();
+    const mg::Tensor y = fn(x);
+    gm.backward(mg::F::sum(y * y));
+    plain = fc1.weight().grad().to_vector<float>();
+    fc1.weight().set_grad({});
+  }
+  ids1.clear();
+  ids2.clear();
+  std::vector<std::string> seen;
+  mg::autodiff::CheckpointOptions o{.keep = {"linear"}, .keep_if = [&](std::string_view op, int64_t n) {
+                                      seen.push_back(std::string(op) + std::to_string(n));
+                                      return n % 2 == 0;
+                                    }};
+  {
+    auto rec = gm.record();
+    const mg::Tensor y = mg::autodiff::checkpoint(fn, x, o);
+    gm.backward(mg::F::sum(y * y));
+  }
+  BOOST_REQUIRE_EQUAL(ids1.size(), 2u);
+  BOOST_TEST(ids1[0] == ids1[1]);  // linear call 0: kept
+  BOOST_TEST(ids2[0] != ids2[1]);  // linear call 1: computed again
+  BOOST_TEST((seen == std::vector<std::string>{"linear0", "linear1", "linear0", "linear1"}));
+  BOOST_TEST(fc1.weight().grad().to_vector<float>() == plain, boost::test_tools::per_element());
+}
+
 // A kept result written in place after the first run is not handed back: the
 // recomputation computes it again, and the gradient is the plain one.
 BOOST_AUTO_TEST_CASE(a_kept_result_written_in_place_is_recomputed) {

@@ -41,6 +41,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "mixgrad/tensor.hpp"
@@ -62,6 +63,13 @@ struct CheckpointOptions {
   /// kept_products() lists them all. Empty: keep nothing (full
   /// checkpointing). Another name throws ValueError.
   std::vector<std::string> keep = {};
+  /// Which calls of a `keep` op are kept: called with the op's name and the
+  /// call's index among that op's calls in one run of fn (0, 1, ...); it
+  /// must answer the same in the recomputation. Empty: every call. Keeping
+  /// every other product (torchtitan's selective policy) keeps a transformer
+  /// layer's wide in-projections and recomputes its narrow out-projections:
+  ///   .keep_if = [](std::string_view op, int64_t n) { return op != "linear" || n % 2 == 0; }
+  std::function<bool(std::string_view op, int64_t call)> keep_if = {};
 };
 
 /// Every op name CheckpointOptions::keep takes: the products and attention,
