@@ -418,94 +418,105 @@ void check_outputs(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys
   }
 }
 
+// What one backward walks: the tape it took, what the tape tracked, the
+// gradients flowing (seeded with the outputs'), and the plan made before
+// the walk (which nodes run, and when each attached tensor is final).
+struct Walk {
+  std::vector<std::shared_ptr<Node>> tape;
+  std::unordered_set<uint64_t> tracked;
+  std::unordered_map<uint64_t, std::string> unrecorded;
+  std::unordered_map<uint64_t, Tensor> grads;
+  std::vector<char> runs;                     // by tape position: the node's output receives a gradient
+  std::unordered_map<uint64_t, int> pending;  // attached id -> feeding slots still to process; -1 once fired
+  std::unordered_set<uint64_t> produced;      // attached ids that are also the output of a running node
+};
+
+// Adds node input i's gradient (set whole, or as a block by set_block) to
+// the gradient flowing to that input, converted to the input's dtype.
+template <bool kRecorded>
+void add_input_grad(Walk& w, const Node& node, InputGrads& input_grads, size_t i) {
+  Tensor& gi = input_grads.grads()[i];
+  if (!gi.defined()) return;
+  const Tensor g = kRecorded ? convert_recorded(gi, node.input_dtypes[i]) : ops::in_dtype(gi, node.input_dtypes[i]);
+  if (const InputGrads::Block* b = input_grads.block(i)) {
+    if (kRecorded || b->dim < 0 || b->dim >= gi.ndim() || b->start < 0 ||
+        gi.shape()[b->dim] > node.input_shapes[i][b->dim] - b->start)
+      throw Error("GradManager::backward: internal error: a gradient block of shape " + to_string(gi.shape()) +
+                  " for an input of shape " + to_string(node.input_shapes[i]) +
+                  (kRecorded ? " in a recorded backward" : ""));
+    accumulate_block(w.grads, node.input_ids[i], g, *b, node.input_shapes[i]);
+    return;
+  }
+  if (gi.shape() != node.input_shapes[i])
+    throw Error("GradManager::backward: internal error: gradient of shape " + to_string(gi.shape()) +
+                " for an input of shape " + to_string(node.input_shapes[i]));
+  if constexpr (kRecorded) add_recorded(w.grads, node.input_ids[i], g);
+  else accumulate(w.grads, node.input_ids[i], g);
+}
+
+// Runs attached tensor `id`'s callbacks on its final gradient and queues
+// what they return for .grad() (nothing in .grad() changes until every
+// callback and after-backward hook has run).
+template <bool kRecorded>
+void fire(GradManager::State& s, Walk& w, uint64_t id, std::vector<std::pair<Tensor, Tensor>>& updates) {
+  w.pending[id] = -1;
+  auto g = w.grads.find(id);
+  if (g == w.grads.end()) return;  // every contribution was undefined
+  auto at = s.attached_index.find(id);
+  if (at == s.attached_index.end()) return;
+  Tensor t(s.attached[at->second].tensor.lock());
+  if (!t.defined()) return;
+  Tensor grad = g->second;
+  if (!w.produced.contains(id)) w.grads.erase(g);  // else its producer still needs it
+  // A copy: a callback may attach (and so grow the list) while it runs.
+  const std::vector<GradCallback> callbacks = s.attached[at->second].callbacks;
+  // MegEngine's chain: each callback gets what the previous one returned,
+  // an undefined tensor included, and an undefined result means "no
+  // gradient for this tensor in this backward".
+  for (const auto& cb : callbacks) grad = cb(t, grad);
+  if (!grad.defined()) return;
+  if (grad.shape() != t.shape())
+    throw ShapeError("GradManager::backward: a callback returned a gradient of shape " + to_string(grad.shape()) +
+                     " for a tensor of shape " + to_string(t.shape()));
+  grad = kRecorded ? convert_recorded(grad, t.dtype()) : ops::in_dtype(grad, t.dtype());
+  updates.emplace_back(std::move(t), std::move(grad));
+}
+
 // The walk proper, which GradManager::backward runs after planning: runs
 // the closures in reverse, fires the callbacks, runs the hooks and returns
 // what write_grads adds to .grad(). Instantiated twice, so that the
 // ordinary walk (kRecorded false) carries no trace of the recorded one.
 template <bool kRecorded>
-std::vector<std::pair<Tensor, Tensor>> walk(
-    GradManager::State& s, std::vector<std::shared_ptr<Node>>& tape, const std::unordered_set<uint64_t>& tracked,
-    std::unordered_map<uint64_t, Tensor>& grads, const std::vector<char>& runs,
-    std::unordered_map<uint64_t, int>& pending, const std::unordered_set<uint64_t>& produced,
-    const std::vector<Tensor>& ys, const std::vector<GradManager*>& recorders,
-    const std::vector<GradManager*>& thread_list) {
-  // Converts a gradient to a dtype; in a recorded backward as a tracked op.
-  auto convert = [](const Tensor& g, DType dtype) {
-    if constexpr (kRecorded) return convert_recorded(g, dtype);
-    else return ops::in_dtype(g, dtype);
-  };
-  auto add_grad = [&](uint64_t id, Tensor g) {
-    if constexpr (kRecorded) add_recorded(grads, id, std::move(g));
-    else accumulate(grads, id, std::move(g));
-  };
-
-  // Ready gradients after their callbacks, waiting for .grad(): nothing in
-  // .grad() changes until every callback and after-backward hook has run.
+std::vector<std::pair<Tensor, Tensor>> walk(GradManager::State& s, Walk& w, const std::vector<Tensor>& ys,
+                                            const std::vector<GradManager*>& recorders) {
   std::vector<std::pair<Tensor, Tensor>> updates;
-  auto fire = [&](uint64_t id) {
-    pending[id] = -1;
-    auto g = grads.find(id);
-    if (g == grads.end()) return;  // every contribution was undefined
-    auto at = s.attached_index.find(id);
-    if (at == s.attached_index.end()) return;
-    Tensor t(s.attached[at->second].tensor.lock());
-    if (!t.defined()) return;
-    Tensor grad = g->second;
-    if (!produced.contains(id)) grads.erase(g);  // else its producer still needs it
-    // A copy: a callback may attach (and so grow the list) while it runs.
-    const std::vector<GradCallback> callbacks = s.attached[at->second].callbacks;
-    // MegEngine's chain: each callback gets what the previous one returned,
-    // an undefined tensor included, and an undefined result means "no
-    // gradient for this tensor in this backward".
-    for (const auto& cb : callbacks) grad = cb(t, grad);
-    if (!grad.defined()) return;
-    if (grad.shape() != t.shape())
-      throw ShapeError("GradManager::backward: a callback returned a gradient of shape " + to_string(grad.shape()) +
-                       " for a tensor of shape " + to_string(t.shape()));
-    grad = convert(grad, t.dtype());
-    updates.emplace_back(std::move(t), std::move(grad));
-  };
   auto consumed = [&](uint64_t id) {
-    auto p = pending.find(id);
-    if (p != pending.end() && p->second > 0 && --p->second == 0) fire(id);
+    auto p = w.pending.find(id);
+    if (p != w.pending.end() && p->second > 0 && --p->second == 0) fire<kRecorded>(s, w, id, updates);
   };
   for (const Tensor& y : ys)  // an attached output no op feeds on is final already
-    if (auto p = pending.find(y.id()); p != pending.end() && p->second == 0) fire(y.id());
+    if (auto p = w.pending.find(y.id()); p != w.pending.end() && p->second == 0) fire<kRecorded>(s, w, y.id(), updates);
 
-  for (size_t k = tape.size(); k-- > 0;) {
-    std::shared_ptr<Node> node = std::move(tape[k]);  // freed (with its saved tensors) after this step
-    if (!runs[k]) continue;
+  for (size_t k = w.tape.size(); k-- > 0;) {
+    std::shared_ptr<Node> node = std::move(w.tape[k]);  // freed (with its saved tensors) after this step
+    if (!w.runs[k]) continue;
     InputGrads input_grads(node->needs, kRecorded);
-    if (auto g = grads.find(node->output_id); g != grads.end()) {
+    if (auto g = w.grads.find(node->output_id); g != w.grads.end()) {
       Tensor grad_out = std::move(g->second);
-      grads.erase(g);  // an intermediate gradient lives only until consumed
+      w.grads.erase(g);  // an intermediate gradient lives only until consumed
       node->backward(grad_out, input_grads);
       if constexpr (kRecorded)
         if (!input_grads.asked()) mark_unrecorded(recorders, *node, input_grads);
     }
     // Every slot the plan counted is counted down, with or without a gradient.
     for (size_t i = 0; i < node->input_ids.size(); ++i) {
-      if (!node->needs[i] || !tracked.contains(node->input_ids[i])) continue;
-      Tensor& gi = input_grads.grads()[i];
-      if (gi.defined() && input_grads.block(i)) {
-        const InputGrads::Block& b = *input_grads.block(i);
-        if (kRecorded || b.dim < 0 || b.dim >= gi.ndim() || b.start < 0 ||
-            gi.shape()[b.dim] > node->input_shapes[i][b.dim] - b.start)
-          throw Error("GradManager::backward: internal error: a gradient block of shape " + to_string(gi.shape()) +
-                      " for an input of shape " + to_string(node->input_shapes[i]) +
-                      (kRecorded ? " in a recorded backward" : ""));
-        accumulate_block(grads, node->input_ids[i], convert(gi, node->input_dtypes[i]), b, node->input_shapes[i]);
-      } else if (gi.defined()) {
-        if (gi.shape() != node->input_shapes[i])
-          throw Error("GradManager::backward: internal error: gradient of shape " + to_string(gi.shape()) +
-                      " for an input of shape " + to_string(node->input_shapes[i]));
-        add_grad(node->input_ids[i], convert(gi, node->input_dtypes[i]));
-      }
+      if (!node->needs[i] || !w.tracked.contains(node->input_ids[i])) continue;
+      add_input_grad<kRecorded>(w, *node, input_grads, i);
       consumed(node->input_ids[i]);
     }
   }
-  for (const auto& [id, left] : pending)  // the plan is exact; this only guards against a lost gradient
-    if (left >= 0 && grads.contains(id)) fire(id);
+  for (const auto& [id, left] : w.pending)  // the plan is exact; this only guards against a lost gradient
+    if (left >= 0 && w.grads.contains(id)) fire<kRecorded>(s, w, id, updates);
 
   // MegEngine's order: the hooks run after every callback and before any
   // .grad() changes, so a hook that waits for asynchronous reductions
@@ -563,6 +574,86 @@ GradScaling scaling_of_outputs(const std::vector<Tensor>& ys, const std::vector<
 
 }  // namespace
 
+namespace {
+
+// The outer managers of `gm`'s recording: recording since before it and
+// not in its group. MegEngine records its backward on them (how nested
+// managers give higher order); members of one group, and managers that
+// started later, do not see it.
+std::vector<GradManager*> outer_managers(const GradManager::State& s, const GradManager* gm) {
+  std::vector<GradManager*> outer;
+  for (GradManager* m : *s.recording_list) {
+    if (m == gm) break;
+    if (s.group == 0 || TapeAccess::state(m).group != s.group) outer.push_back(m);
+  }
+  return outer;
+}
+
+// The gradients the walk starts from: dy (ones where none is given) for
+// each output the tape tracks.
+void seed_grads(Walk& w, const std::vector<Tensor>& ys, const std::vector<Tensor>& dys) {
+  for (size_t i = 0; i < ys.size(); ++i) {
+    if (auto u = w.unrecorded.find(ys[i].id()); u != w.unrecorded.end())
+      throw_unrecorded(to_string(ys[i].dtype()), ys[i].shape(), u->second);
+    if (!w.tracked.contains(ys[i].id())) continue;
+    Tensor dy = (dys.empty() || !dys[i].defined()) ? empty(ys[i].shape(), ys[i].dtype(), ys[i].device()) : dys[i];
+    if (dys.empty() || !dys[i].defined()) backend::fill(dy, 1.0);
+    accumulate(w.grads, ys[i].id(), ops::in_dtype(dy, ys[i].dtype()));
+  }
+}
+
+// Plans the walk before running it: a node runs when its output receives a
+// gradient, and an attached tensor's gradient is final once every input
+// slot of a running node that feeds it has been processed. `pending`
+// counts those slots per attached tensor; the walk fires the tensor's
+// callbacks when its count reaches zero, so a data-parallel callback can
+// start reducing it while the rest of the backward runs.
+void plan(const GradManager::State& s, Walk& w) {
+  w.runs.assign(w.tape.size(), 0);
+  std::unordered_set<uint64_t> live;  // ids that will receive a gradient
+  live.reserve(2 * w.tape.size() + w.grads.size());
+  for (const auto& [id, g] : w.grads) {
+    live.insert(id);
+    if (s.attached_index.contains(id)) w.pending.try_emplace(id, 0);
+  }
+  for (size_t k = w.tape.size(); k-- > 0;) {
+    const Node& node = *w.tape[k];
+    if (!live.contains(node.output_id)) continue;
+    w.runs[k] = 1;
+    if (s.attached_index.contains(node.output_id)) w.produced.insert(node.output_id);
+    for (size_t i = 0; i < node.input_ids.size(); ++i) {
+      if (!node.needs[i] || !w.tracked.contains(node.input_ids[i])) continue;
+      if (!w.unrecorded.empty())
+        if (auto u = w.unrecorded.find(node.input_ids[i]); u != w.unrecorded.end())
+          throw_unrecorded(to_string(node.input_dtypes[i]), node.input_shapes[i], u->second);
+      live.insert(node.input_ids[i]);
+      if (s.attached_index.contains(node.input_ids[i])) ++w.pending[node.input_ids[i]];
+    }
+  }
+}
+
+// The managers that record this backward: the outer ones that track
+// something it reads (dy, or an input of an op it runs). Their recording
+// includes the forward; so it includes the backward too, and what the
+// backward writes is tracked there.
+std::vector<GradManager*> reading_managers(const std::vector<GradManager*>& outer, const Walk& w,
+                                           const std::vector<Tensor>& dys) {
+  std::vector<GradManager*> recorders;
+  for (GradManager* m : outer) {
+    const auto& mt = TapeAccess::state(m).tracked;
+    bool reads =
+        std::any_of(dys.begin(), dys.end(), [&](const Tensor& d) { return d.defined() && mt.contains(d.id()); });
+    for (size_t k = 0; k < w.tape.size() && !reads; ++k)
+      if (w.runs[k])
+        reads = std::any_of(w.tape[k]->input_ids.begin(), w.tape[k]->input_ids.end(),
+                            [&](uint64_t id) { return mt.contains(id); });
+    if (reads) recorders.push_back(m);
+  }
+  return recorders;
+}
+
+}  // namespace
+
 void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tensor>& dys,
                            const BackwardOptions& options) {
   auto& s = *state_;
@@ -584,30 +675,20 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
     throw StateError(
         "GradManager::backward: create_graph inside a no_grad scope (or inside another backward) would record "
         "nothing; call it where recording is on");
-
-  // Outer managers: recording since before this one and not in its group.
-  // MegEngine records this backward on them (how nested managers give higher
-  // order); members of one group, and managers that started later, do not see it.
-  std::vector<GradManager*> outer;
-  for (GradManager* m : *s.recording_list) {
-    if (m == this) break;
-    if (s.group == 0 || TapeAccess::state(m).group != s.group) outer.push_back(m);
-  }
+  const std::vector<GradManager*> outer = outer_managers(s, this);
   // Without create_graph the recording is released up front: whatever
   // happens below, the tape is spent. With it the tape is kept (the
   // forward is differentiated again by the next backward) and this backward
   // is appended to it.
-  std::vector<std::shared_ptr<Node>> tape;
-  std::unordered_set<uint64_t> tracked;
-  std::unordered_map<uint64_t, std::string> unrecorded;
+  Walk w;
   if (create_graph) {
-    tape = s.tape;
-    tracked = s.tracked;
-    unrecorded = s.unrecorded;
+    w.tape = s.tape;
+    w.tracked = s.tracked;
+    w.unrecorded = s.unrecorded;
   } else {
-    tape = std::move(s.tape);
-    tracked = std::move(s.tracked);
-    unrecorded = std::move(s.unrecorded);
+    w.tape = std::move(s.tape);
+    w.tracked = std::move(s.tracked);
+    w.unrecorded = std::move(s.unrecorded);
     release();
   }
   // Recording paused until the walk (planning records nothing), and through
@@ -619,75 +700,20 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
       if (on) --counter;
     }
   } no_record{++paused};
+  seed_grads(w, ys, dys);
+  plan(s, w);
 
-  std::unordered_map<uint64_t, Tensor> grads;
-  for (size_t i = 0; i < ys.size(); ++i) {
-    if (auto u = unrecorded.find(ys[i].id()); u != unrecorded.end())
-      throw_unrecorded(to_string(ys[i].dtype()), ys[i].shape(), u->second);
-    if (!tracked.contains(ys[i].id())) continue;
-    Tensor dy = (dys.empty() || !dys[i].defined()) ? empty(ys[i].shape(), ys[i].dtype(), ys[i].device()) : dys[i];
-    if (dys.empty() || !dys[i].defined()) backend::fill(dy, 1.0);
-    accumulate(grads, ys[i].id(), ops::in_dtype(dy, ys[i].dtype()));
-  }
-
-  // Plan the walk before running it: a node runs when its output receives a
-  // gradient, and an attached tensor's gradient is final once every input
-  // slot of a running node that feeds it has been processed. `pending`
-  // counts those slots per attached tensor; the walk fires the tensor's
-  // callbacks when its count reaches zero, so a data-parallel callback can
-  // start reducing it while the rest of the backward runs.
-  std::vector<char> runs(tape.size(), 0);
-  std::unordered_map<uint64_t, int> pending;  // attached id -> feeding slots still to process; -1 once fired
-  std::unordered_set<uint64_t> produced;      // attached ids that are also the output of a running node
-  {
-    std::unordered_set<uint64_t> live;  // ids that will receive a gradient
-    live.reserve(2 * tape.size() + grads.size());
-    for (const auto& [id, g] : grads) {
-      live.insert(id);
-      if (s.attached_index.contains(id)) pending.try_emplace(id, 0);
-    }
-    for (size_t k = tape.size(); k-- > 0;) {
-      const Node& node = *tape[k];
-      if (!live.contains(node.output_id)) continue;
-      runs[k] = 1;
-      if (s.attached_index.contains(node.output_id)) produced.insert(node.output_id);
-      for (size_t i = 0; i < node.input_ids.size(); ++i) {
-        if (!node.needs[i] || !tracked.contains(node.input_ids[i])) continue;
-        if (!unrecorded.empty())
-          if (auto u = unrecorded.find(node.input_ids[i]); u != unrecorded.end())
-            throw_unrecorded(to_string(node.input_dtypes[i]), node.input_shapes[i], u->second);
-        live.insert(node.input_ids[i]);
-        if (s.attached_index.contains(node.input_ids[i])) ++pending[node.input_ids[i]];
-      }
-    }
-  }
-
-  // The managers that record this backward: the outer ones that track
-  // something it reads (dy, or an input of an op it runs), and this one
-  // under create_graph. Their recording includes the forward; so it
-  // includes the backward too, and what the backward writes is tracked there.
   std::vector<GradManager*> recorders;
-  if (may_record) {
-    for (GradManager* m : outer) {
-      const auto& mt = TapeAccess::state(m).tracked;
-      bool reads =
-          std::any_of(dys.begin(), dys.end(), [&](const Tensor& d) { return d.defined() && mt.contains(d.id()); });
-      for (size_t k = 0; k < tape.size() && !reads; ++k)
-        if (runs[k])
-          reads = std::any_of(tape[k]->input_ids.begin(), tape[k]->input_ids.end(),
-                              [&](uint64_t id) { return mt.contains(id); });
-      if (reads) recorders.push_back(m);
-    }
-    if (create_graph) recorders.push_back(this);
-  }
+  if (may_record) recorders = reading_managers(outer, w, dys);
+  if (may_record && create_graph) recorders.push_back(this);  // and this one, under create_graph
   if (recorders.empty()) {
-    auto updates = walk<false>(s, tape, tracked, grads, runs, pending, produced, ys, recorders, thread_list);
+    auto updates = walk<false>(s, w, ys, recorders);
     write_grads<false>(updates, scaling, thread_list);
   } else {
     --paused;
     no_record.on = false;
     GraphScope graph_scope(recorders);
-    auto updates = walk<true>(s, tape, tracked, grads, runs, pending, produced, ys, recorders, thread_list);
+    auto updates = walk<true>(s, w, ys, recorders);
     write_grads<true>(updates, scaling, thread_list);
   }
 }
