@@ -49,38 +49,94 @@ void check_input_grads(const Function& fn, const std::vector<Tensor>& grads, con
 
 }  // namespace
 
-std::vector<Tensor> apply(const std::shared_ptr<Function>& fn, const std::vector<Tensor>& inputs) {
-  if (!fn) throw ValueError("autodiff::apply: null function");
-  const amp::AutocastState state = amp::current_state();  // what backward re-establishes
+namespace {
 
-  std::vector<Tensor> outputs;
-  {
-    NoRecordScope no_record;  // the function is one op: its inner ops stay off the tape
-    if (fn->cast_inputs && state.enabled) {
-      std::vector<Tensor> cast = inputs;
-      for (Tensor& t : cast)
-        if (t.defined() && is_floating_point(t.dtype()) && t.dtype() != DType::float64)
-          t = ops::in_dtype(t, *fn->cast_inputs);
-      amp::autocast off(false);
-      outputs = fn->forward(cast);
-    } else {
-      outputs = fn->forward(inputs);
-    }
-  }
+// fn's forward as one op: its inner ops stay off the tape; under autocast
+// with cast_inputs, on the inputs cast to that dtype, with autocast off.
+std::vector<Tensor> run_forward(Function& fn, const std::vector<Tensor>& inputs, const amp::AutocastState& state) {
+  NoRecordScope no_record;
+  if (!fn.cast_inputs || !state.enabled) return fn.forward(inputs);
+  std::vector<Tensor> cast = inputs;
+  for (Tensor& t : cast)
+    if (t.defined() && is_floating_point(t.dtype()) && t.dtype() != DType::float64)
+      t = ops::in_dtype(t, *fn.cast_inputs);
+  amp::autocast off(false);
+  return fn.forward(cast);
+}
 
+// What the backward needs to know of the outputs; an output that is one of
+// the inputs is replaced by a detached handle (a node whose output is its
+// own input would feed itself).
+std::vector<OutputMeta> output_meta(const Function& fn, std::vector<Tensor>& outputs,
+                                    const std::vector<Tensor>& inputs) {
   std::vector<OutputMeta> meta;
   meta.reserve(outputs.size());
   for (size_t j = 0; j < outputs.size(); ++j) {
     Tensor& out = outputs[j];
-    if (!out.defined())
-      throw ValueError(where(*fn) + ": forward returned an undefined output " + std::to_string(j));
+    if (!out.defined()) throw ValueError(where(fn) + ": forward returned an undefined output " + std::to_string(j));
     for (const Tensor& in : inputs)
       if (in.defined() && in.id() == out.id()) {
-        out = out.detach();  // a node whose output is its own input would feed itself
+        out = out.detach();
         break;
       }
     meta.push_back({out.shape(), out.dtype(), out.device(), is_floating_point(out.dtype())});
   }
+  return meta;
+}
+
+// The closure recorded for output j: the user's backward given output j's
+// gradient (zeros for the others), under the forward's autocast state.
+BackwardFn backward_of_output(const std::shared_ptr<Function>& fn, size_t j, const amp::AutocastState& state,
+                              const std::shared_ptr<const std::vector<OutputMeta>>& meta,
+                              const std::vector<Tensor>& inputs) {
+  std::vector<Shape> shapes;
+  std::vector<DType> dtypes;
+  std::vector<Device> devices;
+  for (const Tensor& t : inputs) {
+    shapes.push_back(t.defined() ? t.shape() : Shape{});
+    dtypes.push_back(t.defined() ? t.dtype() : DType::float32);
+    devices.push_back(t.defined() ? t.device() : Device::cpu());
+  }
+  return [fn, j, state, meta, shapes = std::move(shapes), dtypes = std::move(dtypes), devices = std::move(devices),
+          name = fn->name()](const Tensor& grad, InputGrads& gi) {
+    // The user's backward runs as written: in a recorded backward its F::
+    // ops are recorded like any op, so it is differentiable when they are.
+    // A once_differentiable one runs unrecorded and does not ask, so its
+    // gradients are marked as not differentiable, under its name.
+    std::optional<no_grad> unrecorded;
+    if (fn->once_differentiable) {
+      gi.name_op(name.c_str());
+      unrecorded.emplace();
+    } else {
+      (void)gi.create_graph();
+    }
+    std::vector<Tensor> output_grads(meta->size());
+    for (size_t k = 0; k < output_grads.size(); ++k) {
+      const OutputMeta& m = (*meta)[k];
+      if (k == j)
+        output_grads[k] = grad;
+      else if (m.floating)
+        output_grads[k] = zeros(m.shape, m.dtype, m.device);
+    }
+    const amp::detail::SavedState saved = amp::detail::enter(state);
+    struct Restore {
+      amp::detail::SavedState saved;
+      ~Restore() { amp::detail::leave(saved); }
+    } restore{saved};
+    std::vector<Tensor> grads = fn->backward(output_grads);
+    check_input_grads(*fn, grads, gi, shapes, dtypes, devices);
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (gi.needs(i) && grads[i].defined()) gi.set(i, std::move(grads[i]));
+  };
+}
+
+}  // namespace
+
+std::vector<Tensor> apply(const std::shared_ptr<Function>& fn, const std::vector<Tensor>& inputs) {
+  if (!fn) throw ValueError("autodiff::apply: null function");
+  const amp::AutocastState state = amp::current_state();  // what backward re-establishes
+  std::vector<Tensor> outputs = run_forward(*fn, inputs, state);
+  std::vector<OutputMeta> meta = output_meta(*fn, outputs, inputs);
   if (!is_recording()) return outputs;
 
   std::vector<const Tensor*> in_ptrs;
@@ -88,50 +144,10 @@ std::vector<Tensor> apply(const std::shared_ptr<Function>& fn, const std::vector
   for (const Tensor& t : inputs) in_ptrs.push_back(&t);
   const std::span<const Tensor* const> in_span(in_ptrs.data(), in_ptrs.size());
   auto shared_meta = std::make_shared<const std::vector<OutputMeta>>(std::move(meta));
-
   for (size_t j = 0; j < outputs.size(); ++j) {
     if (!(*shared_meta)[j].floating) continue;  // indices: no gradient flows through them
-    record_with(OpKind::kCount, in_span, outputs[j], [&] {  // not a table op: the closure names itself
-      std::vector<Shape> shapes;
-      std::vector<DType> dtypes;
-      std::vector<Device> devices;
-      for (const Tensor& t : inputs) {
-        shapes.push_back(t.defined() ? t.shape() : Shape{});
-        dtypes.push_back(t.defined() ? t.dtype() : DType::float32);
-        devices.push_back(t.defined() ? t.device() : Device::cpu());
-      }
-      return BackwardFn([fn, j, state, shared_meta, shapes = std::move(shapes), dtypes = std::move(dtypes),
-                         devices = std::move(devices), name = fn->name()](const Tensor& grad, InputGrads& gi) {
-        // The user's backward runs as written: in a recorded backward its F::
-        // ops are recorded like any op, so it is differentiable when they are.
-        // A once_differentiable one runs unrecorded and does not ask, so its
-        // gradients are marked as not differentiable, under its name.
-        std::optional<no_grad> unrecorded;
-        if (fn->once_differentiable) {
-          gi.name_op(name.c_str());
-          unrecorded.emplace();
-        } else {
-          (void)gi.create_graph();
-        }
-        std::vector<Tensor> output_grads(shared_meta->size());
-        for (size_t k = 0; k < output_grads.size(); ++k) {
-          const OutputMeta& m = (*shared_meta)[k];
-          if (k == j)
-            output_grads[k] = grad;
-          else if (m.floating)
-            output_grads[k] = zeros(m.shape, m.dtype, m.device);
-        }
-        const amp::detail::SavedState saved = amp::detail::enter(state);
-        struct Restore {
-          amp::detail::SavedState saved;
-          ~Restore() { amp::detail::leave(saved); }
-        } restore{saved};
-        std::vector<Tensor> grads = fn->backward(output_grads);
-        check_input_grads(*fn, grads, gi, shapes, dtypes, devices);
-        for (size_t i = 0; i < grads.size(); ++i)
-          if (gi.needs(i) && grads[i].defined()) gi.set(i, std::move(grads[i]));
-      });
-    });
+    record_with(OpKind::kCount, in_span, outputs[j],  // not a table op: the closure names itself
+                [&] { return backward_of_output(fn, j, state, shared_meta, inputs); });
   }
   return outputs;
 }
