@@ -131,242 +131,243 @@ ConvDtypes autocast_conv(OpKind op, const char* name, Tensor& x, Tensor& w, Tens
   return {mixed.value_or(x.dtype()), mixed.has_value()};
 }
 
+// A convolution's recorded gradients (create_graph): conv_part on the
+// tensors the forward saw, in the dtype it computed in. The kernels run the
+// conv2d of geometry `geo`, whose input is `in` and whose output gradient is
+// `out_grad`: for conv2d and conv1d, in = x and out_grad = g; for
+// conv_transpose2d (conv2d's data part), in = g and out_grad = x.
+void recorded_conv_grads(bool transposed, const Tensor& g_in, const Tensor& x, const Tensor& w, const ConvGeometry& geo,
+                         const Shape& x_shape, const Shape& w_shape, DType compute, DType b_dtype,
+                         autodiff::InputGrads& gi) {
+  const Tensor g4 = reshaped(F::astype(g_in, compute), transposed ? geo.x4 : geo.y4);
+  const Tensor x4 = reshaped(F::astype(x, compute), transposed ? geo.y4 : geo.x4);
+  const Tensor w4 = reshaped(F::astype(w, compute), geo.w4);
+  if (gi.needs(0)) {
+    const Tensor gx = transposed ? conv_part(ConvPart::forward, g4, w4, geo) : conv_part(ConvPart::data, g4, w4, geo);
+    gi.set(0, reshaped(F::astype(gx, x.dtype()), x_shape));
+  }
+  if (gi.needs(1)) {
+    const Tensor gw = transposed ? conv_part(ConvPart::weights, x4, g4, geo) : conv_part(ConvPart::weights, g4, x4, geo);
+    gi.set(1, reshaped(F::astype(gw, w.dtype()), w_shape));
+  }
+  if (gi.needs(2)) gi.set(2, F::astype(F::sum(g4, {0, 2, 3}), b_dtype));
+}
+
+// The same gradients with the kernels alone: g and xc, wc are the 4-d dense
+// operands (g in the forward's dtype).
+void conv_grads(bool transposed, const Tensor& g, const Tensor& xc, const Tensor& wc, const backend::Conv2dParams& p,
+                const Shape& x_shape, const Shape& w_shape, DType b_dtype, autodiff::InputGrads& gi) {
+  if (gi.needs(0)) {
+    Tensor gx = empty(x_shape, xc.dtype(), xc.device());
+    if (transposed) backend::conv2d_forward(g, wc, Tensor(), as_shape(gx, xc.shape()), p);
+    else backend::conv2d_backward_data(g, wc, as_shape(gx, xc.shape()), p);
+    gi.set(0, gx);
+  }
+  Tensor gb = gi.needs(2) ? empty(Shape{g.shape()[1]}, b_dtype, g.device()) : Tensor();
+  if (gi.needs(1)) {
+    Tensor gw = empty(w_shape, wc.dtype(), wc.device());
+    // conv_transpose2d's is conv2d's weight gradient with its output gradient = x, its input = g.
+    if (transposed) backend::conv2d_backward_weights(xc, g, as_shape(gw, wc.shape()), Tensor(), p);
+    else backend::conv2d_backward_weights(g, xc, as_shape(gw, wc.shape()), gb, p);  // and the bias's
+    gi.set(1, gw);
+  }
+  if (gb.defined() && !(gi.needs(1) && !transposed))
+    backend::sum_channels(g, g.shape()[0], g.shape()[1], g.shape()[2] * g.shape()[3], gb);
+  if (gb.defined()) gi.set(2, gb);
+}
+
+// y (4-d view `y4`) = the convolution of the dense 4-d operands, plus the bias.
+void conv_forward(bool transposed, const Tensor& xc, const Tensor& wc, const Tensor& b, const Tensor& y4,
+                  const backend::Conv2dParams& p) {
+  if (!transposed) {
+    backend::conv2d_forward(xc, wc, b.defined() ? ops::dense(b) : Tensor(), y4, p);
+    return;
+  }
+  backend::conv2d_backward_data(xc, wc, y4, p);
+  if (b.defined()) {
+    const Tensor bc = ops::dense(b, y4.dtype());  // a float32 bias autocast kept is added in y's dtype, as a 16-bit one
+    backend::binary(backend::BinaryOp::add, y4, as_shape(bc, Shape{1, y4.shape()[1], 1, 1}), y4);
+  }
+}
+
 // The autocast, forward and tape entry of a validated convolution, run by the
-// 2-d kernels on 4-d views of the operands. The closure holds x and w
-// themselves besides the dense 4-d views its kernels read, for a recorded
-// backward.
+// 2-d kernels on 4-d views of the operands; `transposed`: conv_transpose2d,
+// conv2d's data part. The closure, built only when something records, holds
+// x and w themselves besides the dense 4-d views its kernels read, for a
+// recorded backward.
 Tensor run_conv(OpKind op, const char* name, const Tensor& x_in, const Tensor& w_in, const Tensor& b_in,
-                const ConvShapes& s, const backend::Conv2dParams& p) {
+                const ConvShapes& s, const backend::Conv2dParams& p, bool transposed = false) {
   Tensor x = x_in, w = w_in, b = b_in;
   const ConvDtypes dt = autocast_conv(op, name, x, w, b);
   const DType dtype = dt.result;
   sizes::nbytes(s.y, dtype, name);
 
   const Tensor xc = as_shape(ops::dense(x), s.x4), wc = as_shape(ops::dense(w), s.w4);
-  const Tensor bc = b.defined() ? ops::dense(b) : Tensor();
   const Tensor y = autodiff::keep_or_compute(op, s.y, dtype, [&] {
     Tensor out = empty(s.y, dtype, x.device());
-    backend::conv2d_forward(xc, wc, bc, as_shape(out, s.y4), p);
+    conv_forward(transposed, xc, wc, b, as_shape(out, s.y4), p);
     return out;
   });
-
-  autodiff::record(op, {&x, &w, &b}, y, [x, w, xc, wc, p, dt, x_shape = x.shape(), w_shape = w.shape(), y4 = s.y4,
-                                         b_dtype = b.defined() ? b.dtype() : dtype](const Tensor& g_in,
-                                                                                    autodiff::InputGrads& gi) {
-    const DType dtype = dt.result;
-    if (gi.create_graph()) {
-      const ConvGeometry geo{p, xc.shape(), wc.shape(), y4};
-      const DType compute = dt.compute();
-      std::optional<amp::detail::AutocastOff> off;
-      if (dt.mixed) off.emplace();
-      const Tensor g4 = reshaped(F::astype(g_in, compute), y4);
-      const auto part = [&](ConvPart which, const Tensor& other, const Shape& shape, DType result) {
-        return F::astype(conv_part(which, g4, reshaped(F::astype(other, compute), shape), geo), result);
-      };
-      if (gi.needs(0)) gi.set(0, reshaped(part(ConvPart::data, w, geo.w4, x.dtype()), x_shape));
-      if (gi.needs(1)) gi.set(1, reshaped(part(ConvPart::weights, x, geo.x4, w.dtype()), w_shape));
-      if (gi.needs(2)) gi.set(2, F::astype(F::sum(g4, {0, 2, 3}), b_dtype));
-      return;
-    }
-    const Tensor g = as_shape(ops::dense(g_in, dtype), y4);
-    if (gi.needs(0)) {
-      Tensor gx = empty(x_shape, xc.dtype(), xc.device());
-      backend::conv2d_backward_data(g, wc, as_shape(gx, xc.shape()), p);
-      gi.set(0, gx);
-    }
-    Tensor gb = gi.needs(2) ? empty(Shape{wc.shape()[0]}, b_dtype, g.device()) : Tensor();
-    if (gi.needs(1)) {
-      Tensor gw = empty(w_shape, wc.dtype(), wc.device());
-      backend::conv2d_backward_weights(g, xc, as_shape(gw, wc.shape()), gb, p);
-      gi.set(1, gw);
-    } else if (gb.defined()) {
-      backend::sum_channels(g, g.shape()[0], g.shape()[1], g.shape()[2] * g.shape()[3], gb);
-    }
-    if (gb.defined()) gi.set(2, gb);
+  ops::record_lazy(op, {&x, &w, &b}, y, [&] {
+    // The conv2d these kernels run: transposed, its input is y and its output x.
+    const ConvGeometry geo{p, transposed ? s.y4 : s.x4, s.w4, transposed ? s.x4 : s.y4};
+    return [x, w, xc, wc, geo, dt, transposed, y4 = s.y4, b_dtype = b.defined() ? b.dtype() : dtype](
+               const Tensor& g_in, autodiff::InputGrads& gi) {
+      if (gi.create_graph()) {
+        std::optional<amp::detail::AutocastOff> off;
+        if (dt.mixed) off.emplace();
+        recorded_conv_grads(transposed, g_in, x, w, geo, x.shape(), w.shape(), dt.compute(), b_dtype, gi);
+        return;
+      }
+      const Tensor g = as_shape(ops::dense(g_in, dt.result), y4);
+      conv_grads(transposed, g, xc, wc, geo.p, x.shape(), w.shape(), b_dtype, gi);
+    };
   });
+  return y;
+}
+
+// A convolution's spatial arguments, one entry per spatial dim (conv1d: 1,
+// conv2d: 2), and how its errors name its layout.
+struct ConvSpec {
+  const char* op;
+  const char* layout;  // "input [N, C, H, W] and weight [O, C/groups, KH, KW]"
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups;
+};
+
+// An extent as the op's options spell it: "2" for conv1d, "(2, 3)" for conv2d.
+std::string extent(const std::vector<int64_t>& v) {
+  if (v.size() == 1) return std::to_string(v[0]);
+  std::string out = "(";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + ")";
+}
+
+// Checks a convolution's operands (x [N, C, *spatial], weight [O, C/groups,
+// *kernel], bias [O]) and arguments; returns its output shape.
+Shape conv_output_shape(const ConvSpec& c, const Tensor& x, const Tensor& w, const Tensor& b) {
+  const std::string op = c.op;
+  const int dims = static_cast<int>(c.stride.size());
+  check_conv_inputs(c.op, x, w, b);
+  if (x.ndim() != 2 + dims || w.ndim() != 2 + dims)
+    throw ShapeError(op + ": expected " + c.layout + ", got " + ops::describe(x) + " and " + ops::describe(w));
+  const int64_t ch = x.shape()[1], out_ch = w.shape()[0];
+  if (c.groups < 1 || ch % c.groups != 0 || out_ch % c.groups != 0 || w.shape()[1] != ch / c.groups)
+    throw ShapeError(op + ": input " + ops::describe(x) + " and weight " + ops::describe(w) +
+                     " do not fit groups=" + std::to_string(c.groups));
+  for (int d = 0; d < dims; ++d)
+    if (w.shape()[2 + d] < 1) throw ShapeError(op + ": weight " + ops::describe(w) + " has an empty kernel");
+  if (b.defined() && (b.ndim() != 1 || b.shape()[0] != out_ch))
+    throw ShapeError(op + ": bias " + ops::describe(b) + " does not fit weight " + ops::describe(w));
+  for (int d = 0; d < dims; ++d)
+    if (c.stride[d] < 1 || c.dilation[d] < 1 || c.padding[d] < 0)
+      throw ShapeError(op + ": invalid stride " + extent(c.stride) + ", padding " + extent(c.padding) +
+                       " or dilation " + extent(c.dilation) + " for input " + ops::describe(x));
+  auto context = [&] {
+    return "input " + ops::describe(x) + ", weight " + ops::describe(w) + ", padding " + extent(c.padding) +
+           ", dilation " + extent(c.dilation);
+  };
+  Shape y{x.shape()[0], out_ch};
+  for (int d = 0; d < dims; ++d) {
+    const int64_t o = conv_out(c.op, x.shape()[2 + d], w.shape()[2 + d], c.stride[d], c.padding[d], c.dilation[d],
+                               context);
+    if (o < 1)
+      throw ShapeError(op + ": kernel of weight " + ops::describe(w) + " (dilation " + extent(c.dilation) +
+                       ") larger than padded input " + ops::describe(x) + " with padding " + extent(c.padding));
+    y.push_back(o);
+  }
+  if (!amp::detail::autocast_active()) check_conv_dtypes(c.op, x, w, b);
+  // The backend estimates the work as output elements times the weights per
+  // output channel; that product must not wrap either.
+  int64_t per_channel = 1;  // the weights per output channel: C/groups times the kernel
+  for (int d = 1; d < w.ndim(); ++d) per_channel *= w.shape()[d];
+  sizes::mul(sizes::numel(y, c.op), per_channel, c.op, context);
+  return y;
+}
+
+// Checks conv_transpose2d's operands and arguments; returns its output shape.
+Shape conv_transpose_output_shape(const Tensor& x, const Tensor& w, const Tensor& b, const ConvTranspose2dOptions& o) {
+  constexpr const char* kOp = "conv_transpose2d";
+  const std::string op = kOp;
+  check_conv_inputs(kOp, x, w, b);
+  if (x.ndim() != 4 || w.ndim() != 4)
+    throw ShapeError(op + ": expected input [N, C, H, W] and weight [C, O/groups, KH, KW], got " + ops::describe(x) +
+                     " and " + ops::describe(w));
+  if (o.groups < 1 || x.shape()[1] % o.groups != 0 || w.shape()[0] != x.shape()[1])
+    throw ShapeError(op + ": input " + ops::describe(x) + " and weight " + ops::describe(w) + " do not fit groups=" +
+                     std::to_string(o.groups) + " (weight is [C, O/groups, KH, KW])");
+  const int64_t kh = w.shape()[2], kw = w.shape()[3];
+  if (kh < 1 || kw < 1) throw ShapeError(op + ": weight " + ops::describe(w) + " has an empty kernel");
+  const int64_t out_ch = sizes::mul(w.shape()[1], o.groups, kOp, [&] { return "weight " + ops::describe(w); });
+  if (b.defined() && (b.ndim() != 1 || b.shape()[0] != out_ch))
+    throw ShapeError(op + ": bias " + ops::describe(b) + " does not fit weight " + ops::describe(w) +
+                     " with groups=" + std::to_string(o.groups));
+  if (o.stride.h < 1 || o.stride.w < 1 || o.dilation.h < 1 || o.dilation.w < 1 || o.padding.h < 0 ||
+      o.padding.w < 0 || o.output_padding.h < 0 || o.output_padding.w < 0)
+    throw ShapeError(op + ": invalid stride " + size2(o.stride) + ", padding " + size2(o.padding) +
+                     ", output_padding " + size2(o.output_padding) + " or dilation " + size2(o.dilation) +
+                     " for input " + ops::describe(x));
+  // output_padding picks among the output sizes that a conv2d with this
+  // stride maps back to the input's size: it must stay below the stride.
+  if (o.output_padding.h >= o.stride.h || o.output_padding.w >= o.stride.w)
+    throw ShapeError(op + ": output_padding " + size2(o.output_padding) + " must be smaller than stride " +
+                     size2(o.stride) + " for input " + ops::describe(x));
+  auto context = [&] {
+    return "input " + ops::describe(x) + ", weight " + ops::describe(w) + ", stride " + size2(o.stride) +
+           ", dilation " + size2(o.dilation);
+  };
+  // (in - 1) * s - 2p + d (k - 1) + output_padding + 1, each step checked.
+  auto out_extent = [&](int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int64_t op_) -> int64_t {
+    if (in < 1) return 0;
+    const int64_t grown = sizes::add(sizes::mul(in - 1, s, kOp, context),
+                                     sizes::add(sizes::mul(d, k - 1, kOp, context), op_ + 1, kOp, context), kOp,
+                                     context);
+    return grown - sizes::mul(2, p, kOp, context);
+  };
+  const int64_t oh = out_extent(x.shape()[2], kh, o.stride.h, o.padding.h, o.dilation.h, o.output_padding.h);
+  const int64_t ow = out_extent(x.shape()[3], kw, o.stride.w, o.padding.w, o.dilation.w, o.output_padding.w);
+  if (oh < 1 || ow < 1)
+    throw ShapeError(op + ": input " + ops::describe(x) + " with weight " + ops::describe(w) + ", stride " +
+                     size2(o.stride) + ", padding " + size2(o.padding) + " and dilation " + size2(o.dilation) +
+                     " gives an empty output");
+  if (!amp::detail::autocast_active()) check_conv_dtypes(kOp, x, w, b);
+  const Shape y{x.shape()[0], out_ch, oh, ow};
+  sizes::mul(sizes::numel(x.shape(), kOp), w.shape()[1] * kh * kw, kOp, context);
+  sizes::numel(y, kOp);
   return y;
 }
 
 }  // namespace
 
 Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const Conv2dOptions& o) {
-  check_conv_inputs("conv2d", x_in, w_in, b_in);
-  if (x_in.ndim() != 4 || w_in.ndim() != 4)
-    throw ShapeError("conv2d: expected input [N, C, H, W] and weight [O, C/groups, KH, KW], got " +
-                     ops::describe(x_in) + " and " + ops::describe(w_in));
-  const int64_t c = x_in.shape()[1], out_ch = w_in.shape()[0];
-  if (o.groups < 1 || c % o.groups != 0 || out_ch % o.groups != 0 || w_in.shape()[1] != c / o.groups)
-    throw ShapeError("conv2d: input " + ops::describe(x_in) + " and weight " + ops::describe(w_in) +
-                     " do not fit groups=" + std::to_string(o.groups));
-  if (w_in.shape()[2] < 1 || w_in.shape()[3] < 1)
-    throw ShapeError("conv2d: weight " + ops::describe(w_in) + " has an empty kernel");
-  if (b_in.defined() && (b_in.ndim() != 1 || b_in.shape()[0] != out_ch))
-    throw ShapeError("conv2d: bias " + ops::describe(b_in) + " does not fit weight " + ops::describe(w_in));
-  if (o.stride.h < 1 || o.stride.w < 1 || o.dilation.h < 1 || o.dilation.w < 1 || o.padding.h < 0 || o.padding.w < 0)
-    throw ShapeError("conv2d: invalid stride " + size2(o.stride) + ", padding " + size2(o.padding) + " or dilation " +
-                     size2(o.dilation) + " for input " + ops::describe(x_in));
-  auto context = [&] {
-    return "input " + ops::describe(x_in) + ", weight " + ops::describe(w_in) + ", padding " + size2(o.padding) +
-           ", dilation " + size2(o.dilation);
-  };
-  const int64_t oh =
-      conv_out("conv2d", x_in.shape()[2], w_in.shape()[2], o.stride.h, o.padding.h, o.dilation.h, context);
-  const int64_t ow =
-      conv_out("conv2d", x_in.shape()[3], w_in.shape()[3], o.stride.w, o.padding.w, o.dilation.w, context);
-  if (oh < 1 || ow < 1)
-    throw ShapeError("conv2d: kernel of weight " + ops::describe(w_in) + " (dilation " + size2(o.dilation) +
-                     ") larger than padded input " + ops::describe(x_in) + " with padding " + size2(o.padding));
-  if (!amp::detail::autocast_active()) check_conv_dtypes("conv2d", x_in, w_in, b_in);
-
-  const Shape y_shape{x_in.shape()[0], out_ch, oh, ow};
-  // The backend estimates the work as output elements times the weights per
-  // output channel; that product must not wrap either.
-  sizes::mul(sizes::numel(y_shape, "conv2d"), w_in.shape()[1] * w_in.shape()[2] * w_in.shape()[3], "conv2d", context);
-
+  const Shape y = conv_output_shape({"conv2d", "input [N, C, H, W] and weight [O, C/groups, KH, KW]",
+                                     {o.stride.h, o.stride.w}, {o.padding.h, o.padding.w},
+                                     {o.dilation.h, o.dilation.w}, o.groups},
+                                    x_in, w_in, b_in);
   const backend::Conv2dParams p{
       {o.stride.h, o.stride.w}, {o.padding.h, o.padding.w}, {o.dilation.h, o.dilation.w}, o.groups};
-  return run_conv(OpKind::conv2d, "conv2d", x_in, w_in, b_in, {x_in.shape(), w_in.shape(), y_shape, y_shape}, p);
+  return run_conv(OpKind::conv2d, "conv2d", x_in, w_in, b_in, {x_in.shape(), w_in.shape(), y, y}, p);
 }
 
 Tensor conv1d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const Conv1dOptions& o) {
-  check_conv_inputs("conv1d", x_in, w_in, b_in);
-  if (x_in.ndim() != 3 || w_in.ndim() != 3)
-    throw ShapeError("conv1d: expected input [N, C, L] and weight [O, C/groups, K], got " + ops::describe(x_in) +
-                     " and " + ops::describe(w_in));
+  const Shape y = conv_output_shape(
+      {"conv1d", "input [N, C, L] and weight [O, C/groups, K]", {o.stride}, {o.padding}, {o.dilation}, o.groups}, x_in,
+      w_in, b_in);
   const int64_t n = x_in.shape()[0], c = x_in.shape()[1], len = x_in.shape()[2];
   const int64_t out_ch = w_in.shape()[0], cg = w_in.shape()[1], k = w_in.shape()[2];
-  if (o.groups < 1 || c % o.groups != 0 || out_ch % o.groups != 0 || cg != c / o.groups)
-    throw ShapeError("conv1d: input " + ops::describe(x_in) + " and weight " + ops::describe(w_in) +
-                     " do not fit groups=" + std::to_string(o.groups));
-  if (k < 1) throw ShapeError("conv1d: weight " + ops::describe(w_in) + " has an empty kernel");
-  if (b_in.defined() && (b_in.ndim() != 1 || b_in.shape()[0] != out_ch))
-    throw ShapeError("conv1d: bias " + ops::describe(b_in) + " does not fit weight " + ops::describe(w_in));
-  if (o.stride < 1 || o.dilation < 1 || o.padding < 0)
-    throw ShapeError("conv1d: invalid stride " + std::to_string(o.stride) + ", padding " + std::to_string(o.padding) +
-                     " or dilation " + std::to_string(o.dilation) + " for input " + ops::describe(x_in));
-  auto context = [&] {
-    return "input " + ops::describe(x_in) + ", weight " + ops::describe(w_in) + ", padding " +
-           std::to_string(o.padding) + ", dilation " + std::to_string(o.dilation);
-  };
-  const int64_t ol = conv_out("conv1d", len, k, o.stride, o.padding, o.dilation, context);
-  if (ol < 1)
-    throw ShapeError("conv1d: kernel of weight " + ops::describe(w_in) + " (dilation " + std::to_string(o.dilation) +
-                     ") larger than padded input " + ops::describe(x_in) + " with padding " +
-                     std::to_string(o.padding));
-  if (!amp::detail::autocast_active()) check_conv_dtypes("conv1d", x_in, w_in, b_in);
-
-  const Shape y_shape{n, out_ch, ol};
-  sizes::mul(sizes::numel(y_shape, "conv1d"), cg * k, "conv1d", context);
   const backend::Conv2dParams p{{1, o.stride}, {0, o.padding}, {1, o.dilation}, o.groups};
-  return run_conv(OpKind::conv1d, "conv1d", x_in, w_in, b_in,
-                  {{n, c, 1, len}, {out_ch, cg, 1, k}, y_shape, {n, out_ch, 1, ol}}, p);
+  return run_conv(OpKind::conv1d, "conv1d", x_in, w_in, b_in, {{n, c, 1, len}, {out_ch, cg, 1, k}, y, {n, out_ch, 1, y[2]}},
+                  p);
 }
 
 Tensor conv_transpose2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in,
                         const ConvTranspose2dOptions& o) {
-  constexpr const char* kOp = "conv_transpose2d";
-  check_conv_inputs(kOp, x_in, w_in, b_in);
-  if (x_in.ndim() != 4 || w_in.ndim() != 4)
-    throw ShapeError("conv_transpose2d: expected input [N, C, H, W] and weight [C, O/groups, KH, KW], got " +
-                     ops::describe(x_in) + " and " + ops::describe(w_in));
-  const int64_t c = x_in.shape()[1];
-  if (o.groups < 1 || c % o.groups != 0 || w_in.shape()[0] != c)
-    throw ShapeError("conv_transpose2d: input " + ops::describe(x_in) + " and weight " + ops::describe(w_in) +
-                     " do not fit groups=" + std::to_string(o.groups) + " (weight is [C, O/groups, KH, KW])");
-  const int64_t kh = w_in.shape()[2], kw = w_in.shape()[3];
-  if (kh < 1 || kw < 1) throw ShapeError("conv_transpose2d: weight " + ops::describe(w_in) + " has an empty kernel");
-  const int64_t out_ch = sizes::mul(w_in.shape()[1], o.groups, kOp, [&] { return "weight " + ops::describe(w_in); });
-  if (b_in.defined() && (b_in.ndim() != 1 || b_in.shape()[0] != out_ch))
-    throw ShapeError("conv_transpose2d: bias " + ops::describe(b_in) + " does not fit weight " + ops::describe(w_in) +
-                     " with groups=" + std::to_string(o.groups));
-  if (o.stride.h < 1 || o.stride.w < 1 || o.dilation.h < 1 || o.dilation.w < 1 || o.padding.h < 0 ||
-      o.padding.w < 0 || o.output_padding.h < 0 || o.output_padding.w < 0)
-    throw ShapeError("conv_transpose2d: invalid stride " + size2(o.stride) + ", padding " + size2(o.padding) +
-                     ", output_padding " + size2(o.output_padding) + " or dilation " + size2(o.dilation) +
-                     " for input " + ops::describe(x_in));
-  // output_padding picks among the output sizes that a conv2d with this
-  // stride maps back to the input's size: it must stay below the stride.
-  if (o.output_padding.h >= o.stride.h || o.output_padding.w >= o.stride.w)
-    throw ShapeError("conv_transpose2d: output_padding " + size2(o.output_padding) + " must be smaller than stride " +
-                     size2(o.stride) + " for input " + ops::describe(x_in));
-  auto context = [&] {
-    return "input " + ops::describe(x_in) + ", weight " + ops::describe(w_in) + ", stride " + size2(o.stride) +
-           ", dilation " + size2(o.dilation);
-  };
-  // (in - 1) * s - 2p + d (k - 1) + output_padding + 1, each step checked.
-  auto out_extent = [&](int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int64_t op) -> int64_t {
-    if (in < 1) return 0;
-    const int64_t grown = sizes::add(sizes::mul(in - 1, s, kOp, context),
-                                     sizes::add(sizes::mul(d, k - 1, kOp, context), op + 1, kOp, context), kOp,
-                                     context);
-    return grown - sizes::mul(2, p, kOp, context);
-  };
-  const int64_t oh = out_extent(x_in.shape()[2], kh, o.stride.h, o.padding.h, o.dilation.h, o.output_padding.h);
-  const int64_t ow = out_extent(x_in.shape()[3], kw, o.stride.w, o.padding.w, o.dilation.w, o.output_padding.w);
-  if (oh < 1 || ow < 1)
-    throw ShapeError("conv_transpose2d: input " + ops::describe(x_in) + " with weight " + ops::describe(w_in) +
-                     ", stride " + size2(o.stride) + ", padding " + size2(o.padding) + " and dilation " +
-                     size2(o.dilation) + " gives an empty output");
-  if (!amp::detail::autocast_active()) check_conv_dtypes(kOp, x_in, w_in, b_in);
-
-  const Shape y_shape{x_in.shape()[0], out_ch, oh, ow};
-  sizes::mul(sizes::numel(x_in.shape(), kOp), w_in.shape()[1] * kh * kw, kOp, context);
-  sizes::numel(y_shape, kOp);
-
-  Tensor x = x_in, w = w_in, b = b_in;
-  const ConvDtypes dt = autocast_conv(OpKind::conv_transpose2d, kOp, x, w, b);
-  const DType dtype = dt.result;
-  sizes::nbytes(y_shape, dtype, kOp);
-
+  const Shape y = conv_transpose_output_shape(x_in, w_in, b_in, o);
   // The conv2d this op transposes maps y's shape to x's: same geometry.
   const backend::Conv2dParams p{
       {o.stride.h, o.stride.w}, {o.padding.h, o.padding.w}, {o.dilation.h, o.dilation.w}, o.groups};
-  const Tensor xc = ops::dense(x), wc = ops::dense(w);
-  const Tensor y = autodiff::keep_or_compute(OpKind::conv_transpose2d, y_shape, dtype, [&] {
-    Tensor out = empty(y_shape, dtype, x.device());
-    backend::conv2d_backward_data(xc, wc, out, p);
-    if (b.defined()) {
-      const Tensor bc = ops::dense(b, dtype);  // a float32 bias autocast kept is added in y's dtype, as a 16-bit one
-      backend::binary(backend::BinaryOp::add, out, as_shape(bc, Shape{1, out_ch, 1, 1}), out);
-    }
-    return out;
-  });
-
-  autodiff::record(OpKind::conv_transpose2d, {&x, &w, &b}, y, [x, w, xc, wc, p, dt,
-                                                               b_dtype = b.defined() ? b.dtype() : dtype](
-                                                                  const Tensor& g_in, autodiff::InputGrads& gi) {
-    const DType dtype = dt.result;
-    if (gi.create_graph()) {
-      // This op is conv2d's data part in the geometry mapping g's shape to x's.
-      const DType compute = dt.compute();
-      std::optional<amp::detail::AutocastOff> off;
-      if (dt.mixed) off.emplace();
-      const Tensor g = F::astype(g_in, compute);
-      const ConvGeometry geo{p, g.shape(), wc.shape(), xc.shape()};
-      if (gi.needs(0)) gi.set(0, F::astype(conv_part(ConvPart::forward, g, F::astype(w, compute), geo), x.dtype()));
-      if (gi.needs(1)) gi.set(1, F::astype(conv_part(ConvPart::weights, F::astype(x, compute), g, geo), w.dtype()));
-      if (gi.needs(2)) gi.set(2, F::astype(F::sum(g, {0, 2, 3}), b_dtype));
-      return;
-    }
-    const Tensor g = ops::dense(g_in, dtype);
-    if (gi.needs(0)) {
-      Tensor gx = empty(xc.shape(), xc.dtype(), xc.device());
-      backend::conv2d_forward(g, wc, Tensor(), gx, p);
-      gi.set(0, gx);
-    }
-    if (gi.needs(1)) {
-      // conv2d's weight gradient with its output gradient = x, its input = g.
-      Tensor gw = empty(wc.shape(), wc.dtype(), wc.device());
-      backend::conv2d_backward_weights(xc, g, gw, Tensor(), p);
-      gi.set(1, gw);
-    }
-    if (gi.needs(2)) {
-      Tensor gb = empty(Shape{g.shape()[1]}, b_dtype, g.device());
-      backend::sum_channels(g, g.shape()[0], g.shape()[1], g.shape()[2] * g.shape()[3], gb);
-      gi.set(2, gb);
-    }
-  });
-  return y;
+  return run_conv(OpKind::conv_transpose2d, "conv_transpose2d", x_in, w_in, b_in, {x_in.shape(), w_in.shape(), y, y},
+                  p, true);
 }
 
 }  // namespace mixgrad::F
