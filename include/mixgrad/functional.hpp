@@ -2,8 +2,13 @@
 // `F.` and PyTorch's `torch.nn.functional`).
 #pragma once
 
+#include "mixgrad/ops/addmm_activation.hpp"
 #include "mixgrad/ops/attention.hpp"
+#include "mixgrad/ops/conv1d_variants.hpp"
 #include "mixgrad/ops/creation.hpp"
+#include "mixgrad/ops/cumprod.hpp"
+#include "mixgrad/ops/distance.hpp"
+#include "mixgrad/ops/einsum.hpp"
 #include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/indexing.hpp"
 #include "mixgrad/ops/linalg.hpp"

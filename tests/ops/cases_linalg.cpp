@@ -130,6 +130,14 @@ Cases cases_of<mg::OpKind::addbmm>() {
   };
 }
 
+// einsum, cdist and addmm_activation: cases_einsum_cdist.cpp.
+template <>
+Cases cases_of<mg::OpKind::einsum>();
+template <>
+Cases cases_of<mg::OpKind::cdist>();
+template <>
+Cases cases_of<mg::OpKind::addmm_activation>();
+
 std::vector<OpCase> linalg_cases() { return family_cases<mg::OpFamily::linalg>(); }
 
 }  // namespace optest

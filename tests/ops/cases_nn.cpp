@@ -300,6 +300,12 @@ Cases cases_of<mg::OpKind::prelu>() {
   };
 }
 
+// conv_transpose1d and conv_tbc: cases_conv_composed.cpp.
+template <>
+Cases cases_of<mg::OpKind::conv_transpose1d>();
+template <>
+Cases cases_of<mg::OpKind::conv_tbc>();
+
 std::vector<OpCase> nn_cases() { return family_cases<mg::OpFamily::nn>(); }
 
 }  // namespace optest

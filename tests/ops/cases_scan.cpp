@@ -16,6 +16,9 @@ Cases cases_of<mg::OpKind::cumsum>() {
   };
 }
 
+template <>
+Cases cases_of<mg::OpKind::cumprod>();  // cases_cumprod.cpp
+
 std::vector<OpCase> scan_cases() { return family_cases<mg::OpFamily::scan>(); }
 
 }  // namespace optest
