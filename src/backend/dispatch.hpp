@@ -35,12 +35,6 @@
 
 namespace mixgrad::backend {
 
-/// True when mixgrad was built with its CUDA backend.
-bool cuda_built();
-
-/// CUDA devices mixgrad can use: 0 without the CUDA backend, a driver or a device.
-int cuda_device_count();
-
 /// Throws DeviceError: `op` has no CUDA implementation in this build.
 [[noreturn]] void throw_no_cuda(const char* op);
 

@@ -10,8 +10,6 @@
 namespace mixgrad {
 
 namespace backend {
-bool cuda_built() { return false; }
-int cuda_device_count() { return 0; }
 void throw_no_cuda(const char* op) {
   throw DeviceError(std::string(op) +
                     ": mixgrad was built without CUDA (reconfigure with the CUDA toolkit present, or -Dcuda=enabled)");

@@ -105,20 +105,17 @@ constexpr CastPolicy cast_policy(OpKind op, DeviceType device) {
 /// They do not consult the policy at run time; the table is checked here.
 constexpr bool policy_is_fixed(OpKind op) { return op_family(op) == OpFamily::view || op == OpKind::astype; }
 
-namespace op_table_detail {
-constexpr bool fixed_entries_keep() {
-  for (std::size_t i = 0; i < kOpCount; ++i) {
-    const auto op = static_cast<OpKind>(i);
-    if (policy_is_fixed(op) &&
-        (cast_policy(op, DeviceType::cpu) != CastPolicy::keep || cast_policy(op, DeviceType::cuda) != CastPolicy::keep))
-      return false;
-  }
-  return true;
-}
-}  // namespace op_table_detail
-
-static_assert(op_table_detail::fixed_entries_keep(),
-              "op_table.def: views and astype must keep their input dtype under autocast");
+static_assert(
+    [] {
+      for (std::size_t i = 0; i < kOpCount; ++i) {
+        const auto op = static_cast<OpKind>(i);
+        if (policy_is_fixed(op) && (cast_policy(op, DeviceType::cpu) != CastPolicy::keep ||
+                                    cast_policy(op, DeviceType::cuda) != CastPolicy::keep))
+          return false;
+      }
+      return true;
+    }(),
+    "op_table.def: views and astype must keep their input dtype under autocast");
 
 }  // namespace amp
 

@@ -2,6 +2,7 @@
 // that they are recorded like any op.
 #include "hooks/op_hooks.hpp"
 #include "backend/copy.hpp"
+#include "mixgrad/cuda.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "mixgrad/tensor.hpp"
 #include "ops/op_support.hpp"
@@ -12,12 +13,12 @@ Tensor Tensor::to(DType dtype) const { return F::astype(*this, dtype); }
 
 Tensor Tensor::to(Device device) const {
   if (device == this->device()) return *this;
-  if (!backend::cuda_built())
+  if (!cuda::is_built())
     throw DeviceError("Tensor::to: cannot copy " + ops::describe(*this) + " from " + to_string(this->device()) +
                       " to " + to_string(device) + ": mixgrad was built without CUDA");
-  if (device.is_cuda() && device.index() >= backend::cuda_device_count())
+  if (device.is_cuda() && device.index() >= cuda::device_count())
     throw DeviceError("Tensor::to: cannot copy " + ops::describe(*this) + " to " + to_string(device) + ": " +
-                      std::to_string(backend::cuda_device_count()) + " CUDA device(s) available");
+                      std::to_string(cuda::device_count()) + " CUDA device(s) available");
   // The bytes move as one block: gather a strided source on its own device
   // first (not recorded: this op records itself as a whole below).
   Tensor src = *this;

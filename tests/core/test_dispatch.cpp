@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "mixgrad/cuda.hpp"
 #include "backend/attention.hpp"
 #include "backend/batch_norm.hpp"
 #include "backend/conv.hpp"
@@ -112,9 +113,9 @@ BOOST_AUTO_TEST_CASE(every_stub_has_its_cpu_kernel) {
 
 BOOST_AUTO_TEST_CASE(every_stub_has_its_cuda_kernel_in_a_cuda_build_and_none_without) {
   for (const Entry& e : all_stubs()) {
-    const bool expected = backend::cuda_built();  // every family has a CUDA kernel
+    const bool expected = mixgrad::cuda::is_built();  // every family has a CUDA kernel
     BOOST_TEST(e.cuda == expected, e.name << (e.cuda ? " has a CUDA kernel" : " has no CUDA kernel")
-                                          << (backend::cuda_built() ? " in this CUDA build" : " without CUDA"));
+                                          << (mixgrad::cuda::is_built() ? " in this CUDA build" : " without CUDA"));
   }
 }
 

@@ -54,9 +54,9 @@ inline constexpr int kSkipExitCode = 77;
 /// CUDA backend, no driver, or no GPU) it says so, and the suite's main
 /// returns kSkipExitCode.
 inline bool device_available() {
-  if (mg::backend::cuda_device_count() > 0) return true;
+  if (mg::cuda::device_count() > 0) return true;
   std::printf("no CUDA device available (CUDA backend %s): skipped\n",
-              mg::backend::cuda_built() ? "built" : "not built");
+              mg::cuda::is_built() ? "built" : "not built");
   return false;
 }
 

@@ -113,7 +113,7 @@ BOOST_AUTO_TEST_CASE(mixed_devices_and_missing_devices_are_errors) {
   BOOST_CHECK_THROW(c.set_grad(g), mg::DeviceError);  // a gradient lives on its tensor's device
   BOOST_TEST(!c.grad().defined());
   BOOST_CHECK_THROW(g.data<float>(), mg::DeviceError);
-  BOOST_CHECK_THROW(c.to(mg::Device::cuda(mg::backend::cuda_device_count())), mg::DeviceError);
+  BOOST_CHECK_THROW(c.to(mg::Device::cuda(mg::cuda::device_count())), mg::DeviceError);
 }
 
 BOOST_AUTO_TEST_CASE(device_out_of_memory_is_out_of_memory_error) {
@@ -126,7 +126,7 @@ BOOST_AUTO_TEST_CASE(device_out_of_memory_is_out_of_memory_error) {
 
 BOOST_AUTO_TEST_CASE(runtime_api_sees_the_device) {
   BOOST_TEST(mg::cuda::is_available());
-  BOOST_TEST(mg::cuda::device_count() == mg::backend::cuda_device_count());
+  BOOST_TEST(mg::cuda::device_count() >= 1);
   BOOST_CHECK_NO_THROW(mg::cuda::synchronize());
   BOOST_CHECK_NO_THROW(mg::cuda::synchronize(0));
   BOOST_CHECK_THROW(mg::cuda::synchronize(mg::cuda::device_count()), mg::DeviceError);

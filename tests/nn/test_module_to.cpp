@@ -95,7 +95,7 @@ BOOST_AUTO_TEST_CASE(to_a_non_floating_dtype_throws_and_changes_nothing) {
 
 BOOST_AUTO_TEST_CASE(to_a_missing_cuda_device_throws_device_error_and_changes_nothing) {
   // One past the last device: missing on every machine, with or without CUDA.
-  const mg::Device missing = mg::Device::cuda(mg::backend::cuda_device_count());
+  const mg::Device missing = mg::Device::cuda(mg::cuda::device_count());
   Net net;
   const mg::Tensor w = net.fc->parameters()[0];
   const auto before = values(w);

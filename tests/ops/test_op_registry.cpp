@@ -254,7 +254,7 @@ void eval(const OpCase& c, Target test, Target ref) {
   }
 }
 
-bool has_cuda() { return mg::backend::cuda_device_count() > 0; }
+bool has_cuda() { return mg::cuda::device_count() > 0; }
 
 // The gradients of <w, op(xs)> (w fixed and random) for every differentiable
 // input, computed in `dtype` on `device` from the inputs eval() uses, on the

@@ -1,13 +1,12 @@
 // mixgrad/amp/grad_scaler.hpp — dynamic loss scaling for mixed precision.
 //
 // Small gradients underflow in float16 / bfloat16. A GradScaler multiplies
-// the upstream gradient of the loss by `scale_factor()` so that the whole
-// backward pass runs on scaled values, then divides the parameters'
-// gradients by it again ("unscale") and adapts the scale: halve it when a
-// gradient overflowed to inf / NaN (the step is skipped), double it after
-// `growth_interval` clean steps. Two gears, as in MegEngine:
+// the loss's upstream gradient by the scale, divides the gradients by it
+// again ("unscale"), skips a step whose gradients overflowed and adapts the
+// scale: x0.5 on overflow, x2 after `growth_interval` clean steps. Two
+// gears, as in MegEngine, and PyTorch's recipe:
 //
-//   mg::amp::GradScaler scaler;                  // 2^4, x2 growth, x0.5 backoff, every 2000, floor 2^-14
+//   mg::amp::GradScaler scaler;                  // 2^4, x2, x0.5, every 2000, floor 2^-14
 //   // automatic: scale dy, backward, unscale, update
 //   { auto rec = gm.record(); auto loss = ...; scaler.backward(gm, loss); }
 //   opt.step().clear_grad();                      // an overflowed step changes nothing
@@ -21,94 +20,19 @@
 //   scaler.update();
 //   scaler.step(opt);                            // the optimizer step, skipped on inf / NaN
 //
-//   // a gradient penalty (PyTorch's test_grad_scaling_penalty) through the automatic gear
-//   { auto rec = gm.record(); auto loss = ...;
-//     scaler.backward(gm, loss, {}, {.create_graph = true});  // w.grad(): unscaled, tracked
-//     auto penalty = F::sum(F::pow(w.grad(), 2.0));
-//     opt.clear_grad();
-//     scaler.backward(gm, F::add(loss, penalty)); }           // unscale, update
-//   opt.step().clear_grad();                                   // skipped if either pass overflowed
+//   // PyTorch's: gm.backward(scaler.scale(loss)); scaler.step(opt); scaler.update();
 //
-// PyTorch's recipe works as written: `gm.backward(scaler.scale(loss));
-// scaler.step(opt); scaler.update();` — step() unscales the optimizer's
-// gradients that this scaler scaled and has not unscaled (inside the
-// optimizer's fused update kernel for one that supports it).
-//
-// Device-resident state. The scale (and its reciprocal), the growth count
-// and the step's found-inf flag live in one-element tensors on the device of
-// the first loss or gradients the scaler sees (the CPU is a device too), and
-// every per-step call works on them there: backward() forms the scaled dy
-// from the scale tensor, unscale() is one fused check-and-unscale pass that
-// sets the flag (PyTorch's `_amp_foreach_non_finite_check_and_unscale_`),
-// update() is a one-element kernel (`_amp_update_scale_`), and the
-// optimizers read the flag in their fused update kernels and change
-// nothing when it is set. So a training step never waits for the device.
-// scale_factor(), growth_tracker() and found_non_finite() answer on the host
-// and therefore synchronise, only when called; state_dict() copies on the
-// device.
-//
-// How an optimizer learns of the flag: unscale() marks each gradient it
-// unscaled with its step's flag. Optimizer::step() passes a gradient's flag
-// to the update kernel, so MegEngine's `scaler.backward(gm, loss);
-// opt.step()` skips an overflowed step with no host read. Gradients that
-// scaler.backward or scaler.scale(loss) scaled without unscaling are marked
-// too: Optimizer::step() refuses them (StateError), and step(opt) unscales
-// them first. A dy the user scaled by hand (`full_like(loss,
-// scaler.scale_factor())`, MegEngine's manual gear) makes gradients of
-// unknown scale: unscale() takes them (the caller says they are scaled),
-// and step(opt) refuses them until then, as it refuses gradients that did
-// not come through this scaler at all. The rule, and every path it covers,
-// is in docs/amp.md ("Scaled gradients never reach an optimizer by
-// mistake").
-//
-// A disabled scaler, `GradScaler({.enabled = false})`, passes everything
-// through (PyTorch's `enabled=False`), so one training loop serves float32
-// and mixed precision alike:
-//
-//   mg::amp::GradScaler scaler({.enabled = use_amp});
-//   { mg::amp::autocast ac(use_amp); ...; scaler.backward(gm, loss); }
-//   scaler.step(opt);
-//
-// It has scale_factor() 1; backward() is gm.backward(); unscale() and
-// update() do nothing (no inf / NaN check, no gradient marked, no check of
-// their arguments, no tensor created); found_non_finite() is false, so
-// step() always steps.
-//
-// The scale's range. The scale multiplies the loss's upstream gradient
-// (float32 under autocast, or the loss's own dtype) and its reciprocal
-// multiplies the gradients in float arithmetic (double for float64 grads),
-// so both must stay finite, nonzero and normal in float32: every scale lies
-// in [kMinScaleLimit, kMaxScaleLimit] = [2^-126, 2^126], whatever the
-// options say. A scale outside it is either useless (a float32 dy of inf
-// overflows every step; PyTorch likewise refuses such growth) or poisonous
-// (1 / scale rounds to inf in float, 0 * inf = NaN turns every clean step
-// into an "overflow" and the scale backs off for ever: the scaler is stuck).
-// The scale tensor is float64 (PyTorch's is float32), so the scale and its
-// reciprocal are exactly the doubles this header speaks of and a state dict
-// round-trips bit for bit.
-//
-// Where mixgrad differs from MegEngine and PyTorch, deliberately:
-// - `update(new_scale)` applies new_scale also when growth_interval == 0
-//   (MegEngine ignores it then).
-// - The scale never leaves [kMinScaleLimit, kMaxScaleLimit], nor grows past
-//   `max_scale` or backs off below `min_scale`. min_scale defaults to
-//   kDefaultMinScale (2^-14); both libraries have no floor, so a long run of
-//   NaN losses (bad batches, not a too-large scale) drives their scale to 0
-//   or a denormal from which it never recovers. See kDefaultMinScale.
-// - Unscale takes any range of tensors, once: within one step (the unscale
-//   calls between two update() calls) unscaling a tensor whose gradient was
-//   already unscaled throws StateError instead of dividing it twice.
-//   Different ranges in one step are fine.
-// - The non-finite check runs also for a static scale (growth_interval == 0):
-//   an overflowing step is still skipped, only the scale stays as it is.
-// - All unscale calls of a step share one flag: an overflow found by a later
-//   call also skips the parameters that earlier calls of the step unscaled.
-// - On overflow the gradients are left as unscaled (holding the inf / NaN),
-//   not cleared as MegEngine does: clearing needs the flag on the host. The
-//   optimizers skip them all the same (parameters and state unchanged, step
-//   counts not advanced); a gradient keeps its step's flag until it is
-//   cleared (clear_grad) or unscaled again, so do not step on it with
-//   another loop.
+// The scale, growth count and found-inf flag live in one-element tensors on
+// the device (the CPU is one), so a step never waits for it; only
+// scale_factor(), growth_tracker() and found_non_finite() read them on the
+// host. Each gradient carries a mark of how it is scaled
+// (mixgrad/amp_step.hpp): the optimizers skip a flagged step in their
+// kernels, and refuse a gradient that is still scaled. docs/amp.md has the
+// rules ("Scaled gradients never reach an optimizer by mistake"), the
+// scale's range ([2^-126, 2^126], floor 2^-14), a disabled scaler
+// (`{.enabled = false}`: a pass-through, so one loop serves float32 and
+// mixed precision), gradient penalties (create_graph) and where mixgrad
+// differs from MegEngine and PyTorch.
 #pragma once
 
 #include <concepts>
@@ -132,23 +56,14 @@ struct BackwardOptions;
 namespace mixgrad::amp {
 
 /// The smallest scale any GradScaler takes: 2^-126, float32's smallest
-/// normal number, so that the scale (as a float32 dy) and its reciprocal
-/// 2^126 (applied to gradients in float) are both finite and normal, also
-/// where denormals are flushed to zero.
+/// normal number (the scale and its reciprocal stay finite and normal).
 inline constexpr double kMinScaleLimit = 0x1p-126;
-/// The largest scale any GradScaler takes: 2^126, the mirror image of
-/// kMinScaleLimit. Larger scales overflow a float32 upstream gradient of one
-/// (float32's largest finite number is just below 2^128), so every step
-/// would be skipped.
+/// The largest scale any GradScaler takes: 2^126 (larger overflows a float32
+/// upstream gradient of one, so every step would be skipped).
 inline constexpr double kMaxScaleLimit = 0x1p126;
-/// The default min_scale: 2^-14, the smallest scale for which the scale and
-/// its reciprocal are both normal float16 numbers (float16's normal range is
-/// [2^-14, 65504]), so a float16 loss's dy is still exact. A scale this small
-/// only helps gradients above 2^14 * 65504 (about 1e9) fit float16: a
-/// diverged model, which no scale rescues. In return it bounds what a long
-/// run of non-finite losses can do: the scale stops at 2^-14 and, once the
-/// losses are clean again, climbs back to 2^16 in 30 growths (60,000 steps
-/// at the default growth_interval) instead of sinking towards 0.
+/// The default min_scale: 2^-14, float16's smallest normal number. A long run
+/// of non-finite losses stops the scale there instead of sinking it towards
+/// 0, from where it could not recover (docs/amp.md, "The scale's range").
 inline constexpr double kDefaultMinScale = 0x1p-14;
 
 /// Settings of a GradScaler (MegEngine's defaults, plus a floor). Every scale
@@ -209,31 +124,15 @@ class GradScaler {
   GradScaler& operator=(GradScaler&&) noexcept = default;
   ~GradScaler();
 
-  /// The automatic gear: `gm.backward(y, dy * scale)` (dy defaults to ones,
-  /// so the upstream gradient is the scale), formed on y's device from the
-  /// scale tensor, then `unscale(gm.attached_tensors())` if
-  /// options.unscale_grad (else the gradients stay scaled, marked as this
-  /// scaler's, for step(opt) or unscale() to unscale), then update() as
-  /// options.update_scale says. Throws StateError, before any backward, if
-  /// an attached tensor's gradient holds values the scaled ones must not be
-  /// added to: unscaled (in this step or an earlier one), of unknown scale,
-  /// not scaled, scaled by another scaler or before the last update(), or
-  /// stepped in this step; GradManager's own errors pass through with the
-  /// scaler unchanged.
-  ///
-  /// With options.create_graph (a gradient penalty: `scaler.backward(gm,
-  /// loss, {}, {.create_graph = true})`) the backward is recorded (gm keeps
-  /// recording) and so is the unscale: each attached tensor's gradient is
-  /// replaced by `grad * (1 / scale)` (computed in float32 for 16-bit
-  /// gradients, in the gradient's dtype otherwise), a new tracked tensor, so
-  /// a penalty on it differentiates through the unscale; the scaled
-  /// gradients are left untouched by the pass that sets the step's found-inf
-  /// flag, and the unscaled ones carry the flag. Such a backward is the first
-  /// pass of a step, not its end: `if_unscale_grad` does not update here
-  /// (`always` still does, and so ends the step there). Clear the gradients
-  /// and finish with the usual backward of the penalised loss: it unscales
-  /// and updates, and shares the step's flag, so an overflow in either pass
-  /// skips the step.
+  /// The automatic gear: `gm.backward(y, dy * scale)` (dy defaults to ones),
+  /// then `unscale(gm.attached_tensors())` if options.unscale_grad (else the
+  /// gradients stay scaled, marked as this scaler's), then update() as
+  /// options.update_scale says. StateError, before any backward, when an
+  /// attached tensor's gradient must not be added to (unscaled, of unknown
+  /// scale or another scaler's). With options.create_graph (a gradient
+  /// penalty) the backward and the unscale are recorded: the gradients are
+  /// replaced by tracked `grad * (1 / scale)`; such a backward opens the step
+  /// and does not end it (docs/amp.md, "Automatic gear").
   void backward(autodiff::GradManager& gm, const Tensor& y, const Tensor& dy = Tensor(),
                 const ScaledBackwardOptions& options = {});
   /// As above for several outputs; `dys` is empty or one per output (an
@@ -241,20 +140,12 @@ class GradScaler {
   void backward(autodiff::GradManager& gm, const std::vector<Tensor>& ys, const std::vector<Tensor>& dys = {},
                 const ScaledBackwardOptions& options = {});
 
-  /// PyTorch's `scaler.scale(loss)`: `loss * scale`, recorded like any op,
-  /// in loss's dtype and on its device (the scale is read there, no
-  /// synchronisation), and marked as scaled by this scaler, so that the
-  /// gradients of `gm.backward(scaler.scale(loss))` carry the mark:
-  /// step(opt) unscales them, unscale() may unscale them first (to clip),
-  /// and a plain opt.step() refuses them. The recipe
-  ///
-  ///   gm.backward(scaler.scale(loss)); scaler.step(opt); scaler.update();
-  ///
-  /// gives the automatic gear's parameters bit for bit. Only the marked
-  /// tensor itself carries the mark: an op on it (`scale(loss) * 0.5`)
-  /// makes an unmarked tensor, whose gradients step(opt) refuses. A
-  /// disabled scaler returns loss unchanged (PyTorch's `enabled=False`).
-  /// Throws DTypeError for an undefined or non-floating loss.
+  /// PyTorch's `scaler.scale(loss)`: `loss * scale`, recorded, marked as
+  /// scaled by this scaler, so step(opt) unscales the gradients of
+  /// `gm.backward(scaler.scale(loss))` (the automatic gear's parameters, bit
+  /// for bit) and a plain opt.step() refuses them. Only the returned tensor
+  /// carries the mark (an op on it makes an unmarked one). A disabled scaler
+  /// returns loss. DTypeError for an undefined or non-floating loss.
   Tensor scale(const Tensor& loss);
   /// As scale(loss) for each of `losses` (PyTorch scales an iterable).
   std::vector<Tensor> scale(const std::vector<Tensor>& losses);
@@ -266,24 +157,16 @@ class GradScaler {
   /// False for a scaler constructed with `enabled = false`.
   bool is_enabled() const { return options_.enabled; }
 
-  /// Divides the gradients of `tensors` by the scale in one fused pass over
-  /// all of them on their device (1 / scale computed in double, applied in
-  /// float, or in double for float64 gradients; finite and normal in both,
-  /// as the scale is in range) and sets this step's found-inf flag when any
-  /// value is (or becomes) inf or NaN. Tensors without a gradient are
-  /// skipped. It takes gradients this scaler scaled (since the last
-  /// update()), and gradients the caller says are scaled (of unknown scale,
-  /// from a dy scaled by hand, or unmarked); it refuses with StateError
-  /// gradients already unscaled (in this step or an earlier one: clear them
-  /// before the next backward), scaled by another scaler or before the last
-  /// update(), and mixed ones. The first unscale after update() starts a step with a fresh,
-  /// clear flag; every gradient unscaled in the step is marked with it, so
-  /// that optimizers skip the step if it is set (see the overview); the
-  /// gradients themselves are kept. Throws StateError for a tensor already
-  /// unscaled in this step, and DTypeError / DeviceError / ShapeError for
-  /// gradients the pass cannot take (not floating, on several devices,
-  /// broadcast views); a throw changes no gradient and no scaler state.
-  /// Returns *this.
+  /// Divides the gradients of `tensors` (those without one are skipped) by
+  /// the scale in one fused pass on their device and sets the step's
+  /// found-inf flag when a value is or becomes inf / NaN; each unscaled
+  /// gradient is marked with the flag, so optimizers skip the step if it is
+  /// set. The first unscale after update() opens a step with a clear flag.
+  /// Takes gradients this scaler scaled since the last update() and those
+  /// the caller says are scaled (a dy scaled by hand, unmarked); StateError
+  /// for gradients already unscaled, another scaler's or an earlier epoch's,
+  /// and mixed ones; DTypeError / DeviceError / ShapeError for gradients the
+  /// pass cannot take. A throw changes nothing. Returns *this.
   GradScaler& unscale(const std::vector<Tensor>& tensors);
 
   /// True when an unscale of the current step found inf or NaN. update()
@@ -291,52 +174,25 @@ class GradScaler {
   /// unscale of the next step. Reads the flag tensor: a synchronisation.
   bool found_non_finite() const;
 
-  /// Ends the step and adapts the scale, on the scale's device. With
-  /// `new_scale` (within [min_scale, max_scale] and [kMinScaleLimit,
-  /// kMaxScaleLimit], else ValueError with nothing changed), the scale
-  /// becomes exactly new_scale, whatever else holds. Otherwise, for a
-  /// dynamic scale: after an overflow (the flag of this step, if an unscale
-  /// ran since the last update) the scale is multiplied by backoff_factor
-  /// (clamped up to min_scale, or kMinScaleLimit without one) and the growth
-  /// count restarts; after a clean step the count grows by one and, on
-  /// reaching growth_interval, the scale is multiplied by growth_factor
-  /// (clamped down to max_scale, or kMaxScaleLimit without one) and the count
-  /// restarts. growth_interval == 0 keeps the scale static.
+  /// Ends the step and adapts the scale on its device: `new_scale` sets it
+  /// exactly (ValueError, nothing changed, outside [min_scale, max_scale]);
+  /// otherwise an overflowed step multiplies it by backoff_factor (not below
+  /// min_scale) and restarts the count, and growth_interval clean steps
+  /// multiply it by growth_factor (not above max_scale). growth_interval == 0
+  /// keeps it static.
   void update(std::optional<double> new_scale = std::nullopt);
 
-  /// The optimizer step of a mixed-precision loop: the gradients of opt's
-  /// parameters that this scaler scaled (its backward without unscale, or a
-  /// backward of scale(loss)) and no unscale has unscaled yet are unscaled
-  /// (so the update never uses scaled values), and
-  /// opt's kernels skip the update when the step's flag is set (parameters,
-  /// state and step counts unchanged). By default they are unscaled in place
-  /// (one fused pass over all of them), then `opt.step()` runs. For an
-  /// optimizer built with `step_supports_amp_scaling` (PyTorch's
-  /// `_step_supports_amp_scaling`; `opt.step(scaler)` asks for the same),
-  /// on any device, the unscale is fused into the update instead: one read-only
-  /// pass over those gradients sets the flag, and the update kernel
-  /// multiplies each gradient by 1 / scale as it reads it, so the gradients
-  /// are never written and stay scaled in memory afterwards (unscale() first
-  /// if you need them unscaled, e.g. to clip them, or after: it then
-  /// unscales them in place, once). Several optimizers may step the same
-  /// gradients in one step, in any order: a fused one multiplies by 1 /
-  /// scale what is still scaled, another gets them unscaled in place first
-  /// (once; later ones then read them unscaled). The
-  /// results agree to rounding: the fused product is not rounded to a
-  /// 16-bit gradient's dtype. A throw (the optimizer's gradient checks)
-  /// leaves gradients, optimizer and scaler unchanged. No synchronisation;
-  /// works after unscale() and after update() alike. Gradients another
-  /// scaler scaled (or this one before it was moved) are left to opt.step(),
-  /// which refuses them with StateError. Refused with StateError before
-  /// anything changes, since step() cannot tell whether they hold the scale:
-  /// gradients that did not come through this scaler (a backward of an
-  /// unscaled loss, or of a dy the user scaled by hand: unscale() them
-  /// first), gradients this scaler scaled before the last update() (the
-  /// scale may have changed since: step, then update), and mixed ones. To
-  /// learn whether the step was
-  /// taken, ask found_non_finite() (a synchronisation). A disabled scaler
-  /// just steps. Any AmpStepTarget (mixgrad/amp_step.hpp) is stepped this
-  /// way: the scaler hands it an AmpStep.
+  /// The optimizer step: the gradients of opt's parameters that this scaler
+  /// scaled and nothing has unscaled yet are unscaled, and opt's kernels
+  /// skip the update when the step's flag is set (parameters, state and step
+  /// counts unchanged). By default they are unscaled in place, then
+  /// `opt.step()` runs; an optimizer with `step_supports_amp_scaling`
+  /// (PyTorch's `_step_supports_amp_scaling`) multiplies by 1 / scale inside
+  /// its update instead, leaving the gradients scaled in memory
+  /// (docs/amp.md, "The unscale inside the optimizer"). No synchronisation.
+  /// StateError, before anything changes, for gradients step() cannot tell
+  /// the scale of: not from this scaler (unscale() them first), scaled
+  /// before the last update(), mixed. A disabled scaler just steps.
   void step(AmpStepTarget& opt) { step(opt, opt.step_supports_amp_scaling()); }
   /// As step(opt), with the unscale fused into opt's update or not, whatever
   /// opt's step_supports_amp_scaling() says (`opt.step(scaler)` asks for
@@ -355,15 +211,12 @@ class GradScaler {
   /// Sees the step's found-inf flag (0-d float32, 0 or 1, on the scale's
   /// device) and may change it in place, e.g. to agree with other processes.
   using FoundInfHook = std::function<void(const Tensor& found_inf)>;
-  /// Installs `hook` (an empty function removes it). It runs at most once
-  /// per step, after the step's last unscale and before anything reads the
-  /// flag for the step: at the start of step(opt) (after its own unscale),
-  /// or of update(), whichever comes first; an unscale after it runs makes
-  /// it run again. It must write the flag in place (the gradients unscaled
-  /// in the step hold this tensor), with a value of 0 or 1. Data-parallel
-  /// training installs an all-reduce (max) of the flag here
+  /// Installs `hook` (an empty function removes it). It runs once per step,
+  /// after the step's last unscale and before the flag is read (at the start
+  /// of step(opt) or update()), and must write 0 or 1 into the flag in
+  /// place. Data parallel installs an all-reduce (max) here
   /// (distributed::sync_grad_scaler), so all ranks skip the same steps.
-  /// A disabled scaler never calls it. Returns *this.
+  /// Returns *this.
   GradScaler& set_found_inf_hook(FoundInfHook hook);
   /// Runs the hook now if the flag of the current step has not been through
   /// it yet (nothing without a hook, before the first unscale, or when
@@ -371,28 +224,16 @@ class GradScaler {
   /// reading the flag by other means.
   void sync_found_inf();
 
-  /// MegEngine's keys, as 0-d tensors: "scale_factor" (float64, a copy of
-  /// the scale tensor, on its device), "growth_factor", "backoff_factor"
-  /// (float64), "growth_interval" (int64), "_growth_tracker" (int64, a copy
-  /// of the count); plus "min_scale" / "max_scale" (float64) when they are
-  /// set (min_scale is, by default), and "enabled" (bool, false) for a
-  /// disabled scaler (whose "scale_factor" is the unused internal scale, the
-  /// one it would start from if enabled, not scale_factor()'s 1). No
-  /// synchronisation.
+  /// MegEngine's keys, as 0-d tensors: "scale_factor", "growth_factor",
+  /// "backoff_factor" (float64), "growth_interval", "_growth_tracker"
+  /// (int64); "min_scale" / "max_scale" when set; "enabled" (false) for a
+  /// disabled scaler. Copies on the device: no synchronisation.
   StateDict state_dict() const;
-  /// Restores a state_dict(). Every value must be a one-element tensor of
-  /// any numeric dtype (so dicts saved as all-float64, as older mixgrad
-  /// versions did, load too); it is read on the host. Unknown or missing
-  /// keys and invalid values (the constructor's rules, scale_factor taking
-  /// init_scale's; integral, in-range growth_interval and _growth_tracker;
-  /// "enabled" 0 or 1) throw ValueError, a tensor of more than one element
-  /// ShapeError, and load nothing. A dict without "min_scale" (MegEngine's)
-  /// loads as having none: only kMinScaleLimit bounds the backoff. A load
-  /// starts a fresh step: the overflow flag and the unscaled set are cleared.
-  /// `enabled` is a construction setting, like init_scale: a load never
-  /// switches the scaler on or off. An enabled scaler loading a disabled
-  /// one's dict resumes from the scale that one was kept at (its init_scale);
-  /// a disabled scaler keeps the loaded values but stays a pass-through.
+  /// Restores a state_dict() (one-element tensors of any numeric dtype, read
+  /// on the host). Unknown or missing keys and invalid values throw
+  /// ValueError (ShapeError for a tensor of several elements) and load
+  /// nothing; a dict without "min_scale" (MegEngine's) loads as having none.
+  /// A load starts a fresh step, and never switches the scaler on or off.
   void load_state_dict(const StateDict& state);
   /// The checks of load_state_dict alone: throws what it would throw and
   /// changes nothing.

@@ -84,7 +84,7 @@ Tensor huber_loss(const Tensor& pred, const Tensor& target, const HuberLossOptio
 
 struct BinaryCrossEntropyOptions {
   Reduction reduction = Reduction::mean;
-  Tensor weight;  // optional, broadcast to the input's shape
+  Tensor weight = {};  // optional, broadcast to the input's shape
 };
 /// -weight (t log p + (1 - t) log(1 - p)) for probabilities p, each log
 /// clamped at -100 as PyTorch. Under autocast on CUDA it is refused
@@ -133,7 +133,7 @@ struct MultiMarginLossOptions {
   Reduction reduction = Reduction::mean;
   int p = 1;  // 1 or 2, else ValueError
   double margin = 1.0;
-  Tensor weight;  // optional [C]: class y's weight multiplies sample's terms
+  Tensor weight = {};  // optional [C]: class y's weight multiplies sample's terms
 };
 /// sum over i != y of w[y] max(0, margin - x[y] + x[i])^p / C, for input
 /// [N, C] (or [C]) and int32 / int64 labels y [N] (or 0-d) in [0, C)

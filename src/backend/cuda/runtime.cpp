@@ -14,10 +14,6 @@
 
 namespace mixgrad::backend {
 
-bool cuda_built() { return true; }
-
-int cuda_device_count() { return cuda::device_count(); }
-
 void throw_no_cuda(const char* op) {
   throw DeviceError(std::string(op) +
                     ": no CUDA kernel for this op yet (CPU only); move the tensors with .to(Device::cpu())");
