@@ -306,6 +306,12 @@ Cases cases_of<mg::OpKind::conv_transpose1d>();
 template <>
 Cases cases_of<mg::OpKind::conv_tbc>();
 
+// max_unpool1d and max_unpool2d: cases_max_unpool.cpp.
+template <>
+Cases cases_of<mg::OpKind::max_unpool1d>();
+template <>
+Cases cases_of<mg::OpKind::max_unpool2d>();
+
 std::vector<OpCase> nn_cases() { return family_cases<mg::OpFamily::nn>(); }
 
 }  // namespace optest

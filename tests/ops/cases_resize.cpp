@@ -59,6 +59,12 @@ Cases cases_of<mg::OpKind::upsample_bilinear>() {
   };
 }
 
+// upsample_bicubic and grid_sample: cases_resample.cpp.
+template <>
+Cases cases_of<mg::OpKind::upsample_bicubic>();
+template <>
+Cases cases_of<mg::OpKind::grid_sample>();
+
 std::vector<OpCase> resize_cases() { return family_cases<mg::OpFamily::resize>(); }
 
 }  // namespace optest
