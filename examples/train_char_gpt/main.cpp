@@ -50,7 +50,7 @@ struct Options {
   double lr = 2e-3, min_lr = 2e-4, weight_decay = 0.1, clip = 1.0;
   std::string precision = "auto", device = "cpu", data_dir = "/usr/share/games/fortunes", metrics, save, resume;
   std::string prompt = "\n";
-  int64_t sample = 400, top_k = 20, threads = 2;
+  int64_t sample = 400, top_k = 20, threads = 2, dtr_mib = 0;
   double temperature = 0.8;
   bool kv_cache = true;
   uint64_t seed = 1337;
@@ -72,6 +72,9 @@ int parse(int argc, char** argv, Options& o) {
      "activation checkpointing per layer, the same gradients for less memory: full (alone: keep each layer's "
      "input only and recompute the layer in the backward), attention (keep attention's results), products "
      "(keep the linears' and attention's), alternate (every other linear's and attention's)")
+    ("dtr", po::value(&o.dtr_mib)->value_name("MIB"),
+     "dynamic rematerialization: each layer a dtr::segment, evicted (and recomputed in the backward) while the "
+     "tensors exceed MIB MiB; the same gradients")
     ("lr", po::value(&o.lr)->default_value(o.lr), "peak learning rate (AdamW)")
     ("min-lr", po::value(&o.min_lr)->default_value(o.min_lr), "learning rate at the end of the cosine")
     ("warmup", po::value(&o.warmup)->default_value(o.warmup), "linear warm-up steps")
@@ -110,6 +113,8 @@ int parse(int argc, char** argv, Options& o) {
     };
     require(o.sample == 0 || !o.prompt.empty(), "--prompt must not be empty (the sample continues it)");
     require(o.steps >= 1 && o.batch >= 1 && o.model.block >= 2, "--steps, --batch-size and --block must be positive");
+    require(o.dtr_mib >= 0, "--dtr must be positive");
+    o.model.dtr = o.dtr_mib > 0;
     require(o.model.layers >= 1 && o.model.heads >= 1 && o.model.embd % o.model.heads == 0,
             "--embd must be a positive multiple of --heads");
     require(o.lr > 0 && o.min_lr >= 0 && o.warmup >= 0 && o.warmup < o.steps, "bad --lr, --min-lr or --warmup");
@@ -283,6 +288,9 @@ int main(int argc, char** argv) {
                 mg::to_string(dev).c_str(), static_cast<long long>(o.batch), static_cast<long long>(o.steps));
     if (dev.is_cpu()) std::printf("CPU: %s\n", mg::cpu::describe(mg::cpu::capabilities()).c_str());
 
+    if (o.dtr_mib > 0) {
+      mg::dtr::enable({.eviction_threshold = o.dtr_mib << 20, .evictee_minimum_size = 0});
+    }
     int64_t step = 0;
     auto checkpoint = [&] {
       return mg::io::Checkpoint{.model = &net, .optimizer = &opt, .scheduler = &sched, .scaler = &scaler, .step = step};
@@ -350,6 +358,10 @@ int main(int argc, char** argv) {
     if (dev.is_cpu())
       std::printf("peak memory of tensors: %.1f MiB%s\n", static_cast<double>(mg::peak_allocated_bytes()) / (1 << 20),
                   o.model.checkpoint.empty() ? "" : (" (activation checkpointing: " + o.model.checkpoint + ")").c_str());
+    if (o.dtr_mib > 0)
+      std::printf("DTR at %lld MiB: %lld evictions, %lld recomputations taking %.1f s\n",
+                  static_cast<long long>(o.dtr_mib), static_cast<long long>(mg::dtr::stats().evictions),
+                  static_cast<long long>(mg::dtr::stats().recomputations), mg::dtr::stats().recompute_seconds);
     if (dev.is_cuda())
       std::printf("attention: %s (%lld fused calls)\n",
                   mg::cuda::fused_attention_available(dev.index())

@@ -28,6 +28,8 @@ struct Config {
   // recompute everything, "attention" keep attention's results, "products"
   // keep the linears' and attention's, "alternate" every other linear's and attention's.
   std::string checkpoint;
+  // Each layer a dtr::segment (main enables DTR with its threshold).
+  bool dtr = false;
 };
 
 /// The CheckpointOptions of Config::checkpoint's mode; ValueError for an unknown one.
@@ -72,7 +74,10 @@ class CharGPT : public mg::nn::Module {
     mg::Tensor x = mg::F::add((*tok_)(tokens), (*pos_)(mg::arange(T).to(tokens.device())));
     for (auto& b : blocks_) {
       auto layer = [b](const mg::Tensor& t) { return b->forward(t, {.is_causal = true}); };
-      x = !c_.checkpoint.empty() && is_training() ? mg::autodiff::checkpoint(layer, x, checkpoint_) : layer(x);
+      if (c_.dtr && is_training())
+        x = mg::dtr::segment(layer, x, "layer");
+      else
+        x = !c_.checkpoint.empty() && is_training() ? mg::autodiff::checkpoint(layer, x, checkpoint_) : layer(x);
     }
     return mg::F::linear((*ln_f_)(x), tok_->weight());  // tied: the output layer is the token embedding
   }

@@ -11,6 +11,7 @@
 #include "mixgrad/amp/initialize.hpp"
 #include "mixgrad/amp/scale_loss.hpp"
 #include "mixgrad/autodiff/checkpoint.hpp"
+#include "mixgrad/autodiff/dtr.hpp"
 #include "mixgrad/autodiff/freeze.hpp"
 #include "mixgrad/autodiff/function.hpp"
 #include "mixgrad/autodiff/grad_manager.hpp"

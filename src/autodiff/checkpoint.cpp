@@ -1,8 +1,11 @@
 #include "mixgrad/autodiff/checkpoint.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <unordered_set>
 #include <utility>
 
+#include "autodiff/dtr_pool.hpp"
 #include "autodiff/frozen.hpp"
 #include "autodiff/selective.hpp"
 #include "core/random_state.hpp"
@@ -23,18 +26,23 @@ thread_local int g_recomputing = 0;
 // list is left as it is: the managers recording the backward record the
 // recomputation and its backward too, which makes them differentiable.
 // Everything is restored at the end.
+// A DTR segment's first run uses the same isolation, without counting as a
+// recomputation (`recomputing` false).
 class RecomputeScope {
  public:
-  explicit RecomputeScope(bool isolate)
-      : list_(detail::recording_managers()), saved_list_(list_), saved_paused_(detail::recording_paused()) {
+  explicit RecomputeScope(bool isolate, bool recomputing = true)
+      : list_(detail::recording_managers()),
+        saved_list_(list_),
+        saved_paused_(detail::recording_paused()),
+        recomputing_(recomputing) {
     if (isolate) {
       list_.clear();
       detail::recording_paused() = 0;
     }
-    ++g_recomputing;
+    if (recomputing_) ++g_recomputing;
   }
   ~RecomputeScope() {
-    --g_recomputing;
+    if (recomputing_) --g_recomputing;
     list_ = std::move(saved_list_);
     detail::recording_paused() = saved_paused_;
   }
@@ -45,6 +53,24 @@ class RecomputeScope {
   std::vector<GradManager*>& list_;
   std::vector<GradManager*> saved_list_;
   int saved_paused_;
+  bool recomputing_;
+};
+
+// A DTR segment's graph: fn's ops as a GradManager of the segment's own
+// recorded them in its first run, kept until the backward or an eviction.
+class KeptGraph : public dtr::detail::Evictable {
+ public:
+  std::unique_ptr<GradManager> manager = std::make_unique<GradManager>();
+  std::optional<RecordingScope> recording;
+  std::vector<Tensor> outputs;  // fn's, on the kept tape
+  std::vector<Tensor> grads;    // of the inputs and parameters, caught by the manager's callbacks
+
+  bool evicted() const { return manager == nullptr; }
+  void evict() override {
+    recording.reset();  // drops the tape and what its ops saved
+    manager.reset();
+    outputs.clear();
+  }
 };
 
 // Sets the global generator to `state` for a scope, then back.
@@ -80,13 +106,24 @@ std::vector<Tensor> tracked_tensors(const std::vector<Tensor>& inputs) {
 
 class Checkpointed : public Function {
  public:
-  Checkpointed(CheckpointFn fn, std::vector<bool> input_needs, CheckpointOptions options)
-      : fn_(std::move(fn)), inputs_(input_needs.size()), needs_(std::move(input_needs)), options_(std::move(options)) {
-    if (!options_.keep.empty())
-      kept_ = detail::KeptResults{options_.name, detail::keepable_ops(options_.keep, options_.name), options_.keep_if};
+  // `segment`: a DTR segment, which keeps its graph until DTR evicts it.
+  Checkpointed(CheckpointFn fn, std::vector<bool> input_needs, CheckpointOptions options, bool segment = false)
+      : fn_(std::move(fn)),
+        inputs_(input_needs.size()),
+        needs_(std::move(input_needs)),
+        options_(std::move(options)),
+        segment_(segment) {
+    if (!options_.keep.empty()) {
+      kept_.emplace();
+      kept_->name = options_.name;
+      kept_->ops = detail::keepable_ops(options_.keep, options_.name);
+      kept_->keep_if = options_.keep_if;
+    }
   }
 
-  std::string name() const override { return "autodiff::checkpoint '" + options_.name + "'"; }
+  std::string name() const override {
+    return (segment_ ? "dtr::segment '" : "autodiff::checkpoint '") + options_.name + "'";
+  }
 
   // all = the inputs, then the tracked tensors fn may use.
   std::vector<Tensor> forward(const std::vector<Tensor>& all) override {
@@ -94,12 +131,14 @@ class Checkpointed : public Function {
     if (options_.preserve_rng_state) rng_ = random_state::get();
     std::optional<detail::KeptResultsScope> keeping;
     if (kept_) keeping.emplace(*kept_, detail::KeptResultsScope::Mode::keep);
-    std::vector<Tensor> outputs = fn_(std::vector<Tensor>(all.begin(), all.begin() + static_cast<long>(inputs_)));
+    std::vector<Tensor> outputs =
+        segment_ ? forward_kept(all) : fn_(std::vector<Tensor>(all.begin(), all.begin() + static_cast<long>(inputs_)));
     for (const Tensor& y : outputs) {
       if (!y.defined()) throw ValueError(name() + ": the function returned an undefined tensor");
       shapes_.push_back(y.shape());
       dtypes_.push_back(y.dtype());
     }
+    if (graph_) dtr::detail::track(graph_);  // ValueError for a segment above the threshold by itself
     return outputs;
   }
 
@@ -107,22 +146,89 @@ class Checkpointed : public Function {
     // A recorded backward (apply's closure asked for it and the walk records):
     // the recomputation is recorded on the walk's managers as well.
     const bool recorded = is_recording();
-    std::vector<Tensor> grads(saved_.size());
+    if (graph_ && !graph_->evicted() && !recorded) return backward_kept(output_grads);
+    if (segment_ && graph_) dtr::detail::make_room(graph_->device, graph_->bytes);  // evicted: room to recompute
+    graph_.reset();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<Tensor> grads = backward_recomputed(output_grads, recorded);
+    if (segment_)
+      dtr::detail::recomputed(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                              device_of(saved_));
+    return grads;
+  }
+
+ private:
+  static Device device_of(const std::vector<Tensor>& ts) {
+    for (const Tensor& t : ts)
+      if (t.defined()) return t.device();
+    return Device::cpu();
+  }
+
+  // The leaves a GradManager of the node's own differentiates fn at: the
+  // inputs that need a gradient (as new leaves when `detach`), and the
+  // parameters fn may use. Their gradients are caught in `grads`, not
+  // written to .grad().
+  std::vector<Tensor> attach_leaves(GradManager& gm, std::vector<Tensor>& grads, bool detach) const {
     std::vector<Tensor> leaves(saved_.begin(), saved_.begin() + static_cast<long>(inputs_));
-    GradManager local;
     for (size_t i = 0; i < saved_.size(); ++i) {
       if (!saved_[i].defined() || !is_floating_point(saved_[i].dtype()) || (i < inputs_ && !needs_[i])) continue;
-      // Plainly, the inputs are taken as new leaves; recorded, as themselves,
-      // so the recomputation hangs off their history. The parameters are
-      // themselves; their gradients are caught here and returned, not
-      // written to .grad().
-      Tensor leaf = i < inputs_ && !recorded ? saved_[i].detach() : saved_[i];
+      Tensor leaf = i < inputs_ && detach ? saved_[i].detach() : saved_[i];
       if (i < inputs_) leaves[i] = leaf;
-      local.attach(leaf, {[&grads, i](const Tensor&, const Tensor& g) {
-                     grads[i] = g;
-                     return Tensor();
-                   }});
+      gm.attach(leaf, {[&grads, i](const Tensor&, const Tensor& g) {
+                  grads[i] = g;
+                  return Tensor();
+                }});
     }
+    return leaves;
+  }
+
+  // A DTR segment's first run: fn recorded by a GradManager of its own,
+  // isolated from the managers recording around it, whose tape is kept.
+  std::vector<Tensor> forward_kept(const std::vector<Tensor>& all) {
+    auto g = std::make_shared<KeptGraph>();
+    g->name = options_.name;
+    g->device = device_of(all);
+    g->grads.assign(all.size(), Tensor());
+    const std::vector<Tensor> leaves = attach_leaves(*g->manager, g->grads, true);
+    dtr::detail::make_room(g->device, dtr::detail::last_segment_bytes());  // layers alike: the last one's size
+    const int64_t before = dtr::detail::allocated_on(g->device);
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      RecomputeScope isolated(true, false);
+      dtr::detail::RunningSegment running(*g);
+      g->recording.emplace(g->manager->record());
+      g->outputs = fn_(leaves);
+    }
+    g->ran = std::chrono::steady_clock::now();
+    g->cost_seconds = std::chrono::duration<double>(g->ran - t0).count();
+    int64_t held = dtr::detail::allocated_on(g->device) - before;
+    for (const Tensor& y : g->outputs)
+      if (y.defined()) held -= y.numel() * element_size(y.dtype());  // the outputs live on without the segment
+    g->bytes = std::max<int64_t>(held, 0);
+    graph_ = g;
+    return g->outputs;
+  }
+
+  // A kept segment's backward: the kept tape's, with no recomputation.
+  std::vector<Tensor> backward_kept(const std::vector<Tensor>& output_grads) {
+    std::shared_ptr<KeptGraph> g = std::move(graph_);
+    std::vector<Tensor> ys, dys;
+    for (size_t j = 0; j < g->outputs.size(); ++j)
+      if (is_floating_point(g->outputs[j].dtype()) && output_grads[j].defined()) {
+        ys.push_back(g->outputs[j]);
+        dys.push_back(output_grads[j]);
+      }
+    RecomputeScope isolated(true, false);
+    if (!ys.empty()) g->manager->backward(ys, dys);
+    return std::move(g->grads);
+  }
+
+  std::vector<Tensor> backward_recomputed(const std::vector<Tensor>& output_grads, bool recorded) {
+    std::vector<Tensor> grads(saved_.size());
+    GradManager local;
+    // Plainly, the inputs are taken as new leaves; recorded, as themselves,
+    // so the recomputation hangs off their history.
+    const std::vector<Tensor> leaves = attach_leaves(local, grads, !recorded);
     RecomputeScope scope(!recorded);
     RngScope same_draws(rng_);
     auto recording = local.record();
@@ -138,7 +244,6 @@ class Checkpointed : public Function {
     return grads;
   }
 
- private:
   // fn again, handed back the results the first run kept (the first time:
   // a second backward through a kept graph recomputes everything).
   std::vector<Tensor> recompute(const std::vector<Tensor>& leaves) {
@@ -177,7 +282,23 @@ class Checkpointed : public Function {
   std::vector<Shape> shapes_;
   std::vector<DType> dtypes_;
   std::optional<detail::KeptResults> kept_;  // selective checkpointing's kept results
+  bool segment_ = false;
+  std::shared_ptr<KeptGraph> graph_;  // a DTR segment's, until its backward or eviction
 };
+
+// fn(inputs) as one node on the tape (recording): a checkpoint, or a DTR segment.
+std::vector<Tensor> run_checkpointed(const CheckpointFn& fn, const std::vector<Tensor>& inputs,
+                                     const CheckpointOptions& options, bool segment) {
+  std::vector<bool> needs;
+  for (const Tensor& t : inputs) {
+    bool tracked = false;
+    for (GradManager* gm : detail::recording_managers()) tracked = tracked || (t.defined() && detail::tracks(gm, t.id()));
+    needs.push_back(tracked);
+  }
+  std::vector<Tensor> all = inputs;
+  for (Tensor& t : tracked_tensors(inputs)) all.push_back(std::move(t));
+  return autodiff::apply(std::make_shared<Checkpointed>(fn, std::move(needs), options, segment), all);
+}
 
 }  // namespace
 
@@ -188,15 +309,7 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   // Not recording (no_grad, inference, or the forward of an enclosing
   // checkpoint): nothing to save, fn runs as it is.
   if (!is_recording()) return fn(inputs);
-  std::vector<bool> needs;
-  for (const Tensor& t : inputs) {
-    bool tracked = false;
-    for (GradManager* gm : detail::recording_managers()) tracked = tracked || (t.defined() && detail::tracks(gm, t.id()));
-    needs.push_back(tracked);
-  }
-  std::vector<Tensor> all = inputs;
-  for (Tensor& t : tracked_tensors(inputs)) all.push_back(std::move(t));
-  return autodiff::apply(std::make_shared<Checkpointed>(fn, std::move(needs), options), all);
+  return run_checkpointed(fn, inputs, options, false);
 }
 
 Tensor checkpoint(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input,
@@ -214,3 +327,21 @@ std::vector<std::string> kept_products() {
 }
 
 }  // namespace mixgrad::autodiff
+
+namespace mixgrad::dtr {
+
+std::vector<Tensor> segment(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+                            const std::vector<Tensor>& inputs, const std::string& name) {
+  if (!fn) throw ValueError("dtr::segment '" + name + "': empty function");
+  if (!detail::active() || !autodiff::is_recording()) return fn(inputs);
+  return autodiff::run_checkpointed(fn, inputs, {.name = name}, true);
+}
+
+Tensor segment(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input, const std::string& name) {
+  if (!fn) throw ValueError("dtr::segment '" + name + "': empty function");
+  // fn is copied: an evicted segment's backward calls it again, after this returns.
+  return segment([fn](const std::vector<Tensor>& in) { return std::vector<Tensor>{fn(in[0])}; },
+                 std::vector<Tensor>{input}, name)[0];
+}
+
+}  // namespace mixgrad::dtr

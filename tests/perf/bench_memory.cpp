@@ -10,7 +10,10 @@
 //              results (keep = kept_products());
 //   alternate  as products, keeping every other linear's result (keep_if,
 //              torchtitan's policy): the layer's wide in-projections are
-//              kept, its narrow out-projections recomputed.
+//              kept, its narrow out-projections recomputed;
+//   dtr:F      each layer a dtr::segment, DTR on with its eviction threshold
+//              at F times none's activation peak above the step's base
+//              (parameters, gradients, input): 0.75, 0.50 and 0.35.
 // Each mode runs in a child process of its own (this program, `--child`), so
 // one mode's cached memory cannot lower another's peak. The child reports
 // the activation peak (mg::peak_allocated_bytes() during a step above what
@@ -50,15 +53,17 @@ struct Config {
   int64_t width = 256, layers = 8, context = 1024, batch = 8, heads = 4;
   int steps = 3;
   bool autocast = false;
+  double none_peak_mib = 0;  // the dtr modes' reference: none's activation peak
 };
 
 struct Measure {
   double peak_mib = 0, step_ms = 0, rss_mib = 0;
+  double evictions = 0, recompute_ms = 0;  // per step, dtr modes
   uint64_t hash = 0;
   bool ok = false;
 };
 
-const char* kModes[] = {"none", "full", "attention", "products", "alternate"};
+const char* kModes[] = {"none", "full", "attention", "products", "alternate", "dtr:0.75", "dtr:0.50", "dtr:0.35"};
 
 uint64_t grad_hash(const std::vector<mg::Tensor>& params) {
   uint64_t h = 1469598103934665603ull;
@@ -99,8 +104,10 @@ struct GptStack {
   mg::Tensor x;
   mg::autodiff::CheckpointOptions options;
   bool wrap = false, autocast = false;
+  double dtr_fraction = 0;  // dtr modes: the threshold's share of none's peak
 
   GptStack(const Config& c, const std::string& mode) : wrap(mode != "none"), autocast(c.autocast) {
+    if (mode.rfind("dtr:", 0) == 0) dtr_fraction = std::stod(mode.substr(4));
     mg::manual_seed(0);
     for (int64_t i = 0; i < c.layers; ++i) {
       layers.push_back(std::make_shared<mg::nn::TransformerEncoderLayer>(
@@ -126,7 +133,7 @@ struct GptStack {
       mg::amp::autocast scope(autocast);
       for (auto& l : layers) {
         auto f = [l](const mg::Tensor& t) { return l->forward(t, {.is_causal = true}); };
-        h = wrap ? mg::autodiff::checkpoint(f, h, options) : f(h);
+        h = dtr_fraction > 0 ? mg::dtr::segment(f, h) : wrap ? mg::autodiff::checkpoint(f, h, options) : f(h);
       }
       const mg::Tensor hf = mg::F::astype(h, mg::DType::float32);
       loss = mg::F::mean(hf * hf);
@@ -141,7 +148,11 @@ struct GptStack {
 int child(const Config& c, const std::string& mode) {
   GptStack net(c, mode);
   for (auto& p : net.params) p.set_grad(mg::zeros_like(p));
+  if (net.dtr_fraction > 0)
+    mg::dtr::enable({.eviction_threshold = mg::allocated_bytes() +
+                                           static_cast<int64_t>(net.dtr_fraction * c.none_peak_mib * (1 << 20))});
   net.step();
+  mg::dtr::reset_stats();
   std::vector<double> ms;
   int64_t peak = 0;
   for (int s = 0; s < c.steps; ++s) {
@@ -153,6 +164,7 @@ int child(const Config& c, const std::string& mode) {
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     peak = std::max(peak, mg::peak_allocated_bytes() - base);
   }
+  const mg::dtr::Stats dtr = mg::dtr::stats();
   const uint64_t hash = grad_hash(net.params);
   for (auto& p : net.params) p.set_grad(mg::zeros_like(p));
   mg::empty_cache();  // the resident set now grows with what the step allocates
@@ -162,8 +174,9 @@ int child(const Config& c, const std::string& mode) {
   net.step();
   const int64_t rss_peak = resident_kib("VmHWM") - rss_base;
   std::sort(ms.begin(), ms.end());
-  std::printf("%.3f %.3f %llu %.3f\n", static_cast<double>(peak) / (1 << 20), ms[ms.size() / 2],
-              static_cast<unsigned long long>(hash), static_cast<double>(rss_peak) / 1024);
+  std::printf("%.3f %.3f %llu %.3f %.2f %.3f\n", static_cast<double>(peak) / (1 << 20), ms[ms.size() / 2],
+              static_cast<unsigned long long>(hash), static_cast<double>(rss_peak) / 1024,
+              static_cast<double>(dtr.evictions) / c.steps, 1e3 * dtr.recompute_seconds / c.steps);
   return 0;
 }
 
@@ -171,12 +184,14 @@ Measure spawn(const std::string& self, const Config& c, const std::string& mode,
   const std::string cmd = self + " --child " + mode + " --width " + std::to_string(c.width) + " --layers " +
                           std::to_string(c.layers) + " --context " + std::to_string(c.context) + " --batch " +
                           std::to_string(batch) + " --heads " + std::to_string(c.heads) + " --steps " +
-                          std::to_string(c.steps) + (c.autocast ? " --autocast" : "");
+                          std::to_string(c.steps) + " --none-peak-mib " + std::to_string(c.none_peak_mib) +
+                          (c.autocast ? " --autocast" : "");
   Measure m;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return m;
   unsigned long long hash = 0;
-  m.ok = std::fscanf(p, "%lf %lf %llu %lf", &m.peak_mib, &m.step_ms, &hash, &m.rss_mib) == 4;
+  m.ok = std::fscanf(p, "%lf %lf %llu %lf %lf %lf", &m.peak_mib, &m.step_ms, &hash, &m.rss_mib, &m.evictions,
+                     &m.recompute_ms) == 6;
   m.hash = hash;
   m.ok = pclose(p) == 0 && m.ok;
   return m;
@@ -201,14 +216,15 @@ int64_t max_batch(const std::string& self, const Config& c, const std::string& m
   return lo;
 }
 
-void report(const std::string& self, const Config& c, bool search) {
+void report(const std::string& self, Config c, bool search) {
   std::printf("## GPT stack: width %lld, %lld layers, %lld heads, context %lld, batch %lld, %s, median of %d steps\n",
               static_cast<long long>(c.width), static_cast<long long>(c.layers), static_cast<long long>(c.heads),
               static_cast<long long>(c.context), static_cast<long long>(c.batch),
               c.autocast ? "bfloat16 autocast" : "float32", c.steps);
-  std::printf("| mode | activation peak MiB | x none | resident-set growth MiB | x none | step ms | x none | gradients |%s\n",
+  std::printf("| mode | activation peak MiB | x none | resident-set growth MiB | x none | step ms | x none | gradients "
+              "| evictions / recomputed ms per step |%s\n",
               search ? " largest batch under none's peak |" : "");
-  std::printf("|---|---|---|---|---|---|---|---|%s\n", search ? "---|" : "");
+  std::printf("|---|---|---|---|---|---|---|---|---|%s\n", search ? "---|" : "");
   Measure none;
   for (const char* mode : kModes) {
     const Measure m = spawn(self, c, mode, c.batch);
@@ -216,10 +232,17 @@ void report(const std::string& self, const Config& c, bool search) {
       std::printf("| %s | failed | | | | |\n", mode);
       continue;
     }
-    if (std::string(mode) == "none") none = m;
+    if (std::string(mode) == "none") {
+      none = m;
+      c.none_peak_mib = m.peak_mib;
+    }
     std::printf("| %s | %.1f | %.2f | %.1f | %.2f | %.0f | %.2f | %s |", mode, m.peak_mib, m.peak_mib / none.peak_mib,
                 m.rss_mib, m.rss_mib / none.rss_mib, m.step_ms, m.step_ms / none.step_ms,
                 m.hash == none.hash ? "bit-identical" : "DIFFER");
+    if (std::string(mode).rfind("dtr:", 0) == 0)
+      std::printf(" %.1f / %.0f |", m.evictions, m.recompute_ms);
+    else
+      std::printf(" |");
     if (search) std::printf(" %lld |", static_cast<long long>(max_batch(self, c, mode, none.peak_mib)));
     std::printf("\n");
     std::fflush(stdout);
@@ -240,7 +263,8 @@ int main(int argc, char** argv) {
                                                              "bfloat16 autocast")(
       "max-batch", po::bool_switch(&search), "also search each mode's largest batch under none's peak")(
       "torch", po::bool_switch(&torch), "also run bench_memory_torch.py (PyTorch's checkpoint) on the same model")(
-      "child", po::value(&child_mode), "internal: run one mode and print its measures");
+      "child", po::value(&child_mode), "internal: run one mode and print its measures")(
+      "none-peak-mib", po::value(&c.none_peak_mib), "internal: none's activation peak, for the dtr modes");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, desc), vm);
   po::notify(vm);

@@ -1,0 +1,205 @@
+// dtr::segment under dtr::enable: the same gradients, bit for bit, as
+// without DTR (float32, bfloat16 autocast, dropout, a GradScaler step that
+// overflows), evictions that bring the peak under the threshold and their
+// recomputations counted, the minimum evictee size and pin() respected, a
+// segment above the threshold by itself a ValueError that leaves the tape as
+// it was, and plain functions when DTR is off.
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "autodiff/inspect.hpp"
+#include "mixgrad/mixgrad.hpp"
+
+namespace mg = mixgrad;
+namespace nn = mixgrad::nn;
+
+namespace {
+
+// Turns DTR on for a scope, and off (with its counters reset) after it.
+struct DtrOn {
+  explicit DtrOn(const mg::dtr::Options& o) {
+    mg::dtr::enable(o);
+    mg::dtr::reset_stats();
+  }
+  ~DtrOn() {
+    mg::dtr::disable();
+    mg::dtr::reset_stats();
+  }
+};
+
+struct Net {
+  std::vector<nn::Sequential> blocks;
+  Net() {
+    mg::manual_seed(3);
+    for (int i = 0; i < 6; ++i)
+      blocks.push_back(nn::Sequential(nn::Linear(128, 512), nn::GELU(), nn::Dropout(0.1), nn::Linear(512, 128)));
+  }
+  std::vector<mg::Tensor> parameters() {
+    std::vector<mg::Tensor> p;
+    for (auto& b : blocks)
+      for (auto& t : b.parameters()) p.push_back(t);
+    return p;
+  }
+};
+
+struct Run {
+  std::vector<std::vector<float>> grads;
+  int64_t peak = 0;
+  size_t tape = 0;
+  mg::dtr::Stats stats;
+};
+
+// DTR for one step: a threshold at `fraction` of `peak` above the step's
+// base (parameters, gradients, input); off when fraction is 0.
+struct Budget {
+  double fraction = 0;
+  int64_t peak = 0;
+  int64_t minimum = 1 << 20;
+};
+
+// One step's gradients and activation peak; `pin` pins the first block.
+Run step(bool autocast, bool scaler = false, bool poison = false, bool pin = false, Budget budget = {}) {
+  Net net;
+  mg::autodiff::GradManager gm;
+  gm.attach(net.parameters());
+  if (!scaler)  // the gradients' memory before the peak (a scaler step wants them fresh)
+    for (auto& p : net.parameters()) p.set_grad(mg::zeros_like(p));
+  mg::manual_seed(9);
+  const mg::Tensor x = mg::normal({256, 128});
+  mg::amp::GradScaler gs({.init_scale = 1024.0});
+  const int64_t base = mg::allocated_bytes();
+  std::optional<DtrOn> on;
+  if (budget.fraction > 0)
+    on.emplace(mg::dtr::Options{.eviction_threshold = base + static_cast<int64_t>(budget.fraction * budget.peak),
+                                .evictee_minimum_size = budget.minimum});
+  mg::reset_peak_allocated_bytes();
+  Run r;
+  mg::manual_seed(21);  // dropout's draws
+  {
+    auto rec = gm.record();
+    mg::Tensor h = x, loss;
+    {
+      mg::amp::autocast scope(autocast);
+      for (size_t i = 0; i < net.blocks.size(); ++i) {
+        auto& b = net.blocks[i];
+        const bool pinned = pin && i == 0;
+        h = mg::dtr::segment(
+            [&b, pinned](const mg::Tensor& t) {
+              if (pinned) mg::dtr::pin();
+              return b(t);
+            },
+            h, "block" + std::to_string(i));
+      }
+      loss = mg::F::mean(h * h);
+    }
+    if (poison) loss = loss * std::numeric_limits<double>::infinity();
+    r.tape = mg::autodiff::detail::tape_size(gm);
+    if (scaler)
+      gs.backward(gm, loss);
+    else
+      gm.backward(loss);
+  }
+  r.peak = mg::peak_allocated_bytes() - base;
+  r.stats = mg::dtr::stats();
+  for (auto& p : net.parameters()) r.grads.push_back(p.grad().to(mg::DType::float32).to_vector<float>());
+  return r;
+}
+
+bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
+      return false;
+  return true;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(dtr)
+
+BOOST_AUTO_TEST_CASE(off_a_segment_is_its_function) {
+  const Run plain = step(false);
+  BOOST_TEST(plain.tape >= 6u * 4u);  // every op of every block on the tape
+  BOOST_TEST(mg::dtr::stats().segments == 0);
+}
+
+BOOST_AUTO_TEST_CASE(kept_segments_give_the_same_gradients_and_recompute_nothing) {
+  const Run plain = step(false);
+  const Run kept = step(false, false, false, false, {.fraction = 1e6, .peak = plain.peak});
+  BOOST_TEST(same_bits(plain.grads, kept.grads));
+  BOOST_TEST(kept.tape == 6u + 2u);  // one node per segment, then the loss's ops
+  BOOST_TEST(kept.stats.segments == 6);
+  BOOST_TEST(kept.stats.evictions == 0);
+  BOOST_TEST(kept.stats.recomputations == 0);
+  BOOST_TEST(kept.peak <= plain.peak + plain.peak / 20);
+}
+
+BOOST_AUTO_TEST_CASE(evictions_bring_the_peak_down_with_the_same_gradients) {
+  const Run plain = step(false);
+  const Run evicting = step(false, false, false, false, {.fraction = 0.5, .peak = plain.peak});
+  const mg::dtr::Stats& s = evicting.stats;
+  BOOST_TEST_MESSAGE("activation peak " << plain.peak / 1024 << " KiB plain, " << evicting.peak / 1024
+                                        << " KiB with DTR at half of it; " << s.evictions << " evictions, "
+                                        << s.recomputations << " recomputations");
+  BOOST_TEST(same_bits(plain.grads, evicting.grads));  // dropout included: the same draws again
+  BOOST_TEST(s.evictions > 0);
+  BOOST_TEST(s.recomputations == s.evictions);
+  BOOST_TEST(s.evicted_bytes > 0);
+  BOOST_TEST(evicting.peak < plain.peak * 3 / 4);
+}
+
+BOOST_AUTO_TEST_CASE(bfloat16_autocast_and_an_overflowing_scaler_step_match) {
+  const Run plain = step(true, true), plain_inf = step(false, true, true);
+  const Run evicting = step(true, true, false, false, {.fraction = 0.1, .peak = plain.peak, .minimum = 0});
+  BOOST_TEST(evicting.stats.evictions > 0);
+  BOOST_TEST(same_bits(plain.grads, evicting.grads));
+  const Run evicting_inf = step(false, true, true, false, {.fraction = 0.1, .peak = plain.peak, .minimum = 0});
+  BOOST_TEST(evicting_inf.stats.evictions > 0);
+  for (size_t i = 0; i < plain_inf.grads.size(); ++i)
+    for (size_t j = 0; j < plain_inf.grads[i].size(); ++j)
+      BOOST_TEST((std::isfinite(plain_inf.grads[i][j]) == std::isfinite(evicting_inf.grads[i][j])));
+}
+
+BOOST_AUTO_TEST_CASE(small_and_pinned_segments_are_never_evicted) {
+  const Run plain = step(false);
+  const Run small = step(false, false, false, false, {.fraction = 1e-9, .peak = 1, .minimum = int64_t{1} << 40});
+  BOOST_TEST(same_bits(plain.grads, small.grads));
+  BOOST_TEST(small.stats.evictions == 0);  // every segment is below the minimum size
+  const Run pinned = step(false, false, false, true, {.fraction = 1e-9, .peak = 1, .minimum = 0});
+  BOOST_TEST(same_bits(plain.grads, pinned.grads));
+  BOOST_TEST(pinned.stats.evictions == 5);  // all but the pinned first block
+}
+
+BOOST_AUTO_TEST_CASE(a_segment_above_the_threshold_by_itself_is_an_error_and_the_tape_stays) {
+  mg::manual_seed(2);
+  nn::Linear small(8, 8), big(8, 4096);
+  mg::autodiff::GradManager gm;
+  gm.attach(small.parameters()).attach(big.parameters());
+  DtrOn on({.eviction_threshold = mg::allocated_bytes() + (256 << 10), .evictee_minimum_size = 0});
+  auto rec = gm.record();
+  const mg::Tensor x = mg::normal({64, 8});
+  const mg::Tensor h = mg::F::tanh(small(x));
+  try {
+    (void)mg::dtr::segment([&](const mg::Tensor& t) { return mg::F::gelu(big(t)); }, h, "wide");
+    BOOST_ERROR("no error");
+  } catch (const mg::ValueError& e) {
+    const std::string what = e.what();
+    BOOST_TEST(what.find("'wide'") != std::string::npos, what);
+    BOOST_TEST(what.find("MiB") != std::string::npos, what);
+  }
+  gm.backward(mg::F::sum(h));  // the tape before the failed segment is whole
+  BOOST_TEST(small.weight().grad().defined());
+  BOOST_TEST(!big.weight().grad().defined());
+}
+
+BOOST_AUTO_TEST_CASE(bad_options_are_value_errors) {
+  BOOST_CHECK_THROW(mg::dtr::enable({.eviction_threshold = 0}), mg::ValueError);
+  BOOST_CHECK_THROW(mg::dtr::enable({.eviction_threshold = 1, .evictee_minimum_size = -1}), mg::ValueError);
+  BOOST_TEST(!mg::dtr::is_enabled());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
