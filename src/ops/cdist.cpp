@@ -72,7 +72,9 @@ Tensor cdist(const Tensor& x1_in, const Tensor& x2_in, double p, CdistMode mode)
         (mode == CdistMode::use_mm_for_euclid_dist_if_necessary && large))
       return euclidean_by_matmul(x1, x2);
   }
-  const Tensor diff = sub(unsqueeze(x1, -2), unsqueeze(x2, -3));  // [.., P, R, M]
+  // [.., P, R, M]; an add of the negation, as F::sub's backward is not
+  // recorded as differentiable again when x2 needs no gradient.
+  const Tensor diff = add(unsqueeze(x1, -2), neg(unsqueeze(x2, -3)));
   if (p == 0.0) return sum(astype(ne(diff, zeros_like(diff)), diff.dtype()), -1);
   const Tensor a = abs(diff);
   if (p == 1.0) return sum(a, -1);

@@ -102,6 +102,25 @@ BOOST_AUTO_TEST_CASE(cdist_values_and_gradients_match_torch_for_every_p) {
   expect(F::cdist(x1, x2, 0.0), {0, 2, 3, 3, 3, 3});
 }
 
+// d/dx1 of sum(d/dx1 sum(cdist)) with x2 a constant, against torch's double
+// backward of its p = 2 matrix-product path (no zero distance here, where
+// both of mixgrad's paths have the same second derivative).
+BOOST_AUTO_TEST_CASE(cdist_second_derivative_with_a_constant_x2_matches_torch) {
+  for (auto mode : {F::CdistMode::use_mm_for_euclid_dist, F::CdistMode::donot_use_mm_for_euclid_dist}) {
+    mg::Tensor x1 = t64({0.0, 1.0, 2.0, 1.0, -1.0, 0.5, 2.0, 0.0, 0.0}, {3, 3});
+    const mg::Tensor x2 = t64({0.5, 1.0, 2.0, 3.0, 1.0, -1.0}, {2, 3});
+    mg::autodiff::GradManager gm;
+    gm.attach(x1);
+    auto rec = gm.record();
+    gm.backward(F::sum(F::cdist(x1, x2, 2.0, mode)), {}, {.create_graph = true});
+    const mg::Tensor g = x1.grad();
+    expect(g, {-1.70711, 0, 0.707107, -0.428579, -1.40916, -0.119827, -0.0202643, -0.948741, -0.165431});
+    x1.set_grad({});
+    gm.backward(F::sum(g));
+    expect(x1.grad(), {0.235702, 2.2357, 2.2357, 0.64273, 0.190155, 0.547308, 0.87155, 0.679451, 0.987512});
+  }
+}
+
 BOOST_AUTO_TEST_CASE(cdist_broadcasts_batch_dims_and_picks_the_product_for_many_rows) {
   const mg::Tensor a = test_util::randn({2, 1, 30, 3}, 1), b = test_util::randn({3, 4, 3}, 2);
   const mg::Tensor by_mm = F::cdist(a, b);  // 30 rows > 25: the matrix product
