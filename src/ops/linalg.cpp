@@ -132,9 +132,14 @@ Tensor recorded_product(const Tensor& a, const Tensor& b, DType dtype) {
   return astype(F::matmul(astype(a, DType::float32), astype(b, DType::float32)), dtype);
 }
 
-}  // namespace
+// matmul's operand checks and result: its broadcast batch dims, its shape
+// (the vectors' unit dims dropped) and the common rank of the operands' views.
+struct MatmulShape {
+  Shape batch, out;
+  int rank;
+};
 
-Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+MatmulShape matmul_shape(const Tensor& a_in, const Tensor& b_in) {
   ops::check_defined("matmul", {&a_in, &b_in});
   ops::check_same_device("matmul", {&a_in, &b_in});
   ops::check_floating("matmul", a_in);
@@ -149,24 +154,33 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     throw ShapeError("matmul: inner dimensions differ (" + std::to_string(ka) + " vs " + std::to_string(kb) +
                      "): " + ops::describe(a_in) + " x " + ops::describe(b_in));
   // Batch dims (all but the matrix dims) must broadcast.
-  const int rank = std::max({a_in.ndim(), b_in.ndim(), 2});
-  Shape batch;
-  for (int d = 0; d < rank - 2; ++d) {
-    const int da = d - (rank - a_in.ndim()), db = d - (rank - b_in.ndim());
+  MatmulShape m{{}, {}, std::max({a_in.ndim(), b_in.ndim(), 2})};
+  for (int d = 0; d < m.rank - 2; ++d) {
+    const int da = d - (m.rank - a_in.ndim()), db = d - (m.rank - b_in.ndim());
     const int64_t ea = da >= 0 && !a_vec ? a_in.shape()[da] : 1;
     const int64_t eb = db >= 0 && !b_vec ? b_in.shape()[db] : 1;
     if (ea != eb && ea != 1 && eb != 1)
       throw ShapeError("matmul: batch dimensions do not broadcast: " + ops::describe(a_in) + " x " +
                        ops::describe(b_in));
-    batch.push_back(std::max(ea, eb));
+    m.batch.push_back(std::max(ea, eb));
   }
   // Two empty operands ([2^40, 0] x [0, 2^40]) can ask for a result too large to count.
-  Shape out_shape = batch;
-  if (!a_vec) out_shape.push_back(a_in.shape()[a_in.ndim() - 2]);
-  if (!b_vec) out_shape.push_back(b_in.shape()[b_in.ndim() - 1]);
-  sizes::numel(out_shape, "matmul");
+  m.out = m.batch;
+  if (!a_vec) m.out.push_back(a_in.shape()[a_in.ndim() - 2]);
+  if (!b_vec) m.out.push_back(b_in.shape()[b_in.ndim() - 1]);
+  sizes::numel(m.out, "matmul");
   if (a_in.dtype() != b_in.dtype() && !amp::detail::autocast_active()) check_dtypes("matmul", {&a_in, &b_in});
+  return m;
+}
 
+}  // namespace
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const MatmulShape m = matmul_shape(a_in, b_in);
+  const int rank = m.rank;
+  const Shape& batch = m.batch;
+  const Shape& out_shape = m.out;
+  const bool a_vec = a_in.ndim() == 1, b_vec = b_in.ndim() == 1;
   Tensor a = a_in, b = b_in;
   const std::optional<DType> mixed =
       amp::autocast_product_inputs(rank > 2 ? OpKind::batched_matmul : OpKind::matmul, {&a, &b});
