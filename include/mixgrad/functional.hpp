@@ -5,6 +5,7 @@
 #include "mixgrad/ops/addmm_activation.hpp"
 #include "mixgrad/ops/attention.hpp"
 #include "mixgrad/ops/conv1d_variants.hpp"
+#include "mixgrad/ops/conv3d.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/cumprod.hpp"
 #include "mixgrad/ops/distance.hpp"

@@ -300,11 +300,15 @@ Cases cases_of<mg::OpKind::prelu>() {
   };
 }
 
-// conv_transpose1d and conv_tbc: cases_conv_composed.cpp.
+// conv_transpose1d, conv_tbc, conv3d and conv_transpose3d: cases_conv_composed.cpp.
 template <>
 Cases cases_of<mg::OpKind::conv_transpose1d>();
 template <>
 Cases cases_of<mg::OpKind::conv_tbc>();
+template <>
+Cases cases_of<mg::OpKind::conv3d>();
+template <>
+Cases cases_of<mg::OpKind::conv_transpose3d>();
 
 // max_unpool1d and max_unpool2d: cases_max_unpool.cpp.
 template <>
