@@ -1,19 +1,21 @@
-// Tensor parallelism (Megatron-LM's MLP block) written with the recorded
-// collectives of mg::distributed::functional: the first Linear is split by
-// output columns, the second by input rows, and one all_reduce_sum joins
-// the partial sums. It trains with autocast and a GradScaler, then rank 0
-// trains the same model whole in one process, on the same data from the
-// same start, and prints both loss curves: they agree within the rounding
-// of the precision used.
+// Tensor parallelism (two stacked Megatron-LM MLP blocks) written with the
+// recorded collectives of mg::distributed::functional: in each block the
+// first Linear is split by output columns, the second by input rows;
+// copy_to_parallel_region ("f") brings the replicated input in and
+// reduce_from_parallel_region ("g") joins the partial sums. It trains with
+// autocast and a GradScaler, then rank 0 trains the same model whole in one
+// process, on the same data from the same start, and prints both loss
+// curves: they agree within the rounding of the precision used.
 //
 //   mpirun -np 2 build/examples/train_tensor_parallel [--steps 200] [--precision bf16|fp16|fp32]
 //
-// Every rank holds 1/W of W1 (rows) and b1, 1/W of W2 (columns), and the
-// whole b2. The forward needs no communication until the all_reduce_sum;
-// its backward is another all_reduce_sum (MegEngine's rule), which gives the
-// gradient of the sum of every rank's loss: every rank computes the same
-// loss, so each backpropagates loss / W. The replicated b2 then gets 1/W of
-// its gradient on each rank, and a gradient callback sums them.
+// In each block every rank holds 1/W of W1 (rows) and b1, 1/W of W2
+// (columns), and the whole b2. A block's forward communicates once, in g;
+// its backward once, in f, which sums the ranks' shares of the gradient of
+// the block's input (each rank has only its own columns' share), so the
+// second block hands the first a whole gradient. Every rank computes the
+// same loss and backpropagates all of it (Megatron's convention), and the
+// replicated b2 gets its whole gradient on every rank.
 //
 // Exit: 0 when the curves agree, 1 when they do not, 2 for a bad option.
 #include <algorithm>
@@ -47,17 +49,32 @@ struct Block {
   std::vector<mg::Tensor> all() const { return {w1, b1, w2, b2}; }
 };
 
-Block initial_block() {
+using Model = std::vector<Block>;  // two blocks, one after the other
+
+Model initial_model() {
   mg::manual_seed(0);
-  return {mg::normal({kHidden, kIn}, 0.0, 1.0 / std::sqrt(double(kIn))), mg::zeros({kHidden}),
-          mg::normal({kIn, kHidden}, 0.0, 1.0 / std::sqrt(double(kHidden))), mg::zeros({kIn})};
+  Model m;
+  for (int b = 0; b < 2; ++b)
+    m.push_back({mg::normal({kHidden, kIn}, 0.0, 1.0 / std::sqrt(double(kIn))), mg::zeros({kHidden}),
+                 mg::normal({kIn, kHidden}, 0.0, 1.0 / std::sqrt(double(kHidden))), mg::zeros({kIn})});
+  return m;
+}
+
+std::vector<mg::Tensor> parameters(const Model& m) {
+  std::vector<mg::Tensor> ps;
+  for (const Block& b : m)
+    for (const mg::Tensor& p : b.all()) ps.push_back(p);
+  return ps;
 }
 
 // Rank r's shard: rows r/W of W1 and b1, columns r/W of W2, all of b2.
-Block shard(const Block& whole, int rank, int world) {
+Model shard(const Model& whole, int rank, int world) {
   const int64_t n = kHidden / world;
-  return {F::narrow(whole.w1, 0, rank * n, n).clone(), F::narrow(whole.b1, 0, rank * n, n).clone(),
-          F::narrow(whole.w2, 1, rank * n, n).clone(), whole.b2.clone()};
+  Model m;
+  for (const Block& b : whole)
+    m.push_back({F::narrow(b.w1, 0, rank * n, n).clone(), F::narrow(b.b1, 0, rank * n, n).clone(),
+                 F::narrow(b.w2, 1, rank * n, n).clone(), b.b2.clone()});
+  return m;
 }
 
 // Step s's batch, the same on every rank: x ~ N(0, 1), y = sin(x A).
@@ -69,27 +86,30 @@ std::pair<mg::Tensor, mg::Tensor> batch(int step) {
   return {x, F::sin(F::matmul(x, a))};
 }
 
-// The block: column-parallel Linear, GELU, row-parallel Linear. With a
+// A block: column-parallel Linear, GELU, row-parallel Linear. With a
 // group, `partial` is this rank's share of the second product.
 mg::Tensor forward(const Block& p, const mg::Tensor& x, const mg::distributed::ProcessGroup* group) {
-  const mg::Tensor h = F::gelu(F::linear(x, p.w1, p.b1));  // [B, H / W]: this rank's columns
-  const mg::Tensor partial = F::linear(h, p.w2);           // [B, D]: a partial sum over H
-  const mg::Tensor out = group ? DF::all_reduce_sum(*group, partial) : partial;
+  const mg::Tensor in = group ? DF::copy_to_parallel_region(*group, x) : x;  // f
+  const mg::Tensor h = F::gelu(F::linear(in, p.w1, p.b1));                      // [B, H / W]: this rank's columns
+  const mg::Tensor partial = F::linear(h, p.w2);                                // [B, D]: a partial sum over H
+  const mg::Tensor out = group ? DF::reduce_from_parallel_region(*group, partial) : partial;  // g
   return F::add(out, p.b2);
 }
 
+// The blocks one after the other, each with a residual connection.
+mg::Tensor forward(const Model& m, const mg::Tensor& x, const mg::distributed::ProcessGroup* group) {
+  mg::Tensor h = x;
+  for (const Block& b : m) h = F::add(h, forward(b, h, group));
+  return h;
+}
+
 // Trains `p` (in place) and returns the loss of every step.
-std::vector<double> train(const Block& p, const Options& o, const mg::distributed::ProcessGroup* group) {
+std::vector<double> train(const Model& p, const Options& o, const mg::distributed::ProcessGroup* group) {
   const bool amp = o.precision != "fp32";
   const mg::DType low = o.precision == "fp16" ? mg::DType::float16 : mg::DType::bfloat16;
-  const double world = group ? group->world_size() : 1.0;
   mg::autodiff::GradManager gm;
-  gm.attach({p.w1, p.b1, p.w2});
-  std::vector<mg::autodiff::GradCallback> sum_b2;
-  if (group)
-    sum_b2.push_back([group](const mg::Tensor&, const mg::Tensor& g) { return DF::all_reduce_sum(*group, g); });
-  gm.attach(p.b2, sum_b2);
-  mg::optim::SGD opt(p.all(), {.lr = o.lr, .momentum = 0.9});
+  gm.attach(parameters(p));
+  mg::optim::SGD opt(parameters(p), {.lr = o.lr, .momentum = 0.9});
   mg::amp::GradScaler scaler({.enabled = amp});
   if (group) mg::distributed::sync_grad_scaler(*group, scaler);  // one found-inf flag for every shard
   std::vector<double> losses;
@@ -100,7 +120,7 @@ std::vector<double> train(const Block& p, const Options& o, const mg::distribute
       auto recording = gm.record();
       const mg::Tensor loss = F::mse_loss(forward(p, x, group), y);
       losses.push_back(loss.item<float>());
-      scaler.backward(gm, F::div(loss, world));
+      scaler.backward(gm, loss);
     }
     opt.step().clear_grad();
   }
@@ -148,9 +168,9 @@ int main(int argc, char** argv) {
     std::cerr << "train_tensor_parallel: the hidden size " << kHidden << " does not split over " << world << " ranks\n";
     return 2;
   }
-  const std::vector<double> parallel = train(shard(initial_block(), rank, world), o, &group);
+  const std::vector<double> parallel = train(shard(initial_model(), rank, world), o, &group);
   if (rank != 0) return 0;
-  const std::vector<double> alone = train(initial_block(), o, nullptr);
+  const std::vector<double> alone = train(initial_model(), o, nullptr);
   std::printf("step  loss (%d ranks)  loss (1 process)\n", world);
   for (int s = 0; s < o.steps; s += std::max(1, o.steps / 10))
     std::printf("%4d  %15.6f  %16.6f\n", s, parallel[s], alone[s]);

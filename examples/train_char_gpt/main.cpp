@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <mixgrad/mixgrad.hpp>
 #include <random>
@@ -245,6 +246,146 @@ std::string sample(gpt::CharGPT& net, const gpt::Corpus& c, const Options& o, bo
   return c.decode(tokens);
 }
 
+// The model and what trains it: PyTorch's AMP recipe for transformers
+// (unscale -> clip -> step), in the run's precision.
+struct Trainer {
+  Trainer(const Options& o, int64_t vocab, mg::Device dev)
+      : prec(o.precision == "auto" ? (dev.is_cuda() ? "fp16" : "bf16") : o.precision),
+        autocast(prec != "fp32"),
+        low(prec == "fp16" ? mg::DType::float16 : mg::DType::bfloat16),
+        net(with_vocab(o.model, vocab)),
+        params((net.to(dev), net.parameters())),
+        // Weight decay on weight matrices and embeddings only, none on biases
+        // and norm weights (GPT-2's and nanoGPT's split).
+        opt(mg::optim::weight_decay_groups(params, o.weight_decay), {.lr = o.lr, .betas = {0.9, 0.99}}),
+        sched(opt, schedules(opt, o), {std::max<int64_t>(o.warmup, 1)}),
+        scaler({.init_scale = 65536.0, .growth_interval = 1000, .enabled = prec == "fp16"}),
+        clip(o.clip) {
+    gm.attach(params);
+  }
+
+  // auto: bf16 on the CPU (no scaling needed, bf16 has float32's range), fp16 + GradScaler on CUDA.
+  std::string prec;
+  bool autocast;
+  mg::DType low;
+  gpt::CharGPT net;
+  std::vector<mg::Tensor> params;
+  mg::autodiff::GradManager gm;
+  mg::optim::AdamW opt;
+  mg::optim::SequentialLR sched;
+  mg::amp::GradScaler scaler;
+  double clip;
+  int64_t skipped = 0;
+
+  /// One optimizer step on (x, y); returns the loss, detached, on the device.
+  mg::Tensor step(const mg::Tensor& x, const mg::Tensor& y, int64_t vocab) {
+    mg::Tensor loss;
+    {
+      mg::amp::autocast ac(autocast, low);
+      auto rec = gm.record();
+      loss = F::cross_entropy(F::reshape(net(x), {-1, vocab}), F::reshape(y, {-1}));
+      scaler.backward(gm, loss, mg::Tensor(), {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
+    }
+    scaler.unscale(gm.attached_tensors());
+    if (clip > 0) mg::optim::clip_grad_norm(params, clip);
+    opt.step();
+    skipped += scaler.found_non_finite();
+    sched.step(scaler);
+    scaler.update();
+    opt.clear_grad();
+    return loss.detach();
+  }
+
+ private:
+  static gpt::Config with_vocab(gpt::Config c, int64_t vocab) {
+    c.vocab = vocab;
+    return c;
+  }
+  // Linear warm-up, then a cosine down to --min-lr.
+  static std::vector<std::shared_ptr<mg::optim::LRScheduler>> schedules(mg::optim::Optimizer& opt, const Options& o) {
+    const int64_t warmup = std::max<int64_t>(o.warmup, 1);
+    return {std::make_shared<mg::optim::LinearLR>(opt, 1.0 / static_cast<double>(warmup), 1.0, warmup),
+            std::make_shared<mg::optim::CosineAnnealingLR>(opt, o.steps - o.warmup, o.min_lr)};
+  }
+};
+
+void print_header(const Options& o, const gpt::Corpus& c, const Trainer& t, mg::Device dev) {
+  int64_t n_params = 0;
+  for (const auto& p : t.params) n_params += p.numel();
+  std::printf("train_char_gpt: %lld characters from %lld files of %s, vocabulary %lld\n",
+              static_cast<long long>(c.bytes), static_cast<long long>(c.files), o.data_dir.c_str(),
+              static_cast<long long>(c.vocab_size()));
+  std::printf("model: %lld layers x %lld heads, width %lld, context %lld, %.2fM parameters; %s on %s, batch %lld, %lld steps\n",
+              static_cast<long long>(o.model.layers), static_cast<long long>(o.model.heads),
+              static_cast<long long>(o.model.embd), static_cast<long long>(o.model.block), n_params / 1e6,
+              t.prec == "fp32" ? "float32" : t.prec == "bf16" ? "bf16 autocast" : "fp16 autocast + GradScaler",
+              mg::to_string(dev).c_str(), static_cast<long long>(o.batch), static_cast<long long>(o.steps));
+  if (dev.is_cpu()) std::printf("CPU: %s\n", mg::cpu::describe(mg::cpu::capabilities()).c_str());
+}
+
+void print_summary(const Options& o, mg::Device dev) {
+  if (dev.is_cpu())
+    std::printf("peak memory of tensors: %.1f MiB%s\n", static_cast<double>(mg::peak_allocated_bytes()) / (1 << 20),
+                o.model.checkpoint.empty() ? "" : (" (activation checkpointing: " + o.model.checkpoint + ")").c_str());
+  if (o.dtr_mib > 0)
+    std::printf("DTR at %lld MiB: %lld evictions, %lld recomputations taking %.1f s\n",
+                static_cast<long long>(o.dtr_mib), static_cast<long long>(mg::dtr::stats().evictions),
+                static_cast<long long>(mg::dtr::stats().recomputations), mg::dtr::stats().recompute_seconds);
+  if (dev.is_cuda())
+    std::printf("attention: %s (%lld fused calls)\n",
+                mg::cuda::fused_attention_available(dev.index())
+                    ? "cuDNN's fused kernel where a call allows it"
+                    : "the composed ops (no cuDNN frontend in this build, or a GPU before Ampere)",
+                static_cast<long long>(mg::cuda::fused_attention_calls()));
+}
+
+// Trains from `step` to --steps (or --stop-after), logging every 50 steps and
+// at each validation, saving a checkpoint there with --save. Returns the
+// last validation loss.
+double train(Trainer& t, const Options& o, const gpt::Corpus& c, mg::Device dev, int64_t& step,
+             const std::function<mg::io::Checkpoint()>& checkpoint) {
+  std::ofstream metrics;
+  if (!o.metrics.empty()) {
+    metrics.open(o.metrics);
+    metrics << "step,loss,val_loss,lr,scale,tokens_per_s\n";
+  }
+  const int64_t last = o.stop_after > 0 ? std::min(o.stop_after, o.steps) : o.steps;
+  const double tokens_per_step = static_cast<double>(o.batch * o.model.block);
+  mg::Tensor loss_sum;  // the interval's losses, summed where they are: read once per log line
+  double val = NAN;
+  int64_t since = 0;
+  auto t0 = Clock::now();
+  const auto run_start = Clock::now();
+  while (step < last) {
+    auto [x, y] = batch_tensors(c, c.train, o.batch, o.model.block, gpt::train_batch_seed(o.seed, step), dev);
+    const mg::Tensor loss = t.step(x, y, c.vocab_size());
+    ++step;
+    loss_sum = loss_sum.defined() ? F::add(loss_sum, loss) : loss;
+    ++since;
+    const bool eval_now = step % o.eval_interval == 0 || step == last;
+    if (step % 50 != 0 && !eval_now) continue;
+    const double mean_loss = loss_sum.item<double>() / static_cast<double>(since);
+    const double tps = tokens_per_step * static_cast<double>(since) / seconds_since(t0);
+    if (eval_now) val = evaluate(t.net, c, c.val, o, t.autocast, t.low, dev);
+    std::printf("step %5lld/%lld  loss %.4f  %s  lr %.2e  scale %g  skipped %lld  %.0f tok/s  %s\n",
+                static_cast<long long>(step), static_cast<long long>(o.steps), mean_loss,
+                eval_now ? ("val " + std::to_string(val).substr(0, 6)).c_str() : "          ", t.opt.lr(),
+                t.scaler.scale_factor(), static_cast<long long>(t.skipped), tps,
+                ("elapsed " + std::to_string(static_cast<int>(seconds_since(run_start))) + " s").c_str());
+    std::fflush(stdout);
+    if (metrics.is_open())
+      metrics << step << ',' << mean_loss << ',' << (eval_now ? val : NAN) << ',' << t.opt.lr() << ','
+              << t.scaler.scale_factor() << ',' << tps << '\n';
+    if (eval_now && !o.save.empty()) mg::io::save_checkpoint(o.save, checkpoint());
+    loss_sum = mg::Tensor();
+    since = 0;
+    t0 = Clock::now();
+  }
+  std::printf("done: step %lld, validation loss %.4f nats/char, %.0f s\n", static_cast<long long>(step), val,
+              seconds_since(run_start));
+  return val;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -256,44 +397,14 @@ int main(int argc, char** argv) {
     mg::manual_seed(o.seed);
     auto corpus = gpt::load_corpus(o.data_dir);
     if (!corpus) return 2;
-    // auto: bf16 on the CPU (no scaling needed, bf16 has float32's range), fp16 + GradScaler on CUDA.
-    const std::string prec = o.precision == "auto" ? (dev.is_cuda() ? "fp16" : "bf16") : o.precision;
-    const bool autocast = prec != "fp32";
-    const mg::DType low = prec == "fp16" ? mg::DType::float16 : mg::DType::bfloat16;
+    Trainer t(o, corpus->vocab_size(), dev);
+    print_header(o, *corpus, t, dev);
+    if (o.dtr_mib > 0) mg::dtr::enable({.eviction_threshold = o.dtr_mib << 20, .evictee_minimum_size = 0});
 
-    o.model.vocab = corpus->vocab_size();
-    gpt::CharGPT net(o.model);
-    net.to(dev);
-    const auto params = net.parameters();
-    int64_t n_params = 0;
-    for (const auto& p : params) n_params += p.numel();
-    mg::autodiff::GradManager gm;
-    gm.attach(params);
-    // Weight decay on weight matrices and embeddings only, none on biases
-    // and norm weights (GPT-2's and nanoGPT's split).
-    mg::optim::AdamW opt(mg::optim::weight_decay_groups(params, o.weight_decay), {.lr = o.lr, .betas = {0.9, 0.99}});
-    auto warm = std::make_shared<mg::optim::LinearLR>(opt, 1.0 / static_cast<double>(std::max<int64_t>(o.warmup, 1)),
-                                                      1.0, std::max<int64_t>(o.warmup, 1));
-    auto cosine = std::make_shared<mg::optim::CosineAnnealingLR>(opt, o.steps - o.warmup, o.min_lr);
-    mg::optim::SequentialLR sched(opt, {warm, cosine}, {std::max<int64_t>(o.warmup, 1)});
-    mg::amp::GradScaler scaler({.init_scale = 65536.0, .growth_interval = 1000, .enabled = prec == "fp16"});
-
-    std::printf("train_char_gpt: %lld characters from %lld files of %s, vocabulary %lld\n",
-                static_cast<long long>(corpus->bytes), static_cast<long long>(corpus->files), o.data_dir.c_str(),
-                static_cast<long long>(corpus->vocab_size()));
-    std::printf("model: %lld layers x %lld heads, width %lld, context %lld, %.2fM parameters; %s on %s, batch %lld, %lld steps\n",
-                static_cast<long long>(o.model.layers), static_cast<long long>(o.model.heads),
-                static_cast<long long>(o.model.embd), static_cast<long long>(o.model.block), n_params / 1e6,
-                prec == "fp32" ? "float32" : prec == "bf16" ? "bf16 autocast" : "fp16 autocast + GradScaler",
-                mg::to_string(dev).c_str(), static_cast<long long>(o.batch), static_cast<long long>(o.steps));
-    if (dev.is_cpu()) std::printf("CPU: %s\n", mg::cpu::describe(mg::cpu::capabilities()).c_str());
-
-    if (o.dtr_mib > 0) {
-      mg::dtr::enable({.eviction_threshold = o.dtr_mib << 20, .evictee_minimum_size = 0});
-    }
     int64_t step = 0;
     auto checkpoint = [&] {
-      return mg::io::Checkpoint{.model = &net, .optimizer = &opt, .scheduler = &sched, .scaler = &scaler, .step = step};
+      return mg::io::Checkpoint{.model = &t.net, .optimizer = &t.opt, .scheduler = &t.sched, .scaler = &t.scaler,
+                                .step = step};
     };
     if (!o.resume.empty()) {
       const auto info = mg::io::load_checkpoint(o.resume, checkpoint());
@@ -301,75 +412,10 @@ int main(int argc, char** argv) {
       std::printf("resumed from %s at step %lld\n", info.path.c_str(), static_cast<long long>(step));
     }
     if (!o.save.empty()) std::filesystem::create_directories(o.save);
-    std::ofstream metrics;
-    if (!o.metrics.empty()) {
-      metrics.open(o.metrics);
-      metrics << "step,loss,val_loss,lr,scale,tokens_per_s\n";
-    }
-
-    const int64_t last = o.stop_after > 0 ? std::min(o.stop_after, o.steps) : o.steps;
-    const double tokens_per_step = static_cast<double>(o.batch * o.model.block);
-    mg::Tensor loss_sum;  // the interval's losses, summed where they are: read once per log line
-    double val = NAN;
-    int64_t since = 0, skipped = 0;
-    auto t0 = Clock::now();
-    const auto run_start = Clock::now();
-    while (step < last) {
-      auto [x, y] = batch_tensors(*corpus, corpus->train, o.batch, o.model.block, gpt::train_batch_seed(o.seed, step), dev);
-      mg::Tensor loss;
-      {
-        mg::amp::autocast ac(autocast, low);
-        auto rec = gm.record();
-        loss = F::cross_entropy(F::reshape(net(x), {-1, corpus->vocab_size()}), F::reshape(y, {-1}));
-        scaler.backward(gm, loss, mg::Tensor(), {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});
-      }
-      scaler.unscale(gm.attached_tensors());
-      if (o.clip > 0) mg::optim::clip_grad_norm(params, o.clip);
-      opt.step();
-      skipped += scaler.found_non_finite();
-      sched.step(scaler);
-      scaler.update();
-      opt.clear_grad();
-      ++step;
-      loss_sum = loss_sum.defined() ? F::add(loss_sum, loss.detach()) : loss.detach();
-      ++since;
-      const bool eval_now = step % o.eval_interval == 0 || step == last;
-      if (step % 50 == 0 || eval_now) {
-        const double mean_loss = loss_sum.item<double>() / static_cast<double>(since);
-        const double tps = tokens_per_step * static_cast<double>(since) / seconds_since(t0);
-        if (eval_now) val = evaluate(net, *corpus, corpus->val, o, autocast, low, dev);
-        std::printf("step %5lld/%lld  loss %.4f  %s  lr %.2e  scale %g  skipped %lld  %.0f tok/s  %s\n",
-                    static_cast<long long>(step), static_cast<long long>(o.steps), mean_loss,
-                    eval_now ? ("val " + std::to_string(val).substr(0, 6)).c_str() : "          ", opt.lr(),
-                    scaler.scale_factor(), static_cast<long long>(skipped), tps,
-                    ("elapsed " + std::to_string(static_cast<int>(seconds_since(run_start))) + " s").c_str());
-        std::fflush(stdout);
-        if (metrics.is_open())
-          metrics << step << ',' << mean_loss << ',' << (eval_now ? val : NAN) << ','
-                  << opt.lr() << ',' << scaler.scale_factor() << ',' << tps << '\n';
-        if (eval_now && !o.save.empty()) mg::io::save_checkpoint(o.save, checkpoint());
-        loss_sum = mg::Tensor();
-        since = 0;
-        t0 = Clock::now();
-      }
-    }
-    std::printf("done: step %lld, validation loss %.4f nats/char, %.0f s\n", static_cast<long long>(step), val,
-                seconds_since(run_start));
-    if (dev.is_cpu())
-      std::printf("peak memory of tensors: %.1f MiB%s\n", static_cast<double>(mg::peak_allocated_bytes()) / (1 << 20),
-                  o.model.checkpoint.empty() ? "" : (" (activation checkpointing: " + o.model.checkpoint + ")").c_str());
-    if (o.dtr_mib > 0)
-      std::printf("DTR at %lld MiB: %lld evictions, %lld recomputations taking %.1f s\n",
-                  static_cast<long long>(o.dtr_mib), static_cast<long long>(mg::dtr::stats().evictions),
-                  static_cast<long long>(mg::dtr::stats().recomputations), mg::dtr::stats().recompute_seconds);
-    if (dev.is_cuda())
-      std::printf("attention: %s (%lld fused calls)\n",
-                  mg::cuda::fused_attention_available(dev.index())
-                      ? "cuDNN's fused kernel where a call allows it"
-                      : "the composed ops (no cuDNN frontend in this build, or a GPU before Ampere)",
-                  static_cast<long long>(mg::cuda::fused_attention_calls()));
+    train(t, o, *corpus, dev, step, checkpoint);
+    print_summary(o, dev);
     if (o.sample > 0) {
-      const std::string text = sample(net, *corpus, o, autocast, low, dev);
+      const std::string text = sample(t.net, *corpus, o, t.autocast, t.low, dev);
       std::printf("\n--- sample (temperature %.2f, top-%lld) ---\n%s\n---\n", o.temperature,
                   static_cast<long long>(o.top_k), text.c_str());
     }

@@ -27,7 +27,7 @@ struct Config {
   // Activation checkpointing per layer (autodiff::checkpoint): "" off, "full"
   // recompute everything, "attention" keep attention's results, "products"
   // keep the linears' and attention's, "alternate" every other linear's and attention's.
-  std::string checkpoint;
+  std::string checkpoint = {};
   // Each layer a dtr::segment (main enables DTR with its threshold).
   bool dtr = false;
 };

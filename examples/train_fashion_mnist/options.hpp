@@ -95,13 +95,13 @@ inline mg::Device parse_device(const std::string& s) {
 
 }  // namespace detail
 
-/// Parses the command line into `opts`. Returns the exit code when the
-/// program should stop now (0 after --help, kUsageError after a bad option),
-/// std::nullopt to go on.
-inline std::optional<int> parse_options(int argc, char** argv, Options& opts) {
+namespace detail {
+
+// The options and their help; --precision and --lr are optional (their
+// defaults depend on other options).
+inline boost::program_options::options_description describe(Options& opts, std::optional<std::string>& precision,
+                                                            std::optional<double>& lr) {
   namespace po = boost::program_options;
-  std::optional<std::string> precision;
-  std::optional<double> lr;
   po::options_description desc(
       "train_fashion_mnist: train an MLP, a CNN or a small ResNet on Fashion-MNIST,\n"
       "in float32 or with automatic mixed precision (autocast + GradScaler).\n\nOptions",
@@ -162,7 +162,31 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& opts) {
      "process trains on its share of every epoch with --batch-size images per step, gradients averaged "
      "over the processes; only rank 0 prints, evaluates and writes files");
   // clang-format on
-  const char* examples =
+  return desc;
+}
+
+// The checks, and the defaults that depend on other options; a po::error
+// (exit code kUsageError) for a bad value.
+inline void resolve(Options& opts, const boost::program_options::variables_map& vm,
+                    const std::optional<std::string>& precision, const std::optional<double>& lr) {
+  detail::require_one_of("model", opts.model, {"mlp", "cnn", "resnet"});
+  detail::require_one_of("optimizer", opts.optimizer, {"sgd", "adam", "adamw"});
+  detail::require_one_of("schedule", opts.schedule, {"cosine", "constant"});
+  opts.device = detail::parse_device(vm["device"].as<std::string>());
+  opts.precision = detail::resolve_precision(precision, vm["amp"].as<bool>(), opts.device.is_cuda());
+  opts.lr = lr.value_or(opts.optimizer == "sgd" ? 0.05 : 1e-3);
+  detail::require(std::isfinite(opts.lr) && opts.lr > 0, "--lr must be a positive number");
+  detail::require(opts.epochs >= 1, "--epochs must be at least 1");
+  detail::require(opts.batch_size >= 1, "--batch-size must be at least 1");
+  detail::require(opts.accumulate >= 1, "--accumulate must be at least 1");
+  detail::require(opts.growth_interval >= 0, "--growth-interval must be 0 (static scale) or positive");
+  detail::require(opts.threads >= 1, "--threads must be at least 1");
+  detail::require(opts.limit_train >= 0, "--limit-train must be 0 (all) or a positive count");
+  detail::require(opts.stop_after >= 0, "--stop-after must be 0 (run all epochs) or a positive epoch");
+  detail::require(opts.checkpoint_every >= 0, "--checkpoint-every must be 0 (epoch ends) or a positive count");
+}
+
+inline const char* const kExamples =
       "Examples:\n"
       "  train_fashion_mnist                                 # CNN, fp32, 3 epochs\n"
       "  train_fashion_mnist --amp                           # the same with bf16 autocast + GradScaler\n"
@@ -173,29 +197,26 @@ inline std::optional<int> parse_options(int argc, char** argv, Options& opts) {
       "  train_fashion_mnist --save ckpt --resume ckpt       # ... and epochs 2 and 3\n"
       "  mpirun -np 2 train_fashion_mnist --distributed --threads 1 --batch-size 64   # 2 processes\n\n"
       "Exit codes: 0 done, 1 training failed or no such device, 2 bad option or missing data set.\n";
+
+}  // namespace detail
+
+/// Parses the command line into `opts`. Returns the exit code when the
+/// program should stop now (0 after --help, kUsageError after a bad option),
+/// std::nullopt to go on.
+inline std::optional<int> parse_options(int argc, char** argv, Options& opts) {
+  namespace po = boost::program_options;
+  std::optional<std::string> precision;
+  std::optional<double> lr;
+  const po::options_description desc = detail::describe(opts, precision, lr);
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
     if (vm.count("help")) {
-      std::cout << desc << "\n" << examples;
+      std::cout << desc << "\n" << detail::kExamples;
       return 0;
     }
     po::notify(vm);
-    detail::require_one_of("model", opts.model, {"mlp", "cnn", "resnet"});
-    detail::require_one_of("optimizer", opts.optimizer, {"sgd", "adam", "adamw"});
-    detail::require_one_of("schedule", opts.schedule, {"cosine", "constant"});
-    opts.device = detail::parse_device(vm["device"].as<std::string>());
-    opts.precision = detail::resolve_precision(precision, vm["amp"].as<bool>(), opts.device.is_cuda());
-    opts.lr = lr.value_or(opts.optimizer == "sgd" ? 0.05 : 1e-3);
-    detail::require(std::isfinite(opts.lr) && opts.lr > 0, "--lr must be a positive number");
-    detail::require(opts.epochs >= 1, "--epochs must be at least 1");
-    detail::require(opts.batch_size >= 1, "--batch-size must be at least 1");
-    detail::require(opts.accumulate >= 1, "--accumulate must be at least 1");
-    detail::require(opts.growth_interval >= 0, "--growth-interval must be 0 (static scale) or positive");
-    detail::require(opts.threads >= 1, "--threads must be at least 1");
-    detail::require(opts.limit_train >= 0, "--limit-train must be 0 (all) or a positive count");
-    detail::require(opts.stop_after >= 0, "--stop-after must be 0 (run all epochs) or a positive epoch");
-    detail::require(opts.checkpoint_every >= 0, "--checkpoint-every must be 0 (epoch ends) or a positive count");
+    detail::resolve(opts, vm, precision, lr);
   } catch (const po::error& e) {
     std::cerr << "train_fashion_mnist: " << e.what() << "\nRun train_fashion_mnist --help for the options.\n";
     return kUsageError;

@@ -26,6 +26,10 @@
 //   all_to_all          block j of x along split_axis goes to rank j, all_to_all with the two axes swapped
 //                       the blocks received concat along concat_axis
 //   remote_send/recv    x from one rank to another                    recv's dy goes back to the sender
+//   copy_to_parallel_   x itself (no communication)                   all_reduce_sum(dy)
+//     region (Megatron's f)
+//   reduce_from_paral-  sum over ranks                                dy itself (no communication)
+//     lel_region (g)
 //
 // The results are those of the same computation on one process holding
 // every rank's tensor (a sum is summed in rank order by MPI's reduction, so
@@ -106,6 +110,26 @@ Tensor scatter(const ProcessGroup& group, const Tensor& x, int root = 0, int axi
 /// Splits x into W blocks along `split_axis`, sends block j to rank j, and
 /// concatenates the W blocks received, in rank order, along `concat_axis`.
 Tensor all_to_all(const ProcessGroup& group, const Tensor& x, int split_axis = 0, int concat_axis = 0);
+
+/// Megatron-LM's tensor-parallel regions, a pair used together. Their
+/// convention differs from all_reduce_sum's: every rank backpropagates the
+/// whole loss, and a replicated tensor (the block's input, a bias after the
+/// row-parallel Linear) gets its whole gradient on every rank with no
+/// callback. all_reduce_sum's convention (backward sums dy) suits one block
+/// with loss / W on each rank; through two stacked blocks it would sum the
+/// already whole gradient of the second block's input W times.
+///
+/// "f" (copy_to_tensor_model_parallel_region): x itself in forward (nothing
+/// moves, no agreement check), the sum of every rank's gradient in
+/// backward. It goes where a replicated tensor enters a column-parallel
+/// Linear, whose gradient each rank computes only for its own columns.
+/// Every rank must backpropagate through it. ValueError for an undefined x.
+Tensor copy_to_parallel_region(const ProcessGroup& group, const Tensor& x);
+/// "g" (reduce_from_tensor_model_parallel_region): the sum of x over every
+/// rank in forward (all_reduce_sum's data movement and checks), dy itself in
+/// backward. It joins a row-parallel Linear's partial sums. ValueError for
+/// an undefined x.
+Tensor reduce_from_parallel_region(const ProcessGroup& group, const Tensor& x);
 
 /// Sends x to rank `dest` (which calls remote_recv with this rank as `src`)
 /// and returns a token. When x is tracked by a recording GradManager and the
