@@ -22,8 +22,8 @@ struct UpsampleBicubic2dOptions {
 /// 1) with align_corners, the taps clamped to the image. Values may
 /// overshoot the input's range, as PyTorch's. Linear in x, so
 /// differentiable twice. Exactly one of size and scale_factor (ValueError
-/// otherwise); floating x (DTypeError). Under autocast float32 on the CPU
-/// (PyTorch's CPU list), the input's dtype on CUDA.
+/// otherwise); floating x (DTypeError). Under autocast float32 on the CPU,
+/// as upsample_bilinear, the input's dtype on CUDA.
 Tensor upsample_bicubic2d(const Tensor& x, const UpsampleBicubic2dOptions& options);
 
 }  // namespace mixgrad::F
