@@ -1,0 +1,146 @@
+// mixgrad/distributed/sharded_optimizer.hpp — sharded data parallel (ZeRO
+// stages 1 and 2; PyTorch's ZeroRedundancyOptimizer, DeepSpeed's ZeRO).
+//
+//   auto group = mg::distributed::init_process_group();
+//   mg::distributed::broadcast_parameters(group, net);          // same start on every rank
+//   mg::distributed::ShardedOptimizer opt(group, net.parameters(), [](std::vector<mg::Tensor> shard) {
+//     return std::make_unique<mg::optim::AdamW>(std::move(shard), mg::optim::AdamWOptions{.lr = 1e-3});
+//   }, {.stage = 2});
+//   mg::autodiff::GradManager gm;
+//   gm.attach(net.parameters());                                 // no all-reduce callback: the step reduces
+//   { auto rec = gm.record(); gm.backward(loss(net(x_rank), y_rank)); }
+//   opt.step().clear_grad();                                     // the same parameters on every rank
+//
+// The parameters, taken as one flat vector of P elements in the order
+// given, are cut into W equal ranges (the last padded); rank r owns range
+// r. The wrapped optimizer is built by the factory over this rank's shard
+// only: one 1-D tensor per parameter piece in the range, so its state
+// (momenta, Adam's moments) is 1/W of the unsharded state. step():
+//   1. reduces the gradients: stage 1 all-reduces the whole flat gradient
+//      and keeps its range; stage 2 reduce-scatters it (each rank receives
+//      only its range: half the traffic of an all-reduce) and frees the
+//      parameters' full gradients;
+//   2. agrees the GradScaler's found-inf flag across ranks (one all-reduce,
+//      max) and marks the shard's gradients with it, so that no rank's
+//      shard steps when any rank overflowed (the update kernel reads the
+//      flag: no host read);
+//   3. steps the wrapped optimizer on the shard;
+//   4. all-gathers the shards into the parameters.
+// The gradients are reduced with "mean" (plain data parallel's default) or
+// "sum". A parameter without a gradient on every rank is skipped, as by a
+// plain optimizer; one with a gradient on some ranks only gets zeros from
+// the others.
+//
+// Mixed precision. {.master_weights = true} with float16 / bfloat16
+// parameters keeps the shard in float32: the shard is this rank's 1/W of
+// the float32 master weights (apex's O2), and the all-gather writes their
+// rounding to the parameters. Build the wrapped optimizer without its own
+// master weights. With a GradScaler, unscale before step() —
+// scaler.backward(gm, loss) does by default, or scaler.step(opt), which
+// unscales in place and calls step(); a gradient still scaled is a
+// StateError. Without sync_grad_scaler the scale itself may still differ
+// between ranks after an overflow on one of them: call sync_grad_scaler too.
+//
+// Clipping. clip_grad_norm(max_norm) after reduce_gradients() computes the
+// global norm from the shards (each rank's partial sum, one all-reduce) and
+// scales the shard's gradients; step() then uses them.
+//
+// Checkpoints. save(dir) writes this rank's file,
+// "optimizer-shard-R-of-W.safetensors"; load(dir) reads the files of a run
+// on any number of ranks (only the files that overlap this rank's range)
+// and reshards: train on 2 ranks, resume on 3. The model's parameters are
+// saved as usual (they are whole on every rank). load checks first and
+// changes nothing on error: IOError naming the missing files, ValueError
+// naming what differs for a checkpoint of another model or optimizer.
+//
+// Every rank must build the optimizer over the same parameter list (count,
+// shapes, dtypes, device type): the constructor checks it with two
+// all-gathers and throws on every rank, naming the parameter and the ranks'
+// shapes (ValueError for the count, ShapeError, DTypeError, DeviceError).
+// The parameters must share one dtype and one device (ValueError).
+// Limits: one parameter group (the factory gets one list); the gradients are
+// reduced in step(), not during backward, so stage 2 frees the full
+// gradients at the step rather than never holding them.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mixgrad/amp_step.hpp"
+#include "mixgrad/distributed/process_group.hpp"
+#include "mixgrad/optim/optimizer.hpp"
+#include "mixgrad/tensor.hpp"
+
+namespace mixgrad::distributed {
+
+struct ShardingOptions {
+  /// 1: all-reduce the gradients and keep this rank's range; 2: reduce-scatter them.
+  int stage = 1;
+  /// "mean" or "sum" over the ranks.
+  std::string op = "mean";
+  /// Keep the shard of float16 / bfloat16 parameters in float32 (apex's O2).
+  bool master_weights = false;
+};
+
+/// Builds the wrapped optimizer over this rank's shard.
+using OptimizerFactory = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor> shard)>;
+
+class ShardedOptimizer final : public AmpStepTarget {
+ public:
+  /// Checks the options (ValueError) and that every rank passed the same
+  /// parameter list (see the overview); copies this rank's range of the
+  /// parameters into the shard and builds the wrapped optimizer.
+  ShardedOptimizer(ProcessGroup group, std::vector<Tensor> params, const OptimizerFactory& make,
+                   const ShardingOptions& options = {});
+  ~ShardedOptimizer() override;
+  ShardedOptimizer(const ShardedOptimizer&) = delete;
+  ShardedOptimizer& operator=(const ShardedOptimizer&) = delete;
+
+  /// Reduces the gradients into the shard (step 1 and 2 of the overview);
+  /// step() does it unless called since the last step. Returns *this.
+  ShardedOptimizer& reduce_gradients();
+  /// The `norm_type`-norm (2, or INFINITY) of the reduced gradient of every
+  /// parameter, from the shards; when it exceeds max_norm the shard's
+  /// gradients are multiplied by max_norm / norm (computed on the device).
+  /// Reduces the gradients first if needed. A 0-d float64 tensor, the same
+  /// on every rank; a non-finite norm leaves the gradients as they were.
+  Tensor clip_grad_norm(double max_norm, double norm_type = 2.0);
+  /// One sharded step (see the overview). Returns *this.
+  ShardedOptimizer& step() { return step(AmpStep{}); }
+  /// GradScaler::step's entry: `amp.found_inf`, when given, joins the
+  /// flags of the gradients.
+  ShardedOptimizer& step(const AmpStep& amp) override;
+  void check_step(const AmpStep& amp) const override;
+  /// Clears the parameters' and the shard's gradients. Returns *this.
+  ShardedOptimizer& clear_grad();
+  ShardedOptimizer& zero_grad() { return clear_grad(); }
+
+  const std::vector<Tensor>& parameters() const override;
+  bool step_supports_amp_scaling() const override { return false; }
+  /// The wrapped optimizer (its lr, hyper-parameters, state).
+  optim::Optimizer& shard_optimizer();
+  /// This rank's shard: one 1-D tensor per parameter piece in its range.
+  const std::vector<Tensor>& shard() const;
+  /// [begin, end) of this rank's range in the flat parameter vector.
+  std::pair<int64_t, int64_t> range() const;
+  /// Bytes of the optimizer state this rank holds: the wrapped optimizer's
+  /// state tensors, and the shard itself when it is a float32 master copy.
+  int64_t state_bytes() const;
+
+  /// Writes dir/optimizer-shard-R-of-W.safetensors (creates dir). Every rank calls it.
+  void save(const std::filesystem::path& dir) const;
+  /// Loads the shard files of a run on any number of ranks (see the
+  /// overview) and all-gathers the shard into the parameters. Every rank calls it.
+  void load(const std::filesystem::path& dir);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mixgrad::distributed

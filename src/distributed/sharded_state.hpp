@@ -1,0 +1,50 @@
+// The state behind ShardedOptimizer, shared by its step
+// (sharded_optimizer.cpp) and its checkpoints (sharded_checkpoint.cpp).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "mixgrad/distributed/sharded_optimizer.hpp"
+
+namespace mixgrad::distributed {
+
+/// The part of parameter `param`, elements [param_offset, param_offset +
+/// length), that lies in this rank's range, at `shard_offset` in it.
+struct ShardPiece {
+  size_t param = 0;
+  int64_t param_offset = 0, length = 0, shard_offset = 0;
+};
+
+/// [begin, end) of rank r's range when `total` elements are cut into `world` ranges.
+struct FlatRange {
+  int64_t per_rank = 0, begin = 0, end = 0;
+};
+FlatRange flat_range(int64_t total, int world, int rank);
+
+/// The pieces of parameters of `numels` elements that lie in [begin, end), in order.
+std::vector<ShardPiece> pieces_in(const std::vector<int64_t>& numels, int64_t begin, int64_t end);
+
+struct ShardedOptimizer::Impl {
+  explicit Impl(ProcessGroup g) : group(std::move(g)) {}
+  ProcessGroup group;
+  std::vector<Tensor> params;
+  ShardingOptions options;
+  std::unique_ptr<optim::Optimizer> opt;  // null when this rank's range is empty
+  std::vector<int64_t> numels;
+  std::vector<ShardPiece> pieces;
+  std::vector<Tensor> shard;  // one 1-D tensor per piece
+  FlatRange range;
+  int64_t total = 0;
+  DType dtype = DType::float32, shard_dtype = DType::float32;
+  Device device = Device::cpu();
+  bool reduced = false;  // the shard holds this step's reduced gradients
+
+  /// Reduces the parameters' gradients into the shard's, with `extra_flag`
+  /// (a found-inf flag, or undefined) among the flags agreed across ranks.
+  void reduce(const Tensor& extra_flag);
+  /// Writes the shards of every rank into the parameters.
+  void gather();
+};
+
+}  // namespace mixgrad::distributed

@@ -1,0 +1,264 @@
+// ShardedOptimizer (ZeRO stages 1 and 2) against plain data parallel (the
+// all-reduce callback and the same optimizer, whole) on 1, 2 and 3 ranks:
+// the parameters after several steps, the state bytes per rank, an
+// overflow on one rank, clipping, checkpoints and bad input.
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "test_functional_util.hpp"
+
+namespace mg = mixgrad;
+namespace F = mixgrad::F;
+namespace D = mixgrad::distributed;
+using dist_test::data;
+using dist_test::world;
+
+namespace {
+
+int W() { return world().world_size(); }
+int R() { return world().rank(); }
+
+// Sizes that do not split evenly, and a parameter (index 3) no loss reaches.
+std::vector<mg::Shape> shapes() { return {{5, 3}, {7}, {2, 4}, {3}, {1}}; }
+
+std::vector<mg::Tensor> make_params(mg::DType dtype = mg::DType::float32) {
+  std::vector<mg::Tensor> ps;
+  int seed = 0;
+  for (const mg::Shape& s : shapes()) ps.push_back(F::mul(data(seed++, s), 0.2).to(dtype));
+  return ps;
+}
+
+// Rank r's loss at `step`: every parameter but the unused one, through tanh.
+void backward(mg::autodiff::GradManager& gm, const std::vector<mg::Tensor>& ps, int step, double poison = 0.0) {
+  auto recording = gm.record();
+  mg::Tensor loss;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    if (i == 3) continue;
+    mg::Tensor w = data(40 + 3 * step + R() + static_cast<int>(i), ps[i].shape(), ps[i].dtype());
+    const mg::Tensor term = F::sum(F::mul(F::tanh(ps[i]), w));
+    loss = loss.defined() ? F::add(loss, term) : term;
+  }
+  gm.backward(poison != 0.0 ? F::mul(loss, poison) : loss);
+}
+
+using Make = std::function<std::unique_ptr<mg::optim::Optimizer>(std::vector<mg::Tensor>)>;
+
+std::vector<std::pair<const char*, Make>> optimizers() {
+  return {
+      {"Adam",
+       [](std::vector<mg::Tensor> p) {
+         return std::make_unique<mg::optim::Adam>(std::move(p), mg::optim::AdamOptions{.lr = 0.05});
+       }},
+      {"AdamW",
+       [](std::vector<mg::Tensor> p) {
+         return std::make_unique<mg::optim::AdamW>(std::move(p),
+                                                   mg::optim::AdamWOptions{.lr = 0.05, .weight_decay = 0.1});
+       }},
+      {"SGD momentum",
+       [](std::vector<mg::Tensor> p) {
+         return std::make_unique<mg::optim::SGD>(std::move(p), mg::optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+       }},
+  };
+}
+
+// K steps of plain data parallel; returns the parameters.
+std::vector<mg::Tensor> plain(const Make& make, int steps, double clip = 0.0, mg::DType dtype = mg::DType::float32) {
+  std::vector<mg::Tensor> ps = make_params(dtype);
+  mg::autodiff::GradManager gm;
+  gm.attach(ps, {D::make_allreduce_callback(gm, world(), "mean")});
+  auto opt = make(ps);
+  for (int s = 0; s < steps; ++s) {
+    backward(gm, ps, s);
+    if (clip > 0.0) mg::optim::clip_grad_norm(ps, clip);
+    opt->step().clear_grad();
+  }
+  return ps;
+}
+
+void check_all_close(const std::vector<mg::Tensor>& got, const std::vector<mg::Tensor>& want, double tol) {
+  for (size_t i = 0; i < got.size(); ++i) BOOST_TEST_CONTEXT("parameter " << i) {
+      test_util::check_close(got[i], want[i], tol);
+    }
+}
+
+std::filesystem::path shared_dir(const char* name) {  // the same on every rank
+  mg::Tensor id = mg::tensor<int64_t>({static_cast<int64_t>(::getpid())}, mg::Shape{1});
+  D::broadcast(world(), id, 0);
+  return std::filesystem::temp_directory_path() / ("mixgrad-zero-" + std::to_string(id.item<int64_t>()) + "-" + name);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(sharded_optimizer)
+
+BOOST_AUTO_TEST_CASE(parameters_after_k_steps_equal_plain_data_parallel) {
+  for (int stage : {1, 2})
+    for (const auto& [name, make] : optimizers()) BOOST_TEST_CONTEXT("stage " << stage << ", " << name) {
+        std::vector<mg::Tensor> ps = make_params();
+        const mg::Tensor unused = ps[3].clone();
+        mg::autodiff::GradManager gm;
+        gm.attach(ps);
+        D::ShardedOptimizer opt(world(), ps, make, {.stage = stage});
+        for (int s = 0; s < 4; ++s) {
+          backward(gm, ps, s);
+          opt.step().clear_grad();
+        }
+        check_all_close(ps, plain(make, 4), 1e-6);
+        test_util::check_close(ps[3], unused, 0.0);  // no gradient anywhere: skipped
+        if (stage == 2) BOOST_TEST(!ps[0].grad().defined());
+      }
+}
+
+BOOST_AUTO_TEST_CASE(state_bytes_per_rank_are_one_nth) {
+  for (bool o2 : {false, true}) BOOST_TEST_CONTEXT((o2 ? "bfloat16 parameters, float32 master weights" : "float32")) {
+      const mg::DType dtype = o2 ? mg::DType::bfloat16 : mg::DType::float32;
+      std::vector<mg::Tensor> ps{mg::zeros({40, 25}, dtype), mg::zeros({333}, dtype), mg::zeros({7}, dtype)};
+      for (const mg::Tensor& p : ps) p.set_grad(mg::full_like(p, 0.5));
+      std::vector<mg::Tensor> whole{ps[0].clone(), ps[1].clone(), ps[2].clone()};
+      for (const mg::Tensor& p : whole) p.set_grad(mg::full_like(p, 0.5));
+      mg::optim::Adam unsharded(whole, {.master_weights = o2});
+      unsharded.step();
+      int64_t total = 0;
+      for (const auto& [key, t] : unsharded.state_dict())
+        if (key.rfind("state.", 0) == 0) total += t.numel() * mg::element_size(t.dtype());
+      D::ShardedOptimizer opt(world(), ps,
+                              [](std::vector<mg::Tensor> s) { return std::make_unique<mg::optim::Adam>(std::move(s)); },
+                              {.stage = 2, .master_weights = o2});
+      opt.step();
+      const int64_t mine = opt.state_bytes();
+      BOOST_TEST_MESSAGE("rank " << R() << ": " << mine << " of " << total << " bytes");
+      BOOST_TEST(mine <= total / W() * 1.05);
+      mg::Tensor sum = mg::tensor<int64_t>({mine}, mg::Shape{1});
+      D::all_reduce(world(), sum, D::ReduceOp::sum);
+      BOOST_TEST(sum.item<int64_t>() >= total * 0.95);  // the state is all there, once
+    }
+}
+
+BOOST_AUTO_TEST_CASE(overflow_on_one_rank_skips_the_step_on_every_rank) {
+  std::vector<mg::Tensor> ps = make_params();
+  const std::vector<mg::Tensor> before{ps[0].clone(), ps[1].clone()};
+  mg::autodiff::GradManager gm;
+  gm.attach(ps);
+  D::ShardedOptimizer opt(world(), ps, optimizers()[0].second, {.stage = 2});
+  mg::amp::GradScaler scaler;  // not synchronised: the sharded step agrees the flag itself
+  {
+    auto recording = gm.record();
+    mg::Tensor loss = F::sum(F::mul(F::tanh(ps[0]), data(40 + R(), ps[0].shape())));
+    if (R() == W() - 1)
+      loss = F::add(loss, F::sum(F::mul(ps[1], INFINITY)));
+    else
+      loss = F::add(loss, F::sum(ps[1]));
+    scaler.backward(gm, loss);
+  }
+  opt.step().clear_grad();
+  test_util::check_close(ps[0], before[0], 0.0);
+  test_util::check_close(ps[1], before[1], 0.0);
+  for (size_t j = 0; j < opt.shard().size(); ++j) BOOST_TEST(opt.shard_optimizer().step_count(j) == 0);
+  backward(gm, ps, 0);  // the next step goes through
+  opt.step().clear_grad();
+  BOOST_TEST(test_util::values(ps[0]) != test_util::values(before[0]));
+}
+
+BOOST_AUTO_TEST_CASE(clipping_by_the_global_norm_matches_plain_data_parallel) {
+  for (double norm_type : {2.0, double(INFINITY)})
+    for (int stage : {1, 2}) BOOST_TEST_CONTEXT("norm " << norm_type << ", stage " << stage) {
+        const Make make = optimizers()[2].second;
+        std::vector<mg::Tensor> ref = make_params();
+        mg::autodiff::GradManager ref_gm;
+        ref_gm.attach(ref, {D::make_allreduce_callback(ref_gm, world(), "mean")});
+        backward(ref_gm, ref, 0);
+        const mg::Tensor want = mg::optim::clip_grad_norm(ref, 0.5, norm_type);
+        make(ref)->step();
+
+        std::vector<mg::Tensor> ps = make_params();
+        mg::autodiff::GradManager gm;
+        gm.attach(ps);
+        D::ShardedOptimizer opt(world(), ps, make, {.stage = stage});
+        backward(gm, ps, 0);
+        const mg::Tensor norm = opt.reduce_gradients().clip_grad_norm(0.5, norm_type);
+        opt.step();
+        BOOST_TEST(want.item<double>() > 0.5);  // the clip acts
+        test_util::check_close(norm, want, 1e-6);
+        check_all_close(ps, ref, 1e-6);
+      }
+}
+
+BOOST_AUTO_TEST_CASE(checkpoint_resumes_bit_exact_at_the_same_world_size) {
+  const std::filesystem::path dir = shared_dir("resume");
+  const Make make = optimizers()[0].second;
+  std::vector<mg::Tensor> ps = make_params(mg::DType::bfloat16);
+  mg::autodiff::GradManager gm;
+  gm.attach(ps);
+  D::ShardedOptimizer opt(world(), ps, make, {.stage = 2, .master_weights = true});
+  backward(gm, ps, 0);
+  opt.step().clear_grad();
+  opt.save(dir);
+  std::vector<mg::Tensor> saved;
+  for (const mg::Tensor& p : ps) saved.push_back(p.clone());
+  for (int s = 1; s < 3; ++s) backward(gm, ps, s), opt.step().clear_grad();
+
+  std::vector<mg::Tensor> qs = make_params(mg::DType::bfloat16);  // a new run: the model loaded, then the optimizer
+  for (size_t i = 0; i < qs.size(); ++i) qs[i] = saved[i].clone();
+  mg::autodiff::GradManager gm2;
+  gm2.attach(qs);
+  D::ShardedOptimizer resumed(world(), qs, make, {.stage = 2, .master_weights = true});
+  resumed.load(dir);
+  for (int s = 1; s < 3; ++s) backward(gm2, qs, s), resumed.step().clear_grad();
+  check_all_close(qs, ps, 0.0);
+  world().barrier();
+  if (R() == 0) std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_checkpoint_of_another_model_or_with_missing_shards_changes_nothing) {
+  const std::filesystem::path dir = shared_dir("bad");
+  const Make make = optimizers()[0].second;
+  std::vector<mg::Tensor> ps = make_params();
+  mg::autodiff::GradManager gm;
+  gm.attach(ps);
+  D::ShardedOptimizer opt(world(), ps, make);
+  backward(gm, ps, 0);
+  opt.step().clear_grad();
+  opt.save(dir);
+
+  std::vector<mg::Tensor> other{F::mul(data(1, {4, 4}), 0.1), F::mul(data(2, {3}), 0.1)};
+  std::vector<mg::Tensor> kept{other[0].clone(), other[1].clone()};
+  D::ShardedOptimizer wrong(world(), other, make);
+  test_util::check_error<mg::ValueError>([&] { wrong.load(dir); },
+                                         {"checkpoint of another model", "15, 7, 8, 3, 1", "16, 3"});
+  BOOST_TEST(wrong.state_bytes() == 0);
+  check_all_close(other, kept, 0.0);
+
+  world().barrier();
+  const std::string first = "optimizer-shard-0-of-" + std::to_string(W()) + ".safetensors";
+  if (R() == 0) std::filesystem::remove(dir / first);
+  world().barrier();
+  const int64_t bytes = opt.state_bytes();
+  if (W() > 1)
+    test_util::check_error<mg::IOError>([&] { opt.load(dir); }, {"missing shards", first});
+  else  // the only file is gone
+    test_util::check_error<mg::IOError>([&] { opt.load(dir); }, {"no optimizer-shard-R-of-W.safetensors in"});
+  BOOST_TEST(opt.state_bytes() == bytes);
+  world().barrier();
+  if (R() == 0) std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(mismatched_parameter_lists_across_ranks_are_typed_errors) {
+  if (W() == 1) return;  // nothing to mismatch
+  const Make make = optimizers()[0].second;
+  std::vector<mg::Tensor> ps = make_params();
+  if (R() == 1) ps.push_back(mg::zeros({2}));
+  test_util::check_error<mg::ValueError>([&] { D::ShardedOptimizer(world(), ps, make); },
+                                         {"rank 0 passed 5 parameters, rank 1 passed 6"});
+  std::vector<mg::Tensor> qs = make_params();
+  if (R() == 1) qs[2] = mg::zeros({4, 2});
+  test_util::check_error<mg::ShapeError>([&] { D::ShardedOptimizer(world(), qs, make); },
+                                         {"parameter 2 is float32[2, 4] on rank 0 but float32[4, 2] on rank 1"});
+  std::vector<mg::Tensor> rs = make_params();
+  if (R() == 1) rs[1] = rs[1].to(mg::DType::float64);
+  test_util::check_error<mg::DTypeError>([&] { D::ShardedOptimizer(world(), rs, make); }, {"parameter 1", "float64"});
+}
+
+BOOST_AUTO_TEST_SUITE_END()
