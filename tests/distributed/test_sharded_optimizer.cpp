@@ -162,6 +162,45 @@ BOOST_AUTO_TEST_CASE(overflow_on_one_rank_skips_the_step_on_every_rank) {
   BOOST_TEST(test_util::values(ps[0]) != test_util::values(before[0]));
 }
 
+// PyTorch's gear: scaler.step(opt) unscales in place, then steps the
+// sharded optimizer with the step's flag; an overflow on the last rank
+// skips every rank's step, and a finite step equals the unscaled one.
+BOOST_AUTO_TEST_CASE(scaler_step_skips_on_every_rank_and_unscales) {
+  std::vector<mg::Tensor> ps = make_params();
+  const mg::Tensor before = ps[0].clone();
+  mg::autodiff::GradManager gm;
+  gm.attach(ps);
+  D::ShardedOptimizer opt(world(), ps, optimizers()[2].second, {.stage = 1});
+  mg::amp::GradScaler scaler({.init_scale = 1024.0});
+  {
+    auto recording = gm.record();
+    mg::Tensor loss = F::sum(F::mul(F::tanh(ps[0]), data(40 + R(), ps[0].shape())));
+    if (R() == W() - 1) loss = F::add(loss, F::sum(F::mul(ps[1], INFINITY)));
+    gm.backward(scaler.scale(loss));
+  }
+  scaler.step(opt);
+  scaler.update();
+  opt.clear_grad();
+  test_util::check_close(ps[0], before, 0.0);
+  for (int s = 0; s < 2; ++s) {
+    {
+      auto recording = gm.record();
+      mg::Tensor loss;
+      for (size_t i = 0; i < ps.size(); ++i) {
+        if (i == 3) continue;
+        const mg::Tensor term = F::sum(F::mul(F::tanh(ps[i]), data(40 + 3 * s + R() + int(i), ps[i].shape())));
+        loss = loss.defined() ? F::add(loss, term) : term;
+      }
+      gm.backward(scaler.scale(loss));
+    }
+    scaler.step(opt);
+    scaler.update();
+    opt.clear_grad();
+  }
+  // plain data parallel from the same start, without the scaler, after the skipped step
+  check_all_close(ps, plain(optimizers()[2].second, 2), 1e-6);
+}
+
 BOOST_AUTO_TEST_CASE(clipping_by_the_global_norm_matches_plain_data_parallel) {
   for (double norm_type : {2.0, double(INFINITY)})
     for (int stage : {1, 2}) BOOST_TEST_CONTEXT("norm " << norm_type << ", stage " << stage) {
