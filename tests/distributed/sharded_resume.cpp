@@ -3,8 +3,12 @@
 //   mpirun -np W sharded_resume resume DIR OUT  loads DIR, 3 more steps, the parameters into OUT
 //   mpirun -np W sharded_resume full OUT        6 steps without a break, the parameters into OUT
 //   sharded_resume compare A B TOL              exit 0 when every element is within TOL * (1 + |b|)
+//   mpirun -np W sharded_resume bench STEPS     ms per step (backward + step) of plain data parallel
+//                                               and of stages 1 and 2, Adam on an MLP of 1.6 M float32
+//                                               parameters, and the optimizer state bytes per rank
 // The global batch (6 rows) is cut among the ranks and the gradients are
 // summed, so every world size trains the same model.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <mixgrad/distributed.hpp>
@@ -98,6 +102,61 @@ int compare(const std::string& a, const std::string& b, double tol) {
   return ok ? 0 : 1;
 }
 
+// ms per step of an MLP of four 640 x 640 Linear layers: stage 0 is plain data parallel.
+double bench_ms(const D::ProcessGroup& g, int steps, int stage, int64_t& state_bytes) {
+  mg::manual_seed(0);
+  std::vector<mg::Tensor> ps;
+  for (int l = 0; l < 4; ++l) ps.push_back(mg::normal({640, 640}, 0.0, 0.04)), ps.push_back(mg::zeros({640}));
+  mg::autodiff::GradManager gm;
+  std::unique_ptr<mg::optim::Adam> plain;
+  std::unique_ptr<D::ShardedOptimizer> sharded;
+  if (stage == 0) {
+    gm.attach(ps, {D::make_allreduce_callback(gm, g, "mean")});
+    plain = std::make_unique<mg::optim::Adam>(ps);
+  } else {
+    gm.attach(ps);
+    sharded = std::make_unique<D::ShardedOptimizer>(
+        g, ps, [](std::vector<mg::Tensor> s) { return std::make_unique<mg::optim::Adam>(std::move(s)); },
+        D::ShardingOptions{.stage = stage});
+  }
+  mg::manual_seed(1 + g.rank());
+  const mg::Tensor x = mg::normal({32, 640});
+  double total = 0.0;
+  for (int s = 0; s < steps + 1; ++s) {
+    g.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      auto recording = gm.record();
+      mg::Tensor h = x;
+      for (int l = 0; l < 4; ++l) h = F::relu(F::linear(h, ps[2 * l], ps[2 * l + 1]));
+      gm.backward(F::mean(F::mul(h, h)));
+    }
+    if (plain) plain->step().clear_grad();
+    else sharded->step().clear_grad();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (s > 0) total += ms;  // the first step allocates the state
+  }
+  state_bytes = 0;
+  if (sharded) state_bytes = sharded->state_bytes();
+  else
+    for (const auto& [key, t] : plain->state_dict())
+      if (key.rfind("state.", 0) == 0) state_bytes += t.numel() * mg::element_size(t.dtype());
+  return total / steps;
+}
+
+int bench(int steps) {
+  const auto g = D::init_process_group();
+  for (int stage : {0, 1, 2, 0, 1, 2}) {
+    int64_t bytes = 0;
+    const double ms = bench_ms(g, steps, stage, bytes);
+    if (g.rank() == 0)
+      std::printf("%-20s %8.2f ms/step, optimizer state on rank 0: %lld bytes\n",
+                  stage == 0 ? "plain data parallel" : stage == 1 ? "ZeRO stage 1" : "ZeRO stage 2", ms,
+                  static_cast<long long>(bytes));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -105,7 +164,8 @@ int main(int argc, char** argv) {
   if (a.size() == 2 && a[0] == "train") return train("train", a[1], "");
   if (a.size() == 3 && a[0] == "resume") return train("resume", a[1], a[2]);
   if (a.size() == 2 && a[0] == "full") return train("full", "", a[1]);
+  if (a.size() == 2 && a[0] == "bench") return bench(std::stoi(a[1]));
   if (a.size() == 4 && a[0] == "compare") return compare(a[1], a[2], std::stod(a[3]));
-  std::fprintf(stderr, "usage: sharded_resume train DIR | resume DIR OUT | full OUT | compare A B TOL\n");
+  std::fprintf(stderr, "usage: sharded_resume train DIR | resume DIR OUT | full OUT | compare A B TOL | bench STEPS\n");
   return 2;
 }
