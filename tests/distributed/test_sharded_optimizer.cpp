@@ -300,4 +300,50 @@ BOOST_AUTO_TEST_CASE(mismatched_parameter_lists_across_ranks_are_typed_errors) {
   test_util::check_error<mg::DTypeError>([&] { D::ShardedOptimizer(world(), rs, make); }, {"parameter 1", "float64"});
 }
 
+// Fewer elements than ranks: the ranks past the last element hold no
+// optimizer, and still take part in every collective.
+BOOST_AUTO_TEST_CASE(fewer_elements_than_ranks) {
+  const Make make = optimizers()[0].second;
+  std::vector<mg::Tensor> ps{mg::full({2}, 0.5)};
+  mg::autodiff::GradManager gm;
+  gm.attach(ps);
+  D::ShardedOptimizer opt(world(), ps, make, {.stage = 2});
+  for (int s = 0; s < 2; ++s) {
+    {
+      auto recording = gm.record();
+      gm.backward(F::sum(F::mul(F::tanh(ps[0]), data(40 + R() + s, {2}))));
+    }
+    opt.step().clear_grad();
+  }
+  std::vector<mg::Tensor> ref{mg::full({2}, 0.5)};
+  mg::autodiff::GradManager ref_gm;
+  ref_gm.attach(ref, {D::make_allreduce_callback(ref_gm, world(), "mean")});
+  auto ref_opt = make(ref);
+  for (int s = 0; s < 2; ++s) {
+    {
+      auto recording = ref_gm.record();
+      ref_gm.backward(F::sum(F::mul(F::tanh(ref[0]), data(40 + R() + s, {2}))));
+    }
+    ref_opt->step().clear_grad();
+  }
+  test_util::check_close(ps[0], ref[0], 1e-6);
+  if (R() >= 2) {
+    BOOST_TEST(opt.shard().empty());
+    BOOST_TEST(opt.state_bytes() == 0);
+    BOOST_CHECK_THROW(opt.shard_optimizer(), mg::StateError);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bad_options_are_value_errors) {
+  const Make make = optimizers()[0].second;
+  test_util::check_error<mg::ValueError>([&] { D::ShardedOptimizer(world(), make_params(), make, {.stage = 3}); },
+                                         {"stage must be 1 or 2, got 3"});
+  test_util::check_error<mg::ValueError>([&] { D::ShardedOptimizer(world(), make_params(), make, {.op = "max"}); },
+                                         {"op must be mean or sum, got max"});
+  std::vector<mg::Tensor> mixed = make_params();
+  mixed[1] = mixed[1].to(mg::DType::float64);
+  test_util::check_error<mg::ValueError>([&] { D::ShardedOptimizer(world(), mixed, make); },
+                                         {"parameter 1 is float64", "one dtype and one device"});
+}
+
 BOOST_AUTO_TEST_SUITE_END()
