@@ -270,6 +270,11 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_of_another_model_or_with_missing_shards_change
   BOOST_TEST(wrong.state_bytes() == 0);
   check_all_close(other, kept, 0.0);
 
+  std::vector<mg::Tensor> same = make_params();
+  D::ShardedOptimizer sgd(world(), same, optimizers()[2].second);
+  test_util::check_error<mg::ValueError>([&] { sgd.load(dir); }, {"holds the state of Adam", "wraps SGD"});
+  BOOST_TEST(sgd.state_bytes() == 0);
+
   world().barrier();
   const std::string first = "optimizer-shard-0-of-" + std::to_string(W()) + ".safetensors";
   if (R() == 0) std::filesystem::remove(dir / first);
