@@ -25,9 +25,15 @@ ThreadState& state() {
   return s;
 }
 
-std::string mib(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+// "12.3 MiB", "45.6 KiB" or "789 bytes".
+std::string bytes_text(int64_t bytes) {
+  char buf[48];
+  if (bytes >= (1 << 20))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  else if (bytes >= 1024)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024);
+  else
+    std::snprintf(buf, sizeof buf, "%lld bytes", static_cast<long long>(bytes));
   return buf;
 }
 
@@ -111,8 +117,8 @@ void track(const std::shared_ptr<Evictable>& segment) {
   ThreadState& s = state();
   if (!s.options) return;
   if (segment->bytes > s.options->eviction_threshold)
-    throw ValueError("dtr::segment '" + segment->name + "': its forward keeps " + mib(segment->bytes) +
-                     ", more than the eviction threshold of " + mib(s.options->eviction_threshold) +
+    throw ValueError("dtr::segment '" + segment->name + "': its forward keeps " + bytes_text(segment->bytes) +
+                     ", more than the eviction threshold of " + bytes_text(s.options->eviction_threshold) +
                      " by itself; raise the threshold or split the segment");
   ++s.stats.segments;
   s.last_bytes = segment->bytes;

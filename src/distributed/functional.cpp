@@ -12,6 +12,7 @@
 #include "distributed/functional_check.hpp"
 #include "distributed/functional_transport.hpp"
 #include "mixgrad/amp/autocast.hpp"
+#include "mixgrad/autodiff/dtr.hpp"
 #include "mixgrad/autodiff/function.hpp"
 #include "mixgrad/ops/creation.hpp"
 #include "mixgrad/ops/elementwise.hpp"
@@ -96,7 +97,11 @@ class CollectiveFn : public autodiff::Function {
   Collective op_;
 };
 
-Tensor record(const std::shared_ptr<CollectiveFn>& fn, const Tensor& x) { return autodiff::apply(fn, {x})[0]; }
+// A collective must not run twice: a DTR segment around it is never evicted.
+Tensor record(const std::shared_ptr<CollectiveFn>& fn, const Tensor& x) {
+  dtr::pin();
+  return autodiff::apply(fn, {x})[0];
+}
 
 class AllReduceFn final : public CollectiveFn {
  public:

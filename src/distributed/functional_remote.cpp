@@ -15,6 +15,7 @@
 #include "core/checks.hpp"
 #include "distributed/functional_transport.hpp"
 #include "hooks/op_hooks.hpp"
+#include "mixgrad/autodiff/dtr.hpp"
 #include "mixgrad/autodiff/function.hpp"
 #include "mixgrad/autodiff/grad_manager.hpp"
 #include "mixgrad/distributed/functional.hpp"
@@ -109,6 +110,7 @@ Tensor remote_send(const ProcessGroup& group, const Tensor& x, int dest) {
   detail::send_tensor(group, x, dest, Tag::data, "remote_send");
   int64_t recorded = 0;
   detail::recv_bytes(group, &recorded, sizeof recorded, dest, Tag::reply, "remote_send");
+  dtr::pin();  // a send must not run twice: a DTR segment around it is never evicted
   return autodiff::apply(std::make_shared<SendFn>(group, dest, x, is_tracked && recorded), {x})[0];
 }
 
@@ -126,6 +128,7 @@ Tensor remote_recv(const ProcessGroup& group, int src, Device device) {
   // else (they hold it weakly), so it is gone with the tape.
   const Tensor dummy = zeros(Shape{}, DType::float32, device);
   for (autodiff::GradManager* gm : autodiff::detail::recording_managers()) gm->attach(dummy);
+  dtr::pin();
   return autodiff::apply(std::make_shared<RecvFn>(group, src, std::move(received)), {dummy})[0];
 }
 

@@ -196,6 +196,39 @@ BOOST_AUTO_TEST_CASE(a_segment_above_the_threshold_by_itself_is_an_error_and_the
   BOOST_TEST(!big.weight().grad().defined());
 }
 
+// nn::Segment: evicted and recomputed, batch norm's running statistics are
+// updated once, as without DTR, and the gradients are the same.
+BOOST_AUTO_TEST_CASE(segment_modules_update_batch_norm_once) {
+  auto make = [] {
+    mg::manual_seed(6);
+    return nn::Sequential(nn::Conv2d(3, 8, 3, {.padding = 1}), nn::BatchNorm2d(8), nn::ReLU());
+  };
+  nn::Sequential plain = make();
+  nn::Segment wrapped(make());
+  mg::manual_seed(8);
+  const mg::Tensor x = mg::normal({4, 3, 16, 16});
+  mg::dtr::Stats st;
+  for (nn::Module* m : {static_cast<nn::Module*>(&plain), static_cast<nn::Module*>(&wrapped)}) {
+    mg::autodiff::GradManager gm;
+    gm.attach(m->parameters());
+    std::optional<DtrOn> on;
+    // Room for the segment's output and some, not for what it keeps too.
+    if (m == &wrapped)
+      on.emplace(mg::dtr::Options{.eviction_threshold = mg::allocated_bytes() + 40000, .evictee_minimum_size = 0});
+    auto rec = gm.record();
+    const mg::Tensor h = mg::F::mul((*m)(x), 1.0);  // after the segment: room for it must be made
+    gm.backward(mg::F::sum(h));
+    st = mg::dtr::stats();
+  }
+  BOOST_TEST(st.evictions == 1);
+  BOOST_TEST(st.recomputations == 1);
+  const auto a = plain.state_dict(), b = wrapped.module().state_dict();
+  for (const auto& [k, t] : a) BOOST_TEST((t.to_vector<float>() == b.find(k)->to_vector<float>()), k);
+  for (size_t i = 0; i < plain.parameters().size(); ++i)
+    BOOST_TEST((plain.parameters()[i].grad().to_vector<float>() ==
+                wrapped.module().parameters()[i].grad().to_vector<float>()));
+}
+
 BOOST_AUTO_TEST_CASE(bad_options_are_value_errors) {
   BOOST_CHECK_THROW(mg::dtr::enable({.eviction_threshold = 0}), mg::ValueError);
   BOOST_CHECK_THROW(mg::dtr::enable({.eviction_threshold = 1, .evictee_minimum_size = -1}), mg::ValueError);

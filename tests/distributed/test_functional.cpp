@@ -164,4 +164,34 @@ BOOST_AUTO_TEST_CASE(reductions_on_every_dtype) {
              (std::vector<double>{1, 0, W() > 1 ? 0.0 : 1.0, 0}));
 }
 
+// A DTR segment around a collective is pinned (the collective must not run
+// twice); the plain segment beside it is evicted and recomputed, and the
+// gradient is the one without DTR.
+BOOST_AUTO_TEST_CASE(a_dtr_segment_around_a_collective_is_never_evicted) {
+  auto grad = [](bool dtr) {
+    mg::Tensor x = F::mul(data(world().rank(), {64, 64}), 1.0);
+    mg::autodiff::GradManager gm;
+    gm.attach(x);
+    // Each segment keeps 16 KiB (sin's input): room for one and a bit, not for both.
+    if (dtr) mg::dtr::enable({.eviction_threshold = mg::allocated_bytes() + 40000, .evictee_minimum_size = 0});
+    mg::dtr::reset_stats();
+    {
+      auto rec = gm.record();
+      const mg::Tensor h = mg::dtr::segment([](const mg::Tensor& t) { return F::sin(F::mul(t, t)); }, x, "plain");
+      const mg::Tensor y = mg::dtr::segment(
+          [](const mg::Tensor& t) { return F::sin(DF::all_reduce_sum(world(), F::mul(t, t))); }, h, "collective");
+      gm.backward(F::sum(y));
+    }
+    const mg::dtr::Stats st = mg::dtr::stats();
+    mg::dtr::disable();
+    if (dtr) {
+      BOOST_TEST(st.segments == 2);
+      BOOST_TEST(st.evictions == 1);  // "plain" only
+      BOOST_TEST(st.recomputations == 1);
+    }
+    return test_util::values(x.grad());
+  };
+  BOOST_TEST(grad(false) == grad(true), boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,7 +1,9 @@
 // mixgrad/nn/checkpoint.hpp — a module run checkpointed: its activations are
-// recomputed in the backward instead of kept (mixgrad/autodiff/checkpoint.hpp).
+// recomputed in the backward instead of kept (mixgrad/autodiff/checkpoint.hpp);
+// or run as a DTR segment, kept unless DTR evicts it (mixgrad/autodiff/dtr.hpp).
 //
 //   mg::nn::Sequential net(mg::nn::Checkpoint(block1), mg::nn::Checkpoint(block2), head);
+//   mg::nn::Sequential net(mg::nn::Segment(block1), mg::nn::Segment(block2), head);   // with mg::dtr::enable
 //
 // The wrapped module is the child "module" (state-dict keys "module.<name>").
 // Its forward runs twice in training: once without keeping anything, once in
@@ -27,6 +29,26 @@ class Checkpoint : public Module {
   Tensor forward(const Tensor& x) override;
   std::string describe() const override;
   /// The wrapped module.
+  Module& module() const { return *module_; }
+
+ private:
+  std::shared_ptr<Module> module_;
+};
+
+/// A module run as a dtr::segment: kept while memory allows, evicted and
+/// recomputed in the backward when DTR needs room (with DTR off, or outside a
+/// recording, just the module). As Checkpoint, the child "module", and a
+/// recomputation that leaves batch norm's running statistics as they were.
+class Segment : public Module {
+ public:
+  template <std::derived_from<Module> M>
+  explicit Segment(M module) : Segment(std::shared_ptr<Module>(std::make_shared<M>(std::move(module)))) {}
+  /// StateError for a null module.
+  explicit Segment(std::shared_ptr<Module> module);
+
+  /// dtr::segment(module, x).
+  Tensor forward(const Tensor& x) override;
+  std::string describe() const override;
   Module& module() const { return *module_; }
 
  private:
