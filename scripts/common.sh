@@ -17,7 +17,7 @@ fi
 
 # Everything the build, the tests and the example use, from Debian 12.
 debian_packages=(
-  meson ninja-build pkg-config g++
+  meson ninja-build pkg-config cmake g++
   libboost-test-dev libboost-program-options-dev
   libdnnl-dev zlib1g-dev nlohmann-json3-dev
   python3-pip
