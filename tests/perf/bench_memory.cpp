@@ -11,6 +11,9 @@
 //   alternate  as products, keeping every other linear's result (keep_if,
 //              torchtitan's policy): the layer's wide in-projections are
 //              kept, its narrow out-projections recomputed;
+//   attn+fc1   keeping attention's results and the first feed-forward
+//              linear's (keep_if: the layer's third linear call), the
+//              costliest product per byte kept;
 //   dtr:F      each layer a dtr::segment, DTR on with its eviction threshold
 //              at F times none's activation peak above the step's base
 //              (parameters, gradients, input): 0.75, 0.50 and 0.35.
@@ -63,7 +66,8 @@ struct Measure {
   bool ok = false;
 };
 
-const char* kModes[] = {"none", "full", "attention", "products", "alternate", "dtr:0.75", "dtr:0.50", "dtr:0.35"};
+const char* kModes[] = {"none",     "full",     "attention", "products", "alternate",
+                        "attn+fc1", "dtr:0.75", "dtr:0.50",  "dtr:0.35"};
 
 uint64_t grad_hash(const std::vector<mg::Tensor>& params) {
   uint64_t h = 1469598103934665603ull;
@@ -123,6 +127,10 @@ struct GptStack {
     if (mode == "products" || mode == "alternate") options.keep = mg::autodiff::kept_products();
     if (mode == "alternate")
       options.keep_if = [](std::string_view op, int64_t n) { return op != "linear" || n % 2 == 0; };
+    if (mode == "attn+fc1") {  // a layer's linears run in_proj, out_proj, fc1, fc2
+      options.keep = {"linear", "scaled_dot_product_attention"};
+      options.keep_if = [](std::string_view op, int64_t n) { return op != "linear" || n == 2; };
+    }
   }
 
   // One step (the caller zeroes the gradients, allocated before it as in training).
@@ -216,7 +224,7 @@ int64_t max_batch(const std::string& self, const Config& c, const std::string& m
   return lo;
 }
 
-void report(const std::string& self, Config c, bool search) {
+void report(const std::string& self, Config c, bool search, const std::vector<std::string>& modes) {
   std::printf("## GPT stack: width %lld, %lld layers, %lld heads, context %lld, batch %lld, %s, median of %d steps\n",
               static_cast<long long>(c.width), static_cast<long long>(c.layers), static_cast<long long>(c.heads),
               static_cast<long long>(c.context), static_cast<long long>(c.batch),
@@ -226,7 +234,8 @@ void report(const std::string& self, Config c, bool search) {
               search ? " largest batch under none's peak |" : "");
   std::printf("|---|---|---|---|---|---|---|---|---|%s\n", search ? "---|" : "");
   Measure none;
-  for (const char* mode : kModes) {
+  for (const std::string& name : modes) {
+    const char* mode = name.c_str();
     const Measure m = spawn(self, c, mode, c.batch);
     if (!m.ok) {
       std::printf("| %s | failed | | | | |\n", mode);
@@ -253,7 +262,7 @@ void report(const std::string& self, Config c, bool search) {
 
 int main(int argc, char** argv) {
   Config c;
-  std::string child_mode;
+  std::string child_mode, modes_arg;
   bool search = false, torch = false;
   po::options_description desc("bench_memory");
   desc.add_options()("help", "this text")("width", po::value(&c.width)->default_value(c.width))(
@@ -264,7 +273,8 @@ int main(int argc, char** argv) {
       "max-batch", po::bool_switch(&search), "also search each mode's largest batch under none's peak")(
       "torch", po::bool_switch(&torch), "also run bench_memory_torch.py (PyTorch's checkpoint) on the same model")(
       "child", po::value(&child_mode), "internal: run one mode and print its measures")(
-      "none-peak-mib", po::value(&c.none_peak_mib), "internal: none's activation peak, for the dtr modes");
+      "none-peak-mib", po::value(&c.none_peak_mib), "internal: none's activation peak, for the dtr modes")(
+      "modes", po::value(&modes_arg), "comma-separated modes to run (none first; default all)");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, desc), vm);
   po::notify(vm);
@@ -272,9 +282,28 @@ int main(int argc, char** argv) {
     std::printf("%s", (std::ostringstream() << desc).str().c_str());
     return 0;
   }
-  if (!child_mode.empty()) return child(c, child_mode);
+  if (!child_mode.empty()) {
+    try {
+      return child(c, child_mode);
+    } catch (const std::exception& e) {  // a batch DTR cannot fit (--max-batch): the parent reads a failure
+      std::fprintf(stderr, "bench_memory --child %s: %s\n", child_mode.c_str(), e.what());
+      return 1;
+    }
+  }
   perf::print_cpu_line();
-  report(argv[0], c, search);
+  std::vector<std::string> modes(std::begin(kModes), std::end(kModes));
+  if (!modes_arg.empty()) {
+    modes = {"none"};  // the reference of every ratio
+    std::stringstream list(modes_arg);
+    for (std::string m; std::getline(list, m, ',');) {
+      if (std::find(std::begin(kModes), std::end(kModes), m) == std::end(kModes)) {
+        std::fprintf(stderr, "bench_memory: unknown mode '%s'\n", m.c_str());
+        return 2;
+      }
+      if (m != "none") modes.push_back(m);
+    }
+  }
+  report(argv[0], c, search, modes);
   if (torch) {
     const std::string script = std::string(MIXGRAD_SOURCE_DIR) + "/tests/perf/bench_memory_torch.py";
     const std::string cmd = "python3 " + script + " --width " + std::to_string(c.width) + " --layers " +

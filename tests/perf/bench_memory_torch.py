@@ -6,7 +6,9 @@ torch.utils.checkpoint, in the modes bench_memory.cpp runs:
   full       each layer checkpointed (use_reentrant=False);
   attention  selective checkpointing that saves the attention ops' results;
   products   selective checkpointing that saves the matmuls' and attention's;
-  alternate  as products, saving every other matmul (torchtitan's policy).
+  alternate  as products, saving every other matmul (torchtitan's policy);
+  attn+fc1   saving attention's results and the third matmul (the first
+             feed-forward linear) of each layer.
 Each mode runs in a child process. PyTorch's CPU allocator has no memory
 statistics, so the activation peak is the process's peak resident set during
 a step above its resident set before it (after a warm-up step, with the
@@ -26,7 +28,7 @@ import subprocess
 import sys
 import time
 
-MODES = ["none", "full", "attention", "products", "alternate"]
+MODES = ["none", "full", "attention", "products", "alternate", "attn+fc1"]
 
 
 def rss_kib(field):
@@ -37,9 +39,10 @@ def rss_kib(field):
     raise RuntimeError(field + " not in /proc/self/status")
 
 
-def policy(saved, alternate):
-    """A fresh policy per checkpoint call; `alternate` saves every other
-    matmul, counted separately in the forward and the recomputation."""
+def policy(saved, pick):
+    """A fresh policy per checkpoint call; `pick(n)` chooses which matmuls
+    (by index in the layer's run) are saved, counted separately in the
+    forward and the recomputation; None saves every one in `saved`."""
     import torch
     from torch.utils.checkpoint import CheckpointPolicy
     products = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default}
@@ -47,8 +50,8 @@ def policy(saved, alternate):
 
     def fn(ctx, op, *args, **kwargs):
         keep = op in saved
-        if alternate and op in products:
-            keep = count[ctx.is_recompute] % 2 == 0
+        if pick and op in products:
+            keep = pick(count[ctx.is_recompute])
             count[ctx.is_recompute] += 1
         return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
 
@@ -80,9 +83,10 @@ def child(a, mode):
     x = torch.randn(a.batch, a.context, a.width)
     mask = torch.nn.Transformer.generate_square_subsequent_mask(a.context)
     kwargs = {"use_reentrant": False}
-    if mode in ("attention", "products", "alternate"):
+    picks = {"alternate": lambda n: n % 2 == 0, "attn+fc1": lambda n: n == 2}
+    if mode in ("attention", "products", "alternate", "attn+fc1"):
         kwargs["context_fn"] = lambda: create_selective_checkpoint_contexts(
-            policy(saved_ops(mode), mode == "alternate"))
+            policy(saved_ops(mode), picks.get(mode)))
     libc = ctypes.CDLL("libc.so.6")
 
     def step():
@@ -122,6 +126,7 @@ def main():
     ap.add_argument("--autocast", action="store_true", help="bfloat16 autocast")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: all cores, as mixgrad)")
     ap.add_argument("--child", choices=MODES)
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated modes to run (none always first)")
     a = ap.parse_args()
     if a.threads:
         import torch
@@ -136,7 +141,11 @@ def main():
     print("| mode | activation peak MiB | x none | step ms | x none | gradients (first 4096 of each) |")
     print("|---|---|---|---|---|---|")
     none = None
-    for mode in MODES:
+    wanted = ["none"] + [m for m in a.modes.split(",") if m and m != "none"]
+    for mode in wanted:
+        if mode not in MODES:
+            print(f"unknown mode {mode!r}; the modes are {', '.join(MODES)}", file=sys.stderr)
+            return 2
         args = [sys.executable, __file__, "--child", mode] + [
             f"--{k}={getattr(a, k)}" for k in ("width", "layers", "heads", "context", "batch", "steps", "threads")]
         out = subprocess.run(args + (["--autocast"] if a.autocast else []), capture_output=True, text=True)
