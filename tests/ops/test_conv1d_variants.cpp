@@ -10,6 +10,7 @@
 
 #include "mixgrad/mixgrad.hpp"
 #include "../common/test_util.hpp"
+#include "torch_values.hpp"
 
 namespace {
 
@@ -17,20 +18,10 @@ namespace mg = mixgrad;
 namespace F = mixgrad::F;
 using test_util::check_error;
 using test_util::values;
-
-// ((i * 7) % 11 - 5) * scale for i = 0 .. numel-1: small exact values.
-mg::Tensor lin(const mg::Shape& shape, double scale = 0.25) {
-  std::vector<double> v(static_cast<size_t>(shape.numel()));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(static_cast<int64_t>(i * 7 % 11) - 5) * scale;
-  return mg::tensor(v, shape, mg::DType::float64);
-}
+using torch_values::lin;
 
 void expect(const mg::Tensor& got, const mg::Shape& shape, const std::vector<double>& want, double tol = 1e-6) {
-  BOOST_TEST(mg::to_string(got.shape()) == mg::to_string(shape));
-  const auto v = values(got);
-  BOOST_TEST_REQUIRE(v.size() == want.size());
-  for (size_t i = 0; i < v.size(); ++i)
-    BOOST_TEST(std::abs(v[i] - want[i]) <= tol * (1 + std::abs(want[i])), i << ": " << v[i] << " vs " << want[i]);
+  torch_values::expect(got, shape, want, tol);
 }
 
 }  // namespace
