@@ -13,6 +13,7 @@
 
 #include "autodiff/inspect.hpp"
 #include "mixgrad/mixgrad.hpp"
+#include "../common/test_util.hpp"
 
 namespace mg = mixgrad;
 namespace nn = mixgrad::nn;
@@ -109,13 +110,7 @@ Run step(bool autocast, bool scaler = false, bool poison = false, bool pin = fal
   return r;
 }
 
-bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
-      return false;
-  return true;
-}
+using test_util::same_bits;
 
 }  // namespace
 

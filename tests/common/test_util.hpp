@@ -10,6 +10,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <initializer_list>
 #include <string>
@@ -21,6 +22,15 @@ namespace test_util {
 
 /// Every element of `t`, converted to double, in row-major order.
 inline std::vector<double> values(const mixgrad::Tensor& t) { return t.to_vector<double>(); }
+
+/// True when a and b hold the same floats bit for bit (gradients of two runs).
+inline bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
+      return false;
+  return true;
+}
 
 /// Standard normal float32 values of `shape`, the same for the same seed
 /// (reseeds the global generator).
