@@ -108,6 +108,33 @@ Result run(int mode, bool autocast, bool scaler = false, bool poison = false) {
 
 using test_util::same_bits;
 
+// Peak memory of a forward and backward above what the parameters, their
+// gradients and the input hold: 8 blocks of width 128, batch 512. mode 0:
+// plain, 1: each block checkpointed, 2: checkpointed keeping the linears.
+int64_t activation_peak(int mode) {
+  mg::manual_seed(1);
+  std::vector<nn::Sequential> blocks;
+  for (int i = 0; i < 8; ++i) blocks.push_back(nn::Sequential(nn::Linear(128, 512), nn::GELU(), nn::Linear(512, 128)));
+  mg::autodiff::GradManager gm;
+  for (auto& b : blocks) {
+    gm.attach(b.parameters());
+    for (auto& p : b.parameters()) p.set_grad(mg::zeros_like(p));  // the gradients' memory, before the peak
+  }
+  const mg::Tensor x = mg::normal({512, 128});
+  const int64_t base = mg::allocated_bytes();
+  mg::reset_peak_allocated_bytes();
+  {
+    auto rec = gm.record();
+    mg::Tensor h = x;
+    mg::autodiff::CheckpointOptions o;
+    if (mode == 2) o.keep = {"linear"};
+    for (auto& b : blocks)
+      h = mode > 0 ? mg::autodiff::checkpoint([&b](const mg::Tensor& t) { return b(t); }, h, o) : b(h);
+    gm.backward(mg::F::mean(h));
+  }
+  return mg::peak_allocated_bytes() - base;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(checkpointing)
@@ -137,30 +164,8 @@ BOOST_AUTO_TEST_CASE(grad_scaler_steps_and_overflows_match) {
       BOOST_TEST((std::isfinite(plain.grads[i][j]) == std::isfinite(ckpt.grads[i][j])));
 }
 
-// Peak memory of a forward and backward above what the parameters, their
-// gradients and the input hold: 8 blocks of width 128, batch 512.
 BOOST_AUTO_TEST_CASE(checkpointing_cuts_the_activation_peak) {
-  auto peak = [](bool wrap) {
-    mg::manual_seed(1);
-    std::vector<nn::Sequential> blocks;
-    for (int i = 0; i < 8; ++i) blocks.push_back(nn::Sequential(nn::Linear(128, 512), nn::GELU(), nn::Linear(512, 128)));
-    mg::autodiff::GradManager gm;
-    for (auto& b : blocks) {
-      gm.attach(b.parameters());
-      for (auto& p : b.parameters()) p.set_grad(mg::zeros_like(p));  // the gradients' memory, before the peak
-    }
-    const mg::Tensor x = mg::normal({512, 128});
-    const int64_t base = mg::allocated_bytes();
-    mg::reset_peak_allocated_bytes();
-    {
-      auto rec = gm.record();
-      mg::Tensor h = x;
-      for (auto& b : blocks) h = wrap ? mg::autodiff::checkpoint([&b](const mg::Tensor& t) { return b(t); }, h) : b(h);
-      gm.backward(mg::F::mean(h));
-    }
-    return mg::peak_allocated_bytes() - base;
-  };
-  const int64_t plain = peak(false), ckpt = peak(true);
+  const int64_t plain = activation_peak(0), ckpt = activation_peak(1);
   BOOST_TEST_MESSAGE("activation peak: " << plain / 1024 << " KiB plain, " << ckpt / 1024 << " KiB checkpointed");
   BOOST_TEST(ckpt < plain / 2);
 }
@@ -371,30 +376,7 @@ BOOST_AUTO_TEST_CASE(a_kept_result_written_in_place_is_recomputed) {
 }
 
 BOOST_AUTO_TEST_CASE(keeping_lands_the_peak_between_full_checkpointing_and_none) {
-  auto peak = [](int mode) {  // 0 none, 1 full, 2 selective
-    mg::manual_seed(1);
-    std::vector<nn::Sequential> blocks;
-    for (int i = 0; i < 8; ++i) blocks.push_back(nn::Sequential(nn::Linear(128, 512), nn::GELU(), nn::Linear(512, 128)));
-    mg::autodiff::GradManager gm;
-    for (auto& b : blocks) {
-      gm.attach(b.parameters());
-      for (auto& p : b.parameters()) p.set_grad(mg::zeros_like(p));
-    }
-    const mg::Tensor x = mg::normal({512, 128});
-    const int64_t base = mg::allocated_bytes();
-    mg::reset_peak_allocated_bytes();
-    {
-      auto rec = gm.record();
-      mg::Tensor h = x;
-      mg::autodiff::CheckpointOptions o;
-      if (mode == 2) o.keep = {"linear"};
-      for (auto& b : blocks)
-        h = mode > 0 ? mg::autodiff::checkpoint([&b](const mg::Tensor& t) { return b(t); }, h, o) : b(h);
-      gm.backward(mg::F::mean(h));
-    }
-    return mg::peak_allocated_bytes() - base;
-  };
-  const int64_t plain = peak(0), full = peak(1), selective = peak(2);
+  const int64_t plain = activation_peak(0), full = activation_peak(1), selective = activation_peak(2);
   BOOST_TEST_MESSAGE("activation peak: " << plain / 1024 << " KiB plain, " << selective / 1024 << " KiB selective, "
                                          << full / 1024 << " KiB full");
   // Plain keeps each block's input, first linear's result and GELU's; selective
