@@ -329,8 +329,11 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = forward(BinaryOp::sub, in);
   ops::record_lazy(OpKind::sub, {&in.a, &in.b}, out, [&] {
     return [sa = in.a.shape(), sb = in.b.shape()](const Tensor& g, InputGrads& gi) {
+      // Asked whatever input needs a gradient: sum_to and neg are F:: ops,
+      // recorded in a recorded backward, so both gradients are differentiable.
+      const bool graph = gi.create_graph();
       if (gi.needs(0)) gi.set(0, sum_to(g, sa));
-      if (gi.needs(1)) gi.set(1, gi.create_graph() ? neg(sum_to(g, sb)) : negated(sum_to(g, sb)));
+      if (gi.needs(1)) gi.set(1, graph ? neg(sum_to(g, sb)) : negated(sum_to(g, sb)));
     };
   });
   return out;

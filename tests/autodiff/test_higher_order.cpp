@@ -82,6 +82,22 @@ BOOST_AUTO_TEST_CASE(second_derivative_of_a_cube) {
   BOOST_TEST(values(x.grad()) == std::vector<double>({3.0, -6.0, 12.0}), tt::tolerance(1e-12) << tt::per_element());
 }
 
+// sub with only its left operand tracked: d/dx sum((x - c)^3) = 3 (x - c)^2,
+// and its derivative 6 (x - c) goes back through sub's recorded backward.
+BOOST_AUTO_TEST_CASE(second_derivative_through_sub_of_a_constant_tensor) {
+  auto x = f64({0.5, -1.0, 2.0}, {3});
+  const auto c = f64({1.0, 1.0, -1.0}, {3});
+  GradManager gm;
+  gm.attach(x);
+  auto rec = gm.record();
+  const mg::Tensor d = F::sub(x, c);
+  gm.backward(F::sum(F::mul(F::mul(d, d), d)), {}, kCreateGraph);
+  const mg::Tensor g = x.grad();
+  x.set_grad({});
+  gm.backward(F::sum(g));
+  BOOST_TEST(values(x.grad()) == std::vector<double>({-3.0, -12.0, 18.0}), tt::tolerance(1e-12) << tt::per_element());
+}
+
 // Two create_graph passes: d^3/dx^3 x^4 = 24 x.
 BOOST_AUTO_TEST_CASE(third_derivative) {
   auto x = f64({0.5, -1.5}, {2});
