@@ -328,6 +328,90 @@ struct BackwardScratch {
         kt_pairs(pairs ? bp::pairs(a.head_dim) * kBlockK : 0), vt_pairs(pairs ? bp::pairs(a.value_dim) * kBlockK : 0) {}
 };
 
+/// One query block from i0 against the key block [j0, j0 + bk), whose K and
+/// V are loaded in w (kb: its rows): S, P, dV += P^T dO, dP, dS, dQ and dK
+/// of backward_head.
+template <class T, class Acc, int Bytes, bool Pairs>
+[[gnu::always_inline]] inline void backward_block(const Problem<T, Acc>& p, int64_t n, int64_t h, const Acc* lse,
+                                                  const T* gout, BackwardScratch<Acc>& w, const Rows<Acc>& kb,
+                                                  int64_t i0, int64_t j0, int64_t bk) {
+  const AttentionArgs& a = p.a;
+  const int64_t E = a.head_dim, Ev = a.value_dim, L = a.q_len;
+  const int64_t E2 = bp::pairs(E), Ev2 = bp::pairs(Ev);
+  const Acc scale = static_cast<Acc>(a.scale);
+  const T* qh = p.q_head(n, h);
+  Acc* dk = w.dk.data() + j0 * E;
+  Acc* dv = w.dv.data() + j0 * Ev;
+  const int64_t bq = std::min(kBlockQ, L - i0);
+  load_rows(qh, a.q_layout.row, i0, i0 + bq, E, scale, w.q.data());
+  const Rows<Acc> dout = rows_of(gout, Ev, i0, i0 + bq, Ev, w.dout.data());
+  if constexpr (Pairs) {
+    bp::pack_rows(qh, a.q_layout.row, i0, i0 + bq, E, w.q_words.data(), E2);
+    bp::pack_rows(gout, Ev, i0, i0 + bq, Ev, w.dout_words.data(), Ev2);
+  }
+  Acc* s = w.s.data();
+  Acc* dp = w.dp.data();
+  // A block on the diagonal goes in strips: of query rows for the
+  // products with a query side (S, dP, dQ), each over the keys its rows
+  // see; of keys for those with a key side (dV, dK), each over the
+  // queries that see them. A row strip sets the keys it does not see
+  // to 0 in P and dS, which the key strips may read.
+  const bool straddles = a.causal && j0 + bk > i0 + 1;
+  strips(bq, straddles, [&](int64_t r0, int64_t r1) __attribute__((always_inline)) {
+    const int64_t kc = visible_keys(a, i0, r1, j0, bk);
+    zero_columns(s, r0, r1, kc, bk);
+    if (kc == 0) return;
+    Acc* sr = s + r0 * kBlockK;
+    if constexpr (Pairs) {
+      bp::gemm<tiles::overwrite>(r1 - r0, kc, E2, w.q_words.data() + r0 * E2, E2, 1, w.kt_pairs.data(), kBlockK,
+                                 sr, kBlockK);
+      for (int64_t i = r0; i < r1; ++i) tiles::scale_row<Acc, Bytes>(kc, s + i * kBlockK, scale);
+    } else {
+      tiles::gemm<Acc, Bytes, tiles::overwrite>(r1 - r0, kc, E, w.q.data() + r0 * E, E, 1, w.kt.data(), kBlockK,
+                                                sr, kBlockK);
+    }
+    mask_block(a, n, h, i0 + r0, r1 - r0, j0, kc, sr, kBlockK, 1);
+    // P = exp(S - lse); a row that saw no key has P = 0.
+    for (int64_t i = r0; i < r1; ++i) {
+      Acc* si = s + i * kBlockK;
+      const Acc m = lse[i0 + i];
+      if (m == kNegInf<Acc>) {
+        std::fill(si, si + kc, Acc(0));
+        continue;
+      }
+      tiles::exp_minus_sum<Acc, Bytes>(kc, si, m);
+    }
+  });
+  // dV += P^T dO;  dP = dO V^T;  dS = P (dP - D);  dQ += dS K;  dK += dS^T (scale Q).
+  strips(bk, straddles, [&](int64_t c0, int64_t c1) __attribute__((always_inline)) {
+    const int64_t q0 = first_seeing_row(a, i0, bq, j0, c0);
+    tiles::gemm<Acc, Bytes>(c1 - c0, Ev, bq - q0, s + q0 * kBlockK + c0, 1, kBlockK, dout.row(q0), dout.ld,
+                            dv + c0 * Ev, Ev);
+  });
+  strips(bq, straddles, [&](int64_t r0, int64_t r1) __attribute__((always_inline)) {
+    const int64_t kc = visible_keys(a, i0, r1, j0, bk);
+    zero_columns(dp, r0, r1, kc, bk);
+    if (kc == 0) return;
+    Acc* dpr = dp + r0 * kBlockK;
+    if constexpr (Pairs)
+      bp::gemm<tiles::overwrite>(r1 - r0, kc, Ev2, w.dout_words.data() + r0 * Ev2, Ev2, 1, w.vt_pairs.data(),
+                                 kBlockK, dpr, kBlockK);
+    else
+      tiles::gemm<Acc, Bytes, tiles::overwrite>(r1 - r0, kc, Ev, dout.row(r0), dout.ld, 1, w.vt.data(), kBlockK,
+                                                dpr, kBlockK);
+    for (int64_t i = r0; i < r1; ++i) {
+      const Acc di = w.d[i0 + i];
+      for (int64_t j = 0; j < kc; ++j) dp[i * kBlockK + j] = s[i * kBlockK + j] * (dp[i * kBlockK + j] - di);
+    }
+    tiles::gemm<Acc, Bytes>(r1 - r0, E, kc, dpr, kBlockK, 1, kb.at, kb.ld, w.dq.data() + (i0 + r0) * E, E);
+  });
+  strips(bk, straddles, [&](int64_t c0, int64_t c1) __attribute__((always_inline)) {
+    const int64_t q0 = first_seeing_row(a, i0, bq, j0, c0);
+    tiles::gemm<Acc, Bytes>(c1 - c0, E, bq - q0, dp + q0 * kBlockK + c0, 1, kBlockK, w.q.data() + q0 * E, E,
+                            dk + c0 * E, E);
+  });
+}
+
 /// Query head (n, h)'s contribution to its key/value head's dK and dV, and
 /// its dQ. With Pairs, S = scale (Q K^T) and dP = dO V^T on bfloat16 pairs.
 template <class T, class Acc, int Bytes, bool Pairs>
@@ -335,7 +419,6 @@ template <class T, class Acc, int Bytes, bool Pairs>
                                                  const Acc* lse, const T* gout, BackwardScratch<Acc>& w, T* dq_out) {
   const AttentionArgs& a = p.a;
   const int64_t E = a.head_dim, Ev = a.value_dim, L = a.q_len, S = a.kv_len;
-  const int64_t E2 = bp::pairs(E), Ev2 = bp::pairs(Ev);
   const Acc scale = static_cast<Acc>(a.scale);
   // D_i = sum_c dO[i, c] O[i, c]: the softmax backward's row term.
   for (int64_t i = 0; i < L; ++i) {
@@ -344,7 +427,6 @@ template <class T, class Acc, int Bytes, bool Pairs>
     w.d[i] = d;
   }
   std::fill(w.dq.begin(), w.dq.end(), Acc(0));
-  const T* qh = p.q_head(n, h);
   const T* kh = p.k_head(n, h);
   const T* vh = p.v_head(n, h);
   for (int64_t j0 = 0; j0 < S; j0 += kBlockK) {
@@ -357,79 +439,9 @@ template <class T, class Acc, int Bytes, bool Pairs>
       load_transposed(vh, a.v_layout.row, j0, j0 + bk, Ev, kBlockK, w.vt.data());
     }
     const Rows<Acc> kb = rows_of(kh, a.k_layout.row, j0, j0 + bk, E, w.kb.data());
-    Acc* dk = w.dk.data() + j0 * E;
-    Acc* dv = w.dv.data() + j0 * Ev;
     // Causal: queries before j0 see none of these keys.
-    for (int64_t i0 = a.causal ? (j0 / kBlockQ) * kBlockQ : 0; i0 < L; i0 += kBlockQ) {
-      const int64_t bq = std::min(kBlockQ, L - i0);
-      load_rows(qh, a.q_layout.row, i0, i0 + bq, E, scale, w.q.data());
-      const Rows<Acc> dout = rows_of(gout, Ev, i0, i0 + bq, Ev, w.dout.data());
-      if constexpr (Pairs) {
-        bp::pack_rows(qh, a.q_layout.row, i0, i0 + bq, E, w.q_words.data(), E2);
-        bp::pack_rows(gout, Ev, i0, i0 + bq, Ev, w.dout_words.data(), Ev2);
-      }
-      Acc* s = w.s.data();
-      Acc* dp = w.dp.data();
-      // A block on the diagonal goes in strips: of query rows for the
-      // products with a query side (S, dP, dQ), each over the keys its rows
-      // see; of keys for those with a key side (dV, dK), each over the
-      // queries that see them. A row strip sets the keys it does not see
-      // to 0 in P and dS, which the key strips may read.
-      const bool straddles = a.causal && j0 + bk > i0 + 1;
-      strips(bq, straddles, [&](int64_t r0, int64_t r1) __attribute__((always_inline)) {
-        const int64_t kc = visible_keys(a, i0, r1, j0, bk);
-        zero_columns(s, r0, r1, kc, bk);
-        if (kc == 0) return;
-        Acc* sr = s + r0 * kBlockK;
-        if constexpr (Pairs) {
-          bp::gemm<tiles::overwrite>(r1 - r0, kc, E2, w.q_words.data() + r0 * E2, E2, 1, w.kt_pairs.data(), kBlockK,
-                                     sr, kBlockK);
-          for (int64_t i = r0; i < r1; ++i) tiles::scale_row<Acc, Bytes>(kc, s + i * kBlockK, scale);
-        } else {
-          tiles::gemm<Acc, Bytes, tiles::overwrite>(r1 - r0, kc, E, w.q.data() + r0 * E, E, 1, w.kt.data(), kBlockK,
-                                                    sr, kBlockK);
-        }
-        mask_block(a, n, h, i0 + r0, r1 - r0, j0, kc, sr, kBlockK, 1);
-        // P = exp(S - lse); a row that saw no key has P = 0.
-        for (int64_t i = r0; i < r1; ++i) {
-          Acc* si = s + i * kBlockK;
-          const Acc m = lse[i0 + i];
-          if (m == kNegInf<Acc>) {
-            std::fill(si, si + kc, Acc(0));
-            continue;
-          }
-          tiles::exp_minus_sum<Acc, Bytes>(kc, si, m);
-        }
-      });
-      // dV += P^T dO;  dP = dO V^T;  dS = P (dP - D);  dQ += dS K;  dK += dS^T (scale Q).
-      strips(bk, straddles, [&](int64_t c0, int64_t c1) __attribute__((always_inline)) {
-        const int64_t q0 = first_seeing_row(a, i0, bq, j0, c0);
-        tiles::gemm<Acc, Bytes>(c1 - c0, Ev, bq - q0, s + q0 * kBlockK + c0, 1, kBlockK, dout.row(q0), dout.ld,
-                                dv + c0 * Ev, Ev);
-      });
-      strips(bq, straddles, [&](int64_t r0, int64_t r1) __attribute__((always_inline)) {
-        const int64_t kc = visible_keys(a, i0, r1, j0, bk);
-        zero_columns(dp, r0, r1, kc, bk);
-        if (kc == 0) return;
-        Acc* dpr = dp + r0 * kBlockK;
-        if constexpr (Pairs)
-          bp::gemm<tiles::overwrite>(r1 - r0, kc, Ev2, w.dout_words.data() + r0 * Ev2, Ev2, 1, w.vt_pairs.data(),
-                                     kBlockK, dpr, kBlockK);
-        else
-          tiles::gemm<Acc, Bytes, tiles::overwrite>(r1 - r0, kc, Ev, dout.row(r0), dout.ld, 1, w.vt.data(), kBlockK,
-                                                    dpr, kBlockK);
-        for (int64_t i = r0; i < r1; ++i) {
-          const Acc di = w.d[i0 + i];
-          for (int64_t j = 0; j < kc; ++j) dp[i * kBlockK + j] = s[i * kBlockK + j] * (dp[i * kBlockK + j] - di);
-        }
-        tiles::gemm<Acc, Bytes>(r1 - r0, E, kc, dpr, kBlockK, 1, kb.at, kb.ld, w.dq.data() + (i0 + r0) * E, E);
-      });
-      strips(bk, straddles, [&](int64_t c0, int64_t c1) __attribute__((always_inline)) {
-        const int64_t q0 = first_seeing_row(a, i0, bq, j0, c0);
-        tiles::gemm<Acc, Bytes>(c1 - c0, E, bq - q0, dp + q0 * kBlockK + c0, 1, kBlockK, w.q.data() + q0 * E, E,
-                                dk + c0 * E, E);
-      });
-    }
+    for (int64_t i0 = a.causal ? (j0 / kBlockQ) * kBlockQ : 0; i0 < L; i0 += kBlockQ)
+      backward_block<T, Acc, Bytes, Pairs>(p, n, h, lse, gout, w, kb, i0, j0, bk);
   }
   if (dq_out)
     for (int64_t i = 0; i < L * E; ++i) dq_out[i] = cast<T>(w.dq[i] * scale);
