@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <functional>
 #include <unordered_set>
 
 #include "hooks/op_hooks.hpp"
@@ -60,6 +61,37 @@ std::string option_key(size_t group, const std::string& name) {
 }
 
 constexpr const char* kGroupSizes = "param_groups.sizes";
+
+// The step counts of a dict's per-parameter state (0: none), each checked
+// to be one integer >= 1, with every buffer names_of(i) present, of the
+// parameter's shape and the state dtype; throws naming the key otherwise.
+std::vector<int64_t> checked_steps(const StateDict& dict, const std::vector<Tensor>& params,
+                                   const std::function<std::vector<std::string>(size_t)>& names_of,
+                                   const std::string& where) {
+  std::vector<int64_t> next(params.size(), 0);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor* step = dict.find(state_key(i, "step"));
+    if (!step) continue;
+    if (step->numel() != 1 || is_floating_point(step->dtype()) || step->dtype() == DType::bool_)
+      throw DTypeError(where + "'" + state_key(i, "step") + "' must be one integer, got " + core::describe(*step));
+    next[i] = step->item<int64_t>();
+    if (next[i] < 1)
+      throw ValueError(where + "'" + state_key(i, "step") + "' must be >= 1, got " + std::to_string(next[i]));
+    const Tensor& p = params[i];
+    for (const std::string& b : names_of(i)) {
+      const Tensor* t = dict.find(state_key(i, b));
+      if (!t) throw ValueError(where + "missing key '" + state_key(i, b) + "'; nothing was loaded");
+      if (t->shape() != p.shape())
+        throw ShapeError(where + "'" + state_key(i, b) + "' is " + core::describe(*t) + " but parameter " +
+                         std::to_string(i) + " is " + core::describe(p));
+      if (t->dtype() != state_dtype(p))
+        throw DTypeError(where + "'" + state_key(i, b) + "' is " + core::describe(*t) + ", expected " +
+                         std::string(to_string(state_dtype(p))) + " for parameter " + std::to_string(i) + " " +
+                         core::describe(p));
+    }
+  }
+  return next;
+}
 
 }  // namespace
 
@@ -394,28 +426,7 @@ Optimizer::CheckedLoad Optimizer::check_load(const StateDict& dict) const {
 
   // 3. Per-parameter state: a step count >= 1 and every buffer with the
   // parameter's shape and the state dtype.
-  std::vector<int64_t> next(params_.size(), 0);
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor* step = dict.find(state_key(i, "step"));
-    if (!step) continue;
-    if (step->numel() != 1 || is_floating_point(step->dtype()) || step->dtype() == DType::bool_)
-      throw DTypeError(where + "'" + state_key(i, "step") + "' must be one integer, got " + core::describe(*step));
-    next[i] = step->item<int64_t>();
-    if (next[i] < 1)
-      throw ValueError(where + "'" + state_key(i, "step") + "' must be >= 1, got " + std::to_string(next[i]));
-    const Tensor& p = params_[i];
-    for (const std::string& b : names_of(i)) {
-      const Tensor* t = dict.find(state_key(i, b));
-      if (!t) throw ValueError(where + "missing key '" + state_key(i, b) + "'; nothing was loaded");
-      if (t->shape() != p.shape())
-        throw ShapeError(where + "'" + state_key(i, b) + "' is " + core::describe(*t) + " but parameter " +
-                         std::to_string(i) + " is " + core::describe(p));
-      if (t->dtype() != state_dtype(p))
-        throw DTypeError(where + "'" + state_key(i, b) + "' is " + core::describe(*t) + ", expected " +
-                         std::string(to_string(state_dtype(p))) + " for parameter " + std::to_string(i) + " " +
-                         core::describe(p));
-    }
-  }
+  std::vector<int64_t> next = checked_steps(dict, params_, names_of, where);
 
   return {std::move(hs), std::move(next)};
 }
