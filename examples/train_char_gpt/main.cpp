@@ -275,7 +275,6 @@ struct Trainer {
   mg::optim::SequentialLR sched;
   mg::amp::GradScaler scaler;
   double clip;
-  int64_t skipped = 0;
 
   /// One optimizer step on (x, y); returns the loss, detached, on the device.
   mg::Tensor step(const mg::Tensor& x, const mg::Tensor& y, int64_t vocab) {
@@ -289,8 +288,7 @@ struct Trainer {
     scaler.unscale(gm.attached_tensors());
     if (clip > 0) mg::optim::clip_grad_norm(params, clip);
     opt.step();
-    skipped += scaler.found_non_finite();
-    sched.step(scaler);
+    sched.step(scaler);  // reads the overflow flag: a skipped step does not advance the schedule
     scaler.update();
     opt.clear_grad();
     return loss.detach();
@@ -364,13 +362,16 @@ double train(Trainer& t, const Options& o, const gpt::Corpus& c, mg::Device dev,
     ++since;
     const bool eval_now = step % o.eval_interval == 0 || step == last;
     if (step % 50 != 0 && !eval_now) continue;
+    // Read from the device only here, every 50 steps and at validations: the
+    // loss sum, the scale and the skipped steps (the steps the optimizer did
+    // not count), not a host read per step.
     const double mean_loss = loss_sum.item<double>() / static_cast<double>(since);
     const double tps = tokens_per_step * static_cast<double>(since) / seconds_since(t0);
     if (eval_now) val = evaluate(t.net, c, c.val, o, t.autocast, t.low, dev);
     std::printf("step %5lld/%lld  loss %.4f  %s  lr %.2e  scale %g  skipped %lld  %.0f tok/s  %s\n",
                 static_cast<long long>(step), static_cast<long long>(o.steps), mean_loss,
                 eval_now ? ("val " + std::to_string(val).substr(0, 6)).c_str() : "          ", t.opt.lr(),
-                t.scaler.scale_factor(), static_cast<long long>(t.skipped), tps,
+                t.scaler.scale_factor(), static_cast<long long>(step - t.opt.step_count(0)), tps,
                 ("elapsed " + std::to_string(static_cast<int>(seconds_since(run_start))) + " s").c_str());
     std::fflush(stdout);
     if (metrics.is_open())
