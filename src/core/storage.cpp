@@ -48,7 +48,7 @@ constexpr size_t kHugePage = size_t{2} << 20;
 // Large blocks are touched by whole-tensor passes (optimizer updates,
 // elementwise ops, GEMM operands) that are bound by memory traffic; with
 // 4 KiB pages each 2 MiB costs 512 TLB entries, which inside a virtual
-// machine are walked twice. Measured here (docs/performance.md): an O2 SGD
+// machine are walked twice. Measured (docs/notes/measurement-log.md): an O2 SGD
 // step over 67M bfloat16 parameters 5-8% faster, the MLP training step
 // 2-3%.
 bool huge_pages_wanted() {
