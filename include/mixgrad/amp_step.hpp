@@ -28,7 +28,7 @@
 //   optimizers refuse a gradient still scaled unless an AmpStep from that
 //   scaler unscales it, and refuse a mixed one always. The mark belongs to
 //   the gradient tensor: a gradient replaced by set_grad or dropped by
-//   clear_grad carries none. docs/amp.md ("Scaled gradients never reach an
+//   clear_grad carries none. docs/grad-scaler.md ("Scaled gradients never reach an
 //   optimizer by mistake") has the whole rule.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Every path by which a gradient that a loss scale multiplied can reach an
-// optimizer (docs/amp.md, "Scaled gradients never reach an optimizer by
+// optimizer (docs/grad-scaler.md, "Scaled gradients never reach an optimizer by
 // mistake") either unscales it exactly once, giving the automatic gear's
 // parameters bit for bit, or is refused with StateError and changes nothing.
 //

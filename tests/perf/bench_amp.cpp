@@ -10,7 +10,7 @@
 //
 //   build/tests/perf/bench_amp [--rounds 9] [--reps 3] [--warmup 3] [--threads 1] [--only NAME]
 //
-// Modes (apex's names; docs/amp.md):
+// Modes (apex's names; docs/apex.md):
 //   fp32               float32 weights, no autocast
 //   bf16 O1            float32 weights, autocast (weights cast per step, grads cast back)
 //   bf16 O2            bfloat16 weights + float32 master weights in the optimizer, autocast

@@ -27,12 +27,12 @@
 // scale_factor(), growth_tracker() and found_non_finite() read them on the
 // host. Each gradient carries a mark of how it is scaled
 // (mixgrad/amp_step.hpp): the optimizers skip a flagged step in their
-// kernels, and refuse a gradient that is still scaled. docs/amp.md has the
+// kernels, and refuse a gradient that is still scaled. docs/grad-scaler.md has the
 // rules ("Scaled gradients never reach an optimizer by mistake"), the
 // scale's range ([2^-126, 2^126], floor 2^-14), a disabled scaler
 // (`{.enabled = false}`: a pass-through, so one loop serves float32 and
-// mixed precision), gradient penalties (create_graph) and where mixgrad
-// differs from MegEngine and PyTorch.
+// mixed precision) and gradient penalties (create_graph); docs/amp.md where
+// mixgrad differs from MegEngine and PyTorch.
 #pragma once
 
 #include <concepts>
@@ -63,7 +63,7 @@ inline constexpr double kMinScaleLimit = 0x1p-126;
 inline constexpr double kMaxScaleLimit = 0x1p126;
 /// The default min_scale: 2^-14, float16's smallest normal number. A long run
 /// of non-finite losses stops the scale there instead of sinking it towards
-/// 0, from where it could not recover (docs/amp.md, "The scale's range").
+/// 0, from where it could not recover (docs/grad-scaler.md, "The scale's range").
 inline constexpr double kDefaultMinScale = 0x1p-14;
 
 /// Settings of a GradScaler (MegEngine's defaults, plus a floor). Every scale
@@ -132,7 +132,7 @@ class GradScaler {
   /// scale or another scaler's). With options.create_graph (a gradient
   /// penalty) the backward and the unscale are recorded: the gradients are
   /// replaced by tracked `grad * (1 / scale)`; such a backward opens the step
-  /// and does not end it (docs/amp.md, "Automatic gear").
+  /// and does not end it (docs/grad-scaler.md, "Automatic gear").
   void backward(autodiff::GradManager& gm, const Tensor& y, const Tensor& dy = Tensor(),
                 const ScaledBackwardOptions& options = {});
   /// As above for several outputs; `dys` is empty or one per output (an
@@ -189,7 +189,7 @@ class GradScaler {
   /// `opt.step()` runs; an optimizer with `step_supports_amp_scaling`
   /// (PyTorch's `_step_supports_amp_scaling`) multiplies by 1 / scale inside
   /// its update instead, leaving the gradients scaled in memory
-  /// (docs/amp.md, "The unscale inside the optimizer"). No synchronisation.
+  /// (docs/apex.md, "The unscale inside the optimizer"). No synchronisation.
   /// StateError, before anything changes, for gradients step() cannot tell
   /// the scale of: not from this scaler (unscale() them first), scaled
   /// before the last update(), mixed. A disabled scaler just steps.

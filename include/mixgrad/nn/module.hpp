@@ -209,7 +209,7 @@ class Module {
   /// As to(dtype), with options: `net.to(DType::bfloat16,
   /// {.keep_batch_norm_fp32 = true})` gives apex's O2 model (16-bit weights,
   /// float32 batch norm); pair it with an optimizer built with
-  /// `{.master_weights = true}` (see docs/amp.md).
+  /// `{.master_weights = true}` (see docs/apex.md).
   Module& to(DType dtype, const ToOptions& options);
 
   /// Snapshots (copies) of every parameter and buffer under its dotted name,
