@@ -50,8 +50,10 @@ timed() {
 }
 
 # -Dcuda=auto explicitly: a build/ that train.sh configured for the CPU only
-# gets the CUDA backend back wherever the toolkit is.
-timed build configure_and_build -Dcuda=auto
+# gets the CUDA backend back wherever the toolkit is. nodownload: the
+# dependencies come from the Debian packages, never from a wrap of
+# subprojects/, and a missing one fails here rather than being downloaded.
+timed build configure_and_build -Dcuda=auto -Dwrap_mode=nodownload
 timed tests run_tests "$build_dir"
 
 # The GPU check's whole path without a GPU: pack what this build made (the
@@ -79,7 +81,7 @@ if [ "$sanitize" != 0 ]; then
   asan_options=(-Dbuildtype=debugoptimized -Doptimization=1 -Ddebug=false
     "-Dcpp_args=-fno-sanitize-recover=undefined -gline-tables-only"
     -Db_sanitize=address,undefined -Db_lundef=false -Dfuzzing=true
-    -Dexamples=false -Dbenchmarks=false -Dcuda=disabled
+    -Dexamples=false -Dbenchmarks=false -Dcuda=disabled -Dwrap_mode=nodownload
     # Open MPI's own allocations outlive MPI_Finalize and would fail every
     # distributed test as leaks; the first build runs that suite.
     -Ddistributed=disabled)
