@@ -28,6 +28,9 @@ debian_packages=(
 # sanitizer and libFuzzer runtimes, LLVM's OpenMP (clang's -fopenmp), and
 # llvm-symbolizer for readable reports.
 sanitizer_packages=(clang-14 libclang-rt-14-dev libomp-14-dev llvm-14)
+# The API reference stage of scripts/test.sh (docs/Doxyfile.in); not in the
+# list above, as train.sh has no use for it (it pulls in LLVM's libraries).
+doc_packages=(doxygen)
 
 install_packages() {
   if [ "${MIXGRAD_SKIP_APT:-0}" = 1 ]; then

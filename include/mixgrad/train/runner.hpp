@@ -112,7 +112,7 @@ struct TrainConfig {
   bool progress_bar = true;
   /// One line per epoch (and the final test) on stdout.
   bool verbose = true;
-  /// Per-step rows to this CSV file, per-epoch rows to <stem>.epochs.csv.
+  /// Per-step rows to this CSV file, per-epoch rows to `<stem>.epochs.csv`.
   std::filesystem::path metrics_csv = {};
   /// False on every data-parallel rank but one: no checkpoints, output or CSV.
   bool main_process = true;
@@ -161,7 +161,7 @@ class Runner {
   void stop() { stop_requested_ = true; }
 
   /// Writes a checkpoint of the run as it is now to `path` (a directory: its
-  /// checkpoint-<step> file); returns the file.
+  /// `checkpoint-<step>` file); returns the file.
   std::filesystem::path save_checkpoint(const std::filesystem::path& path);
   /// Loads a checkpoint of this run (a directory: its latest); IOError naming
   /// the file and what does not fit, with nothing changed.
