@@ -12,7 +12,7 @@
 // Kernels and copies run on the calling thread's current stream of the
 // device (current_stream): the legacy default stream unless the backend's
 // StreamGuard set another (src/backend/cuda/stream.hpp; see
-// docs/architecture.md, "Execution context").
+// docs/backend.md, "Execution context").
 #pragma once
 
 #include <cstdint>
