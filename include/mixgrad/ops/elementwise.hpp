@@ -26,7 +26,7 @@ Tensor sub(const Tensor& a, const Tensor& b);
 /// a * b with broadcasting.
 Tensor mul(const Tensor& a, const Tensor& b);
 /// a / b with broadcasting; floating tensors only (IEEE: x / 0 is +-inf or NaN).
-/// Runs in float32 under autocast.
+/// Under autocast float32 on the CPU, the wider input dtype on CUDA.
 Tensor div(const Tensor& a, const Tensor& b);
 /// a ** b elementwise (gradient for both; the base must be positive where the
 /// exponent's gradient is wanted).
@@ -73,7 +73,7 @@ Tensor neg(const Tensor& x);
 Tensor exp(const Tensor& x);
 /// Natural logarithm (runs in float32 under autocast).
 Tensor log(const Tensor& x);
-/// Square root (runs in float32 under autocast).
+/// Square root (under autocast float32 on the CPU, the input's dtype on CUDA).
 Tensor sqrt(const Tensor& x);
 /// 1 / sqrt(x) (runs in float32 under autocast).
 Tensor rsqrt(const Tensor& x);
