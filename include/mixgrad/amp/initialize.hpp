@@ -26,40 +26,18 @@
 //   O2     16-bit           false            true                 true            dynamic
 //   O3     16-bit           false            false                false           1.0
 //
-// - cast_model_type: the models' floating parameters and buffers are cast
-//   to it in place (Module::to, batch norm left in float32 with
-//   keep_batchnorm_fp32), and each model's call, `net(x)`, casts a floating
-//   input to it and a floating output to float32 (or `cast_model_outputs`):
-//   apex's patched forward (nn::CallCasts).
-// - patch_functions: autocast on for the whole process while the handle
-//   lives (the global mg::amp::enabled), as apex patches torch's functions:
-//   the forward and the loss run under the op table's policy.
-// - master_weights: the optimizers keep float32 master copies of their
-//   16-bit parameters (Optimizer::set_master_weights).
-// - loss_scale: dynamic (apex's scaler: 2^16 at the start, halved on an
-//   overflow, doubled after 2000 clean steps, never above max_loss_scale) or
-//   a fixed value.
+// Each property of the table can be overridden in InitializeOptions. What
+// each does, the overrides apex refuses (refused here too: ValueError) and
+// where this differs from apex: docs/apex.md.
 //
-// An override conflicting with O1 is refused as apex refuses it (ValueError):
-// cast_model_type other than float32, and any keep_batchnorm_fp32 or
-// master_weights; patch_functions = true is refused for every other level.
-//
-// Global state, kept safe: initialize returns an `Amp` handle that owns the
-// loss scalers and remembers the models and optimizers it initialized. While
-// it lives, amp::scale_loss, amp::state_dict and amp::load_state_dict use it;
-// a second initialize is refused. Its destruction ends it: the global
+// initialize returns an `Amp` handle that owns the loss scalers and
+// remembers the models and optimizers it initialized. While it lives,
+// amp::scale_loss, amp::state_dict and amp::load_state_dict use it; a
+// second initialize is refused. Its destruction ends it: the global
 // autocast switch is restored and the free functions refuse again. The
 // models and optimizers keep what initialize did to them (16-bit weights,
 // call casts, master weights). Like a GradScaler, the state is for one
 // training thread at a time.
-//
-// Where this differs from apex: initialize changes the models and optimizers
-// in place and returns the handle (apex returns the patched objects). A
-// fixed loss scale other than 1 skips an overflowed step, as every mixgrad
-// scaler does (apex applies it); O0 and O3 (fixed scale 1, no master
-// weights) check nothing, as in apex. apex's dynamic scaler has no floor
-// (min_loss_scale none); here the scale never leaves [2^-126, 2^126] in any
-// case (GradScaler's range).
 #pragma once
 
 #include <functional>

@@ -13,71 +13,24 @@
 //   mg::Tensor y = DF::all_reduce_sum(group, partial);   // row-parallel Linear
 //   gm.backward(loss);                                    // runs the collectives' backwards
 //
-//   op                  forward (W ranks, r = this rank)              backward (gradient dy)
-//   all_reduce_sum      sum over ranks                                all_reduce_sum(dy)
-//   all_reduce_max/min  elementwise max / min over ranks              all_reduce_sum(dy) where x equals
-//                                                                     the result, else 0
-//   all_gather          concat of every rank's x along `axis`         reduce_scatter_sum(dy, axis)
-//   reduce_scatter_sum  sum over ranks, block r of W along `axis`     all_gather(dy, axis)
-//   broadcast           root's x on every rank                        reduce_sum(dy) to root; 0 on the others
-//   reduce_sum          root: sum over ranks; others: a token         broadcast(root's dy)
-//   gather              root: concat along `axis`; others: a token    scatter(root's dy, axis)
-//   scatter             block r of root's x along `axis`              gather(dy, axis) to root; 0 on the others
-//   all_to_all          block j of x along split_axis goes to rank j, all_to_all with the two axes swapped
-//                       the blocks received concat along concat_axis
-//   remote_send/recv    x from one rank to another                    recv's dy goes back to the sender
-//   copy_to_parallel_   x itself (no communication)                   all_reduce_sum(dy)
-//     region (Megatron's f)
-//   reduce_from_paral-  sum over ranks                                dy itself (no communication)
-//     lel_region (g)
-//
-// The results are those of the same computation on one process holding
-// every rank's tensor (a sum is summed in rank order by MPI's reduction, so
-// a float sum of 3 or more ranks may round differently from another order:
-// compare within float tolerance). A "token" is a scalar 0 of x's dtype on
-// the ranks that get no result: call backward on it (any gradient: its
-// values are not used) so that the rank takes part in the backward's
-// collective.
-//
-// max and min: every rank whose element equals the result gets the whole
-// summed gradient of that element (MegEngine's rule: ties are not split, so
-// with two ranks tied each gets all of it, unlike F::max's backward over
-// one tensor, which splits a tie). all_reduce_min is MPI_MIN on CPU tensors;
-// on CUDA tensors it is computed as -max(-x) (~x for integers), which
-// is the same bits as a minimum except that a tie of +0 and -0 may give
-// either zero.
-//
-// Every rank calls the same op, in the same order, with the same root and
-// axes and a tensor of the same shape, dtype and device type (for gather's
-// and reduce_sum's tokens too: every rank passes x). Before moving data each
-// op exchanges a description of its call among the ranks, so a mismatch is a
-// typed exception on every rank, naming the op and each rank's dtype and
-// shape, before anything moved or was recorded: ShapeError (shapes, an axis
-// out of range, an extent that does not split into world_size blocks),
-// DTypeError (dtypes, a sum of bool), DeviceError (devices), ValueError (a
-// root out of range, ranks passing different roots or axes, an undefined
-// tensor), StateError (a rank calling another op). The same holds
-// in backward: every rank must backpropagate through every recorded
-// collective (a rank whose result gets no gradient would leave the others
-// waiting until the group's timeout, which aborts the job).
-//
-// Gradients: the recorded ops are twice differentiable (their backwards are
-// the recorded ops above, so create_graph records them; max and min's
-// masks are constants), except remote_send / remote_recv, whose gradient
-// is received from another process and is not differentiable again
-// (StateError if a later backward reaches it).
-//
-// Dtypes: every dtype moves bytewise; sum, max and min take floating and
-// integer tensors, and bool takes max (or) and min (and). float16 and
-// bfloat16 are reduced in float32 and rounded once, as all_reduce does.
-// Under autocast the ops keep the input's dtype (they are never cast).
-//
-// Devices: CPU tensors go through MPI (one MPI call per op). CUDA tensors go
-// through the group's NCCL collectives (all_reduce, broadcast, all_gather)
-// on the current stream; reduce_scatter, reduce, gather, scatter and
-// all_to_all are composed from them and move up to world_size times the data
-// of a native NCCL call; remote_send / remote_recv stage CUDA tensors through
-// host memory. A build without NCCL throws DeviceError for CUDA tensors.
+// Contract, in short (docs/distributed.md, "Recorded collectives", has each
+// op's backward, the tie rule of max and min, dtypes, devices and costs):
+// - Every rank calls the same op, in the same order, with the same root and
+//   axes and a tensor of the same shape, dtype and device type (for
+//   gather's and reduce_sum's tokens too). A mismatch is a typed exception
+//   on every rank, naming the op and each rank's dtype and shape, before
+//   anything moved or was recorded (ShapeError, DTypeError, DeviceError,
+//   ValueError, StateError).
+// - Every rank backpropagates through every recorded collective; a rank
+//   that does not leaves the others waiting until the group's timeout,
+//   which aborts the job. A "token" (a scalar 0 on the ranks that get no
+//   result) is there to be backpropagated through.
+// - Results equal the same computation on one process holding every rank's
+//   tensor, to float rounding of sums over 3 or more ranks.
+// - The ops are twice differentiable, except remote_send / remote_recv
+//   (StateError if a later backward reaches their gradient). Under autocast
+//   they keep the input's dtype. CPU tensors go through MPI, CUDA tensors
+//   through NCCL; a build without NCCL throws DeviceError for CUDA tensors.
 #pragma once
 
 #include "mixgrad/device.hpp"
@@ -111,13 +64,10 @@ Tensor scatter(const ProcessGroup& group, const Tensor& x, int root = 0, int axi
 /// concatenates the W blocks received, in rank order, along `concat_axis`.
 Tensor all_to_all(const ProcessGroup& group, const Tensor& x, int split_axis = 0, int concat_axis = 0);
 
-/// Megatron-LM's tensor-parallel regions, a pair used together. Their
-/// convention differs from all_reduce_sum's: every rank backpropagates the
-/// whole loss, and a replicated tensor (the block's input, a bias after the
-/// row-parallel Linear) gets its whole gradient on every rank with no
-/// callback. all_reduce_sum's convention (backward sums dy) suits one block
-/// with loss / W on each rank; through two stacked blocks it would sum the
-/// already whole gradient of the second block's input W times.
+/// Megatron-LM's tensor-parallel regions, a pair used together: every rank
+/// backpropagates the whole loss, and a replicated tensor gets its whole
+/// gradient on every rank (why all_reduce_sum does not fit stacked blocks:
+/// docs/distributed.md, "Megatron's regions").
 ///
 /// "f" (copy_to_tensor_model_parallel_region): x itself in forward (nothing
 /// moves, no agreement check), the sum of every rank's gradient in
