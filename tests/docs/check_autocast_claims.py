@@ -33,7 +33,12 @@ import os
 import re
 import sys
 
-ALIASES = {"upsample_bicubic2d": "upsample_bicubic"}
+# Public names whose op-table rows have other names (interpolate runs the
+# upsample_* op of its mode).
+ALIASES = {
+    "upsample_bicubic2d": ["upsample_bicubic"],
+    "interpolate": ["upsample_nearest", "upsample_bilinear", "upsample_bicubic"],
+}
 
 POLICIES = [
     ("low", re.compile(r"low[- ]precision", re.I)),
@@ -105,7 +110,7 @@ def check_file(root, path, table):
             stated = claims(sentence)
             if not stated:
                 continue
-            ops = [ALIASES.get(n, n) for n in (names or declared)]
+            ops = [o for n in (names or declared) for o in ALIASES.get(n, [n])]
             ops = [o for o in dict.fromkeys(ops) if o in table]
             if not ops:
                 ops = [o for o in table if re.search(r"\b" + re.escape(o) + r"\b", sentence)]
