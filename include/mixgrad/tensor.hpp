@@ -26,6 +26,7 @@
 namespace mixgrad {
 
 struct TensorImpl;
+struct GradScaling;
 
 class Tensor {
  public:
@@ -112,13 +113,12 @@ struct TensorImpl {
   uint64_t version = 0;  // bumped by in-place writes (optimizer steps, loads)
   Tensor grad;
   // How a loss scale multiplies this tensor's values, as a gradient, a loss
-  // or an upstream gradient (GradScaling in mixgrad/amp_step.hpp).
-  const void* scaled_by = nullptr;
-  Tensor found_inf;
-  uint64_t scale_epoch = 0;
-  uint8_t scale_state = 0;
+  // or an upstream gradient (mixgrad/amp_step.hpp): allocated only for the
+  // tensors a scaler or a user's dy marked; null is "not scaled".
+  std::unique_ptr<GradScaling> scaling;
 
   TensorImpl(std::shared_ptr<Storage> s, int64_t off, const Shape& sh, const Shape& st, DType dt);
+  ~TensorImpl();
 };
 
 /// A new, uninitialised, contiguous tensor. Throws ShapeError for a negative

@@ -1,6 +1,6 @@
-// The per-gradient half of the scaler-optimizer protocol: the mark lives in
-// the gradient's own TensorImpl, so it goes away with the gradient and a
-// replaced gradient carries none.
+// The per-gradient half of the scaler-optimizer protocol: the mark hangs off
+// the gradient's own TensorImpl (allocated only when a gradient is marked),
+// so it goes away with the gradient and a replaced gradient carries none.
 #include "mixgrad/amp_step.hpp"
 
 namespace mixgrad {
@@ -17,12 +17,8 @@ const char* to_string(ScaleState state) {
 }
 
 GradScaling grad_scaling(const Tensor& grad) {
-  if (!grad.defined()) return {};
-  const TensorImpl& t = *grad.impl();
-  return {.scaled_by = t.scaled_by,
-          .found_inf = t.found_inf,
-          .state = static_cast<ScaleState>(t.scale_state),
-          .epoch = t.scale_epoch};
+  if (!grad.defined() || !grad.impl()->scaling) return {};
+  return *grad.impl()->scaling;
 }
 
 void set_grad_scaling(const Tensor& grad, GradScaling scaling) {
@@ -31,11 +27,16 @@ void set_grad_scaling(const Tensor& grad, GradScaling scaling) {
   // ScaleState) says what it means by which of the two it sets.
   if (scaling.state == ScaleState::none && scaling.scaled_by != nullptr) scaling.state = ScaleState::scaled;
   if (scaling.state == ScaleState::none && scaling.found_inf.defined()) scaling.state = ScaleState::unscaled;
-  TensorImpl& t = *grad.impl();
-  t.scaled_by = scaling.state == ScaleState::scaled ? scaling.scaled_by : nullptr;
-  t.found_inf = scaling.state == ScaleState::unscaled ? std::move(scaling.found_inf) : Tensor();
-  t.scale_state = static_cast<uint8_t>(scaling.state);
-  t.scale_epoch = scaling.state == ScaleState::scaled ? scaling.epoch : 0;
+  std::unique_ptr<GradScaling>& mark = grad.impl()->scaling;
+  if (scaling.state == ScaleState::none) {  // the common case pays no allocation
+    mark.reset();
+    return;
+  }
+  if (!mark) mark = std::make_unique<GradScaling>();
+  mark->scaled_by = scaling.state == ScaleState::scaled ? scaling.scaled_by : nullptr;
+  mark->found_inf = scaling.state == ScaleState::unscaled ? std::move(scaling.found_inf) : Tensor();
+  mark->state = scaling.state;
+  mark->epoch = scaling.state == ScaleState::scaled ? scaling.epoch : 0;
 }
 
 GradScaling accumulated_scaling(const GradScaling& have, const GradScaling& incoming) {

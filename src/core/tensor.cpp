@@ -6,6 +6,7 @@
 #include <new>
 #include <utility>
 
+#include "mixgrad/amp_step.hpp"
 #include "core/grad_check.hpp"
 #include "core/sizes.hpp"
 
@@ -18,6 +19,8 @@ std::atomic<uint64_t> g_next_id{1};
 TensorImpl::TensorImpl(std::shared_ptr<Storage> s, int64_t off, const Shape& sh, const Shape& st, DType dt)
     : storage(std::move(s)), offset(off), shape(sh), strides(st), dtype(dt),
       id(g_next_id.fetch_add(1, std::memory_order_relaxed)) {}
+
+TensorImpl::~TensorImpl() = default;  // here, where GradScaling is complete
 
 Tensor empty(const Shape& shape, DType dtype, Device device) {
   const int64_t nbytes = sizes::nbytes(shape, dtype, "empty");

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "mixgrad/amp/grad_scaler.hpp"
@@ -46,6 +47,32 @@ BOOST_AUTO_TEST_CASE(a_gradient_mark_belongs_to_the_gradient_tensor) {
   BOOST_TEST(mg::grad_scaling(g.clone()).scaled_by == nullptr);  // a new tensor carries none
   mg::set_grad_scaling(mg::Tensor(), {.scaled_by = &kScaler, .found_inf = mg::Tensor()});  // a no-op
   BOOST_TEST(mg::grad_scaling(mg::Tensor()).scaled_by == nullptr);
+}
+
+// The mark is a side structure: a tensor no scaler touched carries none, a
+// marked one carries it, and a mark set back to "not scaled" frees it.
+BOOST_AUTO_TEST_CASE(only_marked_tensors_carry_amp_state) {
+  mg::Tensor w = mg::tensor(Vec{1.0, 2.0}, {2});
+  mg::autodiff::GradManager gm;
+  gm.attach({w});
+  {
+    auto rec = gm.record();
+    gm.backward(mg::F::sum(mg::F::mul(w, w)));
+  }
+  BOOST_TEST(!w.impl()->scaling);        // a plain parameter
+  BOOST_TEST(!w.grad().impl()->scaling);  // a plain backward's gradient
+  w.set_grad(mg::Tensor());
+  mg::amp::GradScaler scaler;
+  {
+    auto rec = gm.record();
+    scaler.backward(gm, mg::F::sum(mg::F::mul(w, w)), {}, {.unscale_grad = false});
+  }
+  BOOST_REQUIRE(w.grad().impl()->scaling);  // still multiplied by the scale
+  BOOST_TEST(std::string(mg::to_string(mg::grad_scaling(w.grad()).state)) == "scaled");
+  BOOST_TEST(mg::grad_scaling(w.grad()).scaled_by == &scaler);
+  mg::set_grad_scaling(w.grad(), {});
+  BOOST_TEST(!w.grad().impl()->scaling);
+  BOOST_TEST(!w.impl()->scaling);
 }
 
 BOOST_AUTO_TEST_CASE(a_flagged_gradient_skips_the_plain_step) {
