@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
 
   for (int step = 1; step <= steps; ++step) {
     const auto loss = train_step(x, labels);
+    // item() and scale_factor() wait for the device: read only when printed.
     if (step % 50 == 0 || step == 1)
       std::printf("step %4d  loss %.4f  (%s)  scale %g\n", step, loss.item<float>(),
                   std::string(mg::to_string(loss.dtype())).c_str(), scaler.scale_factor());

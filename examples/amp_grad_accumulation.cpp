@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   mg::amp::GradScaler scaler;
 
   for (int step = 1; step <= steps; ++step) {
-    double total = 0;
+    mg::Tensor total;  // the step's loss, summed on the device
     for (int i = 0; i < k; ++i) {
       mg::amp::autocast scope(true, mg::DType::float16);  // RAII scope
       auto recording = gm.record();
@@ -37,15 +37,17 @@ int main(int argc, char** argv) {
       auto loss = mg::F::div(mg::F::cross_entropy(net(xb), yb), static_cast<double>(k));
       scaler.backward(gm, loss, mg::Tensor(),
           {.unscale_grad = false, .update_scale = mg::amp::UpdateScale::never});  // scaled grads accumulate
-      total += loss.item<double>();
+      total = total.defined() ? mg::F::add(total, loss.detach()) : loss.detach();
     }
     scaler.unscale(gm.attached_tensors());  // one fused pass: x 1/scale, detect inf / NaN
-    const bool overflow = scaler.found_non_finite();
     scaler.update();
     opt.step().clear_grad();                // skipped on the device after an overflow
+    // The loss, the scale and the skipped steps (those the optimizer did not
+    // count) are read from the device only when printed: a read per step
+    // (found_non_finite(), item()) would wait for the device every step.
     if (step % 25 == 0 || step == 1)
-      std::printf("step %4d  loss %.4f  scale %g%s\n", step, total, scaler.scale_factor(),
-                  overflow ? "  (overflow: step skipped)" : "");
+      std::printf("step %4d  loss %.4f  scale %g  skipped so far %lld\n", step, total.item<double>(),
+                  scaler.scale_factor(), static_cast<long long>(step - opt.step_count(0)));
   }
   const auto predicted = mg::F::argmax(net(x), 1);
   const double accuracy = mg::F::mean(mg::F::astype(mg::F::eq(predicted, labels), mg::DType::float32)).item<double>();

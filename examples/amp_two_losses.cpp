@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
     }
     opt_g.step().clear_grad();
 
+    // item() and scale_factor() wait for the device: read only when printed.
     if (step % 100 == 0 || step == 1)
       std::printf("step %4d  loss_d %.3f  loss_g %.3f  scales %g / %g\n", step, loss_d.item<float>(),
                   loss_g.item<float>(), scaler_d.scale_factor(), scaler_g.scale_factor());
