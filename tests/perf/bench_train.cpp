@@ -37,6 +37,9 @@
 #include <thread>
 #include <vector>
 
+#include <mixgrad/device.hpp>
+#include <mixgrad/error.hpp>
+
 #include "bench_gpu.hpp"
 #include "bench_harness.hpp"
 #include "bench_sides.hpp"
@@ -115,14 +118,15 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-// "cpu" -> kCpu, "cuda" -> 0, "cuda:N" -> N.
+// "cpu" -> kCpu, "cuda" -> 0, "cuda:N" -> N: mixgrad::parse_device's forms.
 bool parse_device(const std::string& s, int& device) {
-  if (s == "cpu") device = kCpu;
-  else if (s == "cuda") device = 0;
-  else if (s.rfind("cuda:", 0) == 0 && s.size() > 5 && s.find_first_not_of("0123456789", 5) == std::string::npos)
-    device = std::atoi(s.c_str() + 5);
-  else return false;
-  return true;
+  try {
+    const mixgrad::Device d = mixgrad::parse_device(s);
+    device = d.is_cuda() ? d.index() : kCpu;
+    return true;
+  } catch (const mixgrad::ValueError&) {
+    return false;
+  }
 }
 
 bool parse_precision(const std::string& s, Precision& p) {
