@@ -86,8 +86,11 @@ __attribute__((target("avx2,f16c"))) void f16_to_f32_f16c(const half* src, float
 // Tails use masked loads and stores, so no element goes through a scalar loop.
 // GCC 12 warns inside its own headers that the "undefined" register some
 // of these intrinsics start from may be used uninitialised; it is not.
+// (GCC only: clang has no -Wmaybe-uninitialized and warns of the unknown name.)
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 __attribute__((target(MIXGRAD_AVX512_TARGET))) inline __mmask16 tail_mask(int64_t r) {
   return static_cast<__mmask16>(_bzhi_u32(0xffffu, static_cast<unsigned>(r)));
@@ -157,7 +160,9 @@ __attribute__((target(MIXGRAD_AVX512_TARGET))) void f16_to_f32_avx512(const half
   }
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 bool avx512() { return simd::level() == simd::Level::avx512; }
 

@@ -134,8 +134,11 @@ struct Planes {
 // 16-bit values travel zero-extended in 32-bit lanes. GCC 12 warns in its
 // own headers that the "undefined" register some intrinsics start from may
 // be used uninitialised; it is not.
+// (GCC only: clang has no -Wmaybe-uninitialized and warns of the unknown name.)
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #define MIXGRAD_AVX512 __attribute__((target(MIXGRAD_AVX512_TARGET)))
 
@@ -220,7 +223,9 @@ struct Avx512Rows {
   }
 };
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 #endif
 

@@ -331,12 +331,13 @@ void non_finite_check_and_unscale(std::span<const Tensor> tensors, const Tensor&
 }
 
 void non_finite_check(std::span<const Tensor> tensors, const Tensor& found_inf, const Tensor& inv_scale) {
-  constexpr const char* op = "non_finite_check";
+  // static: the lambda below reads it without a capture under every compiler.
+  static constexpr const char* op = "non_finite_check";
   const double factor = scalar_value(inv_scale);
   const std::vector<Run> runs = build_runs(tensors, op);
   const bool bad = reduce_runs(
       runs, false,
-      [factor, op](const Run& r, int64_t b, int64_t e) {
+      [factor](const Run& r, int64_t b, int64_t e) {
         return visit_floating(r.dtype, op, [&]<class T>() { return check_run<T>(r, b, e, factor); });
       },
       [](bool a, bool b) { return a || b; });
