@@ -47,8 +47,8 @@ GradScaling accumulated_scaling(const GradScaling& have, const GradScaling& inco
     return have;
   if (a == S::unscaled && b == S::none) return have;
   if ((a == S::unknown && (b == S::none || b == S::unknown)) || (a == S::none && b == S::unknown))
-    return {.state = S::unknown};
-  return {.state = S::mixed};
+    return {.found_inf = {}, .state = S::unknown};
+  return {.found_inf = {}, .state = S::mixed};
 }
 
 }  // namespace mixgrad

@@ -15,7 +15,11 @@ Description::Description(const Tensor& t) : defined_(t.defined()) {
 
 std::string Description::str() const {
   if (!defined_) return "undefined";
-  return std::string(to_string(dtype_)) + to_string(shape_) + (device_.is_cpu() ? "" : "@" + to_string(device_));
+  // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) at
+  // "@" + std::string once inlined here.
+  std::string s = std::string(to_string(dtype_)) + to_string(shape_);
+  if (!device_.is_cpu()) s.append("@").append(to_string(device_));
+  return s;
 }
 
 std::string describe(const Tensor& t) { return Description(t).str(); }
