@@ -65,6 +65,10 @@ BOOST_AUTO_TEST_CASE(argmax_takes_the_first_maximum) {
   check_close(vals(F::argmax(t({3, 9, 9, 1}, {4}, DType::int64), 0)), {1});
   check_close(vals(F::argmax(F::transpose(t({1, 5, 2, 0, 7, 3}, {2, 3}), 0, 1), 1)), {0, 1, 1});
   BOOST_TEST(F::argmax(mg::scalar(2.0), 0).item<int64_t>() == 0);
+  // The column loop (inner > 1) reads 16-bit rows converted to float.
+  const auto cols = t({2, 7, 1, 9, 7, kNaN, 9, 8, 3}, {3, 3});
+  for (const DType d : {DType::float32, DType::float16, DType::bfloat16})
+    check_close(vals(F::argmax(cols.to(d), 0)), {1, 2, 1});
 }
 
 BOOST_AUTO_TEST_CASE(keepdim_shapes) {

@@ -515,6 +515,9 @@ void arg_reduce(ArgReduceOp op, const Tensor& x_in, int axis, const Tensor& out)
     const int64_t grain = outer * n * inner < kernels::kParallelGrain ? outer + 1 : 1;
     kernels::parallel_for(outer, grain, [&](int64_t b, int64_t e) {
       std::vector<C> best(inner > 1 ? static_cast<size_t>(inner) : 0);
+      // 16-bit rows are converted block-wise first: clang cannot vectorise
+      // float16's scalar conversion inside the column loop.
+      std::vector<float> conv(detail::is_16bit_float<T> && inner > 1 ? static_cast<size_t>(inner) : 0);
       for (int64_t o = b; o < e; ++o) {
         const T* base = px + o * n * inner;
         int64_t* dst = idx + o * inner;
@@ -529,14 +532,22 @@ void arg_reduce(ArgReduceOp op, const Tensor& x_in, int axis, const Tensor& out)
           continue;
         }
         for (int64_t i = 0; i < inner; ++i) best[i] = kernels::cast<C>(base[i]), dst[i] = 0;
-        for (int64_t r = 1; r < n; ++r) {
-          const T* row = base + r * inner;
+        auto take_row = [&](const auto* row, int64_t r) {
 #pragma omp simd
           for (int64_t i = 0; i < inner; ++i) {
             const C v = kernels::cast<C>(row[i]);
             const bool take = beats(v, best[i]);
             best[i] = take ? v : best[i];
             dst[i] = take ? r : dst[i];
+          }
+        };
+        for (int64_t r = 1; r < n; ++r) {
+          const T* row = base + r * inner;
+          if constexpr (detail::is_16bit_float<T>) {
+            convert(row, conv.data(), inner);
+            take_row(conv.data(), r);
+          } else {
+            take_row(row, r);
           }
         }
       }
