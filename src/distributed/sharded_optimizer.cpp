@@ -74,6 +74,8 @@ void check_options(const ShardingOptions& o) {
   if (o.stage != 1 && o.stage != 2)
     throw ValueError(std::string(kWhere) + "stage must be 1 or 2, got " + std::to_string(o.stage));
   if (o.op != "mean" && o.op != "sum") throw ValueError(std::string(kWhere) + "op must be mean or sum, got " + o.op);
+  if (o.bucket_bytes <= 0)
+    throw ValueError(std::string(kWhere) + "bucket_bytes must be > 0, got " + std::to_string(o.bucket_bytes));
 }
 
 void check_parameters(const std::vector<Tensor>& params) {
@@ -137,40 +139,79 @@ ShardedOptimizer::ShardedOptimizer(ProcessGroup group, std::vector<Tensor> param
 
 ShardedOptimizer::~ShardedOptimizer() = default;
 
+// Elements per rank and chunk of the reduction and the all-gather: their
+// temporary buffers (W chunks) hold about options.bucket_bytes, never the
+// whole flat vector.
+int64_t ShardedOptimizer::Impl::chunk_elements() const {
+  return std::max<int64_t>(1, options.bucket_bytes / element_size(dtype) / group.world_size());
+}
+
+void ShardedOptimizer::Impl::fill_from_grads(const Tensor& buf, int64_t begin) const {
+  backend::fill(buf, 0.0);
+  for (const ShardPiece& p : pieces_in(numels, begin, begin + buf.numel())) {
+    const Tensor g = params[p.param].grad();
+    if (g.defined())
+      backend::copy(F::reshape(g, {-1}).narrow(0, p.param_offset, p.length), buf.narrow(0, p.shard_offset, p.length));
+  }
+}
+
+void ShardedOptimizer::Impl::write_to_params(const Tensor& src, int64_t begin) const {
+  for (const ShardPiece& p : pieces_in(numels, begin, begin + src.numel()))
+    backend::copy(src.narrow(0, p.shard_offset, p.length),
+                  F::reshape(params[p.param].detach(), {-1}).narrow(0, p.param_offset, p.length));
+}
+
+// Rank r owns [r * per_rank, (r + 1) * per_rank) of the flat vector padded to
+// W * per_rank. Stage 1 all-reduces it chunk by chunk and keeps what falls
+// in this rank's range; stage 2 reduce-scatters W blocks per chunk.
+Tensor ShardedOptimizer::Impl::reduce_range() const {
+  const int world = group.world_size();
+  const int64_t own = range.per_rank * group.rank(), chunk = chunk_elements();
+  const Tensor mine = empty({range.per_rank}, dtype, device);
+  if (options.stage == 1) {
+    const int64_t padded = range.per_rank * world, step = chunk * world;
+    const Tensor buf = empty({std::min(step, padded)}, dtype, device);
+    for (int64_t c = 0; c < padded; c += step) {
+      const int64_t len = std::min(step, padded - c);
+      const Tensor part = buf.narrow(0, 0, len);
+      fill_from_grads(part, c);
+      all_reduce(group, part, ReduceOp::sum);
+      const int64_t lo = std::max(c, own), hi = std::min(c + len, own + range.per_rank);
+      if (lo < hi) backend::copy(part.narrow(0, lo - c, hi - lo), mine.narrow(0, lo - own, hi - lo));
+    }
+    return mine;
+  }
+  const Tensor blocks = empty({world * std::min(chunk, range.per_rank)}, dtype, device);
+  for (int64_t k = 0; k < range.per_rank; k += chunk) {
+    const int64_t len = std::min(chunk, range.per_rank - k);
+    for (int r = 0; r < world; ++r) fill_from_grads(blocks.narrow(0, r * len, len), r * range.per_rank + k);
+    const Tensor sent = F::reshape(blocks.narrow(0, 0, world * len), {world, len});
+    backend::copy(detail::reduce_scatter_copy(group, sent), mine.narrow(0, k, len));
+  }
+  return mine;
+}
+
 void ShardedOptimizer::Impl::reduce(const Tensor& extra_flag) {
   autodiff::no_grad guard;
-  const int world = group.world_size();
   const size_t n = params.size();
   // Which parameters have a gradient on some rank; whether some rank has a found-inf flag.
   std::vector<int32_t> mask(n + 1, 0);
   std::vector<Tensor> flags;
   if (extra_flag.defined()) flags.push_back(extra_flag);
-  std::vector<Tensor> parts;
   for (size_t i = 0; i < n; ++i) {
     const Tensor g = params[i].grad();
     mask[i] = g.defined();
     const GradScaling s = grad_scaling(g);
     if (s.state == ScaleState::unscaled && s.found_inf.defined()) flags.push_back(s.found_inf);
-    parts.push_back(g.defined() ? F::reshape(g.to(dtype).contiguous(), {-1}) : zeros({numels[i]}, dtype, device));
   }
   mask[n] = !flags.empty();
   const Tensor agreed_mask = tensor<int32_t>(mask, Shape{static_cast<int64_t>(n + 1)});
   all_reduce(group, agreed_mask, ReduceOp::max);
   mask = agreed_mask.to_vector<int32_t>();
-  const int64_t padded = range.per_rank * world;
-  if (padded > total) parts.push_back(zeros({padded - total}, dtype, device));
-  const Tensor flat = F::concat(parts, 0).contiguous();
-  parts.clear();
-  Tensor mine;
-  if (options.stage == 1) {
-    all_reduce(group, flat, ReduceOp::sum);
-    mine = flat.narrow(0, range.begin - 0, range.end - range.begin);
-  } else {
-    mine = F::reshape(detail::reduce_scatter_copy(group, F::reshape(flat, {world, range.per_rank})), {-1});
-    mine = mine.narrow(0, 0, range.end - range.begin);
+  Tensor mine = reduce_range();
+  if (options.stage == 2)
     for (const Tensor& p : params) p.set_grad(Tensor());  // stage 2 keeps only the shard's gradient
-  }
-  if (options.op == "mean") mine = F::div(mine, static_cast<double>(world));
+  if (options.op == "mean") mine = F::div(mine, static_cast<double>(group.world_size()));
   Tensor agreed;
   if (mask[n]) {
     agreed = zeros({1}, DType::float32, device);
@@ -184,25 +225,34 @@ void ShardedOptimizer::Impl::reduce(const Tensor& extra_flag) {
       shard[j].set_grad(Tensor());
       continue;
     }
-    const Tensor g = mine.narrow(0, p.shard_offset, p.length).to(shard_dtype).clone();
+    // A view of `mine`, which nothing else holds, unless the shard is in another dtype.
+    const Tensor g = mine.narrow(0, p.shard_offset, p.length).to(shard_dtype);
     if (agreed.defined()) set_grad_scaling(g, {.found_inf = agreed, .state = ScaleState::unscaled});
     shard[j].set_grad(g);
   }
   reduced = true;
 }
 
+// Chunk by chunk: this rank's part of the chunk, all-gathered, written into
+// every rank's range of the parameters.
 void ShardedOptimizer::Impl::gather() {
   autodiff::no_grad guard;
-  std::vector<Tensor> parts;
-  for (const Tensor& s : shard) parts.push_back(s.to(dtype));
-  const int64_t mine = range.end - range.begin;
-  if (mine < range.per_rank) parts.push_back(zeros({range.per_rank - mine}, dtype, device));
-  const Tensor all = F::reshape(all_gather(group, F::concat(parts, 0).contiguous()), {-1});
-  int64_t offset = 0;
-  for (size_t i = 0; i < params.size(); offset += numels[i], ++i) {
-    backend::copy(F::reshape(all.narrow(0, offset, numels[i]), params[i].shape()), params[i]);
-    params[i].bump_version();
+  const int world = group.world_size();
+  const int64_t chunk = chunk_elements();
+  const Tensor send = empty({std::min(chunk, range.per_rank)}, dtype, device);
+  for (int64_t k = 0; k < range.per_rank; k += chunk) {
+    const int64_t len = std::min(chunk, range.per_rank - k);
+    const Tensor part = send.narrow(0, 0, len);
+    backend::fill(part, 0.0);
+    for (size_t j = 0; j < pieces.size(); ++j) {
+      const ShardPiece& p = pieces[j];
+      const int64_t lo = std::max(k, p.shard_offset), hi = std::min(k + len, p.shard_offset + p.length);
+      if (lo < hi) backend::copy(shard[j].narrow(0, lo - p.shard_offset, hi - lo), part.narrow(0, lo - k, hi - lo));
+    }
+    const Tensor all = F::reshape(all_gather(group, part), {-1});
+    for (int r = 0; r < world; ++r) write_to_params(all.narrow(0, r * len, len), r * range.per_rank + k);
   }
+  for (const Tensor& p : params) p.bump_version();
 }
 
 ShardedOptimizer& ShardedOptimizer::reduce_gradients() {

@@ -45,6 +45,16 @@ struct ShardedOptimizer::Impl {
   void reduce(const Tensor& extra_flag);
   /// Writes the shards of every rank into the parameters.
   void gather();
+  /// Elements per chunk of reduce_range and gather.
+  int64_t chunk_elements() const;
+  /// buf (1-D, dtype) <- elements [begin, begin + buf.numel()) of the flat
+  /// gradient; zeros where a parameter has no gradient and past the end.
+  void fill_from_grads(const Tensor& buf, int64_t begin) const;
+  /// Elements [begin, begin + src.numel()) of the flat parameters <- src
+  /// (what lies past the end is dropped).
+  void write_to_params(const Tensor& src, int64_t begin) const;
+  /// This rank's range of the gradients summed over the ranks: [per_rank].
+  Tensor reduce_range() const;
 };
 
 }  // namespace mixgrad::distributed

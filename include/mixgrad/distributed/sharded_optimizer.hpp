@@ -84,6 +84,11 @@ struct ShardingOptions {
   std::string op = "mean";
   /// Keep the shard of float16 / bfloat16 parameters in float32 (apex's O2).
   bool master_weights = false;
+  /// The largest temporary buffer of the step's reduction and all-gather:
+  /// they run in chunks of about this many bytes, so a step holds the
+  /// gradients, the shard and the state, never another copy of the whole
+  /// flat gradient or parameter vector. Must be > 0 (ValueError).
+  int64_t bucket_bytes = 4 << 20;
 };
 
 /// Builds the wrapped optimizer over this rank's shard.
