@@ -1,5 +1,5 @@
 // ShardedOptimizer's construction and step: the agreement on the parameter
-// list, the flat layout, the gradient reduction (all-reduce or
+// list, the flat layout, the gradient reduction (a chunked
 // reduce-scatter), the agreed found-inf flag, the clip from the shards and
 // the all-gather of the updated shards.
 #include "mixgrad/distributed/sharded_optimizer.hpp"
@@ -162,25 +162,13 @@ void ShardedOptimizer::Impl::write_to_params(const Tensor& src, int64_t begin) c
 }
 
 // Rank r owns [r * per_rank, (r + 1) * per_rank) of the flat vector padded to
-// W * per_rank. Stage 1 all-reduces it chunk by chunk and keeps what falls
-// in this rank's range; stage 2 reduce-scatters W blocks per chunk.
+// W * per_rank. Both stages reduce-scatter it, W blocks per chunk: each
+// rank receives only its range, half the traffic of an all-reduce, and
+// nothing else of the sum is ever used.
 Tensor ShardedOptimizer::Impl::reduce_range() const {
   const int world = group.world_size();
-  const int64_t own = range.per_rank * group.rank(), chunk = chunk_elements();
+  const int64_t chunk = chunk_elements();
   const Tensor mine = empty({range.per_rank}, dtype, device);
-  if (options.stage == 1) {
-    const int64_t padded = range.per_rank * world, step = chunk * world;
-    const Tensor buf = empty({std::min(step, padded)}, dtype, device);
-    for (int64_t c = 0; c < padded; c += step) {
-      const int64_t len = std::min(step, padded - c);
-      const Tensor part = buf.narrow(0, 0, len);
-      fill_from_grads(part, c);
-      all_reduce(group, part, ReduceOp::sum);
-      const int64_t lo = std::max(c, own), hi = std::min(c + len, own + range.per_rank);
-      if (lo < hi) backend::copy(part.narrow(0, lo - c, hi - lo), mine.narrow(0, lo - own, hi - lo));
-    }
-    return mine;
-  }
   const Tensor blocks = empty({world * std::min(chunk, range.per_rank)}, dtype, device);
   for (int64_t k = 0; k < range.per_rank; k += chunk) {
     const int64_t len = std::min(chunk, range.per_rank - k);

@@ -16,10 +16,10 @@
 // r. The wrapped optimizer is built by the factory over this rank's shard
 // only: one 1-D tensor per parameter piece in the range, so its state
 // (momenta, Adam's moments) is 1/W of the unsharded state. step():
-//   1. reduces the gradients: stage 1 all-reduces the whole flat gradient
-//      and keeps its range; stage 2 reduce-scatters it (each rank receives
-//      only its range: half the traffic of an all-reduce) and frees the
-//      parameters' full gradients;
+//   1. reduces the gradients: a reduce-scatter of the flat gradient, each
+//      rank receiving only its range (half the traffic of an all-reduce);
+//      stage 2 then frees the parameters' full gradients, stage 1 leaves
+//      them as backward wrote them (this rank's, not reduced);
 //   2. agrees the GradScaler's found-inf flag across ranks (one all-reduce,
 //      max) and marks the shard's gradients with it, so that no rank's
 //      shard steps when any rank overflowed (the update kernel reads the
@@ -78,7 +78,8 @@
 namespace mixgrad::distributed {
 
 struct ShardingOptions {
-  /// 1: all-reduce the gradients and keep this rank's range; 2: reduce-scatter them.
+  /// Both reduce-scatter the gradients into the shard; 2 also frees the
+  /// parameters' full gradients at the step.
   int stage = 1;
   /// "mean" or "sum" over the ranks.
   std::string op = "mean";
