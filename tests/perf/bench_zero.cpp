@@ -1,5 +1,7 @@
 // Benchmark: sharded optimizer state (distributed::ShardedOptimizer, ZeRO
-// stages 1 and 2) against plain data parallel, Adam on an MLP. Not a test.
+// stages 1 and 2) against plain data parallel, Adam on an MLP (--model mlp,
+// the default) or ResNet-18 (--model resnet18, 10 classes, --width-pixel
+// square images). Not a test.
 // Each mode is its own job, so each peak RSS is its own; tests/perf/bench_zero.sh
 // runs them all, PyTorch's counterpart (bench_zero_torch.py) and the loss
 // comparison:
@@ -21,11 +23,13 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "mixgrad/distributed.hpp"
 #include "mixgrad/mixgrad.hpp"
+#include "mixgrad/models/resnet.hpp"
 #include "cpu_line.hpp"
 
 namespace mg = mixgrad;
@@ -36,6 +40,7 @@ namespace {
 
 struct Args {
   std::string mode = "plain";  // plain, zero1, zero2
+  std::string model = "mlp";   // mlp, resnet18
   int steps = 100;
   int64_t width = 1024, layers = 8, batch = 64;
   std::string losses;
@@ -43,7 +48,8 @@ struct Args {
 
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [--mode plain|zero1|zero2] [--steps N] [--width W] [--layers L] [--batch B] "
+               "usage: %s [--mode plain|zero1|zero2] [--model mlp|resnet18] [--steps N] [--width W] [--layers L] "
+               "[--batch B] "
                "[--losses FILE]\n",
                argv0);
   std::exit(2);
@@ -56,6 +62,7 @@ Args parse(int argc, char** argv) {
     if (i + 1 >= argc) usage(argv[0]);
     const std::string v = argv[i + 1];
     if (k == "--mode") a.mode = v;
+    else if (k == "--model") a.model = v;
     else if (k == "--steps") a.steps = std::stoi(v);
     else if (k == "--width") a.width = std::stoll(v);
     else if (k == "--layers") a.layers = std::stoll(v);
@@ -64,6 +71,7 @@ Args parse(int argc, char** argv) {
     else usage(argv[0]);
   }
   if (a.mode != "plain" && a.mode != "zero1" && a.mode != "zero2") usage(argv[0]);
+  if (a.model != "mlp" && a.model != "resnet18") usage(argv[0]);
   return a;
 }
 
@@ -79,13 +87,18 @@ double status_mib(const std::string& field) {
 // The optimizer and its gradient path for one mode.
 struct Training {
   std::vector<mg::Tensor> params;
+  std::optional<mg::models::ResNet> resnet;
   mg::autodiff::GradManager gm;
   std::unique_ptr<mg::optim::Adam> plain;
   std::unique_ptr<D::ShardedOptimizer> sharded;
 
   Training(const D::ProcessGroup& g, const Args& a) {
     mg::manual_seed(0);  // the same model on every rank and in every mode
-    for (int64_t l = 0; l < a.layers; ++l) {
+    if (a.model == "resnet18") {
+      resnet.emplace(mg::models::resnet18({.num_classes = 10}));
+      params = resnet->parameters();
+    }
+    for (int64_t l = 0; !resnet && l < a.layers; ++l) {
       params.push_back(mg::normal({a.width, a.width}, 0.0, 1.0 / std::sqrt(static_cast<double>(a.width))));
       params.push_back(mg::zeros({a.width}));
     }
@@ -108,12 +121,21 @@ struct Training {
     mg::Tensor loss;
     {
       auto recording = gm.record();
+      if (resnet) {
+        loss = F::cross_entropy((*resnet)(x), y);
+        gm.backward(loss);
+        return finish(loss);
+      }
       mg::Tensor h = x;
       for (size_t l = 0; l + 2 < params.size(); l += 2) h = F::relu(F::linear(h, params[l], params[l + 1]));
       h = F::linear(h, params[params.size() - 2], params.back());
       loss = F::mse_loss(h, y);
       gm.backward(loss);
     }
+    return finish(loss);
+  }
+
+  mg::Tensor finish(const mg::Tensor& loss) {
     if (plain) plain->step().clear_grad();
     else sharded->step().clear_grad();
     return loss;
@@ -135,11 +157,18 @@ int main(int argc, char** argv) {
   const auto g = D::init_process_group();
   const double rss_before = status_mib("VmRSS");
   Training t(g, a);
-  // This rank's rows of a fixed global batch: a regression onto a random linear map of x.
+  // This rank's rows of a fixed global batch: a regression onto a random
+  // linear map of x (MLP), or random images and labels (ResNet-18).
   const int64_t lo = a.batch * g.rank() / g.world_size(), hi = a.batch * (g.rank() + 1) / g.world_size();
   mg::manual_seed(7);
-  const mg::Tensor x_all = mg::normal({a.batch, a.width});
-  const mg::Tensor y_all = F::tanh(F::matmul(x_all, mg::normal({a.width, a.width}, 0.0, 0.05)));
+  mg::Tensor x_all, y_all;
+  if (a.model == "resnet18") {
+    x_all = mg::normal({a.batch, 3, a.width, a.width});
+    y_all = F::astype(F::argmax(mg::normal({a.batch, 10}), 1), mg::DType::int64);
+  } else {
+    x_all = mg::normal({a.batch, a.width});
+    y_all = F::tanh(F::matmul(x_all, mg::normal({a.width, a.width}, 0.0, 0.05)));
+  }
   const mg::Tensor x = F::narrow(x_all, 0, lo, hi - lo).contiguous(), y = F::narrow(y_all, 0, lo, hi - lo).contiguous();
 
   constexpr int kWarmup = 5;
@@ -154,10 +183,13 @@ int main(int argc, char** argv) {
   const double peak = status_mib("VmHWM");
   if (g.rank() == 0) {
     perf::print_cpu_line();
-    std::printf("%s on %d ranks: %lld x %lld MLP (%lld parameters), Adam, global batch %lld, %d steps\n",
-                a.mode.c_str(), g.world_size(), static_cast<long long>(a.layers), static_cast<long long>(a.width),
-                static_cast<long long>(a.layers * (a.width * a.width + a.width)), static_cast<long long>(a.batch),
-                a.steps);
+    int64_t n = 0;
+    for (const mg::Tensor& p : t.params) n += p.numel();
+    const std::string model = a.model == "resnet18"
+                                  ? "ResNet-18 on " + std::to_string(a.width) + "x" + std::to_string(a.width) + " images"
+                                  : std::to_string(a.layers) + " x " + std::to_string(a.width) + " MLP";
+    std::printf("%s on %d ranks: %s (%lld parameters), Adam, global batch %lld, %d steps\n", a.mode.c_str(),
+                g.world_size(), model.c_str(), static_cast<long long>(n), static_cast<long long>(a.batch), a.steps);
     std::fflush(stdout);
   }
   for (int r = 0; r < g.world_size(); ++r) {
