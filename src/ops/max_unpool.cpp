@@ -1,8 +1,9 @@
-// F::max_unpool1d and F::max_unpool2d composed of F:: ops: the values are
-// scatter_add-ed into a zero plane of the output's size at their indices
-// ([.., H*W] -> [.., OH*OW]), so the gradient is a gather at the indices and
-// differentiable again. The indices are checked on the host first (one read
-// of them; on CUDA a copy to the host).
+// F::max_unpool1d, F::max_unpool2d and F::max_unpool3d composed of F:: ops:
+// the values are scatter_add-ed into a zero plane of the output's size at
+// their indices ([.., H*W] -> [.., OH*OW], [.., D*H*W] -> [.., OD*OH*OW]),
+// so the gradient is a gather at the indices and differentiable again. The
+// indices are checked on the host first (one read of them; on CUDA a copy
+// to the host).
 #include "mixgrad/ops/max_unpool.hpp"
 
 #include <algorithm>
@@ -25,9 +26,15 @@ template <class E>
 }
 
 struct Geometry {
-  int rank;                  // spatial dims: 1 or 2
-  int64_t kernel[2], stride[2], padding[2], output_size[2];
+  int rank;                  // spatial dims: 1, 2 or 3
+  int64_t kernel[3], stride[3], padding[3], output_size[3];
 };
+
+const char* layouts(int rank) {
+  return rank == 3 ? "x must be [N, C, D, H, W] or [C, D, H, W]"
+         : rank == 2 ? "x must be [N, C, H, W] or [C, H, W]"
+                     : "x must be [N, C, L] or [C, L]";
+}
 
 // The output's spatial extents; checks what max_unpool's arguments must be.
 std::vector<int64_t> output_extents(const char* op, const Tensor& x, const Tensor& indices, const Geometry& g) {
@@ -36,8 +43,7 @@ std::vector<int64_t> output_extents(const char* op, const Tensor& x, const Tenso
   if (!is_floating_point(x.dtype())) fail<DTypeError>(op, "x must be floating", x, indices);
   if (indices.dtype() != DType::int64) fail<DTypeError>(op, "indices must be int64", x, indices);
   if (x.ndim() != g.rank + 1 && x.ndim() != g.rank + 2)
-    fail<ShapeError>(op, g.rank == 2 ? "x must be [N, C, H, W] or [C, H, W]" : "x must be [N, C, L] or [C, L]", x,
-                     indices);
+    fail<ShapeError>(op, layouts(g.rank), x, indices);
   if (x.shape() != indices.shape()) fail<ShapeError>(op, "x and indices must have one shape", x, indices);
   std::vector<int64_t> out;
   for (int d = 0; d < g.rank; ++d) {
@@ -95,15 +101,24 @@ Tensor unpool(const char* op, OpKind kind, const Tensor& x_in, const Tensor& ind
 
 Tensor max_unpool2d(const Tensor& x, const Tensor& indices, const MaxUnpool2dOptions& o) {
   const Geometry g{2,
-                   {o.kernel_size.h, o.kernel_size.w},
-                   {o.stride.h, o.stride.w},
-                   {o.padding.h, o.padding.w},
-                   {o.output_size.h, o.output_size.w}};
+                   {o.kernel_size.h, o.kernel_size.w, 0},
+                   {o.stride.h, o.stride.w, 0},
+                   {o.padding.h, o.padding.w, 0},
+                   {o.output_size.h, o.output_size.w, 0}};
   return unpool("max_unpool2d", OpKind::max_unpool2d, x, indices, g);
 }
 
+Tensor max_unpool3d(const Tensor& x, const Tensor& indices, const MaxUnpool3dOptions& o) {
+  const Geometry g{3,
+                   {o.kernel_size.d, o.kernel_size.h, o.kernel_size.w},
+                   {o.stride.d, o.stride.h, o.stride.w},
+                   {o.padding.d, o.padding.h, o.padding.w},
+                   {o.output_size.d, o.output_size.h, o.output_size.w}};
+  return unpool("max_unpool3d", OpKind::max_unpool3d, x, indices, g);
+}
+
 Tensor max_unpool1d(const Tensor& x, const Tensor& indices, const MaxUnpool1dOptions& o) {
-  const Geometry g{1, {o.kernel_size, 0}, {o.stride, 0}, {o.padding, 0}, {o.output_size, 0}};
+  const Geometry g{1, {o.kernel_size, 0, 0}, {o.stride, 0, 0}, {o.padding, 0, 0}, {o.output_size, 0, 0}};
   return unpool("max_unpool1d", OpKind::max_unpool1d, x, indices, g);
 }
 

@@ -1,13 +1,17 @@
 // F::pad, F::interpolate. Validation builds the backend's parameters and the
 // output shape before anything is allocated or cast, so a throwing call
 // changes nothing. Both ops are linear in x: their backward closures keep
-// only the parameters and x's shape, not x.
+// only the parameters and x's shape, not x. Circular padding and bicubic
+// interpolation are composed of other F:: ops (narrow and concat; F::
+// upsample_bicubic2d), which record themselves.
 #include <cmath>
 #include <string>
 
 #include "backend/resize.hpp"
 #include "core/sizes.hpp"
 #include "mixgrad/ops/resize.hpp"
+#include "mixgrad/ops/shape_ops.hpp"
+#include "mixgrad/ops/upsample_bicubic.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {
@@ -53,6 +57,7 @@ const char* mode_name(PadMode m) {
     case PadMode::constant: return "constant";
     case PadMode::reflect: return "reflect";
     case PadMode::replicate: return "replicate";
+    case PadMode::circular: return "circular";
   }
   return "?";
 }
@@ -61,13 +66,15 @@ const char* mode_name(PadMode m) {
 backend::PadParams pad_params(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode, double value,
                               Shape& out_shape) {
   auto context = [&] { return "pads " + list(pads) + " (" + mode_name(mode) + ") on input " + ops::describe(x); };
-  if (mode != PadMode::constant && mode != PadMode::reflect && mode != PadMode::replicate)
+  if (mode != PadMode::constant && mode != PadMode::reflect && mode != PadMode::replicate &&
+      mode != PadMode::circular)
     throw ValueError("pad: unknown mode " + std::to_string(static_cast<int>(mode)) + " for input " +
                      ops::describe(x));
   const auto ndim = static_cast<int64_t>(x.ndim());
   if (pads.empty() || pads.size() % 2 != 0 || static_cast<int64_t>(pads.size()) > 2 * ndim)
     throw ShapeError("pad: " + context() + ": expected (before, after) pairs for 1 to x.ndim() trailing dims");
   backend::PadParams p;
+  // circular never reaches the backend (pad_circular); it reads as replicate here.
   p.mode = mode == PadMode::constant  ? backend::PadKind::constant
            : mode == PadMode::reflect ? backend::PadKind::reflect
                                       : backend::PadKind::replicate;
@@ -86,6 +93,9 @@ backend::PadParams pad_params(const Tensor& x, const std::vector<int64_t>& pads,
                        std::to_string(dim) + " (size " + std::to_string(in) + ")");
     if (mode == PadMode::replicate && in == 0)
       throw ShapeError("pad: " + context() + ": replicate padding needs a non-empty dim " + std::to_string(dim));
+    if (mode == PadMode::circular && (before > in || after > in))
+      throw ShapeError("pad: " + context() + ": circular padding must be at most the padded dim " +
+                       std::to_string(dim) + " (size " + std::to_string(in) + "); it would wrap around more than once");
     out_shape[dim] = sizes::add(sizes::add(in, before, "pad", context), after, "pad", context);
     p.before[static_cast<size_t>(p.dims - 1 - k)] = before;  // the backend counts from the first padded dim
   }
@@ -93,14 +103,32 @@ backend::PadParams pad_params(const Tensor& x, const std::vector<int64_t>& pads,
   return p;
 }
 
+// Circular padding of validated `pads`: per padded dim, the last `before`
+// elements, x, then the first `after` ones. Linear in x as narrow and concat
+// are, so differentiable any number of times.
+Tensor pad_circular(Tensor x, const std::vector<int64_t>& pads) {
+  const amp::detail::AutocastOff composed;
+  for (size_t k = 0; 2 * k < pads.size(); ++k) {
+    const int dim = x.ndim() - 1 - static_cast<int>(k);
+    const int64_t before = pads[2 * k], after = pads[2 * k + 1], in = x.size(dim);
+    if (before == 0 && after == 0) continue;
+    std::vector<Tensor> parts;
+    if (before > 0) parts.push_back(narrow(x, dim, in - before, before));
+    parts.push_back(x);
+    if (after > 0) parts.push_back(narrow(x, dim, 0, after));
+    x = concat(parts, dim);
+  }
+  return x;
+}
+
 // Validated parameters and output extent of F::interpolate.
 backend::UpsampleParams upsample_params(const Tensor& x, const InterpolateOptions& o, Shape& out_shape) {
   const bool bilinear = o.mode == InterpolateMode::bilinear;
-  if (!bilinear && o.mode != InterpolateMode::nearest)
+  if (!bilinear && o.mode != InterpolateMode::nearest && o.mode != InterpolateMode::bicubic)
     throw ValueError("interpolate: unknown mode " + std::to_string(static_cast<int>(o.mode)) + " for input " +
                      ops::describe(x));
-  if (o.align_corners && !bilinear)
-    throw ValueError("interpolate: align_corners applies to bilinear only, not nearest (input " +
+  if (o.align_corners && o.mode == InterpolateMode::nearest)
+    throw ValueError("interpolate: align_corners applies to bilinear and bicubic only, not nearest (input " +
                      ops::describe(x) + ")");
   const bool has_size = o.size.h != 0 || o.size.w != 0;
   const bool has_scale = o.scale_factor.h != 0.0 || o.scale_factor.w != 0.0;
@@ -142,6 +170,7 @@ Tensor pad(const Tensor& x_in, const std::vector<int64_t>& pads, PadMode mode, d
   const backend::PadParams p = pad_params(x_in, pads, mode, value, out_shape);
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::pad, {&x});
+  if (mode == PadMode::circular) return pad_circular(x, pads);
   Tensor y = empty(out_shape, x.dtype(), x.device());
   backend::pad_forward(ops::dense(x), y, p);
   autodiff::record(OpKind::pad, {&x}, y, [p, x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
@@ -160,6 +189,12 @@ Tensor interpolate(const Tensor& x_in, const InterpolateOptions& options) {
     throw ShapeError("interpolate: expected input [N, C, H, W], got " + ops::describe(x_in));
   Shape out_shape;
   const backend::UpsampleParams p = upsample_params(x_in, options, out_shape);
+  if (options.mode == InterpolateMode::bicubic) {
+    // Validated above with interpolate's errors; the sizes are passed on as given.
+    return upsample_bicubic2d(x_in, {.size = options.size,
+                                     .scale_factor = options.scale_factor,
+                                     .align_corners = options.align_corners});
+  }
   Tensor x = x_in;
   amp::autocast_inputs(p.bilinear ? OpKind::upsample_bilinear : OpKind::upsample_nearest, {&x});
   Tensor y = empty(out_shape, x.dtype(), x.device());

@@ -310,11 +310,13 @@ Cases cases_of<mg::OpKind::conv3d>();
 template <>
 Cases cases_of<mg::OpKind::conv_transpose3d>();
 
-// max_unpool1d and max_unpool2d: cases_max_unpool.cpp.
+// max_unpool1d, max_unpool2d and max_unpool3d: cases_max_unpool.cpp.
 template <>
 Cases cases_of<mg::OpKind::max_unpool1d>();
 template <>
 Cases cases_of<mg::OpKind::max_unpool2d>();
+template <>
+Cases cases_of<mg::OpKind::max_unpool3d>();
 
 std::vector<OpCase> nn_cases() { return family_cases<mg::OpFamily::nn>(); }
 

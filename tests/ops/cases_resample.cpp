@@ -1,5 +1,6 @@
-// Registry cases of upsample_bicubic and grid_sample (composed of
-// index_select and gather): both ways of align_corners, every padding mode.
+// Registry cases of upsample_bicubic (F::upsample_bicubic2d and F::
+// interpolate's bicubic mode) and grid_sample (composed of index_select and
+// gather): both ways of align_corners, every padding mode.
 #include "op_registry.hpp"
 
 namespace optest {
@@ -19,6 +20,16 @@ Cases cases_of<mg::OpKind::upsample_bicubic>() {
       {.name = "upsample_bicubic_down",
        .inputs = {{1, 1, 6, 5}},
        .run = [](const Inputs& x) { return F::upsample_bicubic2d(x[0], {.size = {3, 2}}); }},
+      {.name = "interpolate_bicubic_scale_non_integer",
+       .inputs = {{1, 2, 3, 4}},
+       .run = [](const Inputs& x) {
+         return F::interpolate(x[0], {.scale_factor = {1.5, 2.5}, .mode = F::InterpolateMode::bicubic});
+       }},
+      {.name = "interpolate_bicubic_size_align_corners",
+       .inputs = {{2, 1, 4, 3}},
+       .run = [](const Inputs& x) {
+         return F::interpolate(x[0], {.size = {3, 5}, .mode = F::InterpolateMode::bicubic, .align_corners = true});
+       }},
   };
 }
 

@@ -1,5 +1,5 @@
 // Registered cases of the resizing ops: pad (constant, reflect, replicate,
-// on one to three trailing dims) and interpolate (nearest and bilinear, by
+// circular, on one to three trailing dims) and interpolate (nearest and bilinear, by
 // size and by scale factor, up and down, align_corners both ways).
 #include "op_registry.hpp"
 
@@ -33,6 +33,9 @@ Cases cases_of<mg::OpKind::pad>() {
       pad_case("pad_reflect_2d", {1, 2, 3, 4}, {2, 1, 2, 2}, PadMode::reflect),
       pad_case("pad_replicate_2d", {1, 2, 3, 3}, {2, 3, 1, 2}, PadMode::replicate),
       pad_case("pad_replicate_3d", {1, 1, 2, 2, 3}, {1, 1, 1, 0, 0, 2}, PadMode::replicate),
+      pad_case("pad_circular_1d", {2, 3, 4}, {3, 4}, PadMode::circular),
+      pad_case("pad_circular_2d", {1, 2, 3, 4}, {2, 1, 0, 3}, PadMode::circular),
+      pad_case("pad_circular_3d", {1, 1, 2, 3, 3}, {1, 2, 3, 0, 1, 1}, PadMode::circular),
   };
 }
 

@@ -1,5 +1,5 @@
 // mixgrad/ops/max_unpool.hpp — the partial inverse of max pooling, as
-// PyTorch's F.max_unpool1d / F.max_unpool2d: each input value goes back to
+// PyTorch's F.max_unpool1d / 2d / 3d: each input value goes back to
 // the position its index names, zeros elsewhere.
 //
 //   F::max_unpool2d(pooled, indices, {.kernel_size = 2});   // [N, C, 2H, 2W]
@@ -40,5 +40,16 @@ struct MaxUnpool1dOptions {
 };
 /// max_unpool2d for sequences: x and indices [N, C, L] or [C, L].
 Tensor max_unpool1d(const Tensor& x, const Tensor& indices, const MaxUnpool1dOptions& options = {});
+
+struct MaxUnpool3dOptions {
+  Size3 kernel_size = 2;
+  Size3 stride = 0;       // 0: same as kernel_size
+  Size3 padding = 0;
+  Size3 output_size = 0;  // 0: (D - 1)*stride - 2*padding + kernel_size, per dim
+};
+/// max_unpool2d for volumes: x and indices [N, C, D, H, W] or [C, D, H, W],
+/// each index the flat position od * OH * OW + oh * OW + ow in its (n, c)
+/// volume of the output (PyTorch's max_pool3d(return_indices=True)).
+Tensor max_unpool3d(const Tensor& x, const Tensor& indices, const MaxUnpool3dOptions& options = {});
 
 }  // namespace mixgrad::F
