@@ -32,6 +32,8 @@ struct ThreadState {
   int enabled_depth = 0;  // enabled scopes open on this thread
   std::unordered_map<uint64_t, CachedCast> cache;  // key: id * 8 + dtype
   detail::WeightCacheStats stats;
+  bool cache_enabled = true;  // set_autocast_cache_enabled
+  detail::CastCounts* cast_tally = nullptr;  // the innermost detail::CastTally alive
   std::array<std::optional<CastPolicy>, kOpCount> policy_override{};  // detail::PolicyOverride
   bool rounded_products = false;                                      // detail::RoundedProducts
 };
@@ -60,6 +62,10 @@ DType autocast_dtype() { return autocast_dtype(DeviceType::cpu); }
 
 DType autocast_dtype(DeviceType d) { return current_state().low_prec_dtype_for(d); }
 
+bool is_autocast_cache_enabled() { return thread_state().cache_enabled; }
+
+void set_autocast_cache_enabled(bool on) { thread_state().cache_enabled = on; }
+
 namespace detail {
 
 SavedState enter(const AutocastState& s) {
@@ -80,10 +86,23 @@ void leave(const SavedState& saved) {
 
 WeightCacheStats weight_cache_stats() { return thread_state().stats; }
 
+CastTally::CastTally() : outer_(thread_state().cast_tally) { thread_state().cast_tally = &counts_; }
+
+CastTally::~CastTally() {
+  thread_state().cast_tally = outer_;
+  if (outer_ == nullptr) return;
+  outer_->casts += counts_.casts;
+  outer_->elements += counts_.elements;
+  outer_->seconds += counts_.seconds;
+}
+
+CastCounts* active_cast_tally() { return thread_state().cast_tally; }
+
 namespace {
 
 Tensor cast_weight(ThreadState& t, const Tensor& x, DType target) {
-  const bool cacheable = t.enabled_depth > 0 && x.dtype() == DType::float32 && autodiff::is_attached(x.id());
+  const bool cacheable =
+      t.cache_enabled && t.enabled_depth > 0 && x.dtype() == DType::float32 && autodiff::is_attached(x.id());
   if (!cacheable) return F::astype(x, target);
   const uint64_t key = x.id() * 8 + static_cast<uint64_t>(target);
   const uint64_t epoch = autodiff::detail::recording_epoch();

@@ -255,3 +255,53 @@ BOOST_AUTO_TEST_CASE(cast_cached_while_not_recording_is_not_reused_in_a_recordin
     BOOST_TEST(std::abs(g[k * 2] - col) < 0.05f * (1 + std::abs(col)));
   }
 }
+
+// Upstream: PyTorch's torch.set_autocast_cache_enabled / is_autocast_cache_enabled.
+BOOST_AUTO_TEST_CASE(cast_cache_switch_casts_every_use_while_off_and_counts_the_casts) {
+  amp::detail::RoundedProducts rounded;  // products cast on any CPU
+  BOOST_TEST(amp::is_autocast_cache_enabled());  // on by default
+  mg::autodiff::GradManager gm;
+  auto w = param({3, 3});
+  auto x = param({2, 3});
+  gm.attach(w);
+  mg::Tensor y_on, y_off;
+  const auto s0 = amp::detail::weight_cache_stats();
+  {
+    amp::autocast scope;
+    const amp::detail::CastTally tally;
+    y_on = mg::F::matmul(x, w);
+    (void)mg::F::matmul(x, w);
+    BOOST_TEST(tally.counts().casts == 3u);  // x twice (not attached), w once
+    BOOST_TEST(tally.counts().elements == 6u + 6u + 9u);
+  }
+  const auto s1 = amp::detail::weight_cache_stats();
+  BOOST_TEST(s1.misses - s0.misses == 1u);
+  BOOST_TEST(s1.hits - s0.hits == 1u);
+  amp::set_autocast_cache_enabled(false);
+  BOOST_TEST(!amp::is_autocast_cache_enabled());
+  bool other_thread_on = false;
+  std::thread([&] { other_thread_on = amp::is_autocast_cache_enabled(); }).join();
+  BOOST_TEST(other_thread_on);  // per thread, as PyTorch's
+  {
+    amp::autocast scope;
+    const amp::detail::CastTally outer;
+    {
+      const amp::detail::CastTally tally;
+      y_off = mg::F::matmul(x, w);
+      (void)mg::F::matmul(x, w);
+      BOOST_TEST(tally.counts().casts == 4u);  // w on every use now
+    }
+    BOOST_TEST(outer.counts().casts == 4u);  // an inner tally's casts reach the outer one
+  }
+  amp::set_autocast_cache_enabled(true);
+  const auto s2 = amp::detail::weight_cache_stats();
+  BOOST_TEST(s2.misses == s1.misses);  // off: the cache is neither read nor filled
+  BOOST_TEST(s2.hits == s1.hits);
+  BOOST_TEST(y_on.to(DType::float32).to_vector<float>() == y_off.to(DType::float32).to_vector<float>(),
+             boost::test_tools::per_element());
+  {
+    const amp::detail::CastTally tally;
+    (void)mg::F::matmul(x, w);  // no autocast: no cast
+    BOOST_TEST(tally.counts().casts == 0u);
+  }
+}

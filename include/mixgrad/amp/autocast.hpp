@@ -136,6 +136,21 @@ DType autocast_dtype();
 /// get_autocast_dtype(device_type)): float16 for CUDA unless one was chosen.
 DType autocast_dtype(DeviceType d);
 
+/// Whether autocast's weight-cast cache serves this thread (PyTorch's
+/// torch.is_autocast_cache_enabled()). On by default: inside the outermost
+/// enabled scope a parameter is cast once per dtype (docs/amp.md,
+/// "Weight-cast cache").
+bool is_autocast_cache_enabled();
+
+/// Turns the weight-cast cache on or off for this thread (PyTorch's
+/// torch.set_autocast_cache_enabled): off, every use of a parameter casts
+/// it anew, as an unattached tensor is, and the cache is neither read nor
+/// filled (nor counted in detail::weight_cache_stats). Casts cached before
+/// are kept for the region and served again once it is back on, under the
+/// same version and recording checks. For side-by-side measurements and
+/// tests of the cache; results are the same either way.
+void set_autocast_cache_enabled(bool on);
+
 namespace detail {
 /// Counters of the weight-cast cache on this thread (for tests and tuning).
 struct WeightCacheStats {
@@ -146,6 +161,31 @@ struct WeightCacheStats {
   uint64_t kept_float32 = 0;
 };
 WeightCacheStats weight_cache_stats();
+
+/// What the floating casts (F::astype between two dtypes, autocast's own
+/// casts and their recorded backward included) cost on this thread while a
+/// CastTally is alive: how many, how many elements, and the host time they
+/// took (on CUDA, the time to launch them).
+struct CastCounts {
+  uint64_t casts = 0;
+  uint64_t elements = 0;
+  double seconds = 0.0;
+};
+/// Counts and times this thread's casts from construction to destruction
+/// (for benchmarks; two clock reads per cast while one is alive, none
+/// otherwise). Tallies nest: an inner one's counts go to the outer one too.
+class [[nodiscard]] CastTally {
+ public:
+  CastTally();
+  ~CastTally();
+  CastTally(const CastTally&) = delete;
+  CastTally& operator=(const CastTally&) = delete;
+  const CastCounts& counts() const { return counts_; }
+
+ private:
+  CastCounts counts_;
+  CastCounts* outer_;
+};
 
 /// What a scope restores when it exits.
 struct SavedState {
