@@ -62,7 +62,8 @@ struct Operand {
 MIXGRAD_STUB(unary, 2,
              void(UnaryOp op, const Tensor& x, const Tensor& out, const UnaryParams& params));  // on out's device
 /// dx = grad * op'(...), from the tensor op's backward keeps (its input or its
-/// output, see kernels/unary.hpp); all of dx's shape and dtype.
+/// output, see kernels/unary.hpp); all of dx's shape and dtype, a floating
+/// one (integer tensors have no gradients).
 MIXGRAD_STUB(unary_grad, 3,
              void(UnaryOp op, const Tensor& grad, const Tensor& saved, const Tensor& dx,
                   const UnaryParams& params));  // on dx's device

@@ -104,16 +104,14 @@ struct ElementwiseKernels {
     });
   }
 
+  // Floating only, as binary_grad: integer tensors have no gradients (the
+  // forward's integer kernels have no backward to serve).
   template <template <class> class F>
   static void unary_grad_kernel(const Tensor& grad, const Tensor& saved, const Tensor& dx, const UnaryParams& params) {
-    visit_dtype(dx.dtype(), [&]<class T>() {
-      if constexpr (has_kernel<F, T>()) {
-        using C = kernels::compute_t<T>;
-        Device::template map<T, T, 2>("unary_grad", dx, {Operand(grad), Operand(saved)},
-                                      Backward<F<C>, C>{kernels::make_unary<F, C>(params)});
-      } else {
-        unsupported("unary_grad", dx.dtype());
-      }
+    visit_floating(dx.dtype(), "unary_grad", [&]<class T>() {
+      using C = kernels::compute_t<T>;
+      Device::template map<T, T, 2>("unary_grad", dx, {Operand(grad), Operand(saved)},
+                                    Backward<F<C>, C>{kernels::make_unary<F, C>(params)});
     });
   }
 

@@ -52,6 +52,40 @@ LoopShape<N> coalesce(const Shape& shape, const std::array<Shape, N>& byte_strid
   return ls;
 }
 
+/// Runs [r0, r1) of ls (row-major over its outer dimensions), elements
+/// [i0, i1) of each: every run, or a slice of the one long run that
+/// for_each_run splits across threads. The one place `body` is inlined
+/// (noinline itself): the serial walk and both parallel splits call it, so
+/// each loop's body is compiled once, not once per call site.
+template <int N, class Body>
+[[gnu::noinline]] void run_runs(const LoopShape<N>& ls, const std::array<char*, N>& base, Body& body, int64_t r0,
+                                int64_t r1, int64_t i0, int64_t i1) {
+  const int last = ls.ndim - 1;
+  std::array<int64_t, N> inner_stride;
+  for (int k = 0; k < N; ++k) inner_stride[k] = ls.stride[k][last];
+  // pointer of run r0
+  std::array<int64_t, Shape::kMaxDims> idx{};
+  int64_t r = r0;
+  for (int d = last - 1; d >= 0; --d) {
+    idx[d] = r % ls.extent[d];
+    r /= ls.extent[d];
+  }
+  std::array<char*, N> p;
+  for (int k = 0; k < N; ++k) {
+    p[k] = base[k] + i0 * inner_stride[k];
+    for (int d = 0; d < last; ++d) p[k] += idx[d] * ls.stride[k][d];
+  }
+  for (int64_t run = r0; run < r1; ++run) {
+    body(p, inner_stride, i1 - i0);
+    for (int d = last - 1; d >= 0; --d) {  // odometer step
+      for (int k = 0; k < N; ++k) p[k] += ls.stride[k][d];
+      if (++idx[d] < ls.extent[d]) break;
+      for (int k = 0; k < N; ++k) p[k] -= ls.stride[k][d] * ls.extent[d];
+      idx[d] = 0;
+    }
+  }
+}
+
 /// Runs `body(std::array<char*, N> ptrs, const std::array<int64_t, N>& inner_stride, int64_t n)`
 /// over every innermost run; runs are split across threads for large loops.
 template <int N, class Body>
@@ -60,39 +94,13 @@ void for_each_run(const Shape& shape, const std::array<Shape, N>& byte_strides, 
   const LoopShape<N> ls = coalesce<N>(shape, byte_strides);
   const int last = ls.ndim - 1;
   const int64_t inner = ls.extent[last];
-  std::array<int64_t, N> inner_stride;
-  for (int k = 0; k < N; ++k) inner_stride[k] = ls.stride[k][last];
   int64_t runs = 1;
   for (int d = 0; d < last; ++d) runs *= ls.extent[d];
   if (runs * inner == 0) return;
 
-  auto run_range = [&](int64_t r0, int64_t r1) {
-    // pointer of run r0
-    std::array<int64_t, Shape::kMaxDims> idx{};
-    int64_t r = r0;
-    for (int d = last - 1; d >= 0; --d) {
-      idx[d] = r % ls.extent[d];
-      r /= ls.extent[d];
-    }
-    std::array<char*, N> p;
-    for (int k = 0; k < N; ++k) {
-      p[k] = base[k];
-      for (int d = 0; d < last; ++d) p[k] += idx[d] * ls.stride[k][d];
-    }
-    for (int64_t run = r0; run < r1; ++run) {
-      body(p, inner_stride, inner);
-      for (int d = last - 1; d >= 0; --d) {  // odometer step
-        for (int k = 0; k < N; ++k) p[k] += ls.stride[k][d];
-        if (++idx[d] < ls.extent[d]) break;
-        for (int k = 0; k < N; ++k) p[k] -= ls.stride[k][d] * ls.extent[d];
-        idx[d] = 0;
-      }
-    }
-  };
-
   const int64_t total = runs * inner;
   if (total < kParallelGrain || omp_get_max_threads() == 1) {
-    run_range(0, runs);
+    run_runs<N>(ls, base, body, 0, runs, 0, inner);
     return;
   }
   if (runs == 1) {  // one long run: split it
@@ -101,10 +109,7 @@ void for_each_run(const Shape& shape, const std::array<Shape, N>& byte_strides, 
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < threads; ++t) {
       const int64_t b = t * chunk, e = std::min(inner, b + chunk);
-      if (b >= e) continue;
-      std::array<char*, N> p;
-      for (int k = 0; k < N; ++k) p[k] = base[k] + b * inner_stride[k];
-      body(p, inner_stride, e - b);
+      if (b < e) run_runs<N>(ls, base, body, 0, 1, b, e);
     }
     return;
   }
@@ -113,7 +118,7 @@ void for_each_run(const Shape& shape, const std::array<Shape, N>& byte_strides, 
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < threads; ++t) {
     const int64_t b = t * chunk, e = std::min(runs, b + chunk);
-    if (b < e) run_range(b, e);
+    if (b < e) run_runs<N>(ls, base, body, b, e, 0, inner);
   }
 }
 
