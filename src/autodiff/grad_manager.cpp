@@ -560,11 +560,11 @@ GradScaling scaling_of_outputs(const std::vector<Tensor>& ys, const std::vector<
     const GradScaling y_mark = grad_scaling(ys[i]), dy_mark = grad_scaling(dy);
     GradScaling one;
     if (y_mark.state == ScaleState::scaled) {
-      one = dy_mark.state == ScaleState::scaled ? GradScaling{.state = ScaleState::mixed} : y_mark;
+      one = dy_mark.state == ScaleState::scaled ? GradScaling{.found_inf = {}, .state = ScaleState::mixed} : y_mark;
     } else if (dy_mark.state == ScaleState::scaled) {
       one = dy_mark;
     } else if (dy.defined()) {
-      one = {.state = ScaleState::unknown};
+      one = {.found_inf = {}, .state = ScaleState::unknown};
     }
     one.found_inf = Tensor();
     all = all ? accumulated_scaling(*all, one) : one;

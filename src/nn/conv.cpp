@@ -45,10 +45,13 @@ ConvSpec spec_of(int64_t in, int64_t out, Size2 k, const ConvTranspose2dOptions&
           dims(o.output_padding), o.groups, true};
 }
 
-// "3" for one dimension, "(3, 3)" for two.
+// "3" for one dimension, "(3, 3)" for two. Appended piece by piece: GCC 12
+// warns (-Wrestrict, a false positive) at "(" + std::string once inlined.
 std::string str(const ConvSpec& s, const Dims& d) {
   if (s.rank == 1) return std::to_string(d[0]);
-  return "(" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ")";
+  std::string r = "(";
+  r.append(std::to_string(d[0])).append(", ").append(std::to_string(d[1])).append(")");
+  return r;
 }
 
 bool any_below(const ConvSpec& s, const Dims& d, int64_t least) {

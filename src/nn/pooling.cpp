@@ -6,7 +6,13 @@ namespace mixgrad::nn {
 
 namespace {
 
-std::string pair_str(Size2 s) { return "(" + std::to_string(s.h) + ", " + std::to_string(s.w) + ")"; }
+// Both shapes' strings are appended piece by piece: GCC 12 warns
+// (-Wrestrict, a false positive) at "(" + std::string once inlined.
+std::string pair_str(Size2 s) {
+  std::string r = "(";
+  r.append(std::to_string(s.h)).append(", ").append(std::to_string(s.w)).append(")");
+  return r;
+}
 
 void check_pool(const char* name, Size2 kernel, const Pool2dOptions& o) {
   if (kernel.h < 1 || kernel.w < 1 || o.stride.h < 0 || o.stride.w < 0 || o.padding.h < 0 || o.padding.w < 0)
@@ -34,7 +40,10 @@ std::string pool1d_str(const char* name, int64_t kernel, const Pool1dOptions& o)
 }
 
 std::string triple_str(Size3 s) {
-  return "(" + std::to_string(s.d) + ", " + std::to_string(s.h) + ", " + std::to_string(s.w) + ")";
+  std::string r = "(";
+  r.append(std::to_string(s.d)).append(", ").append(std::to_string(s.h)).append(", ");
+  r.append(std::to_string(s.w)).append(")");
+  return r;
 }
 
 void check_pool3d(const char* name, Size3 k, const Pool3dOptions& o) {

@@ -23,7 +23,13 @@ namespace mixgrad::F {
 
 namespace {
 
-std::string size2(Size2 s) { return "(" + std::to_string(s.h) + ", " + std::to_string(s.w) + ")"; }
+// Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) at
+// "(" + std::string once inlined here.
+std::string size2(Size2 s) {
+  std::string r = "(";
+  r.append(std::to_string(s.h)).append(", ").append(std::to_string(s.w)).append(")");
+  return r;
+}
 
 void check_conv_dtypes(const char* op, const Tensor& x, const Tensor& w, const Tensor& b) {
   if (w.dtype() != x.dtype() || (b.defined() && b.dtype() != x.dtype()))

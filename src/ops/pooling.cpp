@@ -21,7 +21,13 @@ namespace mixgrad::F {
 
 namespace {
 
-std::string size2(Size2 s) { return "(" + std::to_string(s.h) + ", " + std::to_string(s.w) + ")"; }
+// Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) at
+// "(" + std::string once inlined here.
+std::string size2(Size2 s) {
+  std::string r = "(";
+  r.append(std::to_string(s.h)).append(", ").append(std::to_string(s.w)).append(")");
+  return r;
+}
 
 void check_4d(const char* op, const Tensor& x) {
   ops::check_defined(op, {&x});
@@ -251,7 +257,10 @@ backend::Pool2dParams pool1d_params(const char* op, const Tensor& x, const Pool1
 }
 
 std::string size3(Size3 s) {
-  return "(" + std::to_string(s.d) + ", " + std::to_string(s.h) + ", " + std::to_string(s.w) + ")";
+  std::string r = "(";  // appended, as size2
+  r.append(std::to_string(s.d)).append(", ").append(std::to_string(s.h)).append(", ");
+  r.append(std::to_string(s.w)).append(")");
+  return r;
 }
 
 // The two 2-d passes of a 3-d pooling: (H, W) windows on [N*C, D, H, W],
