@@ -38,6 +38,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -703,6 +704,20 @@ void visit_stats(DType x, DType stats, F&& f) {
   });
 }
 
+// The forward and the backward for the statistics dtype of x's dtype
+// (backend/batch_norm.hpp): float64 for float64, float32 for the others;
+// the op passes no other. One instantiation per input dtype, not two.
+template <class F>
+void visit_input(DType x, DType stats, F&& f) {
+  visit_floating(x, "batch_norm", [&]<class T>() {
+    using S = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    if (stats != dtype_of<S>())
+      throw DTypeError("batch_norm: statistics in " + std::string(to_string(stats)) + " for input " +
+                       std::string(to_string(x)) + "; expected " + std::string(to_string(dtype_of<S>())));
+    f.template operator()<T, S>();
+  });
+}
+
 // running = (1 - momentum) * running + momentum * correction * batch, with
 // the arithmetic in double and the result rounded to the statistics dtype S
 // before it is stored in the running dtype R (any floating dtype, any
@@ -727,11 +742,11 @@ void update_running(const Tensor& running, const Tensor& batch, double momentum,
 }  // namespace
 
 void batch_norm_forward(const BatchNormForward& a) {
-  visit_stats(a.x.dtype(), a.mean.dtype(), [&]<class T, class S>() { forward<T, S>(a); });
+  visit_input(a.x.dtype(), a.mean.dtype(), [&]<class T, class S>() { forward<T, S>(a); });
 }
 
 void batch_norm_backward(const BatchNormBackward& a) {
-  visit_stats(a.x.dtype(), a.mean.dtype(), [&]<class T, class S>() { backward<T, S>(a); });
+  visit_input(a.x.dtype(), a.mean.dtype(), [&]<class T, class S>() { backward<T, S>(a); });
 }
 
 void batch_norm_update_running(const BatchNormRunningUpdate& a) {
