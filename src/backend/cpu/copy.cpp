@@ -1,7 +1,9 @@
 #include "backend/copy.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cast.hpp"
 #include "kernels/loops.hpp"
@@ -97,13 +99,26 @@ void throw_mismatch(const char* op, const Tensor& dst, const Tensor& src) {
 namespace mixgrad::backend::cpu {
 
 void copy(const Tensor& src, const Tensor& dst) {
+  const auto run = [&]<class From, class To>() {
+    kernels::for_each_run<2>(dst.shape(), {byte_strides(dst), byte_strides(src)},
+                             {static_cast<char*>(dst.raw_data()), static_cast<char*>(src.raw_data())},
+                             [](std::array<char*, 2> p, const std::array<int64_t, 2>& st, int64_t n) {
+                               convert_run<From, To>(p[1], st[1], p[0], st[0], n);
+                             });
+  };
+  // Within one dtype a copy moves stored bits: one loop per element size
+  // (float32 and int32 share one), not one per dtype.
+  if (src.dtype() == dst.dtype()) {
+    switch (element_size(dst.dtype())) {
+      case 1: return run.template operator()<uint8_t, uint8_t>();
+      case 2: return run.template operator()<uint16_t, uint16_t>();
+      case 4: return run.template operator()<uint32_t, uint32_t>();
+      default: return run.template operator()<uint64_t, uint64_t>();
+    }
+  }
   visit_dtype(src.dtype(), [&]<class From>() {
     visit_dtype(dst.dtype(), [&]<class To>() {
-      kernels::for_each_run<2>(dst.shape(), {byte_strides(dst), byte_strides(src)},
-                               {static_cast<char*>(dst.raw_data()), static_cast<char*>(src.raw_data())},
-                               [](std::array<char*, 2> p, const std::array<int64_t, 2>& st, int64_t n) {
-                                 convert_run<From, To>(p[1], st[1], p[0], st[0], n);
-                               });
+      if constexpr (!std::is_same_v<From, To>) run.template operator()<From, To>();
     });
   });
 }
