@@ -146,7 +146,7 @@ std::vector<Tensor> apply(const std::shared_ptr<Function>& fn, const std::vector
   auto shared_meta = std::make_shared<const std::vector<OutputMeta>>(std::move(meta));
   for (size_t j = 0; j < outputs.size(); ++j) {
     if (!(*shared_meta)[j].floating) continue;  // indices: no gradient flows through them
-    record_with(OpKind::kCount, in_span, outputs[j],  // not a table op: the closure names itself
+    record(OpKind::kCount, in_span, outputs[j],  // not a table op: the closure names itself
                 [&] { return backward_of_output(fn, j, state, shared_meta, inputs); });
   }
   return outputs;

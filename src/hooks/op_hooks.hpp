@@ -28,6 +28,8 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/op_table.hpp"
@@ -135,9 +137,18 @@ bool is_attached(uint64_t id);
 inline bool is_recording() { return !detail::recording_managers().empty() && detail::recording_paused() == 0; }
 
 /// Writes `out = op(inputs)` onto the tape of every recording manager that
-/// tracks one of the inputs. `make_backward()` is called only then.
+/// tracks one of the inputs: the one way an op records its backward.
+/// `make_backward()` builds the closure and is called only then, so what
+/// the closure captures (tensors, shapes) costs nothing in inference:
+///
+///   autodiff::record(OpKind::mul, {&a, &b}, out, [&] {
+///     return [a, b](const Tensor& g, autodiff::InputGrads& gi) { ... };
+///   });
 template <class MakeBackward>
-void record_with(OpKind op, std::span<const Tensor* const> inputs, const Tensor& out, MakeBackward&& make_backward) {
+void record(OpKind op, std::span<const Tensor* const> inputs, const Tensor& out, MakeBackward&& make_backward) {
+  static_assert(std::is_invocable_v<MakeBackward&>,
+                "autodiff::record takes a function that builds the backward closure: "
+                "[&] { return [captures](const Tensor& g, InputGrads& gi) { ... }; }");
   if (!is_recording()) return;
   auto& managers = detail::recording_managers();
   std::vector<bool> needs(inputs.size(), false);
@@ -167,12 +178,11 @@ void record_with(OpKind op, std::span<const Tensor* const> inputs, const Tensor&
   }
 }
 
-/// As record_with, for a closure that is cheap to build.
-template <class Fn>
-void record(OpKind op, std::initializer_list<const Tensor*> inputs, const Tensor& out, Fn&& backward) {
-  if (!is_recording()) return;
-  record_with(op, std::span<const Tensor* const>(inputs.begin(), inputs.size()), out,
-              [&] { return BackwardFn(std::forward<Fn>(backward)); });
+/// As above, for a braced list of inputs.
+template <class MakeBackward>
+void record(OpKind op, std::initializer_list<const Tensor*> inputs, const Tensor& out, MakeBackward&& make_backward) {
+  record(op, std::span<const Tensor* const>(inputs.begin(), inputs.size()), out,
+         std::forward<MakeBackward>(make_backward));
 }
 
 /// Stops recording on this thread for its lifetime (backward passes,

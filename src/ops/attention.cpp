@@ -291,7 +291,7 @@ std::optional<Tensor> fused_attention(const Tensor& q, const Tensor& k, const Te
   const backend::AttentionOutputs saved{.out = results[0], .lse = results[1]};
   const Tensor out = saved.out;
   const Tensor& mask = o.attn_mask;
-  ops::record_lazy(OpKind::scaled_dot_product_attention, {&q, &k, &v, &mask}, out, [&] {
+  autodiff::record(OpKind::scaled_dot_product_attention, {&q, &k, &v, &mask}, out, [&] {
     return [a, saved, q, k, v, g, o](const Tensor& grad, autodiff::InputGrads& gi) {
       if (gi.create_graph() || gi.needs(3)) return composed_grads(q, k, v, g, o, grad, gi);
       backend::AttentionGrads grads;

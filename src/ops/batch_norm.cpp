@@ -125,24 +125,24 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
     running_var.bump_version();
   }
 
-  autodiff::record(OpKind::batch_norm, {&x, &weight, &bias}, y,
-                   [x, weight, xc, w, mean, var, training = o.training, eps = o.eps,
-                    w_dtype = weight.defined() ? weight.dtype() : stats,
-                    b_dtype = bias.defined() ? bias.dtype() : stats](const Tensor& g_in, autodiff::InputGrads& gi) {
-                     if (gi.create_graph())
-                       return batch_norm_grad_graph(x, weight, mean, var, training, eps, g_in, w_dtype, b_dtype, gi);
-                     const Tensor g = converted(g_in, xc.dtype());
-                     const Shape cs{xc.shape()[1]};
-                     const Tensor gx = gi.needs(0) ? empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
-                     const Tensor gw = gi.needs(1) ? empty(cs, mean.dtype(), xc.device()) : Tensor();
-                     const Tensor gb = gi.needs(2) ? empty(cs, mean.dtype(), xc.device()) : Tensor();
-                     backend::batch_norm_backward({.grad_y = g, .x = xc, .weight = w, .mean = mean, .var = var,
-                                                   .grad_x = gx, .grad_weight = gw, .grad_bias = gb,
-                                                   .training = training, .eps = eps});
-                     if (gx.defined()) gi.set(0, gx);
-                     if (gw.defined()) gi.set(1, converted(gw, w_dtype));
-                     if (gb.defined()) gi.set(2, converted(gb, b_dtype));
-                   });
+  autodiff::record(OpKind::batch_norm, {&x, &weight, &bias}, y, [&] {
+    return [x, weight, xc, w, mean, var, training = o.training, eps = o.eps,
+            w_dtype = weight.defined() ? weight.dtype() : stats,
+            b_dtype = bias.defined() ? bias.dtype() : stats](const Tensor& g_in, autodiff::InputGrads& gi) {
+      if (gi.create_graph())
+        return batch_norm_grad_graph(x, weight, mean, var, training, eps, g_in, w_dtype, b_dtype, gi);
+      const Tensor g = converted(g_in, xc.dtype());
+      const Shape cs{xc.shape()[1]};
+      const Tensor gx = gi.needs(0) ? empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
+      const Tensor gw = gi.needs(1) ? empty(cs, mean.dtype(), xc.device()) : Tensor();
+      const Tensor gb = gi.needs(2) ? empty(cs, mean.dtype(), xc.device()) : Tensor();
+      backend::batch_norm_backward({.grad_y = g, .x = xc, .weight = w, .mean = mean, .var = var, .grad_x = gx,
+                                    .grad_weight = gw, .grad_bias = gb, .training = training, .eps = eps});
+      if (gx.defined()) gi.set(0, gx);
+      if (gw.defined()) gi.set(1, converted(gw, w_dtype));
+      if (gb.defined()) gi.set(2, converted(gb, b_dtype));
+    };
+  });
   return y;
 }
 

@@ -97,23 +97,25 @@ Tensor conv_part(ConvPart part, const Tensor& a, const Tensor& b, const ConvGeom
     case ConvPart::data: backend::conv2d_backward_data(ac, bc, out, geo.p); break;
     case ConvPart::weights: backend::conv2d_backward_weights(ac, bc, out, Tensor(), geo.p); break;
   }
-  autodiff::record(OpKind::conv2d, {&a, &b}, out, [part, a, b, geo](const Tensor& gg, autodiff::InputGrads& gi) {
-    (void)gi.create_graph();  // runs conv_part: recorded as any op
-    // <gg, part(a, b)> rewritten as <., a> and <., b> (see above).
-    switch (part) {
-      case ConvPart::forward:  // a = x, b = w
-        if (gi.needs(0)) gi.set(0, conv_part(ConvPart::data, gg, b, geo));
-        if (gi.needs(1)) gi.set(1, conv_part(ConvPart::weights, gg, a, geo));
-        break;
-      case ConvPart::data:  // a = g, b = w
-        if (gi.needs(0)) gi.set(0, conv_part(ConvPart::forward, gg, b, geo));
-        if (gi.needs(1)) gi.set(1, conv_part(ConvPart::weights, a, gg, geo));
-        break;
-      case ConvPart::weights:  // a = g, b = x
-        if (gi.needs(0)) gi.set(0, conv_part(ConvPart::forward, b, gg, geo));
-        if (gi.needs(1)) gi.set(1, conv_part(ConvPart::data, a, gg, geo));
-        break;
-    }
+  autodiff::record(OpKind::conv2d, {&a, &b}, out, [&] {
+    return [part, a, b, geo](const Tensor& gg, autodiff::InputGrads& gi) {
+      (void)gi.create_graph();  // runs conv_part: recorded as any op
+      // <gg, part(a, b)> rewritten as <., a> and <., b> (see above).
+      switch (part) {
+        case ConvPart::forward:  // a = x, b = w
+          if (gi.needs(0)) gi.set(0, conv_part(ConvPart::data, gg, b, geo));
+          if (gi.needs(1)) gi.set(1, conv_part(ConvPart::weights, gg, a, geo));
+          break;
+        case ConvPart::data:  // a = g, b = w
+          if (gi.needs(0)) gi.set(0, conv_part(ConvPart::forward, gg, b, geo));
+          if (gi.needs(1)) gi.set(1, conv_part(ConvPart::weights, a, gg, geo));
+          break;
+        case ConvPart::weights:  // a = g, b = x
+          if (gi.needs(0)) gi.set(0, conv_part(ConvPart::forward, b, gg, geo));
+          if (gi.needs(1)) gi.set(1, conv_part(ConvPart::data, a, gg, geo));
+          break;
+      }
+    };
   });
   return out;
 }
@@ -214,7 +216,7 @@ Tensor run_conv(OpKind op, const char* name, const Tensor& x_in, const Tensor& w
     conv_forward(transposed, xc, wc, b, as_shape(out, s.y4), p);
     return out;
   });
-  ops::record_lazy(op, {&x, &w, &b}, y, [&] {
+  autodiff::record(op, {&x, &w, &b}, y, [&] {
     // The conv2d these kernels run: transposed, its input is y and its output x.
     const ConvGeometry geo{p, transposed ? s.y4 : s.x4, s.w4, transposed ? s.x4 : s.y4};
     return [x, w, xc, wc, geo, dt, transposed, y4 = s.y4, b_dtype = b.defined() ? b.dtype() : dtype](

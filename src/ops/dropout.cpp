@@ -32,15 +32,17 @@ Tensor dropout(const Tensor& x_in, double p, bool training) {
   params.scale = 1.0 / (1.0 - p);
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   backend::dropout_apply(ops::dense(x), out, params);
-  autodiff::record(OpKind::dropout, {&x}, out, [params](const Tensor& g, autodiff::InputGrads& gi) {
-    if (gi.create_graph()) {  // g times the step's mask (scaled), drawn again from its seed
-      Tensor mask = empty(g.shape(), g.dtype(), g.device());
-      backend::dropout_apply(ones(g.shape(), g.dtype(), g.device()), mask, params);
-      return gi.set(0, mul(g, mask));
-    }
-    Tensor grad = empty(g.shape(), g.dtype(), g.device());
-    backend::dropout_apply(ops::dense(g), grad, params);
-    gi.set(0, grad);
+  autodiff::record(OpKind::dropout, {&x}, out, [&] {
+    return [params](const Tensor& g, autodiff::InputGrads& gi) {
+      if (gi.create_graph()) {  // g times the step's mask (scaled), drawn again from its seed
+        Tensor mask = empty(g.shape(), g.dtype(), g.device());
+        backend::dropout_apply(ones(g.shape(), g.dtype(), g.device()), mask, params);
+        return gi.set(0, mul(g, mask));
+      }
+      Tensor grad = empty(g.shape(), g.dtype(), g.device());
+      backend::dropout_apply(ops::dense(g), grad, params);
+      gi.set(0, grad);
+    };
   });
   return out;
 }

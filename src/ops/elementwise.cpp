@@ -3,7 +3,7 @@
 // Every op takes the one path: validate (errors name the op, the shapes and
 // the dtypes) -> autocast -> promote mixed dtypes with a recorded astype, so
 // gradients flow back to each input in its own dtype -> backend kernel ->
-// record. Recording goes through ops::record_lazy: the backward closure (and the
+// record. Recording goes through autodiff::record: the backward closure (and the
 // reference counts of what it captures) is only built when a GradManager
 // tracks an input, so inference pays nothing for autodiff.
 //
@@ -184,7 +184,7 @@ Tensor forward(BinaryOp op, const BinaryInputs& in) {
 Tensor max_min(const BinarySpec& s, BinaryOp op, BinaryGradOp grad_op, const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(s, a, b);
   Tensor out = forward(op, in);
-  ops::record_lazy(s.kind, {&in.a, &in.b}, out, [&] {
+  autodiff::record(s.kind, {&in.a, &in.b}, out, [&] {
     return [a = in.a, b = in.b, grad_op](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, a.dtype());
       if (gi.create_graph()) {
@@ -202,7 +202,7 @@ Tensor max_min(const BinarySpec& s, BinaryOp op, BinaryGradOp grad_op, const Ten
 Tensor max_min(const BinarySpec& s, BinaryOp op, BinaryGradOp grad_op, const Tensor& a, double b) {
   const Tensor x = prepare(s, a);
   Tensor out = run_binary(op, x, b, x.shape(), x.dtype(), x.device());
-  ops::record_lazy(s.kind, {&x}, out, [&] {
+  autodiff::record(s.kind, {&x}, out, [&] {
     return [x, b, grad_op](const Tensor& g, InputGrads& gi) {
       if (gi.create_graph()) {
         gi.set(0, max_min_graph(grad_op, g, x, b));
@@ -265,7 +265,7 @@ Tensor unary(const UnarySpec& s, const Tensor& x_in, const UnaryParams& params =
   amp::autocast_inputs(s.kind, {&x});
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   backend::unary(s.op, x, out, params);
-  ops::record_lazy(s.kind, {&x}, out, [&] {
+  autodiff::record(s.kind, {&x}, out, [&] {
     // Keep only the tensor the derivative reads; `nothing` (neg) reads g.
     Tensor saved = s.saved == Saved::output ? out : (s.saved == Saved::input ? x : Tensor());
     return [op = s.op, grad = s.grad, saved = std::move(saved), params](const Tensor& g_in, InputGrads& gi) {
@@ -314,7 +314,7 @@ Tensor bounded(UnaryOp op, const Tensor& x, double lo, double hi) {
 Tensor add(const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(kAdd, a, b);
   Tensor out = forward(BinaryOp::add, in);
-  ops::record_lazy(OpKind::add, {&in.a, &in.b}, out, [&] {
+  autodiff::record(OpKind::add, {&in.a, &in.b}, out, [&] {
     return [sa = in.a.shape(), sb = in.b.shape()](const Tensor& g, InputGrads& gi) {
       (void)gi.create_graph();  // sum_to is a tracked op: the same code serves both paths
       if (gi.needs(0)) gi.set(0, sum_to(g, sa));
@@ -327,7 +327,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 Tensor sub(const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(kSub, a, b);
   Tensor out = forward(BinaryOp::sub, in);
-  ops::record_lazy(OpKind::sub, {&in.a, &in.b}, out, [&] {
+  autodiff::record(OpKind::sub, {&in.a, &in.b}, out, [&] {
     return [sa = in.a.shape(), sb = in.b.shape()](const Tensor& g, InputGrads& gi) {
       // Asked whatever input needs a gradient: sum_to and neg are F:: ops,
       // recorded in a recorded backward, so both gradients are differentiable.
@@ -342,7 +342,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(kMul, a, b);
   Tensor out = forward(BinaryOp::mul, in);
-  ops::record_lazy(OpKind::mul, {&in.a, &in.b}, out, [&] {
+  autodiff::record(OpKind::mul, {&in.a, &in.b}, out, [&] {
     return [a = in.a, b = in.b](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, a.dtype());
       if (gi.create_graph()) {
@@ -360,7 +360,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(kDiv, a, b);
   Tensor out = forward(BinaryOp::div, in);
-  ops::record_lazy(OpKind::div, {&in.a, &in.b}, out, [&] {
+  autodiff::record(OpKind::div, {&in.a, &in.b}, out, [&] {
     return [sa = in.a.shape(), b = in.b, out](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, b.dtype());
       if (gi.create_graph()) {
@@ -378,7 +378,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor pow(const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare(kPow, a, b);
   Tensor out = forward(BinaryOp::pow, in);
-  ops::record_lazy(OpKind::pow, {&in.a, &in.b}, out, [&] {
+  autodiff::record(OpKind::pow, {&in.a, &in.b}, out, [&] {
     return [a = in.a, b = in.b, out](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, a.dtype());
       if (gi.create_graph()) {
@@ -415,7 +415,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (tb.dtype() != dtype) tb = astype(tb, dtype);
   Tensor out = empty(shape, dtype, ta.device());
   backend::where(cond, ta, tb, out);
-  ops::record_lazy(OpKind::where, {&ta, &tb}, out, [&] {
+  autodiff::record(OpKind::where, {&ta, &tb}, out, [&] {
     return [cond, sa = ta.shape(), sb = tb.shape()](const Tensor& g, InputGrads& gi) {
       if (gi.create_graph()) {
         if (gi.needs(0)) gi.set(0, sum_to(where(cond, g, zeros_like(g)), sa));
@@ -439,7 +439,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 Tensor add(const Tensor& a, double b) {
   const Tensor x = prepare(kAdd, a);
   Tensor out = run_binary(BinaryOp::add, x, b, x.shape(), x.dtype(), x.device());
-  ops::record_lazy(OpKind::add, {&x}, out, [&] {
+  autodiff::record(OpKind::add, {&x}, out, [&] {
     return [](const Tensor& g, InputGrads& gi) {
       (void)gi.create_graph();  // the identity: differentiable as it is
       gi.set(0, g);
@@ -451,7 +451,7 @@ Tensor add(const Tensor& a, double b) {
 Tensor sub(const Tensor& a, double b) {
   const Tensor x = prepare(kSub, a);
   Tensor out = run_binary(BinaryOp::sub, x, b, x.shape(), x.dtype(), x.device());
-  ops::record_lazy(OpKind::sub, {&x}, out, [&] {
+  autodiff::record(OpKind::sub, {&x}, out, [&] {
     return [](const Tensor& g, InputGrads& gi) {
       (void)gi.create_graph();  // the identity: differentiable as it is
       gi.set(0, g);
@@ -463,7 +463,7 @@ Tensor sub(const Tensor& a, double b) {
 Tensor sub(double a, const Tensor& b) {
   const Tensor x = prepare(kSub, b);
   Tensor out = run_binary(BinaryOp::sub, a, x, x.shape(), x.dtype(), x.device());
-  ops::record_lazy(OpKind::sub, {&x}, out, [&] {
+  autodiff::record(OpKind::sub, {&x}, out, [&] {
     return [](const Tensor& g, InputGrads& gi) { gi.set(0, gi.create_graph() ? neg(g) : negated(g)); };
   });
   return out;
@@ -472,7 +472,7 @@ Tensor sub(double a, const Tensor& b) {
 Tensor mul(const Tensor& a, double b) {
   const Tensor x = prepare(kMul, a);
   Tensor out = run_binary(BinaryOp::mul, x, b, x.shape(), x.dtype(), x.device());
-  ops::record_lazy(OpKind::mul, {&x}, out, [&] {
+  autodiff::record(OpKind::mul, {&x}, out, [&] {
     return [b](const Tensor& g, InputGrads& gi) {
       gi.set(0, gi.create_graph() ? mul(g, b) : grad_binary(BinaryOp::mul, g, b));
     };
@@ -483,7 +483,7 @@ Tensor mul(const Tensor& a, double b) {
 Tensor div(const Tensor& a, double b) {
   const Tensor x = prepare(kDiv, a);
   Tensor out = run_binary(BinaryOp::div, x, b, x.shape(), x.dtype(), x.device());
-  ops::record_lazy(OpKind::div, {&x}, out, [&] {
+  autodiff::record(OpKind::div, {&x}, out, [&] {
     return [b](const Tensor& g, InputGrads& gi) {
       gi.set(0, gi.create_graph() ? div(g, b) : grad_binary(BinaryOp::div, g, b));
     };
@@ -494,7 +494,7 @@ Tensor div(const Tensor& a, double b) {
 Tensor div(double a, const Tensor& b) {
   const Tensor x = prepare(kDiv, b);
   Tensor out = run_binary(BinaryOp::div, a, x, x.shape(), x.dtype(), x.device());
-  ops::record_lazy(OpKind::div, {&x}, out, [&] {
+  autodiff::record(OpKind::div, {&x}, out, [&] {
     return [x, out](const Tensor& g, InputGrads& gi) {
       if (gi.create_graph()) return gi.set(0, neg(div(mul(g, out), x)));
       gi.set(0, grad_kernel(BinaryGradOp::div_divisor, ops::in_dtype(g, x.dtype()), x, out));
@@ -512,7 +512,7 @@ Tensor pow(const Tensor& a, double exponent) {
   const bool square = exponent == 2.0;
   Tensor out = square ? run_binary(BinaryOp::mul, x, x, x.shape(), x.dtype(), x.device())
                       : run_binary(BinaryOp::pow, x, exponent, x.shape(), x.dtype(), x.device());
-  ops::record_lazy(OpKind::pow, {&x}, out, [&] {
+  autodiff::record(OpKind::pow, {&x}, out, [&] {
     return [x, exponent, square](const Tensor& g_in, InputGrads& gi) {
       if (gi.create_graph()) return gi.set(0, mul(g_in, mul(pow(x, exponent - 1.0), exponent)));
       const Tensor g = ops::in_dtype(g_in, x.dtype());

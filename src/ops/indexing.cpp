@@ -38,7 +38,7 @@ Tensor select_rows(OpKind op, const Tensor& x, int dim, const Tensor& index, con
   backend::Axis3 a = backend::axis3(xshape, dim);
   Tensor out = empty(out_shape, x.dtype(), x.device());
   backend::index_select(ops::dense(x), a, index, out);
-  ops::record_lazy(op, {&x}, out, [xshape, a, index] {
+  autodiff::record(op, {&x}, out, [xshape, a, index] {
     return [xshape, a, index](const Tensor& g, autodiff::InputGrads& gi) {
       if (gi.create_graph()) {  // index_add as a tracked scatter_add over [outer, axis, inner]
         const int64_t k = index.numel();
@@ -139,7 +139,7 @@ Tensor gather(const Tensor& x_in, int dim, const Tensor& index_in) {
   Tensor out = empty(index.shape(), x.dtype(), x.device());
   backend::gather(x, d, index, out);
   const Shape xshape = x.shape();
-  ops::record_lazy(OpKind::gather, {&x}, out, [xshape, d, index] {
+  autodiff::record(OpKind::gather, {&x}, out, [xshape, d, index] {
     return [xshape, d, index](const Tensor& g, autodiff::InputGrads& gi) {
       if (gi.create_graph()) return gi.set(0, scatter_add(zeros(xshape, g.dtype(), g.device()), d, index, g));
       Tensor dx = zeros(xshape, g.dtype(), g.device());
@@ -179,7 +179,7 @@ Tensor scatter_add(const Tensor& x_in, int dim, const Tensor& index_in, const Te
   backend::copy(x, out);
   backend::scatter_add(ops::dense(leading_block(src, index.shape())), d, index, out);
   const Shape sshape = src.shape();
-  ops::record_lazy(OpKind::scatter_add, {&x, &src}, out, [sshape, d, index] {
+  autodiff::record(OpKind::scatter_add, {&x, &src}, out, [sshape, d, index] {
     return [sshape, d, index](const Tensor& g, autodiff::InputGrads& gi) {
       if (gi.create_graph()) {  // a src larger than index: the gathered block zero-padded to src's shape
         if (gi.needs(0)) gi.set(0, g);
@@ -266,7 +266,7 @@ Tensor index_put(const Tensor& x_in, const std::vector<Tensor>& indices, const T
   backend::index_put(ops::dense(broadcast_view(values, target)), rows, options.accumulate, out);
   const Shape xshape = x.shape(), vshape = values.shape();
   const bool accumulate = options.accumulate;
-  ops::record_lazy(OpKind::index_put, {&x, &values}, out, [xshape, vshape, target, n_rows, inner, rows, accumulate] {
+  autodiff::record(OpKind::index_put, {&x, &values}, out, [xshape, vshape, target, n_rows, inner, rows, accumulate] {
     return [xshape, vshape, target, n_rows, inner, rows, accumulate](const Tensor& g, autodiff::InputGrads& gi) {
       (void)gi.create_graph();  // tracked ops only: the same code serves both paths
       const Tensor g2 = reshape(g, Shape{n_rows, inner});

@@ -200,38 +200,39 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
                                                     [&] { return product(a_full, b_full, dtype); });
   const Tensor out = view::make(out_full, out_shape, contiguous_strides(out_shape));
 
-  autodiff::record(OpKind::matmul, {&a, &b}, out, [a, b, a_full, b_full, g_dtype, full_shape = out_full.shape(),
-                                                   a_shape = a.shape(), b_shape = b.shape()](const Tensor& g_in,
-                                                                                             autodiff::InputGrads& gi) {
-    if (gi.create_graph()) {  // the same products as tracked ops on the forward's a and b
-      const Tensor a2 = a.ndim() == 1 ? F::unsqueeze(a, 0) : a;
-      const Tensor b2 = b.ndim() == 1 ? F::unsqueeze(b, 1) : b;
-      Shape g2_shape = full_shape;  // g with the vectors' unit dims, batch dims as broadcast
-      const Tensor g2 = F::reshape(g_in, g2_shape);
-      if (gi.needs(0)) {
-        const Tensor ga = recorded_product(g2, F::transpose(b2, -1, -2), a.dtype());
-        gi.set(0, F::reshape(F::sum_to(ga, a2.shape()), a_shape));
+  autodiff::record(OpKind::matmul, {&a, &b}, out, [&] {
+    return [a, b, a_full, b_full, g_dtype, full_shape = out_full.shape(), a_shape = a.shape(), b_shape = b.shape()](
+               const Tensor& g_in, autodiff::InputGrads& gi) {
+      if (gi.create_graph()) {  // the same products as tracked ops on the forward's a and b
+        const Tensor a2 = a.ndim() == 1 ? F::unsqueeze(a, 0) : a;
+        const Tensor b2 = b.ndim() == 1 ? F::unsqueeze(b, 1) : b;
+        Shape g2_shape = full_shape;  // g with the vectors' unit dims, batch dims as broadcast
+        const Tensor g2 = F::reshape(g_in, g2_shape);
+        if (gi.needs(0)) {
+          const Tensor ga = recorded_product(g2, F::transpose(b2, -1, -2), a.dtype());
+          gi.set(0, F::reshape(F::sum_to(ga, a2.shape()), a_shape));
+        }
+        if (gi.needs(1)) {
+          const Tensor gb = recorded_product(F::transpose(a2, -1, -2), g2, b.dtype());
+          gi.set(1, F::reshape(F::sum_to(gb, b2.shape()), b_shape));
+        }
+        return;
       }
+      const Tensor g = F::reshape(ops::dense(g_in, g_dtype), full_shape);
+      if (gi.needs(0))
+        gi.set(0, F::reshape(reduce_batch(product(g, swap_last(b_full), a.dtype()), a_full.shape()), a_shape));
       if (gi.needs(1)) {
-        const Tensor gb = recorded_product(F::transpose(a2, -1, -2), g2, b.dtype());
-        gi.set(1, F::reshape(F::sum_to(gb, b2.shape()), b_shape));
+        Tensor a2, g2;
+        Tensor gb;
+        if (batch_numel(b_full.shape()) == 1 && batch_numel(full_shape) > 1 && fold_rows(ops::dense(a_full), a2) &&
+            fold_rows(ops::dense(g), g2)) {
+          gb = product(swap_last(a2), g2, b.dtype());  // one [k, M]·[M, n] product instead of a batch and a sum
+        } else {
+          gb = reduce_batch(product(swap_last(a_full), g, b.dtype()), b_full.shape());
+        }
+        gi.set(1, F::reshape(gb, b_shape));
       }
-      return;
-    }
-    const Tensor g = F::reshape(ops::dense(g_in, g_dtype), full_shape);
-    if (gi.needs(0))
-      gi.set(0, F::reshape(reduce_batch(product(g, swap_last(b_full), a.dtype()), a_full.shape()), a_shape));
-    if (gi.needs(1)) {
-      Tensor a2, g2;
-      Tensor gb;
-      if (batch_numel(b_full.shape()) == 1 && batch_numel(full_shape) > 1 && fold_rows(ops::dense(a_full), a2) &&
-          fold_rows(ops::dense(g), g2)) {
-        gb = product(swap_last(a2), g2, b.dtype());  // one [k, M]·[M, n] product instead of a batch and a sum
-      } else {
-        gb = reduce_batch(product(swap_last(a_full), g, b.dtype()), b_full.shape());
-      }
-      gi.set(1, F::reshape(gb, b_shape));
-    }
+    };
   });
   return out;
 }
@@ -270,33 +271,34 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   });
 
   const DType b_dtype = b.defined() ? b.dtype() : dtype;
-  autodiff::record(OpKind::linear, {&x, &w, &b}, out, [x, x2, w, in, out_features, rows, g_dtype, b_dtype,
-                                                       x_shape = x.shape()](const Tensor& g_in,
-                                                                            autodiff::InputGrads& gi) {
-    if (gi.create_graph()) {  // tracked ops on the forward's x and w
-      const Tensor g2 = F::reshape(g_in, Shape{rows, out_features});
-      if (gi.needs(0)) gi.set(0, recorded_product(g_in, w, x.dtype()));
-      if (gi.needs(1)) gi.set(1, recorded_product(F::transpose(g2, 0, 1), F::reshape(x, Shape{rows, in}), w.dtype()));
-      if (gi.needs(2)) gi.set(2, astype(F::sum(g2, {0}), b_dtype));
-      return;
-    }
-    const Tensor g = ops::dense(g_in, g_dtype);
-    const Tensor g2 = view::make(g, Shape{rows, out_features}, Shape{out_features, 1});
-    if (gi.needs(0)) {
-      Tensor gx = empty(x_shape, x2.dtype(), x2.device());
-      backend::matmul(g2, w, Tensor(), view::make(gx, Shape{rows, in}, Shape{in, 1}));
-      gi.set(0, gx);
-    }
-    if (gi.needs(1)) {
-      Tensor gw = empty(w.shape(), w.dtype(), w.device());
-      backend::matmul(swap_last(g2), x2, Tensor(), gw);
-      gi.set(1, gw);
-    }
-    if (gi.needs(2)) {
-      Tensor gb = empty(Shape{out_features}, b_dtype, g.device());
-      backend::sum_channels(g2, rows, out_features, 1, gb);
-      gi.set(2, gb);
-    }
+  autodiff::record(OpKind::linear, {&x, &w, &b}, out, [&] {
+    return [x, x2, w, in, out_features, rows, g_dtype, b_dtype, x_shape = x.shape()](const Tensor& g_in,
+                                                                                     autodiff::InputGrads& gi) {
+      if (gi.create_graph()) {  // tracked ops on the forward's x and w
+        const Tensor g2 = F::reshape(g_in, Shape{rows, out_features});
+        if (gi.needs(0)) gi.set(0, recorded_product(g_in, w, x.dtype()));
+        if (gi.needs(1)) gi.set(1, recorded_product(F::transpose(g2, 0, 1), F::reshape(x, Shape{rows, in}), w.dtype()));
+        if (gi.needs(2)) gi.set(2, astype(F::sum(g2, {0}), b_dtype));
+        return;
+      }
+      const Tensor g = ops::dense(g_in, g_dtype);
+      const Tensor g2 = view::make(g, Shape{rows, out_features}, Shape{out_features, 1});
+      if (gi.needs(0)) {
+        Tensor gx = empty(x_shape, x2.dtype(), x2.device());
+        backend::matmul(g2, w, Tensor(), view::make(gx, Shape{rows, in}, Shape{in, 1}));
+        gi.set(0, gx);
+      }
+      if (gi.needs(1)) {
+        Tensor gw = empty(w.shape(), w.dtype(), w.device());
+        backend::matmul(swap_last(g2), x2, Tensor(), gw);
+        gi.set(1, gw);
+      }
+      if (gi.needs(2)) {
+        Tensor gb = empty(Shape{out_features}, b_dtype, g.device());
+        backend::sum_channels(g2, rows, out_features, 1, gb);
+        gi.set(2, gb);
+      }
+    };
   });
   return out;
 }

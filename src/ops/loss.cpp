@@ -101,9 +101,11 @@ Tensor autocast_unrecorded(OpKind kind, const Tensor& input) {
 /// have: its gradient is the incoming one cast back.
 void record_cast(const Tensor& input, const Tensor& cast) {
   if (cast.impl() == input.impl()) return;
-  autodiff::record(OpKind::astype, {&input}, cast, [in = input.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
-    (void)gi.create_graph();  // an F:: op: differentiable as written
-    gi.set(0, astype(g, in));
+  autodiff::record(OpKind::astype, {&input}, cast, [&] {
+    return [in = input.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+      (void)gi.create_graph();  // an F:: op: differentiable as written
+      gi.set(0, astype(g, in));
+    };
   });
 }
 
@@ -148,34 +150,39 @@ Tensor pointwise_loss(const char* op, OpKind kind, backend::PointwiseLoss loss, 
       .kind = loss, .pred = ops::dense(pred), .target = ops::dense(target), .reduction = to_backend(reduction)};
   Tensor out = empty(loss_shape(reduction, pred.shape()), pred.dtype(), pred.device());
   backend::pointwise_loss_forward(args, out);
-  autodiff::record(kind, {&pred, &target}, out, [args, pred, target](const Tensor& g, autodiff::InputGrads& gi) {
-    if (gi.create_graph()) {  // the kernel's derivatives on the forward's own (tracked) tensors
-      const Tensor ge = spread(g, args.reduction, pred.shape(), pred.numel());
-      Tensor dp, dt;
-      switch (args.kind) {
-        case backend::PointwiseLoss::mse: dp = mul(mul(sub(pred, target), ge), 2.0); dt = neg(dp); break;
-        case backend::PointwiseLoss::l1: {
-          const Tensor diff = sub(pred, target), zero = zeros_like(ge);
-          dp = where(gt(diff, 0.0), ge, where(lt(diff, 0.0), neg(ge), zero));
-          dt = neg(dp);
-          break;
+  autodiff::record(kind, {&pred, &target}, out, [&] {
+    return [args, pred, target](const Tensor& g, autodiff::InputGrads& gi) {
+      if (gi.create_graph()) {  // the kernel's derivatives on the forward's own (tracked) tensors
+        const Tensor ge = spread(g, args.reduction, pred.shape(), pred.numel());
+        Tensor dp, dt;
+        switch (args.kind) {
+          case backend::PointwiseLoss::mse:
+            dp = mul(mul(sub(pred, target), ge), 2.0);
+            dt = neg(dp);
+            break;
+          case backend::PointwiseLoss::l1: {
+            const Tensor diff = sub(pred, target), zero = zeros_like(ge);
+            dp = where(gt(diff, 0.0), ge, where(lt(diff, 0.0), neg(ge), zero));
+            dt = neg(dp);
+            break;
+          }
+          case backend::PointwiseLoss::bce_with_logits:
+            dp = mul(sub(sigmoid(pred), target), ge);
+            dt = neg(mul(pred, ge));
+            break;
         }
-        case backend::PointwiseLoss::bce_with_logits:
-          dp = mul(sub(sigmoid(pred), target), ge);
-          dt = neg(mul(pred, ge));
-          break;
+        if (gi.needs(0)) gi.set(0, dp);
+        if (gi.needs(1)) gi.set(1, dt);
+        return;
       }
-      if (gi.needs(0)) gi.set(0, dp);
-      if (gi.needs(1)) gi.set(1, dt);
-      return;
-    }
-    const Tensor& p = args.pred;
-    backend::LossGrads grads;
-    if (gi.needs(0)) grads.input = empty(p.shape(), p.dtype(), p.device());
-    if (gi.needs(1)) grads.target = empty(p.shape(), p.dtype(), p.device());
-    backend::pointwise_loss_backward(args, ops::dense(g, p.dtype()), grads);
-    if (gi.needs(0)) gi.set(0, grads.input);
-    if (gi.needs(1)) gi.set(1, grads.target);
+      const Tensor& p = args.pred;
+      backend::LossGrads grads;
+      if (gi.needs(0)) grads.input = empty(p.shape(), p.dtype(), p.device());
+      if (gi.needs(1)) grads.target = empty(p.shape(), p.dtype(), p.device());
+      backend::pointwise_loss_backward(args, ops::dense(g, p.dtype()), grads);
+      if (gi.needs(0)) gi.set(0, grads.input);
+      if (gi.needs(1)) gi.set(1, grads.target);
+    };
   });
   return out;
 }
@@ -200,21 +207,23 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& labels, const CrossE
   backend::cross_entropy_forward(args, out, stats, status);
   check_label_status(kOp, status, logits_in, labels, p.layout.classes);
   record_cast(logits_in, logits);
-  autodiff::record(OpKind::cross_entropy, {&logits}, out, [args, stats, logits, axis = p.axis](const Tensor& g, autodiff::InputGrads& gi) {
-    if (gi.create_graph()) {  // scale (softmax(x) - target), tracked
-      const int64_t classes = args.layout.classes;
-      Tensor target = one_hot(args.labels, logits.shape(), axis, logits.dtype());
-      if (args.label_smoothing > 0)
-        target = add(mul(target, 1.0 - args.label_smoothing), args.label_smoothing / static_cast<double>(classes));
-      const Tensor ge = args.reduction == backend::LossReduction::none
-                            ? unsqueeze(g, axis)
-                            : spread(g, args.reduction, Shape{}, args.layout.samples());
-      return gi.set(0, mul(sub(softmax(logits, axis), target), ge));
-    }
-    const Tensor& x = args.input;
-    Tensor grad = empty(x.shape(), x.dtype(), x.device());
-    backend::cross_entropy_backward(args, stats, ops::dense(g, x.dtype()), grad);
-    gi.set(0, grad);
+  autodiff::record(OpKind::cross_entropy, {&logits}, out, [&] {
+    return [args, stats, logits, axis = p.axis](const Tensor& g, autodiff::InputGrads& gi) {
+      if (gi.create_graph()) {  // scale (softmax(x) - target), tracked
+        const int64_t classes = args.layout.classes;
+        Tensor target = one_hot(args.labels, logits.shape(), axis, logits.dtype());
+        if (args.label_smoothing > 0)
+          target = add(mul(target, 1.0 - args.label_smoothing), args.label_smoothing / static_cast<double>(classes));
+        const Tensor ge = args.reduction == backend::LossReduction::none
+                              ? unsqueeze(g, axis)
+                              : spread(g, args.reduction, Shape{}, args.layout.samples());
+        return gi.set(0, mul(sub(softmax(logits, axis), target), ge));
+      }
+      const Tensor& x = args.input;
+      Tensor grad = empty(x.shape(), x.dtype(), x.device());
+      backend::cross_entropy_backward(args, stats, ops::dense(g, x.dtype()), grad);
+      gi.set(0, grad);
+    };
   });
   return out;
 }
@@ -235,19 +244,20 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& labels, const LossOpti
   // The gradient does not depend on the input's values: keep only its shape.
   backend::ClassLossArgs grad_args = args;
   grad_args.input = Tensor();
-  autodiff::record(OpKind::nll_loss, {&log_probs}, out,
-                   [grad_args, shape = log_probs.shape(), dtype = log_probs.dtype(), axis = p.axis](
-                       const Tensor& g, autodiff::InputGrads& gi) {
-                     if (gi.create_graph()) {  // -onehot scale g: linear in g, tracked through g
-                       const Tensor ge = grad_args.reduction == backend::LossReduction::none
-                                             ? unsqueeze(g, axis)
-                                             : spread(g, grad_args.reduction, Shape{}, grad_args.layout.samples());
-                       return gi.set(0, neg(mul(one_hot(grad_args.labels, shape, axis, dtype), ge)));
-                     }
-                     Tensor grad = empty(shape, dtype, g.device());
-                     backend::nll_loss_backward(grad_args, ops::dense(g, dtype), grad);
-                     gi.set(0, grad);
-                   });
+  autodiff::record(OpKind::nll_loss, {&log_probs}, out, [&] {
+    return [grad_args, shape = log_probs.shape(), dtype = log_probs.dtype(), axis = p.axis](const Tensor& g,
+                                                                                            autodiff::InputGrads& gi) {
+      if (gi.create_graph()) {  // -onehot scale g: linear in g, tracked through g
+        const Tensor ge = grad_args.reduction == backend::LossReduction::none
+                              ? unsqueeze(g, axis)
+                              : spread(g, grad_args.reduction, Shape{}, grad_args.layout.samples());
+        return gi.set(0, neg(mul(one_hot(grad_args.labels, shape, axis, dtype), ge)));
+      }
+      Tensor grad = empty(shape, dtype, g.device());
+      backend::nll_loss_backward(grad_args, ops::dense(g, dtype), grad);
+      gi.set(0, grad);
+    };
+  });
   return out;
 }
 

@@ -75,24 +75,24 @@ Tensor layer_norm_rows(OpKind op, const Tensor& x, const Shape& normalized_shape
   Tensor out = o.out;
   backend::LayerNormArgs grad_args = args;  // the backward never reads the bias
   grad_args.bias = Tensor();
-  autodiff::record(op, {&x, &weight, &bias}, out,
-                   [args = grad_args, normalized_shape, x, weight, bias,
-                    saved = backend::LayerNormOutputs{.out = Tensor(), .mean = o.mean, .rstd = o.rstd},
-                    w_dtype = weight.defined() ? weight.dtype() : acc,
-                    b_dtype = bias.defined() ? bias.dtype() : acc](const Tensor& g, autodiff::InputGrads& gi) {
-                     const Tensor& xd = args.x;
-                     const DType acc = saved.mean.dtype();
-                     if (gi.create_graph())
-                       return layer_norm_grad_graph(x, weight, bias, g, args.rows, args.cols, args.eps, acc, gi);
-                     backend::LayerNormGrads grads;
-                     if (gi.needs(0)) grads.x = empty(xd.shape(), xd.dtype(), xd.device());
-                     if (gi.needs(1)) grads.weight = empty(normalized_shape, acc, xd.device());
-                     if (gi.needs(2)) grads.bias = empty(normalized_shape, acc, xd.device());
-                     backend::layer_norm_backward(args, saved, ops::dense(g, xd.dtype()), grads);
-                     if (gi.needs(0)) gi.set(0, grads.x);
-                     if (gi.needs(1)) gi.set(1, ops::in_dtype(grads.weight, w_dtype));
-                     if (gi.needs(2)) gi.set(2, ops::in_dtype(grads.bias, b_dtype));
-                   });
+  autodiff::record(op, {&x, &weight, &bias}, out, [&] {
+    return [args = grad_args, normalized_shape, x, weight, bias,
+            saved = backend::LayerNormOutputs{.out = Tensor(), .mean = o.mean, .rstd = o.rstd},
+            w_dtype = weight.defined() ? weight.dtype() : acc,
+            b_dtype = bias.defined() ? bias.dtype() : acc](const Tensor& g, autodiff::InputGrads& gi) {
+      const Tensor& xd = args.x;
+      const DType acc = saved.mean.dtype();
+      if (gi.create_graph()) return layer_norm_grad_graph(x, weight, bias, g, args.rows, args.cols, args.eps, acc, gi);
+      backend::LayerNormGrads grads;
+      if (gi.needs(0)) grads.x = empty(xd.shape(), xd.dtype(), xd.device());
+      if (gi.needs(1)) grads.weight = empty(normalized_shape, acc, xd.device());
+      if (gi.needs(2)) grads.bias = empty(normalized_shape, acc, xd.device());
+      backend::layer_norm_backward(args, saved, ops::dense(g, xd.dtype()), grads);
+      if (gi.needs(0)) gi.set(0, grads.x);
+      if (gi.needs(1)) gi.set(1, ops::in_dtype(grads.weight, w_dtype));
+      if (gi.needs(2)) gi.set(2, ops::in_dtype(grads.bias, b_dtype));
+    };
+  });
   return out;
 }
 

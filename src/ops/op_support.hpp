@@ -77,17 +77,6 @@ inline void check_mixed_operands(const char* op, DType dtype, std::initializer_l
                        describe(*t));
 }
 
-/// Writes `out = op(inputs)` on the tape, as autodiff::record, but builds the
-/// closure with make() only when some recording GradManager tracks an
-/// input: an op whose closure captures tensors pays nothing for them in
-/// inference.
-template <class Make>
-void record_lazy(OpKind op, std::initializer_list<const Tensor*> inputs, const Tensor& out, Make&& make) {
-  if (!autodiff::is_recording()) return;
-  autodiff::record_with(op, std::span<const Tensor* const>(inputs.begin(), inputs.size()), out,
-                        [&] { return autodiff::BackwardFn(make()); });
-}
-
 /// In a recorded backward (gi.create_graph()), for an op linear in its
 /// input whose gradient kernel is linear in g alone (average pooling,
 /// resampling): records `gx = kernel(g)` as a node on g whose own backward is
@@ -95,9 +84,11 @@ void record_lazy(OpKind op, std::initializer_list<const Tensor*> inputs, const T
 /// number of times. `forward(gg)` runs the op through F::.
 template <class Forward>
 void record_linear_grad(OpKind op, const Tensor& g, const Tensor& gx, Forward forward) {
-  autodiff::record(op, {&g}, gx, [forward](const Tensor& gg, autodiff::InputGrads& gi) {
-    (void)gi.create_graph();  // forward is an F:: op: recorded as any op
-    gi.set(0, forward(gg));
+  autodiff::record(op, {&g}, gx, [&] {
+    return [forward](const Tensor& gg, autodiff::InputGrads& gi) {
+      (void)gi.create_graph();  // forward is an F:: op: recorded as any op
+      gi.set(0, forward(gg));
+    };
   });
 }
 

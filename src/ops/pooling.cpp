@@ -210,8 +210,10 @@ Tensor run_pool(OpKind op, const Tensor& x_in, const PoolPlan& plan) {
     s.ws[static_cast<size_t>(i)] = Kind::forward(as_shape(in, ps.x4), as_shape(out, ps.y4), ps.p);
     in = out;
   }
-  autodiff::record(op, {&x}, out, [s, op, plan](const Tensor& g, autodiff::InputGrads& gi) {
-    gi.set(0, gi.create_graph() ? Kind::recorded_grad(s, g, op, plan) : pool_backward<Kind>(s, g, plan));
+  autodiff::record(op, {&x}, out, [&] {
+    return [s, op, plan](const Tensor& g, autodiff::InputGrads& gi) {
+      gi.set(0, gi.create_graph() ? Kind::recorded_grad(s, g, op, plan) : pool_backward<Kind>(s, g, plan));
+    };
   });
   return out;
 }
@@ -344,14 +346,15 @@ Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
   amp::autocast_inputs(OpKind::adaptive_avg_pool2d, {&x});
   Tensor y = empty(y_shape, x.dtype(), x.device());
   backend::adaptive_avg_pool2d_forward(ops::dense(x), y);
-  autodiff::record(OpKind::adaptive_avg_pool2d, {&x}, y, [output_size, x_shape = x.shape(), dt = x.dtype()](const Tensor& g,
-                                                                              autodiff::InputGrads& gi) {
-    Tensor gx = empty(x_shape, dt, g.device());
-    backend::adaptive_avg_pool2d_backward(ops::dense(g, dt), gx);
-    if (gi.create_graph())
-      ops::record_linear_grad(OpKind::adaptive_avg_pool2d, g, gx,
-                              [output_size](const Tensor& gg) { return adaptive_avg_pool2d(gg, output_size); });
-    gi.set(0, gx);
+  autodiff::record(OpKind::adaptive_avg_pool2d, {&x}, y, [&] {
+    return [output_size, x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+      Tensor gx = empty(x_shape, dt, g.device());
+      backend::adaptive_avg_pool2d_backward(ops::dense(g, dt), gx);
+      if (gi.create_graph())
+        ops::record_linear_grad(OpKind::adaptive_avg_pool2d, g, gx,
+                                [output_size](const Tensor& gg) { return adaptive_avg_pool2d(gg, output_size); });
+      gi.set(0, gx);
+    };
   });
   return y;
 }

@@ -159,7 +159,7 @@ Tensor max_min(const char* name, OpKind kind, ReduceOp op, ArgReduceOp arg, cons
   Tensor x = x_in;
   amp::autocast_inputs(kind, {&x});
   Tensor out = reduce(op, x, plan, x.dtype());
-  ops::record_lazy(kind, {&x}, out, [&] {
+  autodiff::record(kind, {&x}, out, [&] {
     return [x, arg, mask = plan.mask](const Tensor& g, InputGrads& gi) {
       if (gi.create_graph()) {
         // g spread back, times the 0/1 choice of the extreme element: the
@@ -197,7 +197,7 @@ Tensor sum(const Tensor& x_in, const Axes& axes, bool keepdim) {
   amp::autocast_inputs(OpKind::sum, {&x});
   const DType dtype = is_floating_point(x.dtype()) ? x.dtype() : DType::int64;
   Tensor out = reduce(ReduceOp::sum, x, plan, dtype);
-  ops::record_lazy(OpKind::sum, {&x}, out, [&] {
+  autodiff::record(OpKind::sum, {&x}, out, [&] {
     return [xshape = x.shape(), mask = plan.mask, keepdim](const Tensor& g, InputGrads& gi) {
       if (gi.create_graph()) return gi.set(0, expand_graph(g, xshape, mask));
       gi.set(0, reduced_view(g, xshape, mask, keepdim, true));
@@ -213,7 +213,7 @@ Tensor mean(const Tensor& x_in, const Axes& axes, bool keepdim) {
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::mean, {&x});
   Tensor out = reduce(ReduceOp::mean, x, plan, x.dtype());
-  ops::record_lazy(OpKind::mean, {&x}, out, [&] {
+  autodiff::record(OpKind::mean, {&x}, out, [&] {
     return [xshape = x.shape(), mask = plan.mask, keepdim, count = plan.count](const Tensor& g, InputGrads& gi) {
       if (gi.create_graph())
         return gi.set(0, expand_graph(mul(g, 1.0 / static_cast<double>(count)), xshape, mask));
@@ -262,7 +262,7 @@ Tensor var(const Tensor& x_in, const Axes& axes, bool keepdim, int correction) {
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::var, {&x});
   Tensor out = reduce(ReduceOp::var, x, plan, x.dtype(), {.correction = correction});
-  ops::record_lazy(OpKind::var, {&x}, out, [&] {
+  autodiff::record(OpKind::var, {&x}, out, [&] {
     return [x, mask = plan.mask, keepdim, count = plan.count, correction](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, x.dtype());
       if (gi.create_graph()) {  // 2 (x - mean) g / (n - correction)
@@ -289,7 +289,7 @@ Tensor norm(const Tensor& x_in, double p, const Axes& axes, bool keepdim) {
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::norm, {&x});
   Tensor out = reduce(ReduceOp::norm, x, plan, x.dtype(), {.p = p});
-  ops::record_lazy(OpKind::norm, {&x}, out, [&] {
+  autodiff::record(OpKind::norm, {&x}, out, [&] {
     return [x, out, p, mask = plan.mask, keepdim](const Tensor& g_in, InputGrads& gi) {
       const Tensor g = ops::in_dtype(g_in, x.dtype());
       if (!std::isfinite(p) && gi.create_graph()) {
@@ -341,7 +341,7 @@ Tensor prod(const Tensor& x_in, int dim, bool keepdim) {
   const Tensor xd = ops::dense(x);
   Tensor out = empty(out_shape, x.dtype(), x.device());
   backend::prod(xd, a, out);
-  ops::record_lazy(OpKind::prod, {&x}, out, [a, x, xd] {
+  autodiff::record(OpKind::prod, {&x}, out, [a, x, xd] {
     return [a, x, xd](const Tensor& g, autodiff::InputGrads& gi) {
       if (gi.create_graph()) return gi.set(0, prod_grad_graph(g, x, a));
       Tensor dx = empty(xd.shape(), g.dtype(), g.device());
@@ -367,7 +367,7 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (!ok) throw ShapeError("sum_to: cannot sum " + ops::describe(x) + " to " + to_string(shape));
   Tensor out = empty(shape, x.dtype(), x.device());
   backend::reduce(ReduceOp::sum, x, mask, out, {});
-  ops::record_lazy(OpKind::sum, {&x}, out, [&] {
+  autodiff::record(OpKind::sum, {&x}, out, [&] {
     return [xshape = x.shape()](const Tensor& g, InputGrads& gi) {
       (void)gi.create_graph();  // F:: ops: differentiable as written
       gi.set(0, broadcast_to(g, xshape));

@@ -28,9 +28,11 @@ Tensor pad_recorded(const Tensor& gg, backend::PadParams p, const Shape& y_shape
   p.value = 0.0;
   Tensor out = empty(y_shape, gg.dtype(), gg.device());
   backend::pad_forward(ops::dense(gg), out, p);
-  autodiff::record(OpKind::pad, {&gg}, out, [p, x_shape = gg.shape()](const Tensor& g, autodiff::InputGrads& gi) {
-    (void)gi.create_graph();  // recorded in a recorded backward, plain otherwise (no recording then)
-    gi.set(0, pad_adjoint_recorded(g, p, x_shape));
+  autodiff::record(OpKind::pad, {&gg}, out, [&] {
+    return [p, x_shape = gg.shape()](const Tensor& g, autodiff::InputGrads& gi) {
+      (void)gi.create_graph();  // recorded in a recorded backward, plain otherwise (no recording then)
+      gi.set(0, pad_adjoint_recorded(g, p, x_shape));
+    };
   });
   return out;
 }
@@ -39,9 +41,11 @@ Tensor pad_recorded(const Tensor& gg, backend::PadParams p, const Shape& y_shape
 Tensor pad_adjoint_recorded(const Tensor& g, const backend::PadParams& p, const Shape& x_shape) {
   Tensor gx = empty(x_shape, g.dtype(), g.device());
   backend::pad_backward(ops::dense(g), gx, p);
-  autodiff::record(OpKind::pad, {&g}, gx, [p, y_shape = g.shape()](const Tensor& gg, autodiff::InputGrads& gi) {
-    (void)gi.create_graph();
-    gi.set(0, pad_recorded(gg, p, y_shape));
+  autodiff::record(OpKind::pad, {&g}, gx, [&] {
+    return [p, y_shape = g.shape()](const Tensor& gg, autodiff::InputGrads& gi) {
+      (void)gi.create_graph();
+      gi.set(0, pad_recorded(gg, p, y_shape));
+    };
   });
   return gx;
 }
@@ -173,11 +177,13 @@ Tensor pad(const Tensor& x_in, const std::vector<int64_t>& pads, PadMode mode, d
   if (mode == PadMode::circular) return pad_circular(x, pads);
   Tensor y = empty(out_shape, x.dtype(), x.device());
   backend::pad_forward(ops::dense(x), y, p);
-  autodiff::record(OpKind::pad, {&x}, y, [p, x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
-    if (gi.create_graph()) return gi.set(0, pad_adjoint_recorded(g, p, x_shape));
-    Tensor gx = empty(x_shape, dt, g.device());
-    backend::pad_backward(ops::dense(g, dt), gx, p);
-    gi.set(0, gx);
+  autodiff::record(OpKind::pad, {&x}, y, [&] {
+    return [p, x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+      if (gi.create_graph()) return gi.set(0, pad_adjoint_recorded(g, p, x_shape));
+      Tensor gx = empty(x_shape, dt, g.device());
+      backend::pad_backward(ops::dense(g, dt), gx, p);
+      gi.set(0, gx);
+    };
   });
   return y;
 }
@@ -200,13 +206,14 @@ Tensor interpolate(const Tensor& x_in, const InterpolateOptions& options) {
   Tensor y = empty(out_shape, x.dtype(), x.device());
   backend::upsample2d_forward(ops::dense(x), y, p);
   const OpKind op = p.bilinear ? OpKind::upsample_bilinear : OpKind::upsample_nearest;
-  autodiff::record(op, {&x}, y, [op, p, options, x_shape = x.shape(), dt = x.dtype()](const Tensor& g,
-                                                                                     autodiff::InputGrads& gi) {
-    Tensor gx = empty(x_shape, dt, g.device());
-    backend::upsample2d_backward(ops::dense(g, dt), gx, p);
-    if (gi.create_graph())
-      ops::record_linear_grad(op, g, gx, [options](const Tensor& gg) { return interpolate(gg, options); });
-    gi.set(0, gx);
+  autodiff::record(op, {&x}, y, [&] {
+    return [op, p, options, x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+      Tensor gx = empty(x_shape, dt, g.device());
+      backend::upsample2d_backward(ops::dense(g, dt), gx, p);
+      if (gi.create_graph())
+        ops::record_linear_grad(op, g, gx, [options](const Tensor& gg) { return interpolate(gg, options); });
+      gi.set(0, gx);
+    };
   });
   return y;
 }

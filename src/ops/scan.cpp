@@ -24,7 +24,7 @@ Tensor cumsum(const Tensor& x_in, int dim) {
   const backend::Axis3 a = backend::axis3(x.shape(), d);
   Tensor out = empty(x.shape(), x.dtype(), x.device());
   backend::cumsum(ops::dense(x), a, false, out);
-  ops::record_lazy(OpKind::cumsum, {&x}, out, [a] {
+  autodiff::record(OpKind::cumsum, {&x}, out, [a] {
     return [a](const Tensor& g, autodiff::InputGrads& gi) {
       if (gi.create_graph()) {  // the reverse running sum, total - cumsum + g, as tracked ops
         const Tensor g3 = reshape(g, Shape{a.outer, a.axis, a.inner});

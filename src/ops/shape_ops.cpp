@@ -99,9 +99,11 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
     backend::copy(x, c);
     out = view::make(c, target, contiguous_strides(target), 0);
   }
-  autodiff::record(OpKind::reshape, {&x}, out, [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
-    (void)gi.create_graph();  // F:: ops: differentiable as written
-    gi.set(0, reshape(g, in_shape));
+  autodiff::record(OpKind::reshape, {&x}, out, [&] {
+    return [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
+      (void)gi.create_graph();  // F:: ops: differentiable as written
+      gi.set(0, reshape(g, in_shape));
+    };
   });
   return out;
 }
@@ -136,11 +138,13 @@ Tensor permute(const Tensor& x, const std::vector<int>& dims) {
     strides.push_back(x.strides()[perm[i]]);
   }
   Tensor out = view::make(x, shape, strides, x.impl()->offset);
-  autodiff::record(OpKind::permute, {&x}, out, [perm](const Tensor& g, autodiff::InputGrads& gi) {
-    std::vector<int> inverse(perm.size());
-    for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int>(i);
-    (void)gi.create_graph();  // F:: ops: differentiable as written
-    gi.set(0, permute(g, inverse));
+  autodiff::record(OpKind::permute, {&x}, out, [&] {
+    return [perm](const Tensor& g, autodiff::InputGrads& gi) {
+      std::vector<int> inverse(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int>(i);
+      (void)gi.create_graph();  // F:: ops: differentiable as written
+      gi.set(0, permute(g, inverse));
+    };
   });
   return out;
 }
@@ -165,23 +169,25 @@ Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length) {
   Shape shape = x.shape();
   shape[d] = length;
   Tensor out = view::make(x, shape, x.strides(), x.impl()->offset + start * x.strides()[d]);
-  autodiff::record(OpKind::narrow, {&x}, out, [in_shape = x.shape(), d, start](const Tensor& g, autodiff::InputGrads& gi) {
-    if (gi.create_graph()) {  // g between zero blocks, as tracked ops
-      std::vector<Tensor> parts;
-      Shape block = in_shape;
-      if (start > 0) {
-        block[d] = start;
-        parts.push_back(zeros(block, g.dtype(), g.device()));
+  autodiff::record(OpKind::narrow, {&x}, out, [&] {
+    return [in_shape = x.shape(), d, start](const Tensor& g, autodiff::InputGrads& gi) {
+      if (gi.create_graph()) {  // g between zero blocks, as tracked ops
+        std::vector<Tensor> parts;
+        Shape block = in_shape;
+        if (start > 0) {
+          block[d] = start;
+          parts.push_back(zeros(block, g.dtype(), g.device()));
+        }
+        parts.push_back(g);
+        if (const int64_t after = in_shape[d] - start - g.shape()[d]; after > 0) {
+          block[d] = after;
+          parts.push_back(zeros(block, g.dtype(), g.device()));
+        }
+        gi.set(0, parts.size() == 1 ? g : concat(parts, d));
+        return;
       }
-      parts.push_back(g);
-      if (const int64_t after = in_shape[d] - start - g.shape()[d]; after > 0) {
-        block[d] = after;
-        parts.push_back(zeros(block, g.dtype(), g.device()));
-      }
-      gi.set(0, parts.size() == 1 ? g : concat(parts, d));
-      return;
-    }
-    gi.set_block(0, g, d, start);  // the walk adds g into its block: no zeros around it
+      gi.set_block(0, g, d, start);  // the walk adds g into its block: no zeros around it
+    };
   });
   return out;
 }
@@ -221,7 +227,7 @@ Tensor join(OpKind op, std::vector<Tensor> xs, int axis) {
   }
   std::vector<const Tensor*> inputs;
   for (const Tensor& t : xs) inputs.push_back(&t);
-  autodiff::record_with(op, inputs, out, [&] {
+  autodiff::record(op, inputs, out, [&] {
     std::vector<int64_t> lengths;
     for (const Tensor& t : xs) lengths.push_back(t.shape()[a]);
     return autodiff::BackwardFn([a, starts, lengths](const Tensor& g, autodiff::InputGrads& gi) {
@@ -289,9 +295,11 @@ Tensor unsqueeze(const Tensor& x, int dim) {
                                               [&] { return "the strides of " + ops::describe(x); })
                                  : 1);
   Tensor out = view::make(x, shape, strides, x.impl()->offset);
-  autodiff::record(OpKind::unsqueeze, {&x}, out, [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
-    (void)gi.create_graph();  // F:: ops: differentiable as written
-    gi.set(0, reshape(g, in_shape));
+  autodiff::record(OpKind::unsqueeze, {&x}, out, [&] {
+    return [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
+      (void)gi.create_graph();  // F:: ops: differentiable as written
+      gi.set(0, reshape(g, in_shape));
+    };
   });
   return out;
 }
@@ -308,9 +316,11 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
     strides.push_back(j < 0 || x.shape()[j] == 1 ? 0 : x.strides()[j]);
   }
   Tensor out = view::make(x, shape, strides, x.impl()->offset);
-  autodiff::record(OpKind::broadcast_to, {&x}, out, [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
-    (void)gi.create_graph();  // F:: ops: differentiable as written
-    gi.set(0, sum_to(g, in_shape));
+  autodiff::record(OpKind::broadcast_to, {&x}, out, [&] {
+    return [in_shape = x.shape()](const Tensor& g, autodiff::InputGrads& gi) {
+      (void)gi.create_graph();  // F:: ops: differentiable as written
+      gi.set(0, sum_to(g, in_shape));
+    };
   });
   return out;
 }
@@ -328,9 +338,11 @@ Tensor astype(const Tensor& x, DType dtype) {
     tally->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   if (is_floating_point(dtype) && is_floating_point(x.dtype())) {
-    autodiff::record(OpKind::astype, {&x}, out, [in = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
-      (void)gi.create_graph();  // F:: ops: differentiable as written
-      gi.set(0, astype(g, in));
+    autodiff::record(OpKind::astype, {&x}, out, [&] {
+      return [in = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
+        (void)gi.create_graph();  // F:: ops: differentiable as written
+        gi.set(0, astype(g, in));
+      };
     });
   }
   return out;

@@ -28,15 +28,17 @@ Tensor softmax_op(const char* op, OpKind kind_of_op, backend::SoftmaxKind kind, 
   }
   Tensor y = empty(x.shape(), x.dtype(), x.device());
   backend::softmax_forward(ops::dense(x), y, s, kind);
-  autodiff::record(kind_of_op, {&x}, y, [y, s, kind, a](const Tensor& g, autodiff::InputGrads& gi) {
-    if (gi.create_graph()) {  // tracked: y (g - sum(g y)) and g - e^y sum(g)
-      if (y.ndim() == 0) return gi.set(0, zeros_like(g));  // one element: the output is constant
-      if (kind == backend::SoftmaxKind::softmax) return gi.set(0, mul(y, sub(g, sum(mul(g, y), a, true))));
-      return gi.set(0, sub(g, mul(exp(y), sum(g, a, true))));
-    }
-    Tensor gx = empty(y.shape(), y.dtype(), y.device());
-    backend::softmax_backward(ops::dense(g, y.dtype()), y, gx, s, kind);
-    gi.set(0, gx);
+  autodiff::record(kind_of_op, {&x}, y, [&] {
+    return [y, s, kind, a](const Tensor& g, autodiff::InputGrads& gi) {
+      if (gi.create_graph()) {                               // tracked: y (g - sum(g y)) and g - e^y sum(g)
+        if (y.ndim() == 0) return gi.set(0, zeros_like(g));  // one element: the output is constant
+        if (kind == backend::SoftmaxKind::softmax) return gi.set(0, mul(y, sub(g, sum(mul(g, y), a, true))));
+        return gi.set(0, sub(g, mul(exp(y), sum(g, a, true))));
+      }
+      Tensor gx = empty(y.shape(), y.dtype(), y.device());
+      backend::softmax_backward(ops::dense(g, y.dtype()), y, gx, s, kind);
+      gi.set(0, gx);
+    };
   });
   return y;
 }

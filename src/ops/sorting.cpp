@@ -37,7 +37,7 @@ ValuesIndices ordered(OpKind kind, const Tensor& x_in, int64_t k, int dim, bool 
   ValuesIndices r{empty(out_shape, x.dtype(), x.device()), empty(out_shape, DType::int64, x.device())};
   backend::sort_lines(ops::dense(x), a, k, descending, r.values, r.indices);
   const Tensor index = r.indices;
-  ops::record_lazy(kind, {&x}, r.values, [xshape, dim, index] {
+  autodiff::record(kind, {&x}, r.values, [xshape, dim, index] {
     return [xshape, dim, index](const Tensor& g, autodiff::InputGrads& gi) {
       if (xshape.ndim() > 0 && gi.create_graph())  // g back to where each value came from, tracked
         return gi.set(0, scatter_add(zeros(xshape, g.dtype(), g.device()), dim, index, g));

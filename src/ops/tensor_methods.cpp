@@ -28,9 +28,11 @@ Tensor Tensor::to(Device device) const {
   }
   Tensor out = empty(shape(), dtype(), device);
   backend::transfer(src, out);
-  autodiff::record(OpKind::kCount, {this}, out, [from = this->device()](const Tensor& g, autodiff::InputGrads& gi) {
-    (void)gi.create_graph();  // F:: ops: differentiable as written
-    gi.set(0, g.to(from));
+  autodiff::record(OpKind::kCount, {this}, out, [&] {
+    return [from = this->device()](const Tensor& g, autodiff::InputGrads& gi) {
+      (void)gi.create_graph();  // F:: ops: differentiable as written
+      gi.set(0, g.to(from));
+    };
   });
   return out;
 }
@@ -38,9 +40,11 @@ Tensor Tensor::to(Device device) const {
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), dtype(), device());
   backend::copy(*this, out);
-  autodiff::record(OpKind::kCount, {this}, out, [](const Tensor& g, autodiff::InputGrads& gi) {
-    (void)gi.create_graph();  // F:: ops: differentiable as written
-    gi.set(0, g);
+  autodiff::record(OpKind::kCount, {this}, out, [&] {
+    return [](const Tensor& g, autodiff::InputGrads& gi) {
+      (void)gi.create_graph();  // F:: ops: differentiable as written
+      gi.set(0, g);
+    };
   });
   return out;
 }

@@ -25,11 +25,12 @@ mg::Tensor logged_mul(std::vector<std::string>& log, const std::string& name, co
     mg::autodiff::NoRecordScope plain;
     out = mg::F::mul(x, w);
   }
-  mg::autodiff::record(mg::OpKind::mul, {&x, &w}, out,
-                       [&log, name, x, w](const mg::Tensor& g, mg::autodiff::InputGrads& gi) {
-    log.push_back("op " + name);
-    if (gi.needs(0)) gi.set(0, mg::F::mul(g, w));
-    if (gi.needs(1)) gi.set(1, mg::F::mul(g, x));
+  mg::autodiff::record(mg::OpKind::mul, {&x, &w}, out, [&] {
+    return [&log, name, x, w](const mg::Tensor& g, mg::autodiff::InputGrads& gi) {
+      log.push_back("op " + name);
+      if (gi.needs(0)) gi.set(0, mg::F::mul(g, w));
+      if (gi.needs(1)) gi.set(1, mg::F::mul(g, x));
+    };
   });
   return out;
 }

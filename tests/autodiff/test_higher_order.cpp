@@ -421,9 +421,11 @@ BOOST_AUTO_TEST_CASE(a_refused_backward_names_the_op_kind_its_node_records) {
     mg::autodiff::NoRecordScope plain;
     out = F::mul(x, x);
   }
-  mg::autodiff::record(mg::OpKind::conv1d, {&x}, out, [x](const mg::Tensor& g, mg::autodiff::InputGrads& gi) {
-    mg::autodiff::NoRecordScope unrecorded;  // never asks create_graph(): not differentiable
-    gi.set(0, F::mul(F::mul(g, x), 2.0));
+  mg::autodiff::record(mg::OpKind::conv1d, {&x}, out, [&] {
+    return [x](const mg::Tensor& g, mg::autodiff::InputGrads& gi) {
+      mg::autodiff::NoRecordScope unrecorded;  // never asks create_graph(): not differentiable
+      gi.set(0, F::mul(F::mul(g, x), 2.0));
+    };
   });
   gm.backward(F::sum(out), {}, kCreateGraph);
   mg::Tensor g = x.grad();
