@@ -8,6 +8,7 @@
 //   cast ms    the time those casts took, per step
 //   forward ms the forward alone (part of the step)
 //   step ms    forward + backward + SGD step
+//   step CPU   the process's CPU time over the step (all threads)
 //   peak MiB   peak tensor memory during the step above the memory before it
 // Each figure is the median over the pairs; the ratios are off / on. The
 // LSTM projects the whole input sequence with one product, so weight_ih is
@@ -21,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -39,8 +41,16 @@ struct Options {
 };
 
 struct Sample {
-  double casts = 0, cast_ms = 0, step_ms = 0, forward_ms = 0, peak_mib = 0, cache_misses = 0;
+  double casts = 0, cast_ms = 0, step_ms = 0, forward_ms = 0, cpu_ms = 0, peak_mib = 0, cache_misses = 0;
 };
+
+// CPU time of the whole process (every thread), in ms: less sensitive than
+// the wall clock to other processes sharing the cores.
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -86,6 +96,7 @@ struct Bench {
     const auto stats0 = mg::amp::detail::weight_cache_stats();
     const int64_t base = mg::allocated_bytes();
     mg::reset_peak_allocated_bytes();
+    const double cpu0 = process_cpu_ms();
     const auto t0 = Clock::now();
     {
       const mg::amp::detail::CastTally tally;
@@ -104,6 +115,7 @@ struct Bench {
     }
     opt.step().clear_grad();
     s.step_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    s.cpu_ms = process_cpu_ms() - cpu0;
     s.peak_mib = static_cast<double>(mg::peak_allocated_bytes() - base) / (1024.0 * 1024.0);
     s.cache_misses = static_cast<double>(mg::amp::detail::weight_cache_stats().misses - stats0.misses);
     mg::amp::set_autocast_cache_enabled(was);
@@ -151,23 +163,25 @@ int main(int argc, char** argv) {
       on.push_back(bench.step(true));
     }
   }
-  std::printf("\n| cache | casts / step | cache misses | cast ms / step | forward ms | step ms | peak MiB |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("\n| cache | casts / step | cache misses | cast ms / step | forward ms | step ms | step CPU ms | peak MiB |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& [name, side] : {std::pair{"off", &off}, std::pair{"on", &on}}) {
-    std::printf("| %s | %.0f | %.0f | %.1f | %.0f | %.0f | %.1f |\n", name,
+    std::printf("| %s | %.0f | %.0f | %.1f | %.0f | %.0f | %.0f | %.1f |\n", name,
                 median_of(*side, [](const Sample& s) { return s.casts; }),
                 median_of(*side, [](const Sample& s) { return s.cache_misses; }),
                 median_of(*side, [](const Sample& s) { return s.cast_ms; }),
                 median_of(*side, [](const Sample& s) { return s.forward_ms; }),
                 median_of(*side, [](const Sample& s) { return s.step_ms; }),
+                median_of(*side, [](const Sample& s) { return s.cpu_ms; }),
                 median_of(*side, [](const Sample& s) { return s.peak_mib; }));
   }
   // Ratios per pair (off / on), then their median: each pair ran back to back.
-  std::vector<double> casts, cast_time, step, peak;
+  std::vector<double> casts, cast_time, step, cpu, peak;
   for (size_t i = 0; i < on.size(); ++i) {
     casts.push_back(off[i].casts / std::max(on[i].casts, 1.0));
     cast_time.push_back(off[i].cast_ms / std::max(on[i].cast_ms, 1e-9));
     step.push_back(off[i].step_ms / on[i].step_ms);
+    cpu.push_back(off[i].cpu_ms / on[i].cpu_ms);
     peak.push_back(off[i].peak_mib / std::max(on[i].peak_mib, 1e-9));
   }
   std::printf("\nper pair, off / on: step ms");
@@ -176,7 +190,7 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < on.size(); ++i) std::printf(" %.0f/%.0f", off[i].cast_ms, on[i].cast_ms);
   std::printf("\n");
   std::printf("\noff / on (median of the per-pair ratios): casts %.1fx, cast time %.1fx, step time %.2fx, "
-              "peak memory %.2fx\n",
-              median(casts), median(cast_time), median(step), median(peak));
+              "step CPU time %.2fx, peak memory %.2fx\n",
+              median(casts), median(cast_time), median(step), median(cpu), median(peak));
   return 0;
 }
