@@ -50,11 +50,15 @@ timed() {
   return $rc
 }
 
+# CI builds with warnings as errors (GCC, clang and nvcc); a user's run
+# does not, so a newer compiler's new warning never stops a build.
+werror=-Dwerror=false
+[ "${CI:-}" = true ] && werror=-Dwerror=true
 # -Dcuda=auto explicitly: a build/ that train.sh configured for the CPU only
 # gets the CUDA backend back wherever the toolkit is. nodownload: the
 # dependencies come from the Debian packages, never from a wrap of
 # subprojects/, and a missing one fails here rather than being downloaded.
-timed build configure_and_build -Dcuda=auto -Dwrap_mode=nodownload
+timed build configure_and_build -Dcuda=auto -Dwrap_mode=nodownload "$werror"
 timed tests run_tests "$build_dir"
 # The API reference (the apidoc target, docs/Doxyfile.in): a Doxygen warning
 # in include/mixgrad/ fails it.
@@ -88,7 +92,7 @@ if [ "$sanitize" != 0 ]; then
     -Dexamples=false -Dbenchmarks=false -Dcuda=disabled -Dwrap_mode=nodownload
     # Open MPI's own allocations outlive MPI_Finalize and would fail every
     # distributed test as leaks; the first build runs that suite.
-    -Ddistributed=disabled)
+    -Ddistributed=disabled "$werror")
   asan_build() {
     if [ -f "$asan_dir/build.ninja" ]; then
       meson setup --reconfigure "${asan_options[@]}" "$asan_dir"
