@@ -58,16 +58,20 @@ std::unique_ptr<D::ShardedOptimizer> optimizer(const D::ProcessGroup& g, const s
       D::ShardingOptions{.stage = 2, .op = "sum"});
 }
 
+// "p<i>", appended: GCC 12 warns (-Wrestrict, a false positive) at
+// "p" + std::to_string(i) once inlined.
+std::string key(size_t i) { return std::string("p").append(std::to_string(i)); }
+
 void save_params(const std::vector<mg::Tensor>& ps, const std::string& path) {
   mg::StateDict d;
-  for (size_t i = 0; i < ps.size(); ++i) d.insert("p" + std::to_string(i), ps[i]);
+  for (size_t i = 0; i < ps.size(); ++i) d.insert(key(i), ps[i]);
   mg::io::save_file(d, path);
 }
 
 std::vector<mg::Tensor> load_params(const std::string& path) {
   const mg::StateDict d = mg::io::load_file(path);
   std::vector<mg::Tensor> ps;
-  for (size_t i = 0; i < d.size(); ++i) ps.push_back(d.at("p" + std::to_string(i)).clone());
+  for (size_t i = 0; i < d.size(); ++i) ps.push_back(d.at(key(i)).clone());
   return ps;
 }
 
