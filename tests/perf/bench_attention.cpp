@@ -99,8 +99,10 @@ int main(int argc, char** argv) {
 #endif
       const auto st = alternate(contenders, timing);
       const double gf = attention::flops(c) * 1e-9;
-      std::vector<std::string> row = {"[" + std::to_string(c.batch) + ", " + std::to_string(c.heads) + ", " +
-                                          std::to_string(c.len) + ", " + std::to_string(c.dim) + "]",
+      std::string shape = "[";  // appended: GCC 12 warns (a false -Wrestrict) at "[" + std::to_string
+      shape.append(std::to_string(c.batch)).append(", ").append(std::to_string(c.heads)).append(", ");
+      shape.append(std::to_string(c.len)).append(", ").append(std::to_string(c.dim)).append("]");
+      std::vector<std::string> row = {shape,
                                       bf16 ? "bf16" : "fp32", fixed(st[0].median, 1),
                                       fixed(gf / (st[0].median * 1e-3), 1)};
       if (st.size() > 1) {

@@ -41,7 +41,9 @@ struct GptImpl : tnn::Module {
       : tok(register_module("tok", tnn::Embedding(c.vocab, c.embd))),
         pos(register_module("pos", tnn::Embedding(c.block, c.embd))),
         ln_f(register_module("ln_f", tnn::LayerNorm(tnn::LayerNormOptions({c.embd})))) {
-    for (int64_t i = 0; i < c.layers; ++i) blocks.push_back(register_module("b" + std::to_string(i), Block(c.embd, c.heads)));
+    // The names appended: GCC 12 warns (-Wrestrict, a false positive) at "b" + std::to_string(i).
+    for (int64_t i = 0; i < c.layers; ++i)
+      blocks.push_back(register_module(std::string("b").append(std::to_string(i)), Block(c.embd, c.heads)));
   }
   torch::Tensor forward(const torch::Tensor& idx) {
     auto x = tok(idx) + pos(torch::arange(idx.size(1)));
