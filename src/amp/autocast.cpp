@@ -4,6 +4,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "hooks/cast_tally.hpp"
 #include "hooks/op_hooks.hpp"
 #include "mixgrad/cpu.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
@@ -97,6 +98,16 @@ CastTally::~CastTally() {
 }
 
 CastCounts* active_cast_tally() { return thread_state().cast_tally; }
+
+bool cast_tally_active() { return active_cast_tally() != nullptr; }
+
+void count_cast(uint64_t elements, double seconds) {
+  CastCounts* tally = active_cast_tally();
+  if (tally == nullptr) return;
+  ++tally->casts;
+  tally->elements += elements;
+  tally->seconds += seconds;
+}
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include "backend/copy.hpp"
 #include "core/sizes.hpp"
 #include "core/view.hpp"
-#include "mixgrad/amp/autocast.hpp"
+#include "hooks/cast_tally.hpp"
 #include "mixgrad/ops/reduction.hpp"
 #include "ops/op_support.hpp"
 
@@ -328,15 +328,13 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
 Tensor astype(const Tensor& x, DType dtype) {
   ops::check_defined("astype", {&x});
   if (x.dtype() == dtype) return x;
-  amp::detail::CastCounts* tally = amp::detail::active_cast_tally();  // a benchmark's CastTally, mostly none
+  const bool tally = amp::detail::cast_tally_active();  // a benchmark's CastTally, mostly none
   const auto start = tally ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   Tensor out = empty(x.shape(), dtype, x.device());
   backend::copy(x, out);
-  if (tally) {
-    ++tally->casts;
-    tally->elements += static_cast<uint64_t>(x.numel());
-    tally->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
+  if (tally)
+    amp::detail::count_cast(static_cast<uint64_t>(x.numel()),
+                            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (is_floating_point(dtype) && is_floating_point(x.dtype())) {
     autodiff::record(OpKind::astype, {&x}, out, [&] {
       return [in = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
