@@ -10,6 +10,7 @@
 #include "mixgrad/ops/cumprod.hpp"
 #include "mixgrad/ops/distance.hpp"
 #include "mixgrad/ops/einsum.hpp"
+#include "mixgrad/ops/fp8.hpp"
 #include "mixgrad/ops/elementwise.hpp"
 #include "mixgrad/ops/grid_sample.hpp"
 #include "mixgrad/ops/indexing.hpp"

@@ -16,6 +16,7 @@
 #include "backend/copy.hpp"
 #include "backend/dropout.hpp"
 #include "backend/elementwise.hpp"
+#include "backend/fp8.hpp"
 #include "backend/indexing.hpp"
 #include "backend/loss.hpp"
 #include "backend/loss_scale.hpp"
@@ -59,7 +60,7 @@ std::vector<Entry> all_stubs() {
       entry(index_put_rows), entry(index_put),
       entry(cross_entropy_forward), entry(cross_entropy_backward), entry(nll_loss_forward),
       entry(nll_loss_backward), entry(pointwise_loss_forward), entry(pointwise_loss_backward),
-      entry(scale_copy_kernel), entry(update_scale),
+      entry(scale_copy_kernel), entry(update_scale), entry(fp8_quantize_kernel),
       entry(matmul),
       entry(non_finite_check_and_unscale_kernel), entry(non_finite_check_kernel), entry(grad_norm_kernel),
       entry(clip_by_norm_kernel),

@@ -1,0 +1,32 @@
+// Device side of FP8 emulation (mixgrad/ops/fp8.hpp): the scaled, saturating
+// cast to an FP8 format, written back as the nearest FP8 value in a wider
+// dtype (float32, bfloat16, float16 or float64 hold every FP8 value exactly).
+// The scale is a one-element float32 tensor read where it lives, so the
+// delayed-scaling recipe (amp::Fp8Scaler) never reads it on the host.
+//
+//   backend::fp8_quantize(x, out, scale, kernels::kE4M3);    // out = round(x * scale)
+//   backend::fp8_quantize(x, out, Tensor(), kernels::kE5M2); // out = round(x)
+#pragma once
+
+#include "backend/copy.hpp"
+#include "backend/dispatch.hpp"
+#include "kernels/fp8.hpp"
+
+namespace mixgrad::backend {
+
+/// The kernel of fp8_quantize below, which checks its arguments first.
+MIXGRAD_STUB(fp8_quantize_kernel, 1,
+             void(const Tensor& src, const Tensor& dst, const Tensor& scale,
+                  const kernels::Fp8Params& format));  // on dst's device
+
+/// dst = kernels::fp8_round(src * scale, format) elementwise: src and dst
+/// floating, of one shape and device, any strides; the product formed in
+/// float (double where src or dst is float64). scale: undefined (1) or a
+/// one-element float32 tensor on dst's device (the caller checks it).
+inline void fp8_quantize(const Tensor& src, const Tensor& dst, const Tensor& scale, const kernels::Fp8Params& format) {
+  if (dst.shape() != src.shape() || dst.device() != src.device()) [[unlikely]]
+    throw_mismatch("fp8_quantize", dst, src);
+  fp8_quantize_kernel(src, dst, scale, format);
+}
+
+}  // namespace mixgrad::backend

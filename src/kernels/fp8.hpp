@@ -1,0 +1,93 @@
+// Element math of the FP8 formats (OCP 8-bit floating point, the formats of
+// the tensor cores of NVIDIA's Ada and Hopper GPUs): rounding a float or a
+// double to the nearest value of E4M3 or E5M2, shared by the CPU and CUDA
+// kernels of backend/fp8.hpp.
+//
+//   E4M3 ("fn"): 4 exponent bits (bias 7), 3 mantissa bits, no infinity;
+//                largest finite 448, smallest normal 2^-6, subnormals down to 2^-9.
+//   E5M2:        5 exponent bits (bias 15), 2 mantissa bits, IEEE-like with
+//                infinities; largest finite 57344, smallest normal 2^-14,
+//                subnormals down to 2^-16.
+//
+//   float v = kernels::fp8_round(300.f, kernels::kE4M3);  // 288 (grid 32 there; 300 is nearer 288 than 320)
+//
+// Rounding is to nearest, ties to even. Finite values beyond the largest
+// saturate to it (the saturating cast of Transformer Engine and torchao).
+// NaN stays NaN; an infinity stays an infinity in E5M2 and becomes NaN in
+// E4M3, which has none, so a non-finite value is never hidden as a finite one
+// (a GradScaler still sees an overflow). The rounding adds and subtracts
+// 1.5 * 2^(s + p) (p: the float's mantissa bits), whose ulp is the FP8 grid
+// spacing 2^s at the value's binade: branch-free arithmetic, so loops of it
+// vectorise.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/element_inline.hpp"
+
+namespace mixgrad::kernels {
+
+/// One FP8 format.
+struct Fp8Params {
+  int mantissa_bits;   // explicit mantissa bits
+  int min_normal_exp;  // exponent of the smallest normal value
+  float max_finite;    // the largest finite value
+  bool has_inf;        // whether infinities exist (E5M2) or become NaN (E4M3)
+};
+inline constexpr Fp8Params kE4M3{3, -6, 448.0f, false};
+inline constexpr Fp8Params kE5M2{2, -14, 57344.0f, true};
+
+namespace fp8_detail {
+template <class F>
+struct Layout;
+template <>
+struct Layout<float> {
+  using U = uint32_t;
+  static constexpr int kMantissa = 23, kBias = 127;
+  static constexpr U kExpMask = 0xffu;
+};
+template <>
+struct Layout<double> {
+  using U = uint64_t;
+  static constexpr int kMantissa = 52, kBias = 1023;
+  static constexpr U kExpMask = 0x7ffu;
+};
+template <class F>
+MIXGRAD_ELEMENT typename Layout<F>::U to_bits(F v) {
+  typename Layout<F>::U u;
+  std::memcpy(&u, &v, sizeof u);
+  return u;
+}
+template <class F>
+MIXGRAD_ELEMENT F from_bits(typename Layout<F>::U u) {
+  F v;
+  std::memcpy(&v, &u, sizeof v);
+  return v;
+}
+}  // namespace fp8_detail
+
+/// x (a float or a double) rounded to the nearest value of format `p`, as
+/// the file comment says; the result is exactly an FP8 value (or NaN / inf).
+template <class F>
+MIXGRAD_ELEMENT F fp8_round(F x, const Fp8Params& p) {
+  using L = fp8_detail::Layout<F>;
+  using U = typename L::U;
+  constexpr U kSign = U(1) << (sizeof(U) * 8 - 1);
+  const U bits = fp8_detail::to_bits(x);
+  const F a = fp8_detail::from_bits<F>(bits & ~kSign);
+  const F max = static_cast<F>(p.max_finite);
+  const F sat = a > max ? max : a;  // NaN fails the comparison and stays NaN
+  const int32_t e = static_cast<int32_t>((fp8_detail::to_bits(sat) >> L::kMantissa) & L::kExpMask) - L::kBias;
+  const int32_t spacing = (e > p.min_normal_exp ? e : p.min_normal_exp) - p.mantissa_bits;
+  // 1.5 * 2^(spacing + mantissa): its ulp is 2^spacing (NaN: any bits, the sum is NaN).
+  const F magic = fp8_detail::from_bits<F>((static_cast<U>(spacing + L::kBias + L::kMantissa) << L::kMantissa) |
+                                           (U(1) << (L::kMantissa - 1)));
+  const F rounded = (sat + magic) - magic;
+  const bool non_finite = !(a - a == F(0));  // inf - inf and NaN - NaN are NaN
+  const F special = p.has_inf ? a : a - a;   // E4M3: NaN for an infinity too
+  const F m = non_finite ? special : rounded;
+  return fp8_detail::from_bits<F>(fp8_detail::to_bits(m) | (bits & kSign));
+}
+
+}  // namespace mixgrad::kernels
