@@ -11,6 +11,7 @@
 #include "backend/reduction.hpp"
 #include "core/sizes.hpp"
 #include "core/view.hpp"
+#include "hooks/fp8_products.hpp"
 #include "hooks/kept_results.hpp"
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
@@ -177,6 +178,7 @@ MatmulShape matmul_shape(const Tensor& a_in, const Tensor& b_in) {
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   const MatmulShape m = matmul_shape(a_in, b_in);
+  if (amp::detail::fp8_active()) return amp::detail::fp8_matmul(a_in, b_in);
   const int rank = m.rank;
   const Shape& batch = m.batch;
   const Shape& out_shape = m.out;
@@ -248,6 +250,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   ops::check_floating("linear", x_in);
   ops::check_floating("linear", w_in);
   if (b_in.defined()) ops::check_floating("linear", b_in);
+  if (amp::detail::fp8_active()) return amp::detail::fp8_linear(x_in, w_in, b_in);
   if (!amp::detail::autocast_active()) check_dtypes("linear", {&x_in, &w_in, &b_in});
   Shape out_shape = x_in.shape();
   out_shape[out_shape.ndim() - 1] = w_in.shape()[0];

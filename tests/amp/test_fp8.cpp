@@ -12,8 +12,8 @@
 #include <random>
 #include <vector>
 
-#include "mixgrad/ops/fp8.hpp"
 #include "mixgrad/mixgrad.hpp"
+#include "mixgrad/ops/fp8.hpp"
 
 namespace mg = mixgrad;
 namespace F = mg::F;
