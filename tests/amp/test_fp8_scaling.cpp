@@ -87,6 +87,28 @@ BOOST_AUTO_TEST_CASE(most_recent_zero_and_non_finite_amaxes) {
   BOOST_TEST(values(fp8.scale(0))[0] == FLT_MAX);
 }
 
+BOOST_AUTO_TEST_CASE(the_amax_reduction_sees_every_site_and_its_result_is_used) {
+  amp::Fp8Scaler fp8({.amax_history_len = 2});
+  mg::Shape seen;
+  fp8.set_amax_reduction([&](const mg::Tensor& amax) {
+    seen = amax.shape();
+    float* a = mg::Tensor(amax).data<float>();  // in place, as an all-reduce with a rank of twice the amaxes
+    for (int64_t i = 0; i < amax.numel(); ++i) a[i] *= 2;
+  });
+  step(fp8, 2, 8, 16);
+  BOOST_TEST(seen == (mg::Shape{1, 3}));
+  BOOST_TEST(values(fp8.scale(0)) == (std::vector<float>{448.f / 4, 448.f / 16, 57344.f / 32}));
+}
+
+BOOST_AUTO_TEST_CASE(under_autocast_a_site_returns_the_low_dtype) {
+  amp::Fp8Scaler fp8;
+  const mg::Tensor x = mg::normal({2, 4}), w = mg::normal({3, 4});
+  amp::autocast bf16;
+  amp::fp8_autocast region(fp8);
+  BOOST_TEST(F::linear(x, w).dtype() == DType::bfloat16);
+  BOOST_TEST(F::matmul(x, F::transpose(w, 0, 1)).dtype() == DType::bfloat16);
+}
+
 BOOST_AUTO_TEST_CASE(linear_forward_and_gradients_match_float64_on_the_rounded_operands) {
   amp::Fp8Scaler fp8({.amax_history_len = 2});
   mg::manual_seed(3);
