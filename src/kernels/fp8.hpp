@@ -69,25 +69,31 @@ MIXGRAD_ELEMENT F from_bits(typename Layout<F>::U u) {
 
 /// x (a float or a double) rounded to the nearest value of format `p`, as
 /// the file comment says; the result is exactly an FP8 value (or NaN / inf).
+/// Every choice is a select of integers: a float select next to a possibly
+/// trapping subtraction keeps GCC from vectorising the loop.
 template <class F>
 MIXGRAD_ELEMENT F fp8_round(F x, const Fp8Params& p) {
   using L = fp8_detail::Layout<F>;
   using U = typename L::U;
   constexpr U kSign = U(1) << (sizeof(U) * 8 - 1);
+  constexpr U kInf = L::kExpMask << L::kMantissa;
+  constexpr U kQuietNan = kInf | (U(1) << (L::kMantissa - 1));
   const U bits = fp8_detail::to_bits(x);
-  const F a = fp8_detail::from_bits<F>(bits & ~kSign);
-  const F max = static_cast<F>(p.max_finite);
-  const F sat = a > max ? max : a;  // NaN fails the comparison and stays NaN
-  const int32_t e = static_cast<int32_t>((fp8_detail::to_bits(sat) >> L::kMantissa) & L::kExpMask) - L::kBias;
+  const U a = bits & ~kSign;  // |x|: for non-negative floats the bits order as the values
+  const U max = fp8_detail::to_bits(static_cast<F>(p.max_finite));
+  const U sat = a > max ? max : a;  // finite, in [0, max]
+  const int32_t e = static_cast<int32_t>(sat >> L::kMantissa) - L::kBias;
   const int32_t spacing = (e > p.min_normal_exp ? e : p.min_normal_exp) - p.mantissa_bits;
-  // 1.5 * 2^(spacing + mantissa): its ulp is 2^spacing (NaN: any bits, the sum is NaN).
+  // 1.5 * 2^(spacing + mantissa): its ulp is 2^spacing.
   const F magic = fp8_detail::from_bits<F>((static_cast<U>(spacing + L::kBias + L::kMantissa) << L::kMantissa) |
                                            (U(1) << (L::kMantissa - 1)));
-  const F rounded = (sat + magic) - magic;
-  const bool non_finite = !(a - a == F(0));  // inf - inf and NaN - NaN are NaN
-  const F special = p.has_inf ? a : a - a;   // E4M3: NaN for an infinity too
-  const F m = non_finite ? special : rounded;
-  return fp8_detail::from_bits<F>(fp8_detail::to_bits(m) | (bits & kSign));
+  const U rounded = fp8_detail::to_bits((fp8_detail::from_bits<F>(sat) + magic) - magic);
+  // Masks, not branches: the sum above must not move into one (GCC then
+  // sees an addition that may trap and keeps the loop scalar).
+  const U keep = U(0) - static_cast<U>(a < kInf);  // finite
+  const U inf = p.has_inf ? kInf : kQuietNan;      // E4M3 has no infinity
+  const U special = a == kInf ? inf : kQuietNan;
+  return fp8_detail::from_bits<F>((rounded & keep) | (special & ~keep) | (bits & kSign));
 }
 
 }  // namespace mixgrad::kernels
