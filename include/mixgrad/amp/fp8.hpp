@@ -49,7 +49,7 @@ struct Fp8Recipe {
 
   /// Steps of amax history kept per tensor (>= 1).
   int64_t amax_history_len = 1024;
-  /// scale = (fp8_max / amax) / 2^margin (margin >= 0).
+  /// scale = (fp8_max / amax) / 2^margin (margin in [0, 126]).
   int64_t margin = 0;
   AmaxCompute amax_compute_algo = AmaxCompute::max;
   Format fp8_format = Format::hybrid;
@@ -59,9 +59,11 @@ struct Fp8Recipe {
 /// (a GradScaler-style object). Per site: a float32 `scale` of shape [3] and
 /// an `amax_history` of shape [amax_history_len, 3], columns (first operand,
 /// second operand or weight, gradient); row 0 collects the current step.
+/// One training thread per scaler (its sites are not locked).
 class Fp8Scaler {
  public:
-  /// ValueError naming "Fp8Scaler" for amax_history_len < 1 or margin < 0.
+  /// ValueError naming "Fp8Scaler" for amax_history_len < 1 or a margin
+  /// outside [0, 126].
   explicit Fp8Scaler(Fp8Recipe recipe = {});
   ~Fp8Scaler();
   Fp8Scaler(const Fp8Scaler&) = delete;
