@@ -1,0 +1,115 @@
+// Device tests of FP8 emulation (docs/fp8.md): the CUDA cast against the
+// CPU's bit for bit, and a delayed-scaling step on CUDA tensors that waits
+// on nothing and ends with the CPU's scales and histories. Part of the
+// test_cuda_device executable (whose main exits 77 without a device).
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <initializer_list>
+#include <random>
+#include <vector>
+
+#include "backend/host_sync.hpp"
+#include "device_test_support.hpp"
+#include "mixgrad/amp/fp8.hpp"
+#include "mixgrad/mixgrad.hpp"
+
+using namespace device_test;
+
+namespace {
+
+// Magnitudes over 2^-20..2^20 with both signs, the special values and a
+// strided view, in `dt`.
+mg::Tensor fp8_inputs(mg::DType dt) {
+  std::mt19937 gen(8);
+  std::uniform_real_distribution<double> log2_mag(-20, 20);
+  std::vector<double> v;
+  for (int i = 0; i < 4000; ++i) v.push_back((i % 2 ? -1 : 1) * std::exp2(log2_mag(gen)));
+  const std::initializer_list<double> special{INFINITY, -INFINITY, NAN,     0.0,     -0.0,   448.0,
+                                              464.0,    57344.0,   61440.0, 0x1p-10, 0x1p-17};
+  v.insert(v.end(), special.begin(), special.end());
+  return mg::tensor(v, {static_cast<int64_t>(v.size())}, dt);
+}
+
+// A step of one linear site on `device`; returns the scale and history.
+std::vector<float> fp8_step(mg::Device device, mg::amp::Fp8Scaler& fp8) {
+  mg::manual_seed(9);
+  mg::Tensor x = mg::normal({16, 32}).to(device), w = mg::normal({8, 32}).to(device);
+  const mg::Tensor dy = mg::normal({16, 8}).to(device);
+  mg::autodiff::GradManager gm;
+  gm.attach({x, w});
+  {
+    auto rec = gm.record();
+    mg::Tensor y;
+    {
+      mg::amp::fp8_autocast region(fp8);
+      y = mg::F::linear(x, w);
+    }
+    gm.backward(y, dy);
+  }
+  fp8.update();
+  std::vector<float> out = fp8.scale(0).to(kCpu).to_vector<float>();
+  for (float h : fp8.amax_history(0).to(kCpu).to_vector<float>()) out.push_back(h);
+  for (float g : x.grad().to(kCpu).to_vector<float>()) out.push_back(g);
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(cuda_device_fp8)
+
+BOOST_AUTO_TEST_CASE(the_fp8_cast_matches_the_cpu_bit_for_bit) {
+  for (mg::DType dt : {mg::DType::float32, mg::DType::bfloat16, mg::DType::float16, mg::DType::float64}) {
+    for (mg::Fp8Format f : {mg::Fp8Format::e4m3, mg::Fp8Format::e5m2}) {
+      BOOST_TEST_CONTEXT("dtype " << dt << ", format " << (f == mg::Fp8Format::e4m3 ? "e4m3" : "e5m2")) {
+        const mg::Tensor x = fp8_inputs(dt);
+        const mg::Tensor s = mg::scalar(3.0f);
+        const mg::Tensor cpu = mg::F::fp8_quantize(x, s, f);
+        const mg::Tensor gpu = mg::F::fp8_quantize(x.to(kGpu), s.to(kGpu), f).to(kCpu);
+        BOOST_TEST(bytes_of(gpu) == bytes_of(cpu));
+        const mg::Tensor m = x.narrow(0, 0, 4000).reshape({40, 100});
+        const mg::Tensor rt = mg::F::fp8_round(mg::F::transpose(m, 0, 1), f);
+        const mg::Tensor rt_gpu = mg::F::fp8_round(mg::F::transpose(m.to(kGpu), 0, 1), f).to(kCpu);
+        BOOST_TEST(bytes_of(rt_gpu.contiguous()) == bytes_of(rt.contiguous()));
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_delayed_scaling_step_on_cuda_waits_on_nothing_and_matches_the_cpu) {
+  mg::amp::Fp8Scaler on_cpu({.amax_history_len = 4}), on_gpu({.amax_history_len = 4});
+  fp8_step(kGpu, on_gpu);  // warm-up: the site's tensors are made
+  fp8_step(kCpu, on_cpu);
+  mg::cuda::synchronize(0);
+  const int64_t syncs = mg::backend::host_sync_count();
+  {
+    mg::manual_seed(9);
+    mg::Tensor x = mg::normal({16, 32}).to(kGpu), w = mg::normal({8, 32}).to(kGpu);
+    const mg::Tensor dy = mg::normal({16, 8}).to(kGpu);
+    mg::autodiff::GradManager gm;
+    gm.attach({x, w});
+    auto rec = gm.record();
+    mg::Tensor y;
+    {
+      mg::amp::fp8_autocast region(on_gpu);
+      y = mg::F::linear(x, w);
+    }
+    gm.backward(y, dy);
+    on_gpu.update();
+  }
+  BOOST_TEST(mg::backend::host_sync_count() == syncs);
+  fp8_step(kCpu, on_cpu);
+  const std::vector<float> gpu = fp8_step(kGpu, on_gpu), cpu = fp8_step(kCpu, on_cpu);
+  BOOST_TEST_REQUIRE(gpu.size() == cpu.size());
+  // Scales and histories: the same amaxes on both devices, exactly.
+  for (size_t i = 0; i < 3 + 4 * 3; ++i) BOOST_TEST(gpu[i] == cpu[i], "entry " << i);
+  // Gradients: products of the same rounded values, summed in another order.
+  double err = 0, top = 0;
+  for (size_t i = 15; i < gpu.size(); ++i) {
+    err = std::max(err, std::abs(double(gpu[i]) - cpu[i]));
+    top = std::max(top, std::abs(double(cpu[i])));
+  }
+  BOOST_TEST(err <= 1e-5 * top);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
