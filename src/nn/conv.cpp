@@ -11,6 +11,7 @@
 
 #include "core/sizes.hpp"
 #include "mixgrad/ops/nn.hpp"
+#include "mixgrad/ops/resize.hpp"
 #include "nn/default_init.hpp"
 #include "core/checks.hpp"
 
@@ -27,17 +28,20 @@ struct ConvSpec {
   Dims kernel, stride, padding, dilation, output_padding;
   int64_t groups;
   bool transposed;  // weight [in, out / groups, k...]; output_padding applies
+  PaddingMode mode = PaddingMode::zeros;
 };
 
 Dims dims(Size2 s) { return {s.h, s.w}; }
 Dims dims(int64_t v) { return {v, 0}; }
 
 ConvSpec spec_of(int64_t in, int64_t out, Size2 k, const Conv2dOptions& o) {
-  return {"Conv2d", in, out, 2, dims(k), dims(o.stride), dims(o.padding), dims(o.dilation), {0, 0}, o.groups, false};
+  return {"Conv2d", in, out, 2, dims(k), dims(o.stride), dims(o.padding), dims(o.dilation), {0, 0}, o.groups, false,
+          o.padding_mode};
 }
 
 ConvSpec spec_of(int64_t in, int64_t out, int64_t k, const Conv1dOptions& o) {
-  return {"Conv1d", in, out, 1, dims(k), dims(o.stride), dims(o.padding), dims(o.dilation), {0, 0}, o.groups, false};
+  return {"Conv1d", in, out, 1, dims(k), dims(o.stride), dims(o.padding), dims(o.dilation), {0, 0}, o.groups, false,
+          o.padding_mode};
 }
 
 ConvSpec spec_of(int64_t in, int64_t out, Size2 k, const ConvTranspose2dOptions& o) {
@@ -98,6 +102,17 @@ void validate(const ConvSpec& s) {
   sizes::nbytes(weight_shape(s), DType::float32, s.name);
 }
 
+// PyTorch's spelling of a padding mode.
+const char* mode_name(PaddingMode m) {
+  switch (m) {
+    case PaddingMode::zeros: return "zeros";
+    case PaddingMode::reflect: return "reflect";
+    case PaddingMode::replicate: return "replicate";
+    case PaddingMode::circular: return "circular";
+  }
+  return "?";
+}
+
 std::string describe_spec(const ConvSpec& s, bool has_bias) {
   std::string d = std::string(s.name) + "(" + std::to_string(s.in) + ", " + std::to_string(s.out) +
                   ", kernel_size=" + str(s, s.kernel) + ", stride=" + str(s, s.stride);
@@ -106,6 +121,7 @@ std::string describe_spec(const ConvSpec& s, bool has_bias) {
   if (any_other_than(s, s.dilation, 1)) d += ", dilation=" + str(s, s.dilation);
   if (s.groups != 1) d += ", groups=" + std::to_string(s.groups);
   if (!has_bias) d += ", bias=false";
+  if (s.mode != PaddingMode::zeros) d.append(", padding_mode=").append(mode_name(s.mode));
   return d + ")";
 }
 
@@ -129,9 +145,25 @@ std::pair<Tensor, Tensor> make_parameters(const ConvSpec& s, bool bias, Register
   return {w, b};
 }
 
+// The op's options: the padding goes to F::pad instead for a padding_mode
+// other than zeros.
 template <class FOptions, class Options>
 FOptions op_options(const Options& o) {
-  return {.stride = o.stride, .padding = o.padding, .dilation = o.dilation, .groups = o.groups};
+  const bool zeros = o.padding_mode == PaddingMode::zeros;
+  return {.stride = o.stride, .padding = zeros ? o.padding : decltype(o.padding){0}, .dilation = o.dilation,
+          .groups = o.groups};
+}
+
+// x padded as `s.mode` says (PyTorch's reversed padding repeated twice:
+// (left, right) of the last dim first); x itself for zeros.
+Tensor padded_input(const ConvSpec& s, const Tensor& x) {
+  if (s.mode == PaddingMode::zeros) return x;
+  std::vector<int64_t> pads;
+  for (int i = s.rank - 1; i >= 0; --i) pads.insert(pads.end(), 2, s.padding[static_cast<size_t>(i)]);
+  const F::PadMode mode = s.mode == PaddingMode::reflect     ? F::PadMode::reflect
+                          : s.mode == PaddingMode::replicate ? F::PadMode::replicate
+                                                             : F::PadMode::circular;
+  return F::pad(x, pads, mode);
 }
 
 F::ConvTranspose2dOptions op_options(const ConvTranspose2dOptions& o) {
@@ -148,8 +180,9 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, con
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
-  const Tensor& in = checked_input(spec_of(in_, out_, kernel_, options_), x, bias_);
-  return F::conv2d(in, weight_, bias_, op_options<F::Conv2dOptions>(options_));
+  const ConvSpec s = spec_of(in_, out_, kernel_, options_);
+  return F::conv2d(padded_input(s, checked_input(s, x, bias_)), weight_, bias_,
+                   op_options<F::Conv2dOptions>(options_));
 }
 
 std::string Conv2d::describe() const { return describe_spec(spec_of(in_, out_, kernel_, options_), bias_.defined()); }
@@ -161,8 +194,9 @@ Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, c
 }
 
 Tensor Conv1d::forward(const Tensor& x) {
-  const Tensor& in = checked_input(spec_of(in_, out_, kernel_, options_), x, bias_);
-  return F::conv1d(in, weight_, bias_, op_options<F::Conv1dOptions>(options_));
+  const ConvSpec s = spec_of(in_, out_, kernel_, options_);
+  return F::conv1d(padded_input(s, checked_input(s, x, bias_)), weight_, bias_,
+                   op_options<F::Conv1dOptions>(options_));
 }
 
 std::string Conv1d::describe() const { return describe_spec(spec_of(in_, out_, kernel_, options_), bias_.defined()); }

@@ -99,6 +99,48 @@ BOOST_AUTO_TEST_CASE(conv_module_messages_name_their_module) {
   BOOST_TEST(nn::Conv1d(2, 4, 3, {.dilation = 2}).describe() == "Conv1d(2, 4, kernel_size=3, stride=1, dilation=2)");
 }
 
+// padding_mode as PyTorch's nn.Conv2d / nn.Conv1d: the input padded by F::pad
+// in that mode, then convolved without padding; zeros is the op's own padding.
+BOOST_AUTO_TEST_CASE(padding_modes) {
+  mg::manual_seed(4);
+  const mg::Tensor x = mg::uniform({2, 3, 5, 6});
+  const std::pair<nn::PaddingMode, F::PadMode> modes[] = {{nn::PaddingMode::reflect, F::PadMode::reflect},
+                                                          {nn::PaddingMode::replicate, F::PadMode::replicate},
+                                                          {nn::PaddingMode::circular, F::PadMode::circular}};
+  for (const auto& [mode, pad] : modes) {
+    nn::Conv2d conv(3, 4, {3, 2}, {.stride = {1, 2}, .padding = {1, 2}, .padding_mode = mode});
+    const mg::Tensor want = F::conv2d(F::pad(x, {2, 2, 1, 1}, pad), conv.weight(), conv.bias(), {.stride = {1, 2}});
+    const mg::Tensor y = conv(x);
+    BOOST_TEST_REQUIRE(y.shape() == want.shape());
+    BOOST_TEST(y.to_vector<double>() == want.to_vector<double>(), boost::test_tools::per_element());
+  }
+  // Conv1d, circular, by hand: y[0] = w0 * x[L-1] + w1 * x[0] + w2 * x[1].
+  nn::Conv1d ring(1, 1, 3, {.padding = 1, .bias = false, .padding_mode = nn::PaddingMode::circular});
+  const mg::Tensor s = mg::tensor({1.f, 2.f, 3.f, 4.f, 5.f}, {1, 1, 5});
+  const std::vector<double> w = ring.weight().to_vector<double>();
+  const std::vector<double> y = ring(s).to_vector<double>();
+  BOOST_TEST_REQUIRE(y.size() == 5u);
+  BOOST_TEST(y[0] == w[0] * 5 + w[1] * 1 + w[2] * 2, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(y[4] == w[0] * 4 + w[1] * 5 + w[2] * 1, boost::test_tools::tolerance(1e-6));
+  // zeros is the default and leaves describe() as it was; the others are named.
+  BOOST_TEST(nn::Conv2d(3, 4, 3, {.padding = 1, .padding_mode = nn::PaddingMode::reflect}).describe() ==
+             "Conv2d(3, 4, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), padding_mode=reflect)");
+  BOOST_TEST(ring.describe() == "Conv1d(1, 1, kernel_size=3, stride=1, padding=1, bias=false, padding_mode=circular)");
+  // reflect needs the padding smaller than the extent (F::pad's rule).
+  nn::Conv2d wide(3, 4, 3, {.padding = 5, .padding_mode = nn::PaddingMode::reflect});
+  BOOST_CHECK_THROW(wide(x), mg::ShapeError);
+  // The gradient reaches x through the pad.
+  mg::autodiff::GradManager gm;
+  const mg::Tensor xs = mg::uniform({1, 3, 4, 4});
+  nn::Conv2d rep(3, 2, 3, {.padding = 1, .padding_mode = nn::PaddingMode::replicate});
+  gm.attach({xs});
+  {
+    auto rec = gm.record();
+    gm.backward(F::sum(rep(xs)));
+  }
+  BOOST_TEST(xs.grad().defined());
+}
+
 // Conv2d halves the image, ConvTranspose2d restores it; SGD on the
 // reconstruction error must lower it (both modules' backward reach every
 // parameter).

@@ -8,6 +8,7 @@
 //   auto y = conv(x);                                          // [N, 32, H, W]
 //   mg::nn::Conv1d c1(16, 32, 5, {.padding = 2});              // [N, 16, L] -> [N, 32, L]
 //   mg::nn::ConvTranspose2d up(64, 32, 4, {.stride = 2, .padding = 1});  // H, W doubled
+//   mg::nn::Conv2d ring(8, 8, 3, {.padding = 1, .padding_mode = mg::nn::PaddingMode::circular});
 //
 // weight: [out_channels, in_channels / groups, kh, kw], bias: [out_channels];
 // initialised as PyTorch does (kaiming_uniform with a = sqrt(5), bias
@@ -15,6 +16,12 @@
 // Conv1d's weight is [out_channels, in_channels / groups, k]; ConvTranspose2d's
 // is [in_channels, out_channels / groups, kh, kw] as in PyTorch, whose fan_in
 // (dim 1 times the kernel) it shares.
+//
+// padding_mode (Conv2d, Conv1d), as PyTorch's: zeros pads inside the
+// convolution; reflect, replicate and circular pad x first with F::pad in
+// that mode (its limits apply: reflect needs the padding smaller than the
+// input's extent, ShapeError at forward), then convolve without padding.
+// ConvTranspose2d has zeros only, as in PyTorch.
 #pragma once
 
 #include "mixgrad/nn/module.hpp"
@@ -22,12 +29,16 @@
 
 namespace mixgrad::nn {
 
+/// What a convolution's padding holds (PyTorch's padding_mode strings).
+enum class PaddingMode : uint8_t { zeros, reflect, replicate, circular };
+
 struct Conv2dOptions {
   Size2 stride = 1;
   Size2 padding = 0;
   Size2 dilation = 1;
   int64_t groups = 1;
   bool bias = true;
+  PaddingMode padding_mode = PaddingMode::zeros;
 };
 
 class Conv2d : public Module {
@@ -36,7 +47,8 @@ class Conv2d : public Module {
   /// or groups, negative padding, or channels not divisible by groups.
   Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, const Conv2dOptions& options = {});
 
-  /// F::conv2d; ShapeError unless x is [N, in_channels, H, W].
+  /// F::conv2d (after F::pad for a padding_mode other than zeros);
+  /// ShapeError unless x is [N, in_channels, H, W].
   Tensor forward(const Tensor& x) override;
   std::string describe() const override;
 
@@ -58,6 +70,7 @@ struct Conv1dOptions {
   int64_t dilation = 1;
   int64_t groups = 1;
   bool bias = true;
+  PaddingMode padding_mode = PaddingMode::zeros;
 };
 
 class Conv1d : public Module {
@@ -66,7 +79,8 @@ class Conv1d : public Module {
   /// or groups, negative padding, or channels not divisible by groups.
   Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, const Conv1dOptions& options = {});
 
-  /// F::conv1d; ShapeError unless x is [N, in_channels, L].
+  /// F::conv1d (after F::pad for a padding_mode other than zeros);
+  /// ShapeError unless x is [N, in_channels, L].
   Tensor forward(const Tensor& x) override;
   std::string describe() const override;
 
