@@ -75,6 +75,7 @@ struct GradManager::State {
   std::unordered_set<uint64_t> tracked;
   std::vector<std::shared_ptr<Node>> tape;
   std::vector<std::function<void()>> after_backward;
+  std::vector<std::function<void()>> between_nodes;  // register_backward_progress_callback
   uint64_t group = 0;  // the group this recording belongs to; 0 when recording alone
   // Gradients made by a backward recorded here (create_graph, or a nested
   // manager's backward) through an op whose backward is not differentiable,
@@ -497,6 +498,8 @@ std::vector<std::pair<Tensor, Tensor>> walk(GradManager::State& s, Walk& w, cons
   for (const Tensor& y : ys)  // an attached output no op feeds on is final already
     if (auto p = w.pending.find(y.id()); p != w.pending.end() && p->second == 0) fire<kRecorded>(s, w, y.id(), updates);
 
+  // A copy, as for the hooks below; without any, a node costs one compare.
+  const std::vector<std::function<void()>> progress = s.between_nodes;
   for (size_t k = w.tape.size(); k-- > 0;) {
     std::shared_ptr<Node> node = std::move(w.tape[k]);  // freed (with its saved tensors) after this step
     if (!w.runs[k]) continue;
@@ -514,6 +517,7 @@ std::vector<std::pair<Tensor, Tensor>> walk(GradManager::State& s, Walk& w, cons
       add_input_grad<kRecorded>(w, *node, input_grads, i);
       consumed(node->input_ids[i]);
     }
+    for (const auto& p : progress) p();
   }
   for (const auto& [id, left] : w.pending)  // the plan is exact; this only guards against a lost gradient
     if (left >= 0 && w.grads.contains(id)) fire<kRecorded>(s, w, id, updates);
@@ -721,6 +725,12 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
 GradManager& GradManager::register_after_backward_callback(std::function<void()> callback) {
   if (!callback) throw ValueError("GradManager::register_after_backward_callback: empty callback");
   state_->after_backward.push_back(std::move(callback));
+  return *this;
+}
+
+GradManager& GradManager::register_backward_progress_callback(std::function<void()> callback) {
+  if (!callback) throw ValueError("GradManager::register_backward_progress_callback: empty callback");
+  state_->between_nodes.push_back(std::move(callback));
   return *this;
 }
 

@@ -237,3 +237,36 @@ BOOST_AUTO_TEST_CASE(a_throwing_hook_changes_no_grad) {
   BOOST_TEST(!w.grad().defined());
   BOOST_TEST(!gm.is_recording());
 }
+
+BOOST_AUTO_TEST_CASE(progress_hooks_run_after_each_op_and_its_callbacks) {
+  // y = x * b * a: walking back, op 2 (a final), op 1 (b final); the
+  // progress hooks run after each op's step, its callbacks included, in
+  // registration order, and not for an op no gradient reaches.
+  GradManager gm;
+  auto a = scalar(2), b = scalar(3), x = scalar(5);
+  std::vector<std::string> log;
+  gm.attach(a, {logging(log, "a")});
+  gm.attach(b, {logging(log, "b")});
+  BOOST_TEST(&gm.register_backward_progress_callback([&] { log.push_back("p1"); }) == &gm);
+  gm.register_backward_progress_callback([&] { log.push_back("p2"); });
+  gm.register_after_backward_callback([&] { log.push_back("after"); });
+  {
+    auto r = gm.record();
+    auto side = logged_mul(log, "side", x, a);  // on the tape, but no gradient reaches it
+    gm.backward(logged_mul(log, "2", logged_mul(log, "1", x, b), a));
+  }
+  const std::vector<std::string> want = {"op 2", "a 15", "p1", "p2", "op 1", "b 10", "p1", "p2", "after"};
+  BOOST_TEST(log == want, tt::per_element());
+  BOOST_CHECK_THROW(gm.register_backward_progress_callback({}), mg::ValueError);
+}
+
+BOOST_AUTO_TEST_CASE(a_throwing_progress_hook_changes_no_grad) {
+  GradManager gm;
+  auto w = scalar(2);
+  gm.attach(w);
+  gm.register_backward_progress_callback([] { throw std::runtime_error("test failed"); });
+  auto r = gm.record();
+  BOOST_CHECK_THROW(gm.backward(mg::F::mul(w, 3.0)), std::runtime_error);
+  BOOST_TEST(!w.grad().defined());
+  BOOST_TEST(!gm.is_recording());
+}

@@ -1,6 +1,7 @@
 // The gradient reducer's edge cases: a tensor without a gradient on some
 // ranks, ranks whose first backward disagrees, and the GradScaler's
-// found-inf flag agreed across ranks.
+// found-inf flag agreed across ranks; its overlap: buckets start while
+// backward runs, and the bucket size changes no result.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -28,9 +29,100 @@ void backward(mg::autodiff::GradManager& gm, const mg::Tensor& a, const mg::Tens
   gm.backward(loss);
 }
 
+struct MlpRun {
+  std::vector<dist::BucketEvent> events;
+  int buckets = 0;
+  std::vector<double> first_ready;  // per backward: when the first layer's weight gradient was final
+  std::vector<double> grads;        // every parameter's .grad(), concatenated
+};
+
+// `backwards` backward passes (gradients accumulated) of 32-width-width-8
+// Linear + ReLU layers on rank-dependent data, reduced in buckets of
+// `bucket_bytes`, with the reducer's timeline.
+MlpRun run_mlp(int64_t bucket_bytes, int64_t width, int backwards) {
+  mg::manual_seed(3);
+  auto net = mg::nn::Sequential(mg::nn::Linear(32, width), mg::nn::ReLU(), mg::nn::Linear(width, width),
+                                mg::nn::ReLU(), mg::nn::Linear(width, 8));
+  const auto params = net.parameters();
+  mg::autodiff::GradManager gm;
+  dist::GradReducer reducer(world(), "mean", {.bucket_bytes = bucket_bytes});
+  MlpRun out;
+  // Attached first, so it runs before the reducer's callback on that gradient.
+  gm.attach(params[0], {[&](const mg::Tensor&, const mg::Tensor& g) {
+    out.first_ready.push_back(reducer.now());
+    return g;
+  }});
+  reducer.attach(gm, params);
+  reducer.record_timeline(true);
+  mg::manual_seed(10 + static_cast<uint64_t>(world().rank()));
+  const mg::Tensor x = mg::normal({16, 32});
+  for (int k = 0; k < backwards; ++k) {
+    auto rec = gm.record();
+    const mg::Tensor y = net(x);
+    gm.backward(mg::F::sum(y * y));
+  }
+  out.events = reducer.timeline();
+  out.buckets = reducer.num_buckets();
+  for (const auto& p : params)
+    for (double v : values(p.grad())) out.grads.push_back(v);
+  return out;
+}
+
+// The first backward lays the buckets out and starts them all in its
+// after-backward hook; in every later one the first bucket (the last
+// layers' gradients) starts before the first layer's gradient is final,
+// and so while backward still computes; buckets start in order.
+void check_overlap(const MlpRun& run, int backwards) {
+  const size_t B = static_cast<size_t>(run.buckets);
+  BOOST_TEST_REQUIRE(run.events.size() == backwards * B);
+  BOOST_TEST_REQUIRE(run.first_ready.size() == static_cast<size_t>(backwards));
+  for (size_t b = 0; b < B; ++b) BOOST_TEST(run.events[b].start >= run.events[b].backward_end);
+  for (size_t k = 1; k < static_cast<size_t>(backwards); ++k) {
+    const dist::BucketEvent* e = &run.events[k * B];
+    BOOST_TEST(e[0].start < run.first_ready[k], "backward " << k + 1 << ": bucket 0 started at " << e[0].start
+                                                            << " s, the first layer's gradient was final at "
+                                                            << run.first_ready[k] << " s");
+    for (size_t b = 1; b < B; ++b) BOOST_TEST(e[b].start >= e[b - 1].start);
+  }
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(reducer)
+
+BOOST_AUTO_TEST_CASE(small_buckets_start_during_backward) {
+  // 27,168 bytes of float32 gradients (8 KiB, 16 KiB and 2 KiB weights and
+  // their biases) fill ceil(27168 / 4096) = 7 buckets of 4 KiB.
+  const MlpRun run = run_mlp(4 << 10, 64, 3);
+  BOOST_TEST(run.buckets == 7);
+  check_overlap(run, 3);
+}
+
+BOOST_AUTO_TEST_CASE(the_default_buckets_start_a_model_of_a_few_mib_during_backward) {
+  // 1.1 MiB of gradients (the 512 x 512 weight alone is 1 MiB): more than
+  // one bucket by default, the first started before backward ends.
+  const MlpRun run = run_mlp(dist::kDefaultBucketBytes, 512, 2);
+  BOOST_TEST(run.buckets > 1);
+  check_overlap(run, 2);
+}
+
+BOOST_AUTO_TEST_CASE(bucket_size_changes_no_result) {
+  // On two ranks a sum of two floats does not depend on how the buckets
+  // cut the gradients: bit-identical. More ranks may add in an order that
+  // depends on the message size (Open MPI picks its algorithm by size).
+  const MlpRun ref = run_mlp(25 << 20, 64, 2);
+  BOOST_TEST(ref.buckets == 1);
+  for (int64_t bytes : {int64_t{12}, int64_t{1000}, int64_t{16} << 10, dist::kDefaultBucketBytes}) {
+    const MlpRun got = run_mlp(bytes, 64, 2);
+    BOOST_TEST_REQUIRE(got.grads.size() == ref.grads.size());
+    if (world().world_size() <= 2) {
+      BOOST_TEST(got.grads == ref.grads, boost::test_tools::per_element());
+    } else {
+      for (size_t i = 0; i < ref.grads.size(); ++i)
+        BOOST_TEST(got.grads[i] == ref.grads[i], boost::test_tools::tolerance(1e-5));
+    }
+  }
+}
 
 BOOST_AUTO_TEST_CASE(tensor_without_gradient_on_some_ranks) {
   const int W = world().world_size();

@@ -120,6 +120,16 @@ class GradManager {
   /// and stay registered. An empty function throws ValueError.
   GradManager& register_after_backward_callback(std::function<void()> callback);
 
+  /// Adds a hook run during every backward after each op's backward step
+  /// (and its gradient-ready callbacks), for work that must advance while
+  /// backward computes: the data-parallel reducer drives its running
+  /// all-reduces there (MPI moves data only inside MPI calls). It runs once
+  /// per op on the walk, so it must be cheap when it has nothing to do; it
+  /// must not read or change `.grad()`. A throw ends the backward as a
+  /// callback's does. Hooks run in registration order and stay registered;
+  /// an empty function throws ValueError.
+  GradManager& register_backward_progress_callback(std::function<void()> callback);
+
   /// The live attached tensors in first-attach order.
   std::vector<Tensor> attached_tensors() const;
 

@@ -11,13 +11,16 @@
 //
 // How it works. The callback packs each gradient, the moment it is final
 // (the gradient-ready hook fires at the gradient's last use in backward),
-// into a bucket of about `bucket_bytes` (25 MiB by default); a bucket whose
-// gradients have all arrived starts a non-blocking all-reduce right away, so
-// communication overlaps the rest of backward; the after-backward hook
-// waits for the buckets still running; the gradients added to .grad() are
-// the reduced ones. A tensor may straddle two buckets. Buckets start in
+// into a bucket of about `bucket_bytes` (256 KiB by default); a
+// bucket whose gradients have all arrived starts a non-blocking all-reduce
+// right away, so communication overlaps the rest of backward; MPI moves the
+// data of a running all-reduce only inside MPI calls, so the reducer also
+// tests its running buckets after every op of the backward walk
+// (GradManager::register_backward_progress_callback); the after-backward
+// hook waits for the buckets still running; the gradients added to .grad()
+// are the reduced ones. A tensor may straddle two buckets. Buckets start in
 // bucket order on every rank (MPI's rule that every rank issues collectives
-// in one order).
+// in one order). docs/distributed.md, "Overlap", gives the share hidden.
 //
 // The layout. The buckets are laid out in the first backward, in the order
 // in which the gradients became ready there (the last layers first). That
@@ -57,7 +60,11 @@ class GradScaler;
 
 namespace mixgrad::distributed {
 
-inline constexpr int64_t kDefaultBucketBytes = 25 << 20;
+/// 256 KiB: small enough that a model of a few MiB of gradients forms
+/// several buckets, the first started early in backward (PyTorch's DDP
+/// uses 25 MiB after a 1 MiB first bucket, sized for NCCL between GPUs;
+/// docs/distributed.md, "Overlap", has the measurement behind this one).
+inline constexpr int64_t kDefaultBucketBytes = 256 << 10;
 
 struct ReducerOptions {
   /// Bytes per bucket; a tensor larger than this spans several buckets.
@@ -93,8 +100,11 @@ class GradReducer {
   /// for all, and hands the reduced gradients of the tensors that had none
   /// to their .grad().
   void finish();
+  /// The between-nodes hook: lets MPI move the running buckets' data and
+  /// notes those finished (one MPI_Test; a compare when none is running).
+  void progress();
 
-  /// Adds the callback and the hook to `gm` for `tensors`.
+  /// Adds the callback and the two hooks to `gm` for `tensors`.
   void attach(autodiff::GradManager& gm, const std::vector<Tensor>& tensors);
 
   /// The bucket all-reduces of every backward since record_timeline(true)
