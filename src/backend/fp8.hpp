@@ -29,4 +29,29 @@ inline void fp8_quantize(const Tensor& src, const Tensor& dst, const Tensor& sca
   fp8_quantize_kernel(src, dst, scale, format);
 }
 
+/// codes (uint8) = fp8_encode(fp8_round(src * scale)): FP8 bytes, the
+/// operands of an FP8 GEMM. src floating, codes uint8 of src's shape, both
+/// contiguous, one device; scale as fp8_quantize's.
+MIXGRAD_STUB(fp8_encode, 1,
+             void(const Tensor& src, const Tensor& codes, const Tensor& scale,
+                  const kernels::Fp8Params& format));  // on codes' device
+/// dst (floating) = the values of the uint8 codes; both contiguous.
+MIXGRAD_STUB(fp8_decode, 1,
+             void(const Tensor& codes, const Tensor& dst, const kernels::Fp8Params& format));  // on dst's device
+
+/// The operands of an FP8 GEMM: row-major [rows, k] uint8 codes of `format`
+/// and the one-element float32 inverse of the scale they were encoded with.
+struct Fp8Operand {
+  const Tensor& codes;
+  const Tensor& scale_inv;
+  kernels::Fp8Params format;
+};
+
+/// out [m, n] (float32 or bfloat16, contiguous) = (a · b^T) * a.scale_inv *
+/// b.scale_inv, float32 accumulation. CPU: decodes and runs backend::matmul
+/// (the reference). CUDA: cuBLASLt's FP8 GEMM (compute capability 8.9+, k
+/// and both row counts multiples of 16, not both E5M2); compiled, not yet
+/// run on a GPU (docs/cuda.md).
+MIXGRAD_STUB(fp8_gemm, 2, void(const Fp8Operand& a, const Fp8Operand& b, const Tensor& out));  // on out's device
+
 }  // namespace mixgrad::backend

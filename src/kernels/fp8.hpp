@@ -96,4 +96,39 @@ MIXGRAD_ELEMENT F fp8_round(F x, const Fp8Params& p) {
   return fp8_detail::from_bits<F>((rounded & keep) | (special & ~keep) | (bits & kSign));
 }
 
+/// The 8-bit code of `v`, a value of format `p` (fp8_round's result) or NaN /
+/// an infinity: sign, exponent (bias 1 - min_normal_exp), mantissa; NaN is
+/// 0x7f (either sign), an infinity 0x7c (E5M2). The layout cuBLASLt reads.
+MIXGRAD_ELEMENT uint8_t fp8_encode(float v, const Fp8Params& p) {
+  const uint32_t bits = fp8_detail::to_bits(v);
+  const uint32_t sign = (bits >> 24) & 0x80u, a = bits & 0x7fffffffu;
+  const int32_t e = static_cast<int32_t>(a >> 23) - 127;
+  const uint32_t normal = (static_cast<uint32_t>(e + 1 - p.min_normal_exp) << p.mantissa_bits) |
+                          ((a & 0x7fffffu) >> (23 - p.mantissa_bits));
+  // Below the smallest normal: the value in units of the smallest subnormal, exact.
+  const uint32_t unit_exp = static_cast<uint32_t>(127 + p.mantissa_bits - p.min_normal_exp);
+  const float unit = fp8_detail::from_bits<float>(unit_exp << 23);
+  const uint32_t subnormal = static_cast<uint32_t>(fp8_detail::from_bits<float>(a) * unit);
+  const uint32_t finite = e >= p.min_normal_exp ? normal : subnormal;
+  const uint32_t special = a == 0x7f800000u && p.has_inf ? 0x7cu : 0x7fu;
+  return static_cast<uint8_t>((a >= 0x7f800000u ? special : finite) | sign);
+}
+
+/// The value of the 8-bit code `c` of format `p` (fp8_encode's inverse).
+MIXGRAD_ELEMENT float fp8_decode(uint8_t c, const Fp8Params& p) {
+  const int exp_bits = 7 - p.mantissa_bits;
+  const uint32_t e = (static_cast<uint32_t>(c) >> p.mantissa_bits) & ((1u << exp_bits) - 1u);
+  const uint32_t m = static_cast<uint32_t>(c) & ((1u << p.mantissa_bits) - 1u);
+  const float subnormal_unit =
+      fp8_detail::from_bits<float>(static_cast<uint32_t>(127 + p.min_normal_exp - p.mantissa_bits) << 23);
+  const float subnormal = static_cast<float>(m) * subnormal_unit;
+  const uint32_t normal_exp = static_cast<uint32_t>(static_cast<int32_t>(e) - (1 - p.min_normal_exp) + 127);
+  const float normal = fp8_detail::from_bits<float>((normal_exp << 23) | (m << (23 - p.mantissa_bits)));
+  const uint32_t top = (1u << exp_bits) - 1u;
+  const bool nan = p.has_inf ? (e == top && m != 0) : (e == top && m == (1u << p.mantissa_bits) - 1u);
+  const bool inf = p.has_inf && e == top && m == 0;
+  const uint32_t magnitude = nan ? 0x7fc00000u : inf ? 0x7f800000u : fp8_detail::to_bits(e == 0 ? subnormal : normal);
+  return fp8_detail::from_bits<float>(magnitude | (static_cast<uint32_t>(c & 0x80u) << 24));
+}
+
 }  // namespace mixgrad::kernels

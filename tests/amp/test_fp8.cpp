@@ -12,6 +12,8 @@
 #include <random>
 #include <vector>
 
+#include "backend/fp8.hpp"
+#include "kernels/fp8.hpp"
 #include "mixgrad/mixgrad.hpp"
 #include "mixgrad/ops/fp8.hpp"
 
@@ -67,7 +69,9 @@ std::vector<double> round_all(const std::vector<double>& xs, Fp8Format f, DType 
   return F::fp8_round(mg::tensor(xs, {static_cast<int64_t>(xs.size())}, dtype), f).to_vector<double>();
 }
 
-bool same(double a, double b) { return (std::isnan(a) && std::isnan(b)) || (a == b && std::signbit(a) == std::signbit(b)); }
+bool same(double a, double b) {
+  return (std::isnan(a) && std::isnan(b)) || (a == b && std::signbit(a) == std::signbit(b));
+}
 
 const Fp8Format kFormats[] = {Fp8Format::e4m3, Fp8Format::e5m2};
 
@@ -83,7 +87,8 @@ BOOST_AUTO_TEST_CASE(every_code_of_both_formats_rounds_to_itself_in_every_floati
     BOOST_TEST(codes.size() == (f == Fp8Format::e4m3 ? 254u : 248u));
     for (DType d : {DType::float32, DType::float64, DType::bfloat16, DType::float16}) {
       const auto r = round_all(codes, f, d);
-      for (size_t i = 0; i < codes.size(); ++i) BOOST_TEST(same(r[i], codes[i]), codes[i] << " in " << d << " -> " << r[i]);
+      for (size_t i = 0; i < codes.size(); ++i)
+        BOOST_TEST(same(r[i], codes[i]), codes[i] << " in " << d << " -> " << r[i]);
     }
   }
   BOOST_TEST(decode(Fp8Format::e4m3, 0x7e) == 448.0);
@@ -168,6 +173,47 @@ BOOST_AUTO_TEST_CASE(fp8_round_gradient_is_straight_through) {
     gm.backward(F::sum(F::mul(F::fp8_quantize(x, s, Fp8Format::e4m3), mg::tensor({1.f, 2.f, 3.f}, {3}))));
   }
   BOOST_TEST(x.grad().to_vector<float>() == (std::vector<float>{2.f, 4.f, 6.f}));  // g * scale, saturated too
+}
+
+BOOST_AUTO_TEST_CASE(codes_encode_and_decode_as_the_formats_define_them) {
+  for (Fp8Format f : kFormats) {
+    const mg::kernels::Fp8Params p = f == Fp8Format::e4m3 ? mg::kernels::kE4M3 : mg::kernels::kE5M2;
+    for (int c = 0; c < 256; ++c) {
+      const double want = decode(f, c);
+      const float got = mg::kernels::fp8_decode(static_cast<uint8_t>(c), p);
+      BOOST_TEST(same(got, want), "code " << c << " -> " << got);
+      const int back = mg::kernels::fp8_encode(got, p);
+      if (std::isnan(want)) BOOST_TEST((back & 0x7f) == 0x7f, "code " << c << " -> " << back);
+      else BOOST_TEST(back == c, "code " << c << " -> " << back);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_reference_fp8_gemm_is_the_scaled_product_of_the_decoded_operands) {
+  namespace backend = mg::backend;
+  mg::manual_seed(4);
+  const int64_t m = 16, n = 32, k = 48;
+  const mg::Tensor x = mg::normal({m, k}), w = mg::normal({n, k});
+  const mg::Tensor sx = mg::scalar(100.0f), sw = mg::scalar(30.0f);
+  const mg::Tensor xc = mg::empty({m, k}, DType::uint8), wc = mg::empty({n, k}, DType::uint8);
+  backend::fp8_encode(x, xc, sx, mg::kernels::kE4M3);
+  backend::fp8_encode(w, wc, sw, mg::kernels::kE5M2);
+  const auto qx = F::fp8_quantize(x, sx, Fp8Format::e4m3).to_vector<double>();
+  const auto qw = F::fp8_quantize(w, sw, Fp8Format::e5m2).to_vector<double>();
+  const mg::Tensor out = mg::empty({m, n});
+  const mg::Tensor ix = mg::scalar(1.0f / 100), iw = mg::scalar(1.0f / 30);
+  backend::fp8_gemm({xc, ix, mg::kernels::kE4M3}, {wc, iw, mg::kernels::kE5M2}, out);
+  const auto got = out.to_vector<double>();
+  double err = 0, top = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t l = 0; l < k; ++l) acc += qx[i * k + l] * qw[j * k + l];
+      const double ref = acc * (1.0f / 100) * (1.0f / 30);
+      err = std::max(err, std::abs(got[i * n + j] - ref));
+      top = std::max(top, std::abs(ref));
+    }
+  BOOST_TEST(err <= 1e-6 * top, "error " << err << " of " << top);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

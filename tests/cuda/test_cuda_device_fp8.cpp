@@ -7,8 +7,10 @@
 #include <cmath>
 #include <initializer_list>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "backend/fp8.hpp"
 #include "backend/host_sync.hpp"
 #include "device_test_support.hpp"
 #include "mixgrad/amp/fp8.hpp"
@@ -110,6 +112,41 @@ BOOST_AUTO_TEST_CASE(a_delayed_scaling_step_on_cuda_waits_on_nothing_and_matches
     top = std::max(top, std::abs(double(cpu[i])));
   }
   BOOST_TEST(err <= 1e-5 * top);
+}
+
+BOOST_AUTO_TEST_CASE(the_fp8_gemm_matches_the_cpu_reference) {
+  namespace backend = mg::backend;
+  mg::manual_seed(10);
+  const int64_t m = 64, n = 48, k = 96;
+  const mg::Tensor x = mg::normal({m, k}), w = mg::normal({n, k});
+  const mg::Tensor sx = mg::scalar(60.0f), sw = mg::scalar(200.0f), ix = mg::scalar(1.0f / 60),
+                   iw = mg::scalar(1.0f / 200);
+  for (bool e5m2_weight : {false, true}) {
+    for (mg::DType out_dt : {mg::DType::float32, mg::DType::bfloat16}) {
+      BOOST_TEST_CONTEXT("weight " << (e5m2_weight ? "e5m2" : "e4m3") << ", out " << out_dt) {
+        const mg::kernels::Fp8Params fw = e5m2_weight ? mg::kernels::kE5M2 : mg::kernels::kE4M3;
+        const mg::Tensor xc = mg::empty({m, k}, mg::DType::uint8), wc = mg::empty({n, k}, mg::DType::uint8);
+        backend::fp8_encode(x, xc, sx, mg::kernels::kE4M3);
+        backend::fp8_encode(w, wc, sw, fw);
+        const mg::Tensor xg = mg::empty({m, k}, mg::DType::uint8, kGpu), wg = mg::empty({n, k}, mg::DType::uint8, kGpu);
+        backend::fp8_encode(x.to(kGpu), xg, sx.to(kGpu), mg::kernels::kE4M3);
+        backend::fp8_encode(w.to(kGpu), wg, sw.to(kGpu), fw);
+        BOOST_TEST(bytes_of(xg.to(kCpu)) == bytes_of(xc));
+        BOOST_TEST(bytes_of(wg.to(kCpu)) == bytes_of(wc));
+        const mg::Tensor cpu = mg::empty({m, n}, out_dt), gpu = mg::empty({m, n}, out_dt, kGpu);
+        backend::fp8_gemm({xc, ix, mg::kernels::kE4M3}, {wc, iw, fw}, cpu);
+        const mg::Tensor ixg = ix.to(kGpu), iwg = iw.to(kGpu);
+        try {
+          backend::fp8_gemm({xg, ixg, mg::kernels::kE4M3}, {wg, iwg, fw}, gpu);
+        } catch (const mg::DeviceError& e) {  // before Ada / Hopper: no FP8 tensor cores
+          BOOST_TEST_MESSAGE("fp8_gemm skipped: " << e.what());
+          BOOST_TEST(std::string(e.what()).find("compute capability") != std::string::npos, e.what());
+          return;
+        }
+        check_close(gpu, cpu, Closeness(out_dt == mg::DType::float32 ? 1e-5 : 1e-2, 0, false), "fp8_gemm");
+      }
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

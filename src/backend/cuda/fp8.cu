@@ -4,6 +4,7 @@
 // returns. Compiled in CUDA builds; not yet run on a GPU (docs/fp8.md).
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <type_traits>
 
 #include "backend/copy.hpp"
@@ -33,6 +34,18 @@ __global__ void fp8_quantize_kernel(StridedIndexer<2> ix, char* dst, const char*
   }
 }
 
+__global__ void fp8_encode_kernel(const float* values, uint8_t* codes, kernels::Fp8Params f, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    codes[i] = kernels::fp8_encode(values[i], f);
+}
+
+__global__ void fp8_decode_kernel(const uint8_t* codes, float* values, kernels::Fp8Params f, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    values[i] = kernels::fp8_decode(codes[i], f);
+}
+
 }  // namespace
 
 void fp8_quantize(const Tensor& src, const Tensor& dst, const Tensor& scale, const kernels::Fp8Params& format) {
@@ -53,6 +66,33 @@ void fp8_quantize(const Tensor& src, const Tensor& dst, const Tensor& scale, con
   MIXGRAD_CUDA_CHECK(cudaGetLastError());
 }
 
+// Rounded in float32 by fp8_quantize, then encoded.
+void fp8_encode(const Tensor& src, const Tensor& codes, const Tensor& scale, const kernels::Fp8Params& format) {
+  const Tensor rounded = empty(src.shape(), DType::float32, src.device());
+  fp8_quantize(src, rounded, scale, format);
+  const int device = codes.device().index();
+  DeviceGuard guard(device);
+  const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(codes.numel());
+  if (lc.blocks == 0) return;
+  fp8_encode_kernel<<<lc.blocks, lc.threads, 0, current_stream(device)>>>(
+      static_cast<const float*>(rounded.raw_data()), static_cast<uint8_t*>(codes.raw_data()), format, codes.numel());
+  MIXGRAD_CUDA_CHECK(cudaGetLastError());
+}
+
+void fp8_decode(const Tensor& codes, const Tensor& dst, const kernels::Fp8Params& format) {
+  const Tensor values = dst.dtype() == DType::float32 ? dst : empty(dst.shape(), DType::float32, dst.device());
+  const int device = dst.device().index();
+  DeviceGuard guard(device);
+  const cuda_plan::LaunchConfig lc = cuda_plan::launch_config(codes.numel());
+  if (lc.blocks == 0) return;
+  fp8_decode_kernel<<<lc.blocks, lc.threads, 0, current_stream(device)>>>(
+      static_cast<const uint8_t*>(codes.raw_data()), static_cast<float*>(values.raw_data()), format, codes.numel());
+  MIXGRAD_CUDA_CHECK(cudaGetLastError());
+  if (values.raw_data() != dst.raw_data()) copy(values, dst);
+}
+
 MIXGRAD_CUDA_KERNEL(fp8_quantize_kernel, fp8_quantize);
+MIXGRAD_CUDA_KERNEL(fp8_encode, fp8_encode);
+MIXGRAD_CUDA_KERNEL(fp8_decode, fp8_decode);
 
 }  // namespace mixgrad::backend::cuda

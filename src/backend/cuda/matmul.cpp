@@ -28,6 +28,7 @@
 #include "backend/copy.hpp"
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/gemm_plan.hpp"
+#include "backend/cuda/lt_context.hpp"
 #include "backend/cuda/stream.hpp"
 #include "backend/elementwise.hpp"
 #include "backend/matmul.hpp"
@@ -36,16 +37,15 @@ namespace mixgrad::backend::cuda {
 
 namespace {
 
-/// Workspace cuBLASLt may use per call (what NVIDIA advises for Hopper).
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-
 void check_lt(cublasStatus_t status, const char* call) {
   if (status != CUBLAS_STATUS_SUCCESS)
     throw DeviceError(std::string("matmul: cuBLASLt error ") + cublasLtGetStatusString(status) + " in " + call);
 }
 #define MIXGRAD_CUBLASLT_CHECK(call) check_lt((call), #call)
 
-cublasLtHandle_t handle(int device) {
+}  // namespace
+
+cublasLtHandle_t lt_handle(int device) {
   static std::mutex mutex;
   static std::array<cublasLtHandle_t, kMaxDevices> handles{};
   std::lock_guard<std::mutex> lock(mutex);
@@ -56,16 +56,18 @@ cublasLtHandle_t handle(int device) {
 // A workspace per (device, stream): the caching allocator ties a block to
 // the stream it was allocated on, and a call on another stream would race
 // for it.
-void* workspace(int device, cudaStream_t stream) {
+void* lt_workspace(int device, cudaStream_t stream) {
   static std::mutex mutex;
   // Never destroyed, like the allocator: freeing at exit could come after
   // the CUDA runtime has shut down.
   static auto* spaces = new std::map<std::pair<int, cudaStream_t>, Tensor>;
   std::lock_guard<std::mutex> lock(mutex);
   auto [it, fresh] = spaces->try_emplace({device, stream});
-  if (fresh) it->second = empty(Shape{static_cast<int64_t>(kWorkspaceBytes)}, DType::bool_, Device::cuda(device));
+  if (fresh) it->second = empty(Shape{static_cast<int64_t>(kLtWorkspaceBytes)}, DType::bool_, Device::cuda(device));
   return it->second.raw_data();
 }
+
+namespace {
 
 struct Types {
   cudaDataType_t data;
@@ -156,7 +158,7 @@ std::unique_ptr<Entry> make_entry(const cuda_plan::GemmPlan& p, const Types& t, 
 
   cublasLtMatmulPreference_t pref = nullptr;
   MIXGRAD_CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const uint64_t ws = kWorkspaceBytes;
+  const uint64_t ws = kLtWorkspaceBytes;
   const uint32_t al = static_cast<uint32_t>(align);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
   for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
@@ -205,7 +207,7 @@ bool run_plan(const cuda_plan::GemmPlan& p, const Tensor& a, const Tensor& b, co
   key.dtype = out.dtype();
   key.bias = bias.defined();
   thread_local std::map<Problem, std::unique_ptr<Entry>> cache;
-  const cublasLtHandle_t lt = handle(device);
+  const cublasLtHandle_t lt = lt_handle(device);
   auto it = cache.find(key);
   if (it == cache.end()) it = cache.emplace(key, make_entry(p, t, key.bias, align, lt, bias_ptr)).first;
   Entry& e = *it->second;
@@ -218,7 +220,7 @@ bool run_plan(const cuda_plan::GemmPlan& p, const Tensor& a, const Tensor& b, co
   const bool dbl = t.scale == CUDA_R_64F;
   const void* alpha = dbl ? static_cast<const void*>(&one_d) : &one_f;
   const void* beta = dbl ? static_cast<const void*>(&zero_d) : &zero_f;
-  void* ws = e.workspace > 0 ? workspace(device, stream) : nullptr;
+  void* ws = e.workspace > 0 ? lt_workspace(device, stream) : nullptr;
   for (const auto& c : p.calls) {
     // cuBLAS's A is from b and its B from a (see gemm_plan.hpp).
     MIXGRAD_CUBLASLT_CHECK(cublasLtMatmul(lt, e.desc, alpha, pb + c.b * es, e.a, pa + c.a * es, e.b, beta,
