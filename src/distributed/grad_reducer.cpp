@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "distributed/group_state.hpp"
@@ -54,6 +57,51 @@ struct Bucket {
   BucketEvent event;
 };
 
+// A thread that calls into MPI every `every` while buckets are in flight,
+// so their data moves while backward computes (MPI_THREAD_MULTIPLE).
+class Poller {
+ public:
+  Poller(MPI_Comm comm, std::chrono::microseconds every) : comm_(comm), every_(every), thread_([this] { run(); }) {}
+  ~Poller() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  void set_active(bool on) {
+    {
+      std::lock_guard lock(mutex_);
+      if (active_ == on) return;
+      active_ = on;
+    }
+    if (on) cv_.notify_one();
+  }
+
+ private:
+  void run() {
+    std::unique_lock lock(mutex_);
+    while (!stop_) {
+      if (!active_) {
+        cv_.wait(lock);
+        continue;
+      }
+      lock.unlock();
+      int flag = 0;
+      MPI_Iprobe(MPI_ANY_SOURCE, 0x6d67, comm_, &flag, MPI_STATUS_IGNORE);  // drives MPI's progress
+      std::this_thread::sleep_for(every_);
+      lock.lock();
+    }
+  }
+  MPI_Comm comm_;
+  std::chrono::microseconds every_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool active_ = false, stop_ = false;
+  std::thread thread_;
+};
+
 }  // namespace
 
 struct GradReducer::Impl {
@@ -71,11 +119,19 @@ struct GradReducer::Impl {
   bool timeline_on = false;
   std::vector<BucketEvent> timeline;
 
-  Impl(ProcessGroup g, ReduceOp o, const ReducerOptions& opts) : group(std::move(g)), op(o), options(opts) {}
+  std::unique_ptr<Poller> poller;  // with progress_thread_us under MPI_THREAD_MULTIPLE
+
+  Impl(ProcessGroup g, ReduceOp o, const ReducerOptions& opts) : group(std::move(g)), op(o), options(opts) {
+    int level = 0;
+    MPI_Query_thread(&level);
+    if (options.progress_thread_us > 0 && level == MPI_THREAD_MULTIPLE && group.world_size() > 1)
+      poller = std::make_unique<Poller>(group.state()->comm, std::chrono::microseconds(options.progress_thread_us));
+  }
 
   double now() const { return std::chrono::duration<double>(Clock::now() - epoch).count(); }
 
   void start(Bucket& b) {
+    if (poller && !b.device.is_cuda()) poller->set_active(true);
     b.started = true;
     b.event.start = now();
     b.work = all_reduce_async(group, b.buffer, op);
@@ -214,6 +270,7 @@ struct GradReducer::Impl {
       return s.result;
     } catch (...) {
       broken = true;
+      if (poller) poller->set_active(false);
       throw;
     }
   }
@@ -242,6 +299,7 @@ struct GradReducer::Impl {
         b.event.backward_end = backward_end;
         if (timeline_on) timeline.push_back(b.event);
       }
+      if (poller) poller->set_active(false);
       autodiff::no_grad guard;
       for (Slot& s : slots) {
         if (s.arrived) {
@@ -258,6 +316,7 @@ struct GradReducer::Impl {
       reset();
     } catch (...) {
       broken = true;
+      if (poller) poller->set_active(false);
       throw;
     }
   }
@@ -283,6 +342,9 @@ GradReducer::GradReducer(ProcessGroup group, const std::string& op, const Reduce
   if (options.bucket_bytes < 1)
     throw ValueError("distributed::GradReducer: bucket_bytes must be positive, got " +
                      std::to_string(options.bucket_bytes));
+  if (options.progress_thread_us < 0)
+    throw ValueError(std::string("distributed::GradReducer: progress_thread_us must be 0 (no thread) or positive, got ")
+                         .append(std::to_string(options.progress_thread_us)));
   impl_ = std::make_unique<Impl>(std::move(group), o, options);
 }
 

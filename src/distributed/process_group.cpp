@@ -192,10 +192,11 @@ ProcessGroup init_process_group(double timeout_seconds) {
   if (finalized) throw StateError("init_process_group: MPI was already finalised");
   MPI_Initialized(&inited);
   if (!inited) {
-    // FUNNELED: only the thread that initialised MPI calls it (OpenMP's
-    // threads compute, they never communicate).
+    // MULTIPLE: the gradient reducer's progress thread calls MPI while the
+    // main thread computes (OpenMP's threads never communicate). An MPI
+    // that provides less runs the reducer without that thread.
     int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
     std::atexit(detail::finalize_at_exit);
   }
   auto g = std::make_shared<detail::GroupState>();

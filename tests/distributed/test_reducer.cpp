@@ -2,8 +2,13 @@
 // ranks, ranks whose first backward disagrees, and the GradScaler's
 // found-inf flag agreed across ranks; its overlap: buckets start while
 // backward runs, and the bucket size changes no result.
+#include <mpi.h>
+
+#include <chrono>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "../common/test_util.hpp"
@@ -86,9 +91,60 @@ void check_overlap(const MlpRun& run, int backwards) {
   }
 }
 
+// An identity whose backward takes `ms` milliseconds: one long op, as a
+// convolution's backward is, inside which nothing calls MPI.
+struct SlowIdentity : mg::autodiff::Function {
+  int ms;
+  explicit SlowIdentity(int m) : ms(m) {}
+  std::string name() const override { return "SlowIdentity"; }
+  std::vector<mg::Tensor> forward(const std::vector<mg::Tensor>& in) override { return {in[0].clone()}; }
+  std::vector<mg::Tensor> backward(const std::vector<mg::Tensor>& dy) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return {dy[0]};
+  }
+};
+
+// Linear(8, 256) -> SlowIdentity -> Linear(256, 1024) in 1 MiB buckets:
+// bucket 0 (the last layer's 1 MiB weight) starts before the slow op.
+// Returns, per backward after the first, whether the reducer saw bucket 0
+// finished before backward ended.
+std::vector<bool> bucket0_done_during_backward(int64_t progress_thread_us) {
+  mg::manual_seed(5);
+  mg::nn::Linear first(8, 256), last(256, 1024);
+  mg::autodiff::GradManager gm;
+  dist::GradReducer reducer(world(), "sum", {.bucket_bytes = 1 << 20, .progress_thread_us = progress_thread_us});
+  reducer.attach(gm, {first.weight(), first.bias(), last.weight(), last.bias()});
+  reducer.record_timeline(true);
+  const mg::Tensor x = mg::normal({4, 8});
+  for (int k = 0; k < 3; ++k) {
+    world().barrier();  // the ranks enter backward together
+    auto rec = gm.record();
+    const mg::Tensor h = mg::autodiff::apply(std::make_shared<SlowIdentity>(100), {first(x)})[0];
+    gm.backward(mg::F::sum(last(h)));
+  }
+  const size_t B = static_cast<size_t>(reducer.num_buckets());
+  std::vector<bool> out;
+  for (size_t k = 1; k < 3; ++k) {
+    const dist::BucketEvent& e = reducer.timeline()[k * B];
+    out.push_back(e.finish < e.backward_end);
+  }
+  return out;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(reducer)
+
+BOOST_AUTO_TEST_CASE(the_progress_thread_moves_a_bucket_during_a_long_op) {
+  int level = 0;
+  MPI_Query_thread(&level);
+  if (world().world_size() < 2 || level != MPI_THREAD_MULTIPLE) return;  // no thread without MULTIPLE
+  // The thread moves bucket 0's data during the 100 ms op; the reducer sees
+  // it done at the next op, well before backward ends (twice in a row:
+  // a rank descheduled for 100 ms misses once, not twice).
+  const std::vector<bool> done = bucket0_done_during_backward(dist::ReducerOptions{}.progress_thread_us);
+  BOOST_TEST((done[0] || done[1]));
+}
 
 BOOST_AUTO_TEST_CASE(small_buckets_start_during_backward) {
   // 27,168 bytes of float32 gradients (8 KiB, 16 KiB and 2 KiB weights and
@@ -202,6 +258,8 @@ BOOST_AUTO_TEST_CASE(reducer_options_are_checked) {
   test_util::check_error<mg::ValueError>([] { dist::GradReducer(world(), "max"); }, {"mean", "sum"});
   test_util::check_error<mg::ValueError>([] { dist::GradReducer(world(), "mean", {.bucket_bytes = 0}); },
                                          {"bucket_bytes"});
+  test_util::check_error<mg::ValueError>([] { dist::GradReducer(world(), "mean", {.progress_thread_us = -1}); },
+                                         {"progress_thread_us", "-1"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

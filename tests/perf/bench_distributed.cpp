@@ -6,12 +6,13 @@
 //   OMP_NUM_THREADS=1 build/tests/perf/bench_distributed --epochs 3
 //   OMP_NUM_THREADS=1 mpirun -np 2 build/tests/perf/bench_distributed --epochs 3
 //   OMP_NUM_THREADS=1 mpirun -np 2 build/tests/perf/bench_distributed --epochs 1 --bucket-kib 256
-//   OMP_NUM_THREADS=1 mpirun -np 2 build/tests/perf/bench_distributed --epochs 1 --progress off
+//   OMP_NUM_THREADS=1 mpirun -np 2 build/tests/perf/bench_distributed --epochs 1 --progress-thread-us 0
 //
 // --progress off attaches the reducer without its between-nodes hook
-// (GradReducer::progress), so MPI advances the running buckets only at
-// gradient-ready calls: what that hook buys. In containers that refuse
-// Open MPI's single-copy transport (CMA), add
+// (GradReducer::progress); --progress-thread-us sets the reducer's progress
+// thread (ReducerOptions::progress_thread_us, 0: none). Both off, MPI
+// advances the running buckets only at gradient-ready calls. In containers
+// that refuse Open MPI's single-copy transport (CMA), add
 // `-x OMPI_MCA_btl_vader_single_copy_mechanism=none`, as the tests do.
 //
 // Each run trains with the global batch (--batch, 128) split over the
@@ -60,6 +61,7 @@ struct Args {
   int64_t bucket_kib = dist::kDefaultBucketBytes / 1024;
   uint64_t seed = 0;
   bool progress = true;
+  int64_t thread_us = dist::ReducerOptions{}.progress_thread_us;
 };
 
 Args parse(int argc, char** argv) {
@@ -73,6 +75,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--bucket-kib") a.bucket_kib = std::atoll(v);
     else if (k == "--seed") a.seed = std::strtoull(v, nullptr, 10);
     else if (k == "--progress") a.progress = std::strcmp(v, "off") != 0;
+    else if (k == "--progress-thread-us") a.thread_us = std::atoll(v);
     else {
       std::fprintf(stderr, "bench_distributed: unknown option %s\n", k.c_str());
       std::exit(2);
@@ -124,8 +127,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<dist::GradReducer> reducer;
   if (W > 1) {
     dist::broadcast_parameters(group, net);
-    reducer = std::make_unique<dist::GradReducer>(group, "mean",
-                                                  dist::ReducerOptions{.bucket_bytes = a.bucket_kib * 1024});
+    reducer = std::make_unique<dist::GradReducer>(
+        group, "mean", dist::ReducerOptions{.bucket_bytes = a.bucket_kib * 1024, .progress_thread_us = a.thread_us});
     if (a.progress) {
       reducer->attach(gm, net.parameters());
     } else {  // the callback and the after-backward hook only
@@ -144,9 +147,10 @@ int main(int argc, char** argv) {
 
   if (r == 0)
     std::printf("bench_distributed: CNN, bf16 autocast + GradScaler, %d process(es) x batch %lld, %d thread(s) "
-                "each, %lld training images, bucket %lld KiB, progress between backward nodes %s\n",
+                "each, %lld training images, bucket %lld KiB, progress between backward nodes %s, progress "
+                "thread every %lld us\n",
                 W, static_cast<long long>(a.batch / W), mg::num_threads(), static_cast<long long>(train.size()),
-                static_cast<long long>(a.bucket_kib), a.progress ? "on" : "off");
+                static_cast<long long>(a.bucket_kib), a.progress ? "on" : "off", static_cast<long long>(a.thread_us));
   const int64_t steps_per_epoch = loader.size(), total = steps_per_epoch * a.epochs;
   int64_t step = 0;
   double train_seconds = 0.0, backward_seconds = 0.0;

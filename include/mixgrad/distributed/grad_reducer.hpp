@@ -14,8 +14,9 @@
 // into a bucket of about `bucket_bytes` (256 KiB by default); a
 // bucket whose gradients have all arrived starts a non-blocking all-reduce
 // right away, so communication overlaps the rest of backward; MPI moves the
-// data of a running all-reduce only inside MPI calls, so the reducer also
-// tests its running buckets after every op of the backward walk
+// data of a running all-reduce only inside MPI calls, so while buckets run a
+// thread of the reducer calls into MPI every `progress_thread_us`, and the
+// reducer tests its buckets after every op of the backward walk
 // (GradManager::register_backward_progress_callback); the after-backward
 // hook waits for the buckets still running; the gradients added to .grad()
 // are the reduced ones. A tensor may straddle two buckets. Buckets start in
@@ -69,6 +70,11 @@ inline constexpr int64_t kDefaultBucketBytes = 256 << 10;
 struct ReducerOptions {
   /// Bytes per bucket; a tensor larger than this spans several buckets.
   int64_t bucket_bytes = kDefaultBucketBytes;
+  /// Microseconds between the MPI progress calls of the reducer's thread,
+  /// which runs while CPU buckets are in flight and sleeps otherwise (0: no
+  /// thread). It needs MPI initialised with MPI_THREAD_MULTIPLE, which
+  /// init_process_group asks for; without it there is no thread.
+  int64_t progress_thread_us = 100;
 };
 
 /// One all-reduce of a bucket, on the reducer's clock (seconds since the
