@@ -7,6 +7,7 @@
 
 #include "mixgrad/allocator.hpp"
 #include "mixgrad/amp/autocast.hpp"
+#include "mixgrad/amp/convert_format.hpp"
 #include "mixgrad/amp/fp8.hpp"
 #include "mixgrad/amp/grad_scaler.hpp"
 #include "mixgrad/amp/initialize.hpp"

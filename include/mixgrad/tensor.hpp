@@ -9,12 +9,15 @@
 //   x.to(mg::DType::bfloat16); // a converted copy
 //   x.reshape({4}).narrow(0, 1, 2).contiguous();
 //   x.grad();                  // undefined until a GradManager's backward fills it
+//   mg::Tensor img = mg::uniform({8, 3, 32, 32}).contiguous(mg::MemoryFormat::channels_last);
+//   img.shape();               // still [8, 3, 32, 32]; strides [3072, 1, 96, 3]
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <ostream>
 #include <span>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -27,6 +30,18 @@ namespace mixgrad {
 
 struct TensorImpl;
 struct GradScaling;
+
+/// How a 4-d (5-d) tensor's elements lie in memory, as PyTorch's
+/// torch.memory_format: in the logical order (contiguous: N, C, H, W), or
+/// with the channels innermost (channels_last: N, H, W, C in memory for the
+/// logical [N, C, H, W]; channels_last_3d: N, D, H, W, C). Shapes, indices
+/// and values never depend on it. Ops keep it: see docs/memory_format.md.
+enum class MemoryFormat : uint8_t { contiguous, channels_last, channels_last_3d };
+std::string_view to_string(MemoryFormat format);
+/// The strides of a dense tensor of `shape` laid out in `format`. ShapeError
+/// naming `op` (and the shape) unless the shape has 4 dims for
+/// channels_last, 5 for channels_last_3d.
+Shape memory_format_strides(const Shape& shape, MemoryFormat format, const char* op = "memory_format_strides");
 
 class Tensor {
  public:
@@ -44,6 +59,13 @@ class Tensor {
   DType dtype() const;
   Device device() const;
   bool is_contiguous() const;
+  /// True when the elements lie densely in `format`'s order; extent-1 dims
+  /// are not looked at (a [N, 1, H, W] or [N, C, 1, 1] tensor is both
+  /// contiguous and channels-last). False for a tensor of another rank.
+  bool is_contiguous(MemoryFormat format) const;
+  /// The format ops give results in: channels_last (channels_last_3d) for a
+  /// tensor laid out so and not also contiguous, else contiguous.
+  MemoryFormat suggest_memory_format() const;
 
   /// A copy converted to `dtype` (the same tensor if it already is). Recorded
   /// by a recording GradManager like any op (see F::astype). Floating values
@@ -57,6 +79,10 @@ class Tensor {
   Tensor clone() const;
   /// This tensor if contiguous, else a contiguous copy.
   Tensor contiguous() const;
+  /// This tensor if is_contiguous(format), else a copy laid out in `format`
+  /// (recorded like clone; the values and shape are the same). ShapeError
+  /// naming the op, the shape and the dtype for a rank the format lacks.
+  Tensor contiguous(MemoryFormat format) const;
   /// The same elements in a new shape; one extent may be -1.
   Tensor reshape(const Shape& shape) const;
   /// `len` elements of dimension `dim` starting at `start`: a view.
@@ -125,6 +151,8 @@ struct TensorImpl {
 /// extent or a shape whose element or byte count does not fit in int64, and
 /// OutOfMemoryError when the memory cannot be allocated.
 Tensor empty(const Shape& shape, DType dtype = DType::float32, Device device = Device::cpu());
+/// As above, laid out in `format` (see memory_format_strides).
+Tensor empty(const Shape& shape, DType dtype, Device device, MemoryFormat format);
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 

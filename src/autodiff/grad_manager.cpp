@@ -235,11 +235,16 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
 
 namespace {
 
-/// `have`, replaced first by a contiguous copy of its own where something
-/// else holds it (a node's output, a view): an accumulator added into in place.
+/// True when t's elements fill its memory densely in its own memory format
+/// (contiguous or channels-last): a gradient kept as it is.
+bool dense(const Tensor& t) { return t.is_contiguous(t.suggest_memory_format()); }
+
+/// `have`, replaced first by a dense copy of its own (in its memory format)
+/// where something else holds it (a node's output, a view): an accumulator
+/// added into in place.
 Tensor& owned(Tensor& have) {
-  if (have.impl()->storage.use_count() > 1 || have.impl_ptr().use_count() > 1 || !have.is_contiguous()) {
-    Tensor own = empty(have.shape(), have.dtype(), have.device());
+  if (have.impl()->storage.use_count() > 1 || have.impl_ptr().use_count() > 1 || !dense(have)) {
+    Tensor own = empty(have.shape(), have.dtype(), have.device(), have.suggest_memory_format());
     backend::copy(have, own);
     have = own;
   }
@@ -367,7 +372,7 @@ namespace {
 [[gnu::noinline]] void set_recorded_grads(std::vector<std::pair<Tensor, Tensor>>& updates) {
   for (auto& [t, grad] : updates) {
     Tensor have = t.grad();
-    t.set_grad(have.defined() ? F::add(have, grad) : (grad.is_contiguous() ? grad : grad.contiguous()));
+    t.set_grad(have.defined() ? F::add(have, grad) : (dense(grad) ? grad : grad.contiguous()));
   }
 }
 
@@ -389,10 +394,10 @@ void write_added(std::vector<std::pair<Tensor, Tensor>>& updates, const std::vec
       t.set_grad(sum);
     } else if (have.defined()) {
       backend::accumulate(have, grad);
-    } else if (grad.impl_ptr().use_count() == 1 && grad.impl()->storage.use_count() == 1 && grad.is_contiguous()) {
+    } else if (grad.impl_ptr().use_count() == 1 && grad.impl()->storage.use_count() == 1 && dense(grad)) {
       t.set_grad(std::move(grad));  // we hold the only handle: adopt it
-    } else {
-      Tensor own = empty(grad.shape(), grad.dtype(), grad.device());
+    } else {  // laid out as the tensor (PyTorch's gradient layout: a channels-last weight's is too)
+      Tensor own = empty(grad.shape(), grad.dtype(), grad.device(), t.suggest_memory_format());
       backend::copy(grad, own);
       t.set_grad(own);
     }

@@ -24,7 +24,9 @@ struct Conv2dParams {
 };
 
 /// y[N, O, OH, OW] = conv(x[N, C, H, W], w[O, C/groups, KH, KW]) + bias[O].
-/// x, w, y contiguous, one dtype; bias undefined or [O] (any floating dtype).
+/// x, w, y dense, one dtype: each contiguous or channels-last (the
+/// activations x and y both in one of them), read and written as they lie;
+/// bias undefined or [O] (any floating dtype).
 /// On the CPU the three calls also take float32 operands or results beside
 /// 16-bit ones (autocast's float32 weights where 16-bit math is missing),
 /// all computed in float32.
@@ -32,12 +34,12 @@ MIXGRAD_STUB(conv2d_forward, 3,
              void(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
                   const Conv2dParams& p));  // on y's device
 
-/// gx = the gradient of the input given gy (overwritten), all contiguous.
+/// gx = the gradient of the input given gy (overwritten), laid out as the forward's.
 MIXGRAD_STUB(conv2d_backward_data, 2,
              void(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p));  // on gx's device
 
 /// gw (and gbias when defined) = the gradients of weight and bias given gy and
-/// the forward input x (overwritten), all contiguous.
+/// the forward input x (overwritten), laid out as the forward's.
 MIXGRAD_STUB(conv2d_backward_weights, 2,
              void(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gbias,
                   const Conv2dParams& p));  // on gw's device

@@ -1,5 +1,6 @@
 #include "mixgrad/tensor.hpp"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <iomanip>
@@ -33,6 +34,76 @@ Tensor empty(const Shape& shape, DType dtype, Device device) {
     throw OutOfMemoryError("empty: a " + std::string(to_string(dtype)) + to_string(shape) + " tensor: out of memory");
   }
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), 0, shape, contiguous_strides(shape), dtype));
+}
+
+namespace {
+// The rank a memory format is for (contiguous: any).
+int format_rank(MemoryFormat f) {
+  return f == MemoryFormat::channels_last ? 4 : f == MemoryFormat::channels_last_3d ? 5 : -1;
+}
+
+// The dims of a rank-`n` tensor from the outermost in memory to the
+// innermost: N, then the spatial dims, then C for the channels-last formats.
+std::array<int, Shape::kMaxDims> memory_order(int n, MemoryFormat f) {
+  std::array<int, Shape::kMaxDims> order{};
+  for (int i = 0; i < n; ++i) order[i] = i;
+  if (f != MemoryFormat::contiguous) {
+    for (int i = 1; i + 1 < n; ++i) order[i] = i + 1;
+    order[n - 1] = 1;
+  }
+  return order;
+}
+}  // namespace
+
+std::string_view to_string(MemoryFormat format) {
+  switch (format) {
+    case MemoryFormat::contiguous: return "contiguous";
+    case MemoryFormat::channels_last: return "channels_last";
+    case MemoryFormat::channels_last_3d: return "channels_last_3d";
+  }
+  return "unknown";
+}
+
+Shape memory_format_strides(const Shape& shape, MemoryFormat format, const char* op) {
+  const int rank = format_rank(format);
+  if (rank < 0) return contiguous_strides(shape);
+  if (shape.ndim() != rank)
+    throw ShapeError(std::string(op).append(": ").append(to_string(format)).append(" needs a ")
+                         .append(std::to_string(rank)).append("-d shape, got ").append(to_string(shape)));
+  const std::array<int, Shape::kMaxDims> order = memory_order(rank, format);
+  Shape st = shape;
+  int64_t acc = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    st[order[i]] = acc;
+    const int64_t extent = std::max<int64_t>(shape[order[i]], 1);
+    acc = sizes::mul(acc, extent, op, [&] { return "the strides of " + to_string(shape); });
+  }
+  return st;
+}
+
+Tensor empty(const Shape& shape, DType dtype, Device device, MemoryFormat format) {
+  Tensor t = empty(shape, dtype, device);
+  if (format != MemoryFormat::contiguous) t.impl()->strides = memory_format_strides(shape, format, "empty");
+  return t;
+}
+
+bool Tensor::is_contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::contiguous) return is_contiguous();
+  if (ndim() != format_rank(format)) return false;
+  const std::array<int, Shape::kMaxDims> order = memory_order(ndim(), format);
+  int64_t expected = 1;
+  for (int i = ndim() - 1; i >= 0; --i) {
+    const int d = order[i];
+    if (shape()[d] != 1 && strides()[d] != expected) return false;
+    expected *= shape()[d];
+  }
+  return true;
+}
+
+MemoryFormat Tensor::suggest_memory_format() const {
+  for (MemoryFormat f : {MemoryFormat::channels_last, MemoryFormat::channels_last_3d})
+    if (ndim() == format_rank(f) && is_contiguous(f) && !is_contiguous()) return f;
+  return MemoryFormat::contiguous;
 }
 
 bool Tensor::is_contiguous() const {

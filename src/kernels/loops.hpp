@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
 
 #include "mixgrad/shape.hpp"
 
@@ -24,6 +25,38 @@ struct LoopShape {
   std::array<int64_t, Shape::kMaxDims> extent{};
   std::array<std::array<int64_t, Shape::kMaxDims>, N> stride{};  // bytes
 };
+
+/// The dims in operand 0's memory order (its strides non-increasing, ties
+/// kept in order) when it has no stride-0 dim, else in their own: an output
+/// laid out channels-last is walked as it lies, like a contiguous one (for
+/// which the order is the identity).
+template <int N>
+std::array<int, Shape::kMaxDims> walk_order(const Shape& shape, const std::array<Shape, N>& byte_strides) {
+  std::array<int, Shape::kMaxDims> order{};
+  const Shape& s = byte_strides[0];
+  bool permute = true;
+  for (int d = 0; d < shape.ndim(); ++d) {
+    order[d] = d;
+    if (shape[d] > 1 && s[d] <= 0) permute = false;
+  }
+  if (!permute) return order;
+  for (int i = 1; i < shape.ndim(); ++i)  // insertion sort: stable, at most 8 dims
+    for (int j = i; j > 0 && s[order[j]] > s[order[j - 1]]; --j) std::swap(order[j], order[j - 1]);
+  return order;
+}
+
+/// shape and byte_strides permuted into walk_order: for loops that write
+/// each element of operand 0 once, where the order changes no result.
+template <int N>
+void permute_to_walk_order(Shape& shape, std::array<Shape, N>& byte_strides) {
+  const std::array<int, Shape::kMaxDims> order = walk_order<N>(shape, byte_strides);
+  const Shape s = shape;
+  const std::array<Shape, N> st = byte_strides;
+  for (int i = 0; i < s.ndim(); ++i) {
+    shape[i] = s[order[i]];
+    for (int k = 0; k < N; ++k) byte_strides[k][i] = st[k][order[i]];
+  }
+}
 
 /// Drops extent-1 dimensions and merges dimensions that are contiguous in
 /// every operand.

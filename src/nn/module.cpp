@@ -344,6 +344,15 @@ Tensor Module::call_with_casts(const Tensor& input) {
 
 Module& Module::to(DType dtype) { return to(dtype, ToOptions{}); }
 
+Module& Module::to(MemoryFormat format) {
+  check_not_recording("Module::to");
+  const int rank = format == MemoryFormat::channels_last ? 4 : format == MemoryFormat::channels_last_3d ? 5 : -1;
+  replace_in_place(unique_tensors(), [&](const Tensor& t) {
+    return rank < 0 || t.ndim() == rank ? t.contiguous(format) : t;
+  });
+  return *this;
+}
+
 namespace {
 
 // The tensors of every BatchNorm2d in the tree under `m` (m included).

@@ -14,6 +14,7 @@
 #include "mixgrad/ops/nn.hpp"
 #include "mixgrad/ops/reduction.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
+#include "core/view.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad::F {
@@ -22,6 +23,18 @@ namespace {
 
 // t as a contiguous tensor of dtype dt, unrecorded; undefined stays undefined.
 Tensor converted(const Tensor& t, DType dt) { return t.defined() ? ops::dense(t, dt) : Tensor(); }
+
+// A dense tensor as the kernels read it: a channels-last [N, C, H, W] (or
+// [N, C, D, H, W]) one as the [N * H * W, C] rows it is in memory
+// (BatchNorm1d's layout: the same per-channel statistics), any other as it is.
+Tensor as_rows(const Tensor& t, MemoryFormat format) {
+  if (format == MemoryFormat::contiguous) return t;
+  const Shape& s = t.shape();
+  int64_t rows = 1;
+  for (int d = 0; d < s.ndim(); ++d)
+    if (d != 1) rows *= s[d];
+  return view::make(t, Shape{rows, s[1]}, Shape{s[1], 1});
+}
 
 void check_channel_vector(const char* what, const Tensor& t, const Tensor& x) {
   if (!t.defined()) return;
@@ -100,7 +113,9 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
 
   const DType stats = x.dtype() == DType::float64 ? DType::float64 : DType::float32;
   const int64_t c = x.shape()[1];
-  const Tensor xc = ops::dense(x);
+  // A channels-last x is normalised as it lies, and y laid out as x.
+  const MemoryFormat format = x.suggest_memory_format();
+  const Tensor xc = ops::dense(x, x.dtype(), format);
   const Tensor w = converted(weight, stats), b = converted(bias, stats);
   Tensor mean, var;
   if (o.training) {
@@ -114,9 +129,9 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
     backend::copy(running_mean, mean);
     backend::copy(running_var, var);
   }
-  Tensor y = empty(x.shape(), x.dtype(), x.device());
-  backend::batch_norm_forward(
-      {.x = xc, .weight = w, .bias = b, .mean = mean, .var = var, .y = y, .training = o.training, .eps = o.eps});
+  Tensor y = empty(x.shape(), x.dtype(), x.device(), format);
+  backend::batch_norm_forward({.x = as_rows(xc, format), .weight = w, .bias = b, .mean = mean, .var = var,
+                               .y = as_rows(y, format), .training = o.training, .eps = o.eps});
   if (o.training && running_mean.defined()) {
     backend::batch_norm_update_running(
         {.running_mean = running_mean, .running_var = running_var, .mean = mean, .var = var, .momentum = o.momentum,
@@ -126,17 +141,18 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   }
 
   autodiff::record(OpKind::batch_norm, {&x, &weight, &bias}, y, [&] {
-    return [x, weight, xc, w, mean, var, training = o.training, eps = o.eps,
+    return [x, weight, xc, w, mean, var, format, training = o.training, eps = o.eps,
             w_dtype = weight.defined() ? weight.dtype() : stats,
             b_dtype = bias.defined() ? bias.dtype() : stats](const Tensor& g_in, autodiff::InputGrads& gi) {
       if (gi.create_graph())
         return batch_norm_grad_graph(x, weight, mean, var, training, eps, g_in, w_dtype, b_dtype, gi);
-      const Tensor g = converted(g_in, xc.dtype());
+      const Tensor g = ops::dense(g_in, xc.dtype(), format);
       const Shape cs{xc.shape()[1]};
-      const Tensor gx = gi.needs(0) ? empty(xc.shape(), xc.dtype(), xc.device()) : Tensor();
+      const Tensor gx = gi.needs(0) ? empty(xc.shape(), xc.dtype(), xc.device(), format) : Tensor();
       const Tensor gw = gi.needs(1) ? empty(cs, mean.dtype(), xc.device()) : Tensor();
       const Tensor gb = gi.needs(2) ? empty(cs, mean.dtype(), xc.device()) : Tensor();
-      backend::batch_norm_backward({.grad_y = g, .x = xc, .weight = w, .mean = mean, .var = var, .grad_x = gx,
+      backend::batch_norm_backward({.grad_y = as_rows(g, format), .x = as_rows(xc, format), .weight = w,
+                                    .mean = mean, .var = var, .grad_x = gx.defined() ? as_rows(gx, format) : gx,
                                     .grad_weight = gw, .grad_bias = gb, .training = training, .eps = eps});
       if (gx.defined()) gi.set(0, gx);
       if (gw.defined()) gi.set(1, converted(gw, w_dtype));

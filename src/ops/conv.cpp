@@ -166,21 +166,21 @@ void recorded_conv_grads(bool transposed, const Tensor& g_in, const Tensor& x, c
 void conv_grads(bool transposed, const Tensor& g, const Tensor& xc, const Tensor& wc, const backend::Conv2dParams& p,
                 const Shape& x_shape, const Shape& w_shape, DType b_dtype, autodiff::InputGrads& gi) {
   if (gi.needs(0)) {
-    Tensor gx = empty(x_shape, xc.dtype(), xc.device());
+    Tensor gx = empty(x_shape, xc.dtype(), xc.device(), xc.suggest_memory_format());
     if (transposed) backend::conv2d_forward(g, wc, Tensor(), as_shape(gx, xc.shape()), p);
     else backend::conv2d_backward_data(g, wc, as_shape(gx, xc.shape()), p);
     gi.set(0, gx);
   }
   Tensor gb = gi.needs(2) ? empty(Shape{g.shape()[1]}, b_dtype, g.device()) : Tensor();
   if (gi.needs(1)) {
-    Tensor gw = empty(w_shape, wc.dtype(), wc.device());
+    Tensor gw = empty(w_shape, wc.dtype(), wc.device(), wc.suggest_memory_format());
     // conv_transpose2d's is conv2d's weight gradient with its output gradient = x, its input = g.
     if (transposed) backend::conv2d_backward_weights(xc, g, as_shape(gw, wc.shape()), Tensor(), p);
     else backend::conv2d_backward_weights(g, xc, as_shape(gw, wc.shape()), gb, p);  // and the bias's
     gi.set(1, gw);
   }
   if (gb.defined() && !(gi.needs(1) && !transposed))
-    backend::sum_channels(g, g.shape()[0], g.shape()[1], g.shape()[2] * g.shape()[3], gb);
+    backend::sum_channels(ops::dense(g), g.shape()[0], g.shape()[1], g.shape()[2] * g.shape()[3], gb);
   if (gb.defined()) gi.set(2, gb);
 }
 
@@ -198,6 +198,16 @@ void conv_forward(bool transposed, const Tensor& xc, const Tensor& wc, const Ten
   }
 }
 
+// The layout a convolution's activations take: channels-last when its 4-d
+// input or weight is (PyTorch's rule), read and written as they lie; else
+// contiguous (conv1d always: its operands are 3-d).
+MemoryFormat conv_format(const Tensor& x, const Tensor& w) {
+  if (x.ndim() != 4) return MemoryFormat::contiguous;
+  const bool cl = x.suggest_memory_format() == MemoryFormat::channels_last ||
+                  w.suggest_memory_format() == MemoryFormat::channels_last;
+  return cl ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+}
+
 // The autocast, forward and tape entry of a validated convolution, run by the
 // 2-d kernels on 4-d views of the operands; `transposed`: conv_transpose2d,
 // conv2d's data part. The closure, built only when something records, holds
@@ -210,16 +220,18 @@ Tensor run_conv(OpKind op, const char* name, const Tensor& x_in, const Tensor& w
   const DType dtype = dt.result;
   sizes::nbytes(s.y, dtype, name);
 
-  const Tensor xc = as_shape(ops::dense(x), s.x4), wc = as_shape(ops::dense(w), s.w4);
+  const MemoryFormat format = conv_format(x, w);
+  const Tensor xc = as_shape(ops::dense(x, x.dtype(), format), s.x4);
+  const Tensor wc = as_shape(ops::dense(w, w.dtype(), w.suggest_memory_format()), s.w4);
   const Tensor y = autodiff::keep_or_compute(op, s.y, dtype, [&] {
-    Tensor out = empty(s.y, dtype, x.device());
+    Tensor out = empty(s.y, dtype, x.device(), format);
     conv_forward(transposed, xc, wc, b, as_shape(out, s.y4), p);
     return out;
   });
   autodiff::record(op, {&x, &w, &b}, y, [&] {
     // The conv2d these kernels run: transposed, its input is y and its output x.
     const ConvGeometry geo{p, transposed ? s.y4 : s.x4, s.w4, transposed ? s.x4 : s.y4};
-    return [x, w, xc, wc, geo, dt, transposed, y4 = s.y4, b_dtype = b.defined() ? b.dtype() : dtype](
+    return [x, w, xc, wc, geo, dt, transposed, format, y4 = s.y4, b_dtype = b.defined() ? b.dtype() : dtype](
                const Tensor& g_in, autodiff::InputGrads& gi) {
       if (gi.create_graph()) {
         std::optional<amp::detail::AutocastOff> off;
@@ -227,7 +239,7 @@ Tensor run_conv(OpKind op, const char* name, const Tensor& x_in, const Tensor& w
         recorded_conv_grads(transposed, g_in, x, w, geo, x.shape(), w.shape(), dt.compute(), b_dtype, gi);
         return;
       }
-      const Tensor g = as_shape(ops::dense(g_in, dt.result), y4);
+      const Tensor g = as_shape(ops::dense(g_in, dt.result, format), y4);
       conv_grads(transposed, g, xc, wc, geo.p, x.shape(), w.shape(), b_dtype, gi);
     };
   });

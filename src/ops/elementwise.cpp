@@ -95,7 +95,7 @@ Shape broadcast_or_throw(const char* op, const Tensor& a, const Tensor& b) {
 // ---- raw kernels (no checks, no autocast, no recording) --------------------
 
 Tensor run_binary(BinaryOp op, const Operand& a, const Operand& b, const Shape& shape, DType dtype, Device device) {
-  Tensor out = empty(shape, dtype, device);
+  Tensor out = ops::empty_for(shape, dtype, device, {a.tensor, b.tensor});
   backend::binary(op, a, b, out);
   return out;
 }
@@ -106,13 +106,13 @@ Tensor grad_binary(BinaryOp op, const Tensor& g, const Operand& y) {
 }
 
 Tensor grad_kernel(BinaryGradOp op, const Tensor& g, const Operand& x, const Operand& y) {
-  Tensor dx = empty(g.shape(), g.dtype(), g.device());
+  Tensor dx = ops::empty_for(g.shape(), g.dtype(), g.device(), {&g});
   backend::binary_grad(op, g, x, y, dx);
   return dx;
 }
 
 Tensor negated(const Tensor& g) {
-  Tensor out = empty(g.shape(), g.dtype(), g.device());
+  Tensor out = ops::empty_for(g.shape(), g.dtype(), g.device(), {&g});
   backend::unary(UnaryOp::neg, g, out, {});
   return out;
 }
@@ -218,14 +218,14 @@ Tensor max_min(const BinarySpec& s, BinaryOp op, BinaryGradOp grad_op, const Ten
 
 Tensor compare(const char* name, CompareOp op, const Tensor& a, const Tensor& b) {
   BinaryInputs in = prepare({name, OpKind::compare, Accepts::any}, a, b);
-  Tensor out = empty(in.shape, DType::bool_, in.a.device());
+  Tensor out = ops::empty_for(in.shape, DType::bool_, in.a.device(), {&in.a, &in.b});
   backend::compare(op, in.a, in.b, out);
   return out;
 }
 
 Tensor compare(const char* name, CompareOp op, const Tensor& a, double b) {
   const Tensor x = prepare({name, OpKind::compare, Accepts::any}, a);
-  Tensor out = empty(x.shape(), DType::bool_, x.device());
+  Tensor out = ops::empty_for(x.shape(), DType::bool_, x.device(), {&x});
   backend::compare(op, x, b, out);
   return out;
 }
@@ -263,7 +263,7 @@ Tensor unary(const UnarySpec& s, const Tensor& x_in, const UnaryParams& params =
   if (!accepted(x_in.dtype(), s.accepts)) throw_not_accepted(s.name, s.accepts, ops::describe(x_in));
   Tensor x = x_in;
   amp::autocast_inputs(s.kind, {&x});
-  Tensor out = empty(x.shape(), x.dtype(), x.device());
+  Tensor out = ops::empty_for(x.shape(), x.dtype(), x.device(), {&x});
   backend::unary(s.op, x, out, params);
   autodiff::record(s.kind, {&x}, out, [&] {
     // Keep only the tensor the derivative reads; `nothing` (neg) reads g.
@@ -274,7 +274,7 @@ Tensor unary(const UnarySpec& s, const Tensor& x_in, const UnaryParams& params =
         return;
       }
       const Tensor g = saved.defined() ? ops::in_dtype(g_in, saved.dtype()) : g_in;
-      Tensor dx = empty(g.shape(), g.dtype(), g.device());
+      Tensor dx = ops::empty_for(g.shape(), g.dtype(), g.device(), {&g});
       backend::unary_grad(op, g, saved.defined() ? saved : g, dx, params);
       gi.set(0, dx);
     };
@@ -413,7 +413,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   const DType dtype = promote_types(ta.dtype(), tb.dtype());
   if (ta.dtype() != dtype) ta = astype(ta, dtype);
   if (tb.dtype() != dtype) tb = astype(tb, dtype);
-  Tensor out = empty(shape, dtype, ta.device());
+  Tensor out = ops::empty_for(shape, dtype, ta.device(), {&ta, &tb, &cond});
   backend::where(cond, ta, tb, out);
   autodiff::record(OpKind::where, {&ta, &tb}, out, [&] {
     return [cond, sa = ta.shape(), sb = tb.shape()](const Tensor& g, InputGrads& gi) {
@@ -424,7 +424,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
       }
       for (size_t i = 0; i < 2; ++i) {
         if (!gi.needs(i)) continue;
-        Tensor masked = empty(g.shape(), g.dtype(), g.device());
+        Tensor masked = ops::empty_for(g.shape(), g.dtype(), g.device(), {&g});
         if (i == 0) backend::where(cond, g, 0.0, masked);
         else backend::where(cond, 0.0, g, masked);
         gi.set(i, sum_to(masked, i == 0 ? sa : sb));

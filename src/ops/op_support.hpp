@@ -44,6 +44,25 @@ inline Tensor dense(const Tensor& t, DType dtype) {
 /// t if it is contiguous, else a contiguous copy.
 inline Tensor dense(const Tensor& t) { return dense(t, t.dtype()); }
 
+/// t if it is laid out densely in `format` and of `dtype`, else such a copy
+/// (a 4-d operand of a kernel that reads channels-last as it lies).
+inline Tensor dense(const Tensor& t, DType dtype, MemoryFormat format) {
+  if (t.is_contiguous(format) && t.dtype() == dtype) return t;
+  Tensor c = empty(t.shape(), dtype, t.device(), format);
+  backend::copy(t, c);
+  return c;
+}
+
+/// A new tensor of `shape` for an op's result, laid out in the memory format
+/// of the first input of that shape (inputs broadcast to it do not count),
+/// as PyTorch's elementwise ops keep a channels-last input's layout. Null
+/// and undefined inputs are skipped.
+inline Tensor empty_for(const Shape& shape, DType dtype, Device device, std::initializer_list<const Tensor*> inputs) {
+  for (const Tensor* t : inputs)
+    if (t && t->defined() && t->shape() == shape) return empty(shape, dtype, device, t->suggest_memory_format());
+  return empty(shape, dtype, device);
+}
+
 /// t (any layout) if it has `dtype`, else a contiguous converted copy. For
 /// gradients, which arrive in the output's dtype: this only guards.
 inline Tensor in_dtype(const Tensor& t, DType dtype) {

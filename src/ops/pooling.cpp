@@ -297,6 +297,13 @@ PoolPlan pool3d_plan(const char* op, const Tensor& x, const Pool3dOptions& o) {
   return {{PoolPass{x4, mid, mid, hw}, PoolPass{mid4, y, y4, depth}}, 2};
 }
 
+// The 2-d pooling kernels run on NCHW; the result of a channels-last x is
+// laid out as x (a recorded copy, which passes the gradient through).
+Tensor in_format_of(const Tensor& x, const Tensor& y) {
+  const MemoryFormat format = x.suggest_memory_format();
+  return format == MemoryFormat::channels_last ? y.contiguous(format) : y;
+}
+
 }  // namespace
 
 
@@ -304,14 +311,14 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
   check_4d("max_pool2d", x);
   Shape out_shape;
   const backend::Pool2dParams p = pool_params("max_pool2d", x, x.shape(), options, out_shape);
-  return run_pool<MaxPool>(OpKind::max_pool2d, x, one_pass(x.shape(), out_shape, out_shape, p));
+  return in_format_of(x, run_pool<MaxPool>(OpKind::max_pool2d, x, one_pass(x.shape(), out_shape, out_shape, p)));
 }
 
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options) {
   check_4d("avg_pool2d", x);
   Shape out_shape;
   const backend::Pool2dParams p = pool_params("avg_pool2d", x, x.shape(), options, out_shape);
-  return run_pool<AvgPool>(OpKind::avg_pool2d, x, one_pass(x.shape(), out_shape, out_shape, p));
+  return in_format_of(x, run_pool<AvgPool>(OpKind::avg_pool2d, x, one_pass(x.shape(), out_shape, out_shape, p)));
 }
 
 Tensor max_pool1d(const Tensor& x, const Pool1dOptions& options) {
@@ -356,7 +363,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
       gi.set(0, gx);
     };
   });
-  return y;
+  return in_format_of(x_in, y);
 }
 
 Tensor max_pool3d(const Tensor& x, const Pool3dOptions& options) {

@@ -330,7 +330,7 @@ Tensor astype(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   const bool tally = amp::detail::cast_tally_active();  // a benchmark's CastTally, mostly none
   const auto start = tally ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  Tensor out = empty(x.shape(), dtype, x.device());
+  Tensor out = ops::empty_for(x.shape(), dtype, x.device(), {&x});  // a channels-last x stays so
   backend::copy(x, out);
   if (tally)
     amp::detail::count_cast(static_cast<uint64_t>(x.numel()),

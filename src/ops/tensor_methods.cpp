@@ -37,16 +37,30 @@ Tensor Tensor::to(Device device) const {
   return out;
 }
 
-Tensor Tensor::clone() const {
-  Tensor out = empty(shape(), dtype(), device());
-  backend::copy(*this, out);
-  autodiff::record(OpKind::kCount, {this}, out, [&] {
+namespace {
+// A copy of t laid out in `format`, recorded: the gradient passes through.
+Tensor copy_as(const Tensor& t, MemoryFormat format) {
+  Tensor out = empty(t.shape(), t.dtype(), t.device(), format);
+  backend::copy(t, out);
+  autodiff::record(OpKind::kCount, {&t}, out, [&] {
     return [](const Tensor& g, autodiff::InputGrads& gi) {
       (void)gi.create_graph();  // F:: ops: differentiable as written
       gi.set(0, g);
     };
   });
   return out;
+}
+}  // namespace
+
+Tensor Tensor::clone() const { return copy_as(*this, MemoryFormat::contiguous); }
+
+Tensor Tensor::contiguous(MemoryFormat format) const {
+  ops::check_defined("contiguous", {this});
+  if (format != MemoryFormat::contiguous && ndim() != (format == MemoryFormat::channels_last ? 4 : 5))
+    throw ShapeError(std::string("contiguous(").append(to_string(format)).append("): expected a ")
+                         .append(format == MemoryFormat::channels_last ? "4-d [N, C, H, W]" : "5-d [N, C, D, H, W]")
+                         .append(" tensor, got ").append(ops::describe(*this)));
+  return is_contiguous(format) ? *this : copy_as(*this, format);
 }
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }

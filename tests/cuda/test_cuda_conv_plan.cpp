@@ -391,6 +391,23 @@ BOOST_AUTO_TEST_CASE(descriptors_refuse_shapes_that_do_not_fit) {
   BOOST_TEST(plan::conv_out_extent(2, 3, 1, 0, 1) == 0);
 }
 
+// Channels-last activations: cuDNN's descriptors get NHWC strides (dims
+// still N, C, H, W), and a channels-last weight the NHWC filter format; the
+// strides are those of mg::memory_format_strides.
+BOOST_AUTO_TEST_CASE(channels_last_descriptors_have_nhwc_strides) {
+  const be::Conv2dParams p{};
+  const plan::ConvDescPlan nchw = plan::make_conv_desc_plan({2, 3, 5, 6}, {4, 3, 3, 3}, {2, 4, 3, 4}, p);
+  BOOST_TEST((nchw.x.strides == std::array<int, 4>{90, 30, 6, 1}));
+  BOOST_TEST(!nchw.filter_nhwc);
+  const plan::ConvDescPlan nhwc = plan::make_conv_desc_plan({2, 3, 5, 6}, {4, 3, 3, 3}, {2, 4, 3, 4}, p, true, true);
+  BOOST_TEST((nhwc.x.dims == std::array<int, 4>{2, 3, 5, 6}));
+  BOOST_TEST((nhwc.x.strides == std::array<int, 4>{90, 1, 18, 3}));
+  BOOST_TEST((nhwc.y.strides == std::array<int, 4>{48, 1, 16, 4}));
+  BOOST_TEST(nhwc.filter_nhwc);
+  const mg::Shape want = mg::memory_format_strides({2, 4, 3, 4}, mg::MemoryFormat::channels_last);
+  for (int i = 0; i < 4; ++i) BOOST_TEST(nhwc.y.strides[i] == want[i]);
+}
+
 BOOST_AUTO_TEST_CASE(backward_ranges_hold_exactly_the_outputs_whose_window_holds_an_input) {
   // Brute force over fixed geometries (padding at most half the kernel, as
   // the ops allow) and adaptive ones, shrinking and growing.

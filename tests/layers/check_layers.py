@@ -45,9 +45,10 @@ PUBLIC_TOP = {
 }
 
 # Files in a folder whose layer they are not: apex's front end (amp::initialize,
-# amp::scale_loss) sits in amp/, where its users look for it, but is built on
-# nn and optim.
+# amp::scale_loss) and MegEngine's amp::convert_module_format sit in amp/,
+# where their users look for them, but are built on nn and optim.
 FILE_LAYER = {
+    "include/mixgrad/amp/convert_format.hpp": "amp_frontend",
     "include/mixgrad/amp/initialize.hpp": "amp_frontend",
     "include/mixgrad/amp/scale_loss.hpp": "amp_frontend",
     "src/amp/frontend_state.hpp": "amp_frontend",

@@ -211,6 +211,12 @@ class Module {
   /// float32 batch norm); pair it with an optimizer built with
   /// `{.master_weights = true}` (see docs/apex.md).
   Module& to(DType dtype, const ToOptions& options);
+  /// Lays every parameter and buffer (and gradient) of the format's rank out
+  /// in `format`, in place like to(Device): channels_last the 4-d ones
+  /// (conv weights), channels_last_3d the 5-d ones, contiguous all. Values,
+  /// shapes, names and identities stay, so state_dict() is unchanged and the
+  /// optimizer and GradManager see the new layout. Returns *this.
+  Module& to(MemoryFormat format);
 
   /// Snapshots (copies) of every parameter and buffer under its dotted name,
   /// parameters before buffers at each level, as PyTorch names them.

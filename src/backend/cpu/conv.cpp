@@ -214,50 +214,78 @@ bool mixed(const Tensor& a, const Tensor& b, const Tensor& out) {
   return a.dtype() != out.dtype() || b.dtype() != out.dtype();
 }
 
-}  // namespace
+// The built-in kernels read and write contiguous NCHW: channels-last
+// operands (which oneDNN takes as they lie) go through contiguous copies.
+Tensor nchw(const Tensor& t) {
+  if (!t.defined() || t.is_contiguous()) return t;
+  Tensor c = empty(t.shape(), t.dtype(), t.device());
+  copy_kernel(t, c);
+  return c;
+}
 
-void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Conv2dParams& p) {
-  if (y.numel() == 0) return;
-  const bool mix = mixed(x, w, y);
-#if MIXGRAD_WITH_ONEDNN
-  if (x.numel() > 0 && onednn::use_for(work(w, y)) && onednn::conv2d_forward(x, w, bias, y, p)) return;
-#endif
-  if (mix)
+template <class Run>
+void into_nchw(const Tensor& out, Run&& run) {
+  if (out.is_contiguous()) return run(out);
+  Tensor c = empty(out.shape(), out.dtype(), out.device());
+  run(c);
+  copy_kernel(c, out);
+}
+
+void builtin_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Conv2dParams& p) {
+  if (mixed(x, w, y))
     return into_float32(y, [&](const Tensor& y32) {
       fallback_forward<float>(widened(x), widened(w), bias, y32, p);
     });
   visit_floating(y.dtype(), "conv2d", [&]<class T>() { fallback_forward<T>(x, w, bias, y, p); });
 }
 
-void conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p) {
-  if (gx.numel() == 0) return;
-  const bool mix = mixed(gy, w, gx);
-#if MIXGRAD_WITH_ONEDNN
-  if (gy.numel() > 0 && onednn::use_for(work(w, gy)) && onednn::conv2d_backward_data(gy, w, gx, p)) return;
-#endif
-  if (mix)
+void builtin_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p) {
+  if (mixed(gy, w, gx))
     return into_float32(gx, [&](const Tensor& gx32) {
       fallback_backward_data<float>(widened(gy), widened(w), gx32, p);
     });
   visit_floating(gx.dtype(), "conv2d", [&]<class T>() { fallback_backward_data<T>(gy, w, gx, p); });
 }
 
-void conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gbias,
-                             const Conv2dParams& p) {
-  if (gw.numel() == 0) {  // no weights (no input channels): the bias still gets dy summed per channel
-    if (gbias.defined()) backend::sum_channels(gy, gy.shape()[0], gy.shape()[1], gy.shape()[2] * gy.shape()[3], gbias);
-    return;
-  }
-  const bool mix = mixed(gy, x, gw);
-#if MIXGRAD_WITH_ONEDNN
-  if (gy.numel() > 0 && onednn::use_for(work(gw, gy)) && onednn::conv2d_backward_weights(gy, x, gw, gbias, p))
-    return;
-#endif
-  if (mix)
+void builtin_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gbias,
+                              const Conv2dParams& p) {
+  if (mixed(gy, x, gw))
     return into_float32(gw, [&](const Tensor& gw32) {
       fallback_backward_weights<float>(widened(gy), widened(x), gw32, gbias, p);
     });
   visit_floating(gw.dtype(), "conv2d", [&]<class T>() { fallback_backward_weights<T>(gy, x, gw, gbias, p); });
+}
+
+}  // namespace
+
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Conv2dParams& p) {
+  if (y.numel() == 0) return;
+#if MIXGRAD_WITH_ONEDNN
+  if (x.numel() > 0 && onednn::use_for(work(w, y)) && onednn::conv2d_forward(x, w, bias, y, p)) return;
+#endif
+  into_nchw(y, [&](const Tensor& yc) { builtin_forward(nchw(x), nchw(w), bias, yc, p); });
+}
+
+void conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, const Conv2dParams& p) {
+  if (gx.numel() == 0) return;
+#if MIXGRAD_WITH_ONEDNN
+  if (gy.numel() > 0 && onednn::use_for(work(w, gy)) && onednn::conv2d_backward_data(gy, w, gx, p)) return;
+#endif
+  into_nchw(gx, [&](const Tensor& gxc) { builtin_backward_data(nchw(gy), nchw(w), gxc, p); });
+}
+
+void conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw, const Tensor& gbias,
+                             const Conv2dParams& p) {
+  if (gw.numel() == 0) {  // no weights (no input channels): the bias still gets dy summed per channel
+    if (gbias.defined())
+      backend::sum_channels(nchw(gy), gy.shape()[0], gy.shape()[1], gy.shape()[2] * gy.shape()[3], gbias);
+    return;
+  }
+#if MIXGRAD_WITH_ONEDNN
+  if (gy.numel() > 0 && onednn::use_for(work(gw, gy)) && onednn::conv2d_backward_weights(gy, x, gw, gbias, p))
+    return;
+#endif
+  into_nchw(gw, [&](const Tensor& gwc) { builtin_backward_weights(nchw(gy), nchw(x), gwc, gbias, p); });
 }
 
 }  // namespace mixgrad::backend::cpu

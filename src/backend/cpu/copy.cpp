@@ -99,8 +99,12 @@ void throw_mismatch(const char* op, const Tensor& dst, const Tensor& src) {
 namespace mixgrad::backend::cpu {
 
 void copy(const Tensor& src, const Tensor& dst) {
+  // Walked in dst's memory order: two channels-last tensors copy in one run.
+  Shape shape = dst.shape();
+  std::array<Shape, 2> strides{byte_strides(dst), byte_strides(src)};
+  kernels::permute_to_walk_order<2>(shape, strides);
   const auto run = [&]<class From, class To>() {
-    kernels::for_each_run<2>(dst.shape(), {byte_strides(dst), byte_strides(src)},
+    kernels::for_each_run<2>(shape, strides,
                              {static_cast<char*>(dst.raw_data()), static_cast<char*>(src.raw_data())},
                              [](std::array<char*, 2> p, const std::array<int64_t, 2>& st, int64_t n) {
                                convert_run<From, To>(p[1], st[1], p[0], st[0], n);

@@ -218,7 +218,9 @@ void map(const Tensor& out, const std::array<Operand, N>& inputs, const Fn& fn) 
       base[k + 1] = reinterpret_cast<char*>(&scalars[k]);
     }
   }
-  kernels::for_each_run<N + 1>(out.shape(), strides, base, MapRun<T, O, Fn, std::make_index_sequence<N>>{fn});
+  Shape shape = out.shape();  // walked in out's memory order: channels-last operands run contiguous
+  kernels::permute_to_walk_order<N + 1>(shape, strides);
+  kernels::for_each_run<N + 1>(shape, strides, base, MapRun<T, O, Fn, std::make_index_sequence<N>>{fn});
 }
 
 }  // namespace mixgrad::backend::cpu::detail

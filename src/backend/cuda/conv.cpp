@@ -127,7 +127,8 @@ std::unique_ptr<Entry> make_entry(const cuda_plan::ConvDescPlan& p, const Types&
   e->x = tensor_desc(t.data, p.x);
   e->y = tensor_desc(t.data, p.y);
   MIXGRAD_CUDNN_CHECK(cudnnCreateFilterDescriptor(&e->w));
-  MIXGRAD_CUDNN_CHECK(cudnnSetFilterNdDescriptor(e->w, t.data, CUDNN_TENSOR_NCHW, 4, p.w.data()));
+  MIXGRAD_CUDNN_CHECK(cudnnSetFilterNdDescriptor(e->w, t.data, p.filter_nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                                 4, p.w.data()));
   MIXGRAD_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&e->conv));
   MIXGRAD_CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(e->conv, 2, p.pad.data(), p.stride.data(),
                                                       p.dilation.data(), CUDNN_CROSS_CORRELATION, t.compute));
@@ -171,14 +172,19 @@ std::unique_ptr<Entry> make_entry(const cuda_plan::ConvDescPlan& p, const Types&
   return e;
 }
 
-// The cached entry of (x, w, y, p) in direction dir on out's device.
-Entry& entry(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p, Direction dir, const Types& t,
-             DType dtype, int device, cudnnHandle_t h) {
-  const cuda_plan::ConvDescPlan plan = cuda_plan::make_conv_desc_plan(x, w, y, p);
+// The cached entry of (x, w, y, p) in direction dir on out's device; x and
+// y channels-last (NHWC in memory) when either is not contiguous, the
+// filter OHWI when w is not.
+Entry& entry(const Tensor& xt, const Tensor& wt, const Tensor& yt, const Conv2dParams& p, Direction dir,
+             const Types& t, DType dtype, int device, cudnnHandle_t h) {
+  const bool channels_last = !xt.is_contiguous() || !yt.is_contiguous(), filter_nhwc = !wt.is_contiguous();
+  const cuda_plan::ConvDescPlan plan =
+      cuda_plan::make_conv_desc_plan(xt.shape(), wt.shape(), yt.shape(), p, channels_last, filter_nhwc);
   Key key;
   key.v = {device,         plan.x.dims[0], plan.x.dims[1], plan.x.dims[2], plan.x.dims[3], plan.w[0], plan.w[1],
            plan.w[2],      plan.w[3],      plan.pad[0],    plan.pad[1],    plan.stride[0], plan.stride[1],
-           plan.dilation[0], plan.dilation[1], plan.groups, static_cast<int>(dir), 0, 0};
+           plan.dilation[0], plan.dilation[1], plan.groups, static_cast<int>(dir), channels_last ? 1 : 0,
+           filter_nhwc ? 1 : 0};
   key.dtype = dtype;
   thread_local std::map<Key, std::unique_ptr<Entry>> cache;
   auto it = cache.find(key);
@@ -202,8 +208,8 @@ void check_operands(const char* op, const Tensor& out, std::initializer_list<con
     if (t->dtype() != out.dtype())
       throw DTypeError(std::string(op) + ": operand " + std::string(to_string(t->dtype())) + to_string(t->shape()) +
                        " and output " + std::string(to_string(out.dtype())) + to_string(out.shape()) + " differ");
-    if (!t->is_contiguous())
-      throw ValueError(std::string(op) + ": operand " + to_string(t->shape()) + " must be contiguous");
+    if (!t->is_contiguous() && !t->is_contiguous(MemoryFormat::channels_last))
+      throw ValueError(std::string(op) + ": operand " + to_string(t->shape()) + " must be contiguous or channels-last");
   }
 }
 
@@ -249,7 +255,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const 
     if (b.defined()) add_bias();
     return;
   }
-  Entry& e = entry(x.shape(), w.shape(), y.shape(), p, Direction::forward, t, y.dtype(), device, h);
+  Entry& e = entry(x, w, y, p, Direction::forward, t, y.dtype(), device, h);
   const Tensor ws = workspace(e.workspace, device);
   MIXGRAD_CUDNN_CHECK(cudnnConvolutionForward(h, s.one(), e.x, x.raw_data(), e.w, w.raw_data(), e.conv,
                                               static_cast<cudnnConvolutionFwdAlgo_t>(e.algo),
@@ -266,7 +272,7 @@ void conv2d_backward_data(const Tensor& gy, const Tensor& w, const Tensor& gx, c
   const int device = gx.device().index();
   DeviceGuard guard(device);
   const cudnnHandle_t h = handle(device);
-  Entry& e = entry(gx.shape(), w.shape(), gy.shape(), p, Direction::backward_data, t, gx.dtype(), device, h);
+  Entry& e = entry(gx, w, gy, p, Direction::backward_data, t, gx.dtype(), device, h);
   const Scale s(gx.dtype());
   const Tensor ws = workspace(e.workspace, device);
   MIXGRAD_CUDNN_CHECK(cudnnConvolutionBackwardData(h, s.one(), e.w, w.raw_data(), e.y, gy.raw_data(), e.conv,
@@ -289,8 +295,7 @@ void conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw
       backend::fill(gw, 0.0);
     } else {
       const cudnnHandle_t h = handle(device);
-      Entry& e =
-          entry(x.shape(), gw.shape(), gy.shape(), p, Direction::backward_weights, t, gw.dtype(), device, h);
+      Entry& e = entry(x, gw, gy, p, Direction::backward_weights, t, gw.dtype(), device, h);
       const Scale s(gw.dtype());
       const Tensor ws = workspace(e.workspace, device);
       MIXGRAD_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, s.one(), e.x, x.raw_data(), e.y, gy.raw_data(), e.conv,
@@ -301,8 +306,14 @@ void conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw
   }
   // The bias gradient: the reduction family's per-channel sum (float32
   // accumulation, one thread per channel column when they are many).
-  if (gbias.defined())
-    backend::sum_channels(gy, gy.shape()[0], gy.shape()[1], gy.shape()[2] * gy.shape()[3], gbias);
+  if (gbias.defined()) {
+    Tensor g = gy;  // the per-channel sum reads NCHW: a channels-last gy through a copy
+    if (!g.is_contiguous()) {
+      g = empty(gy.shape(), gy.dtype(), gy.device());
+      backend::copy(gy, g);
+    }
+    backend::sum_channels(g, gy.shape()[0], gy.shape()[1], gy.shape()[2] * gy.shape()[3], gbias);
+  }
 }
 
 }  // namespace mixgrad::backend::cuda

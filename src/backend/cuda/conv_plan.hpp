@@ -32,7 +32,8 @@
 
 namespace mixgrad::backend::cuda_plan {
 
-/// A 4-d tensor descriptor: dims and element strides (contiguous NCHW).
+/// A 4-d tensor descriptor: dims and element strides (NCHW, contiguous or
+/// channels-last: NHWC in memory).
 struct Desc4 {
   std::array<int, 4> dims{};
   std::array<int, 4> strides{};
@@ -41,7 +42,8 @@ struct Desc4 {
 /// Everything a cuDNN 2-d convolution needs, checked against int range.
 struct ConvDescPlan {
   Desc4 x, y;                     // input [N, C, H, W], output [N, O, OH, OW]
-  std::array<int, 4> w{};         // filter [O, C / groups, KH, KW] (NCHW filter format)
+  std::array<int, 4> w{};         // filter [O, C / groups, KH, KW], dims in NCHW order
+  bool filter_nhwc = false;       // the filter's memory is OHWI (cuDNN's NHWC filter format)
   std::array<int, 2> pad{}, stride{}, dilation{};
   int groups = 1;
 };
@@ -61,20 +63,27 @@ inline int to_int(int64_t v, const char* what) {
                      " is beyond cuDNN's 32-bit descriptor range");
   return static_cast<int>(v);
 }
-inline Desc4 nchw(const Shape& s, const char* what) {
+inline Desc4 nchw(const Shape& s, const char* what, bool channels_last = false) {
   Desc4 d;
   for (int i = 0; i < 4; ++i) d.dims[i] = to_int(s[i], what);
-  d.strides[3] = 1;
-  for (int i = 2; i >= 0; --i) d.strides[i] = to_int(int64_t{d.strides[i + 1]} * d.dims[i + 1], what);
+  // Memory order N, C, H, W, or N, H, W, C: strides from the innermost out.
+  const std::array<int, 4> order = channels_last ? std::array<int, 4>{0, 2, 3, 1} : std::array<int, 4>{0, 1, 2, 3};
+  int64_t acc = 1;
+  for (int i = 3; i >= 0; --i) {
+    d.strides[order[i]] = to_int(acc, what);
+    acc *= d.dims[order[i]] > 0 ? d.dims[order[i]] : 1;
+  }
   return d;
 }
 }  // namespace detail
 
 /// The descriptors of y = conv(x, w) with geometry p; x, w, y as the backend
-/// receives them (4-d, contiguous). Throws ShapeError when the shapes do not
-/// fit each other (channels, groups, the output-size formula) or exceed
-/// cuDNN's int descriptors.
-inline ConvDescPlan make_conv_desc_plan(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p) {
+/// receives them (4-d, dense): `channels_last` activations x and y are NHWC
+/// in memory, a `filter_nhwc` weight OHWI. Throws ShapeError when the shapes
+/// do not fit each other (channels, groups, the output-size formula) or
+/// exceed cuDNN's int descriptors.
+inline ConvDescPlan make_conv_desc_plan(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p,
+                                        bool channels_last = false, bool filter_nhwc = false) {
   auto fail = [&](const std::string& why) {
     throw ShapeError("conv2d (CUDA): input " + to_string(x) + ", weight " + to_string(w) + ", output " +
                      to_string(y) + ": " + why);
@@ -88,8 +97,9 @@ inline ConvDescPlan make_conv_desc_plan(const Shape& x, const Shape& w, const Sh
   if (y[2] != oh || y[3] != ow)
     fail("output extent (" + std::to_string(oh) + ", " + std::to_string(ow) + ") expected from the geometry");
   ConvDescPlan plan;
-  plan.x = detail::nchw(x, "input extent");
-  plan.y = detail::nchw(y, "output extent");
+  plan.x = detail::nchw(x, "input extent", channels_last);
+  plan.y = detail::nchw(y, "output extent", channels_last);
+  plan.filter_nhwc = filter_nhwc;
   for (int i = 0; i < 4; ++i) plan.w[i] = detail::to_int(w[i], "weight extent");
   plan.pad = {detail::to_int(p.padding.h, "padding"), detail::to_int(p.padding.w, "padding")};
   plan.stride = {detail::to_int(p.stride.h, "stride"), detail::to_int(p.stride.w, "stride")};

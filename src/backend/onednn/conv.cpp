@@ -1,8 +1,10 @@
 // oneDNN's 2-d convolution for the CPU backend (backend/cpu/conv.cpp holds
-// the choice and the built-in path). Tensors stay plain NCHW / OIHW (GOIHW
-// for groups) and are reordered per call into the blocked layouts the
+// the choice and the built-in path). NCHW tensors stay plain NCHW / OIHW
+// (GOIHW for groups) and are reordered per call into the blocked layouts the
 // primitives choose, which measured about 2x faster here than the
-// plain-layout (gemm) kernels, reorders included. 16-bit convolutions that
+// plain-layout (gemm) kernels, reorders included. Channels-last activations
+// are given to the primitive as NHWC, which it reads and writes as they lie
+// (no reorder); weights, in either layout, are reordered to the primitive's. 16-bit convolutions that
 // oneDNN cannot run at float32 speed compute in float32
 // (computes_in_float32), converting as the reorders move the data. Other
 // dtypes return false.
@@ -19,10 +21,13 @@ namespace {
 
 using dnnl::memory;
 
-memory::desc weights_md(const Tensor& w, int64_t groups, DType dt) {
-  if (groups == 1) return onednn::plain_md(w.shape(), dt);
+// The weight's descriptor with its own strides (OIHW or OHWI), as GOIHW for groups.
+memory::desc weights_md(const Tensor& w, int64_t groups) {
+  if (groups == 1) return onednn::strided_md(w);
+  const Shape& st = w.strides();
   const Shape s{groups, w.shape()[0] / groups, w.shape()[1], w.shape()[2], w.shape()[3]};
-  return onednn::plain_md(s, dt);
+  const memory::dims strides{st[0] * s[1], st[0], st[1], st[2], st[3]};
+  return MIXGRAD_ONEDNN_CHECK(memory::desc(onednn::dims(s), onednn::data_type(w.dtype()), strides));
 }
 
 // The same extents, layout left to the primitive, in the dtype it computes in.
@@ -58,6 +63,12 @@ onednn::Key conv_key(onednn::Family f, const Tensor& x, const Tensor& w, const T
 struct ConvMds {
   memory::desc x, w, bias, y;
   memory::data_type compute;
+  bool nhwc = false;  // channels-last activations: the primitive takes them as NHWC
+  // An activation's descriptor for the primitive: NHWC, or left to it.
+  memory::desc activation(const memory::desc& plain) const {
+    return nhwc ? MIXGRAD_ONEDNN_CHECK(memory::desc(plain.dims(), compute, memory::format_tag::nhwc))
+                : any_md(plain, compute);
+  }
 };
 
 // float32 for 16-bit tensors oneDNN computes in float32 here, else their own.
@@ -69,9 +80,10 @@ Tensor weight_for(const Tensor& w, DType compute) { return compute == DType::flo
 
 ConvMds plain_mds(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y, const Conv2dParams& p) {
   ConvMds m;
-  m.x = onednn::plain_md(x.shape(), x.dtype());
-  m.w = weights_md(w, p.groups, w.dtype());
-  m.y = onednn::plain_md(y.shape(), y.dtype());
+  m.x = onednn::strided_md(x);  // x, y dense: contiguous or channels-last (both, or neither)
+  m.w = weights_md(w, p.groups);
+  m.y = onednn::strided_md(y);
+  m.nhwc = !x.is_contiguous() || !y.is_contiguous();
   if (bias.defined()) m.bias = onednn::plain_md(bias.shape(), bias.dtype());
   m.compute = onednn::data_type(compute_dtype(y.dtype()));
   return m;
@@ -82,7 +94,7 @@ dnnl::convolution_forward::primitive_desc forward_pd(const ConvMds& m, const Con
   const Geometry g = geometry(p);
   const auto algo = dnnl::algorithm::convolution_direct;
   const auto kind = dnnl::prop_kind::forward_training;
-  const memory::desc x = any_md(m.x, m.compute), w = any_md(m.w, m.compute), y = any_md(m.y, m.compute);
+  const memory::desc x = m.activation(m.x), w = any_md(m.w, m.compute), y = m.activation(m.y);
   const auto desc =
       m.bias ? MIXGRAD_ONEDNN_CHECK(dnnl::convolution_forward::desc(kind, algo, x, w, m.bias, y, g.strides, g.dilates,
                                                                     g.pad_l, g.pad_r))
@@ -158,8 +170,8 @@ bool conv2d_backward_data(const Tensor& gy, const Tensor& w_in, const Tensor& gx
         if (!hint) return nullptr;
         const Geometry g = geometry(p);
         const auto desc = MIXGRAD_ONEDNN_CHECK(
-            dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, any_md(m.x, m.compute),
-                                                  any_md(m.w, m.compute), any_md(m.y, m.compute), g.strides,
+            dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, m.activation(m.x),
+                                                  any_md(m.w, m.compute), m.activation(m.y), g.strides,
                                                   g.dilates, g.pad_l, g.pad_r));
         const auto pd =
             MIXGRAD_ONEDNN_CHECK(dnnl::convolution_backward_data::primitive_desc(desc, onednn::engine(), hint, true));
@@ -196,8 +208,7 @@ bool conv2d_backward_weights(const Tensor& gy, const Tensor& x, const Tensor& gw
         if (!hint) return nullptr;
         const Geometry g = geometry(p);
         const auto algo = dnnl::algorithm::convolution_direct;
-        const dnnl::memory::desc xa = any_md(m.x, m.compute), wa = any_md(m.w, m.compute),
-                                 ya = any_md(m.y, m.compute);
+        const dnnl::memory::desc xa = m.activation(m.x), wa = any_md(m.w, m.compute), ya = m.activation(m.y);
         const auto desc = m.bias ? MIXGRAD_ONEDNN_CHECK(dnnl::convolution_backward_weights::desc(
                                        algo, xa, wa, m.bias, ya, g.strides, g.dilates, g.pad_l, g.pad_r))
                                  : MIXGRAD_ONEDNN_CHECK(dnnl::convolution_backward_weights::desc(

@@ -175,11 +175,12 @@ void execute(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memor
 }
 
 namespace {
-// A plain (row-major, contiguous) descriptor's float32 twin.
+// A plain (dense, strided: contiguous or channels-last) descriptor's float32
+// twin, with the same strides: the bulk conversion keeps the element order.
 dnnl::memory::desc float32_plain(const dnnl::memory::desc& plain) {
   const dnnl::memory::dims dims = plain.dims();
-  dnnl::memory::dims strides(dims.size(), 1);
-  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+  const auto& blocking = plain.data.format_desc.blocking;
+  const dnnl::memory::dims strides(blocking.strides, blocking.strides + dims.size());
   return MIXGRAD_ONEDNN_CHECK(dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides));
 }
 
