@@ -21,7 +21,7 @@
 // hook waits for the buckets still running; the gradients added to .grad()
 // are the reduced ones. A tensor may straddle two buckets. Buckets start in
 // bucket order on every rank (MPI's rule that every rank issues collectives
-// in one order). docs/distributed.md, "Overlap", gives the share hidden.
+// in one order). docs/distributed.md, "Measured", gives the share hidden.
 //
 // The layout. The buckets are laid out in the first backward, in the order
 // in which the gradients became ready there (the last layers first). That
@@ -63,8 +63,8 @@ namespace mixgrad::distributed {
 
 /// 256 KiB: small enough that a model of a few MiB of gradients forms
 /// several buckets, the first started early in backward (PyTorch's DDP
-/// uses 25 MiB after a 1 MiB first bucket, sized for NCCL between GPUs;
-/// docs/distributed.md, "Overlap", has the measurement behind this one).
+/// uses 25 MiB after a 1 MiB first bucket; docs/distributed.md,
+/// "Measured", has the measurement behind this choice).
 inline constexpr int64_t kDefaultBucketBytes = 256 << 10;
 
 struct ReducerOptions {
