@@ -288,7 +288,7 @@ struct Trainer {
     scaler.unscale(gm.attached_tensors());
     if (clip > 0) mg::optim::clip_grad_norm(params, clip);
     opt.step();
-    sched.step(scaler);  // reads the overflow flag: a skipped step does not advance the schedule
+    sched.step(scaler);  // on the device, no host read: a skipped step does not advance the schedule
     scaler.update();
     opt.clear_grad();
     return loss.detach();

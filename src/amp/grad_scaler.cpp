@@ -234,6 +234,19 @@ bool GradScaler::found_non_finite() const {
   return options_.enabled && found_inf_.defined() && found_inf_.item<float>() != 0.0f;
 }
 
+Tensor GradScaler::found_inf() {
+  if (!options_.enabled || !found_inf_.defined()) return Tensor();
+  sync_found_inf();
+  return found_inf_;
+}
+
+Tensor GradScaler::scale_tensor() const {
+  if (!options_.enabled) return scalar(1.0, DType::float64);
+  if (!scale_.defined()) return scalar(host_scale_, DType::float64);
+  autodiff::NoRecordScope no_record;
+  return scale_.clone();
+}
+
 void GradScaler::check_step_state(const char* op, const std::vector<Tensor>& tensors, bool left_scaled_ok) const {
   if (step_grads_.empty()) return;
   for (const Tensor& t : tensors) {

@@ -71,7 +71,7 @@ void Adam::update(const Tensor& param, const Tensor& grad, ParamState& state, co
                             .decoupled = decoupled_};
   backend::adam_update(param, grad, state.buffers[0], state.buffers[1],
                        state.buffers.size() > 2 ? state.buffers[2] : Tensor(), state.step, amp.found_inf, s,
-                       {.inv_scale = amp.inv_scale, .master = state.master});
+                       {.inv_scale = amp.inv_scale, .master = state.master, .lr = state.lr});
 }
 
 }  // namespace mixgrad::optim

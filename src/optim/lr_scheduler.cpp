@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <numbers>
 #include <set>
 #include <sstream>
 
+#include "backend/optim.hpp"
+#include "kernels/schedule.hpp"
 #include "mixgrad/amp/grad_scaler.hpp"
 #include "mixgrad/error.hpp"
 #include "mixgrad/ops/creation.hpp"
@@ -35,9 +36,26 @@ StateDict sub_dict(const StateDict& dict, const std::string& prefix) {
   return out;
 }
 
+// A program of one form.
+bool single(kernels::ScheduleProgram& p, const kernels::ScheduleForm& f) {
+  p.count = 1;
+  p.forms[0] = f;
+  return true;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- LRScheduler
+
+// The schedule on the optimizer's device: the count, the bases and the lrs
+// the optimizer's groups read (views of `lrs`).
+struct LRScheduler::DeviceState {
+  kernels::ScheduleProgram program;
+  Tensor epoch;  // 0-d int64
+  Tensor bases;  // [groups] float64
+  Tensor lrs;    // [groups] float64
+  int64_t bound = 0;  // the count is at most this (advances asked for since it was last read)
+};
 
 LRScheduler::LRScheduler(Optimizer& opt, std::string name)
     : opt_(opt), name_(std::move(name)), last_lr_(opt.lr()), serial_(next_serial++) {
@@ -45,6 +63,60 @@ LRScheduler::LRScheduler(Optimizer& opt, std::string name)
 }
 
 LRScheduler::~LRScheduler() = default;
+
+int64_t LRScheduler::last_epoch() const {
+  if (parent_ != nullptr && parent_->device_) return parent_->locate(parent_->last_epoch()).second;
+  if (!device_) return last_epoch_;
+  return device_->epoch.item<int64_t>();
+}
+
+double LRScheduler::last_lr() const {
+  if (parent_ != nullptr && parent_->device_) return parent_->last_lr();
+  if (!device_) return last_lr_;
+  return device_->lrs.narrow(0, 0, 1).item<double>();
+}
+
+bool LRScheduler::enter_device() {
+  if (device_) return true;
+  auto d = std::make_unique<DeviceState>();
+  if (!device_program(d->program)) return false;
+  const Device device = opt_.parameters().front().device();
+  const auto groups = static_cast<int64_t>(base_lrs_.size());
+  d->epoch = scalar(static_cast<double>(last_epoch_), DType::int64).to(device);
+  d->bases = tensor(base_lrs_, Shape{groups}, DType::float64).to(device);
+  d->lrs = zeros(Shape{groups}, DType::float64, device);
+  d->bound = last_epoch_;
+  backend::advance_schedule(d->epoch, d->lrs, d->bases, Tensor(), d->program, false);
+  device_ = std::move(d);
+  return true;
+}
+
+void LRScheduler::leave_device() { device_.reset(); }
+
+void LRScheduler::check_next() {
+  if (!device_) {
+    check_advance(last_epoch_ + 1);
+    return;
+  }
+  try {
+    check_advance(device_->bound + 1);
+  } catch (const ValueError&) {
+    // The bound may overstate the count (skipped steps): read it, then decide.
+    device_->bound = last_epoch();
+    check_advance(device_->bound + 1);
+  }
+}
+
+void LRScheduler::advance_on_device(const Tensor& found_inf) {
+  check_next();  // throws before anything changes
+  DeviceState& d = *device_;
+  const Tensor flag = !found_inf.defined() || found_inf.device() == d.epoch.device() ? found_inf
+                                                                                     : found_inf.to(d.epoch.device());
+  backend::advance_schedule(d.epoch, d.lrs, d.bases, flag, d.program, true);
+  ++d.bound;
+  // Every advance, as the host path's set_lr: a set_lr() by hand meanwhile is overwritten.
+  for (size_t g = 0; g < base_lrs_.size(); ++g) opt_.set_lr_tensor(g, d.lrs.narrow(0, static_cast<int64_t>(g), 1));
+}
 
 double LRScheduler::apply(int64_t epoch) {
   std::vector<double> lrs;
@@ -69,6 +141,10 @@ void LRScheduler::require(bool ok, const std::string& what) const {
 }
 
 void LRScheduler::step() {
+  if (device_) {
+    advance_on_device(Tensor());
+    return;
+  }
   const int64_t next = last_epoch_ + 1;
   check_advance(next);
   const double lr = apply(next);  // throws (ValueError) before anything here changes
@@ -77,10 +153,13 @@ void LRScheduler::step() {
   on_epoch();
 }
 
-bool LRScheduler::step(const amp::GradScaler& scaler) {
-  if (scaler.found_non_finite()) return false;
-  step();
-  return true;
+void LRScheduler::step(amp::GradScaler& scaler) {
+  const Tensor flag = scaler.found_inf();  // undefined when disabled or before any unscale: no overflow
+  if (flag.defined() && enter_device()) {
+    advance_on_device(flag);
+    return;
+  }
+  if (!scaler.found_non_finite()) step();
 }
 
 std::vector<std::string> LRScheduler::base_lr_keys() const {
@@ -91,7 +170,7 @@ std::vector<std::string> LRScheduler::base_lr_keys() const {
 
 StateDict LRScheduler::state_dict() const {
   StateDict out;
-  out.insert("last_epoch", scalar(static_cast<double>(last_epoch_), DType::int64));
+  out.insert("last_epoch", scalar(static_cast<double>(last_epoch()), DType::int64));
   out.insert("base_lr", scalar(base_lrs_[0], DType::float64));
   for (size_t g = 1; g < base_lrs_.size(); ++g)
     out.insert("base_lr." + std::to_string(g), scalar(base_lrs_[g], DType::float64));
@@ -132,6 +211,7 @@ void LRScheduler::load_state_dict(const StateDict& dict) {
   for (size_t g = 0; g < keys.size(); ++g) base_lrs_[g] = dict.at(keys[g]).item<double>();
   last_epoch_ = static_cast<int64_t>(dict.at("last_epoch").item<double>());
   last_lr_ = apply(last_epoch_);
+  leave_device();  // the host state is the truth again; the next step(scaler) moves it back
   on_epoch();
 }
 
@@ -143,8 +223,12 @@ StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma)
   start();
 }
 
-double StepLR::lr_for(int64_t epoch, double base_lr) const {
-  return base_lr * std::pow(gamma_, static_cast<double>(epoch / step_size_));
+kernels::ScheduleForm StepLR::form() const { return {.kind = kernels::ScheduleForm::step, .a = gamma_, .n = step_size_}; }
+
+double StepLR::lr_for(int64_t epoch, double base_lr) const { return kernels::schedule_lr(form(), epoch, base_lr); }
+
+bool StepLR::device_program(kernels::ScheduleProgram& program) const {
+  return gamma_ <= 1.0 && single(program, form());  // a growing lr can overflow: the host checks each one
 }
 
 LRScheduler::Options StepLR::options() const {
@@ -170,10 +254,15 @@ CosineAnnealingLR::CosineAnnealingLR(Optimizer& opt, int64_t T_max, double eta_m
   start();
 }
 
-double CosineAnnealingLR::lr_for(int64_t epoch, double base_lr) const {
-  const double t = static_cast<double>(epoch) / static_cast<double>(t_max_);
-  return eta_min_ + (base_lr - eta_min_) * (1.0 + std::cos(std::numbers::pi * t)) / 2.0;
+kernels::ScheduleForm CosineAnnealingLR::form() const {
+  return {.kind = kernels::ScheduleForm::cosine, .a = eta_min_, .n = t_max_};
 }
+
+double CosineAnnealingLR::lr_for(int64_t epoch, double base_lr) const {
+  return kernels::schedule_lr(form(), epoch, base_lr);
+}
+
+bool CosineAnnealingLR::device_program(kernels::ScheduleProgram& program) const { return single(program, form()); }
 
 LRScheduler::Options CosineAnnealingLR::options() const {
   return {{"T_max", static_cast<double>(t_max_)}, {"eta_min", eta_min_}};
@@ -198,10 +287,13 @@ LinearLR::LinearLR(Optimizer& opt, double start_factor, double end_factor, int64
   start();
 }
 
-double LinearLR::lr_for(int64_t epoch, double base_lr) const {
-  const double done = static_cast<double>(std::min(epoch, total_iters_)) / static_cast<double>(total_iters_);
-  return base_lr * (start_factor_ + (end_factor_ - start_factor_) * done);
+kernels::ScheduleForm LinearLR::form() const {
+  return {.kind = kernels::ScheduleForm::linear, .a = start_factor_, .b = end_factor_, .n = total_iters_};
 }
+
+double LinearLR::lr_for(int64_t epoch, double base_lr) const { return kernels::schedule_lr(form(), epoch, base_lr); }
+
+bool LinearLR::device_program(kernels::ScheduleProgram& program) const { return single(program, form()); }
 
 LRScheduler::Options LinearLR::options() const {
   return {{"start_factor", start_factor_},
@@ -230,38 +322,23 @@ OneCycleLR::OneCycleLR(Optimizer& opt, double max_lr, int64_t total_steps, const
   start();
 }
 
-double OneCycleLR::lr_for(int64_t epoch, double base_lr) const {
-  (void)base_lr;  // the cycle runs between max_lr / div_factor and max_lr, as PyTorch's with one max_lr
-  const double initial = max_lr_ / o_.div_factor;
-  const double min_lr = initial / o_.final_div_factor;
-  const double rise_end = o_.pct_start * static_cast<double>(total_steps_) - 1.0;
-  const double last = static_cast<double>(total_steps_) - 1.0;
-  struct Phase {
-    double end_step, from, to;
-  };
-  std::vector<Phase> phases;
-  if (o_.three_phase)
-    phases = {{rise_end, initial, max_lr_}, {2.0 * rise_end, max_lr_, initial}, {last, initial, min_lr}};
-  else
-    phases = {{rise_end, initial, max_lr_}, {last, max_lr_, min_lr}};
-
-  const double step = static_cast<double>(epoch);
-  double start_step = 0.0;
-  for (size_t i = 0; i < phases.size(); ++i) {
-    const Phase& p = phases[i];
-    if (step <= p.end_step || i + 1 == phases.size()) {
-      // A phase of no length (pct_start * total_steps == 1) is already at its
-      // end; PyTorch divides by zero there.
-      const double span = p.end_step - start_step;
-      const double pct = span == 0.0 ? 1.0 : (step - start_step) / span;
-      if (o_.anneal_strategy == AnnealStrategy::cos)
-        return p.to + (p.from - p.to) / 2.0 * (std::cos(std::numbers::pi * pct) + 1.0);
-      return (p.to - p.from) * pct + p.from;
-    }
-    start_step = p.end_step;
-  }
-  return min_lr;  // not reached
+kernels::ScheduleForm OneCycleLR::form() const {
+  return {.kind = kernels::ScheduleForm::one_cycle,
+          .a = max_lr_,
+          .b = o_.div_factor,
+          .c = o_.final_div_factor,
+          .d = o_.pct_start,
+          .n = total_steps_,
+          .linear_anneal = o_.anneal_strategy == AnnealStrategy::linear,
+          .three_phase = o_.three_phase};
 }
+
+double OneCycleLR::lr_for(int64_t epoch, double base_lr) const {
+  // The cycle runs between max_lr / div_factor and max_lr, as PyTorch's with one max_lr: the base lr is not used.
+  return kernels::schedule_lr(form(), epoch, base_lr);
+}
+
+bool OneCycleLR::device_program(kernels::ScheduleProgram& program) const { return single(program, form()); }
 
 LRScheduler::Options OneCycleLR::options() const {
   return {{"max_lr", max_lr_},
@@ -330,7 +407,20 @@ SequentialLR::SequentialLR(Optimizer& opt, std::vector<std::shared_ptr<LRSchedul
   for (const auto& c : children_) c->base_lrs_ = base;
   // The SequentialLR itself may be built after its children changed the lr.
   base_lrs_ = base;
+  for (const auto& c : children_) c->parent_ = this;
   start();
+}
+
+bool SequentialLR::device_program(kernels::ScheduleProgram& program) const {
+  if (children_.size() > static_cast<size_t>(kernels::ScheduleProgram::kMaxForms)) return false;
+  program.count = static_cast<int32_t>(children_.size());
+  for (size_t i = 0; i < children_.size(); ++i) {
+    kernels::ScheduleProgram child;
+    if (!children_[i]->device_program(child) || child.count != 1) return false;  // nested: on the host
+    program.forms[i] = child.forms[0];
+  }
+  for (size_t i = 0; i < milestones_.size(); ++i) program.milestones[i] = milestones_[i];
+  return true;
 }
 
 std::pair<size_t, int64_t> SequentialLR::locate(int64_t epoch) const {

@@ -106,7 +106,7 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, std::string name, const Hyp
                      bool master_weights, bool amp_scaling)
     : name_(std::move(name)), master_weights_(master_weights), amp_scaling_(amp_scaling) {
   for (size_t g = 0; g < groups.size(); ++g) {
-    Group group{.begin = params_.size(), .end = 0, .hyperparameters = defaults};
+    Group group{.begin = params_.size(), .end = 0, .hyperparameters = defaults, .lr_source = Tensor()};
     for (const auto& [key, value] : groups[g].options) {
       if (!defaults.contains(key)) {
         std::string known;
@@ -170,6 +170,7 @@ std::vector<Tensor> Optimizer::param_group(size_t group) const {
 
 double Optimizer::hyperparameter(size_t group, const std::string& name) const {
   check_group_index(group, "hyperparameter");
+  if (name == "lr" && groups_[group].lr_source.defined()) return groups_[group].lr_source.item<double>();
   const auto it = groups_[group].hyperparameters.find(name);
   if (it == groups_[group].hyperparameters.end()) throw ValueError(name_ + ": no option '" + name + "'");
   return it->second;
@@ -183,6 +184,20 @@ void Optimizer::set_hyperparameter(size_t group, const std::string& name, double
   it->second = value;
   check_hyperparameters(h);
   groups_[group].hyperparameters = std::move(h);
+  if (name == "lr") groups_[group].lr_source = Tensor();
+}
+
+void Optimizer::set_lr_tensor(size_t group, Tensor lr) {
+  check_group_index(group, "set_lr_tensor");
+  if (!lr.defined() || lr.numel() != 1 || lr.dtype() != DType::float64)
+    throw DTypeError(name_ + "::set_lr_tensor: the lr must be a one-element float64 tensor, got " +
+                     (lr.defined() ? core::describe(lr) : std::string("an undefined tensor")));
+  groups_[group].lr_source = std::move(lr);
+}
+
+Tensor Optimizer::lr_tensor(size_t group) const {
+  check_group_index(group, "lr_tensor");
+  return groups_[group].lr_source;
 }
 
 bool Optimizer::uses_master(size_t i) const { return master_weights_ && is_16bit(params_[i].dtype()); }
@@ -258,6 +273,8 @@ AmpStep Optimizer::amp_for(const Tensor& grad, const AmpStep& amp) {
 void Optimizer::prepare_state(size_t i, const std::vector<std::string>& names) {
   const Tensor& p = params_[i];
   ParamState& s = state_[i];
+  const Tensor& lr = groups_[group_index(i)].lr_source;
+  s.lr = !lr.defined() || lr.device() == p.device() ? lr : lr.to(p.device());
   if (!s.step.defined()) s.step = zeros(Shape{}, DType::int64, p.device());
   if (s.buffers.size() != names.size()) {
     s.buffers.clear();
@@ -305,7 +322,10 @@ void Optimizer::set_lr(double lr) {
     next.back().at("lr") = lr;
     check_hyperparameters(next.back());
   }
-  for (size_t g = 0; g < groups_.size(); ++g) groups_[g].hyperparameters = std::move(next[g]);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    groups_[g].hyperparameters = std::move(next[g]);
+    groups_[g].lr_source = Tensor();
+  }
 }
 
 int64_t Optimizer::step_count(size_t i) const {
@@ -319,7 +339,7 @@ StateDict Optimizer::state_dict() const {
   StateDict out;
   for (size_t g = 0; g < groups_.size(); ++g)
     for (const auto& [name, value] : groups_[g].hyperparameters)
-      out.insert(option_key(g, name), scalar(value, DType::float64));
+      out.insert(option_key(g, name), scalar(name == "lr" ? lr(g) : value, DType::float64));
   if (groups_.size() > 1) {
     Tensor sizes = empty(Shape{static_cast<int64_t>(groups_.size())}, DType::int64);
     for (size_t g = 0; g < groups_.size(); ++g)
@@ -458,7 +478,10 @@ void Optimizer::load_state_dict(const StateDict& dict) {
       }
     }
   }
-  for (size_t g = 0; g < groups_.size(); ++g) groups_[g].hyperparameters = std::move(hs[g]);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    groups_[g].hyperparameters = std::move(hs[g]);
+    groups_[g].lr_source = Tensor();
+  }
   state_ = std::move(next);
 }
 

@@ -63,7 +63,7 @@ void SGD::update(const Tensor& param, const Tensor& grad, ParamState& state, con
                            .weight_decay = o.weight_decay,
                            .nesterov = o.nesterov};
   backend::sgd_update(param, grad, state.buffers.empty() ? Tensor() : state.buffers[0], state.step, amp.found_inf, s,
-                      {.inv_scale = amp.inv_scale, .master = state.master});
+                      {.inv_scale = amp.inv_scale, .master = state.master, .lr = state.lr});
 }
 
 }  // namespace mixgrad::optim

@@ -174,6 +174,18 @@ class GradScaler {
   /// unscale of the next step. Reads the flag tensor: a synchronisation.
   bool found_non_finite() const;
 
+  /// The step's found-inf flag where it lives (0-d float32, 0 or 1, on the
+  /// scale's device), after the hook (sync_found_inf runs first): for code
+  /// that acts on it without a host read, as LRScheduler::step(scaler) does.
+  /// An undefined tensor before the first unscale and for a disabled scaler.
+  /// The next step's first unscale starts a new flag tensor; this one keeps
+  /// its value.
+  Tensor found_inf();
+  /// The current scale as a new 0-d float64 tensor on the scale's device (on
+  /// the CPU before the scaler has seen a device; 1 when disabled), copied
+  /// there: no synchronisation.
+  Tensor scale_tensor() const;
+
   /// Ends the step and adapts the scale on its device: `new_scale` sets it
   /// exactly (ValueError, nothing changed, outside [min_scale, max_scale]);
   /// otherwise an overflowed step multiplies it by backoff_factor (not below

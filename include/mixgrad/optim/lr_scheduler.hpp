@@ -28,13 +28,21 @@
 // as they were, yet PyTorch's `scheduler.step()` still advances the
 // schedule, so a run with many overflows (the first steps of fp16 training,
 // typically) spends its warm-up on steps that never happened. Here
-// `step(scaler)` advances only when scaler.found_non_finite() is false;
-// plain `step()` always advances. found_non_finite() reads the scaler's
-// flag on the host: free on the CPU, one synchronisation per step on a GPU.
-// It stays readable across scaler.update() until the next step's first
-// unscale, so `sched.step(scaler)` may come before or after update(), but
-// after the step's unscale (scaler.backward with unscale_grad, unscale(), or
-// scaler.step(opt)). A disabled scaler never reports an overflow.
+// `step(scaler)` advances only when the scaler's step found no inf / NaN,
+// and it does so without reading the flag on the host: from the first
+// `step(scaler)` on, the scheduler keeps its count and every group's lr in
+// tensors on the optimizer's device, advances them there from the scaler's
+// flag, and the optimizer's update kernels read the lr from there
+// (Optimizer::set_lr_tensor). Nothing waits for the GPU; last_epoch(),
+// last_lr() and the optimizer's lr() then read the device (a
+// synchronisation on a GPU, so read them at print lines, not every step).
+// Plain `step()` always advances (on the device too, once it keeps the
+// count there). Call `sched.step(scaler)` after the step's unscale
+// (scaler.backward with unscale_grad, unscale(), or scaler.step(opt)),
+// before or after scaler.update(). A disabled scaler never reports an
+// overflow. A schedule without a device form (a StepLR with gamma > 1, whose
+// lr can overflow; a scheduler of your own; a SequentialLR of more than 8
+// or of nested ones) reads the flag on the host instead.
 //
 // Checkpoints. state_dict() holds "last_epoch" (0-d int64), "base_lr" and
 // "options.<name>" (0-d float64); SequentialLR adds its children's dicts
@@ -58,6 +66,10 @@
 namespace mixgrad::amp {
 class GradScaler;
 }
+namespace mixgrad::kernels {
+struct ScheduleForm;
+struct ScheduleProgram;
+}
 
 namespace mixgrad::optim {
 
@@ -75,15 +87,18 @@ class LRScheduler {
   /// Advances one step and sets the optimizer's lr to lr_at(last_epoch()).
   /// OneCycleLR throws ValueError (nothing changed) past total_steps.
   void step();
-  /// Advances as step() unless the scaler's last step found inf / NaN
-  /// gradients (a host read of the scaler's flag: a synchronisation on a
-  /// GPU). Returns whether it advanced.
-  bool step(const amp::GradScaler& scaler);
+  /// Advances as step() unless the scaler's step found inf / NaN
+  /// gradients, on the device without a host read (see the overview).
+  void step(amp::GradScaler& scaler);
 
-  /// The lr this scheduler last set (PyTorch's get_last_lr()).
-  double last_lr() const { return last_lr_; }
-  /// How many times the schedule advanced.
-  int64_t last_epoch() const { return last_epoch_; }
+  /// The lr this scheduler last set (PyTorch's get_last_lr()). Reads the
+  /// device once the schedule runs there.
+  double last_lr() const;
+  /// How many times the schedule advanced. Reads the device once the
+  /// schedule runs there.
+  int64_t last_epoch() const;
+  /// True once step(scaler) moved the count and the lrs to the device.
+  bool on_device() const { return device_ != nullptr; }
   /// The lr the schedule is relative to (PyTorch's initial_lr), of group 0.
   double base_lr() const { return base_lrs_.front(); }
   /// The base lr of every parameter group of the optimizer: each group's lr
@@ -135,6 +150,13 @@ class LRScheduler {
   virtual void check_loaded_epoch(int64_t epoch, const Options& o) const { (void)epoch, (void)o; }
   /// Called whenever last_epoch() changes (construction, step, load).
   virtual void on_epoch() {}
+  /// The closed form (kernels/schedule.hpp) the device evaluates, written
+  /// into `program`; false for a schedule that has none there (the host
+  /// then reads the scaler's flag).
+  virtual bool device_program(kernels::ScheduleProgram& program) const {
+    (void)program;
+    return false;
+  }
   /// Further state (SequentialLR's children): appended / checked / loaded.
   virtual void save_extra(StateDict& dict) const { (void)dict; }
   virtual void check_extra(const StateDict& dict) const { (void)dict; }
@@ -142,6 +164,17 @@ class LRScheduler {
 
  private:
   friend class SequentialLR;
+  struct DeviceState;
+
+  /// Throws (ValueError) if advancing once more is not allowed; on the
+  /// device, reads the count only when the host's bound says it might not be.
+  void check_next();
+  /// Moves the count and the lrs to the optimizer's device (false: no device form).
+  bool enter_device();
+  /// The device advance, gated by `found_inf` (undefined: always).
+  void advance_on_device(const Tensor& found_inf);
+  /// Leaves the device: the host state becomes the truth again.
+  void leave_device();
 
   Optimizer& opt_;
   std::string name_;
@@ -149,6 +182,8 @@ class LRScheduler {
   double last_lr_;
   int64_t last_epoch_ = 0;
   uint64_t serial_;  // construction order, for SequentialLR's base lr
+  std::unique_ptr<DeviceState> device_;  // the count and lrs on the device; null: on the host
+  const SequentialLR* parent_ = nullptr;  // the SequentialLR that drives this child, if any
 };
 
 /// lr = base_lr * gamma^floor(epoch / step_size) (PyTorch's StepLR).
@@ -162,8 +197,10 @@ class StepLR : public LRScheduler {
   Options options() const override;
   void check_options(const Options& o) const override;
   void set_options(const Options& o) override;
+  bool device_program(kernels::ScheduleProgram& program) const override;
 
  private:
+  kernels::ScheduleForm form() const;
   int64_t step_size_;
   double gamma_;
 };
@@ -181,8 +218,10 @@ class CosineAnnealingLR : public LRScheduler {
   Options options() const override;
   void check_options(const Options& o) const override;
   void set_options(const Options& o) override;
+  bool device_program(kernels::ScheduleProgram& program) const override;
 
  private:
+  kernels::ScheduleForm form() const;
   int64_t t_max_;
   double eta_min_;
 };
@@ -200,8 +239,10 @@ class LinearLR : public LRScheduler {
   Options options() const override;
   void check_options(const Options& o) const override;
   void set_options(const Options& o) override;
+  bool device_program(kernels::ScheduleProgram& program) const override;
 
  private:
+  kernels::ScheduleForm form() const;
   double start_factor_;
   double end_factor_;
   int64_t total_iters_;
@@ -234,10 +275,12 @@ class OneCycleLR : public LRScheduler {
   Options options() const override;
   void check_options(const Options& o) const override;
   void set_options(const Options& o) override;
+  bool device_program(kernels::ScheduleProgram& program) const override;
   void check_advance(int64_t epoch) const override;
   void check_loaded_epoch(int64_t epoch, const Options& o) const override;
 
  private:
+  kernels::ScheduleForm form() const;
   double max_lr_;
   int64_t total_steps_;
   OneCycleOptions o_;
@@ -268,8 +311,10 @@ class SequentialLR : public LRScheduler {
   void check_extra(const StateDict& dict) const override;
   void load_extra(const StateDict& dict) override;
   void on_epoch() override;
+  bool device_program(kernels::ScheduleProgram& program) const override;
 
  private:
+  friend class LRScheduler;
   // The index of the child in charge at global step `epoch`, and its local step.
   std::pair<size_t, int64_t> locate(int64_t epoch) const;
 

@@ -144,6 +144,18 @@ class Optimizer : public AmpStepTarget {
   void set_lr(double lr);
   /// Sets one group's learning rate.
   void set_lr(size_t group, double lr) { set_hyperparameter(group, "lr", lr); }
+  /// Makes group `group` read its learning rate from `lr`, a one-element
+  /// float64 tensor (normally on the parameters' device; it is copied to
+  /// theirs each step otherwise), at every step, instead of the host value.
+  /// A scheduler stepped with a GradScaler writes it there, so a skipped step
+  /// needs no host read (see lr_scheduler.hpp). lr() then reads the tensor (a
+  /// synchronisation on a GPU); set_lr(), set_hyperparameter("lr") and
+  /// load_state_dict() go back to a host value. The writer keeps the value
+  /// finite and >= 0. DTypeError for another dtype or size, ValueError for a
+  /// group out of range; nothing changed.
+  void set_lr_tensor(size_t group, Tensor lr);
+  /// The tensor group `group` reads its lr from, or an undefined tensor.
+  Tensor lr_tensor(size_t group) const;
 
   /// How many parameter groups there are (1 unless built from ParamGroups).
   size_t num_param_groups() const { return groups_.size(); }
@@ -214,6 +226,10 @@ class Optimizer : public AmpStepTarget {
     Tensor master;
     /// The parameter's version when the master copy was last written to it.
     uint64_t master_version = 0;
+    /// This step's learning rate on the parameter's device when its group
+    /// reads it from a tensor (set_lr_tensor), else undefined: the backend
+    /// update takes it as UpdateOperands::lr.
+    Tensor lr;
   };
 
   /// Checks the parameters: defined (StateError), floating (DTypeError), at
@@ -249,6 +265,7 @@ class Optimizer : public AmpStepTarget {
   struct Group {
     size_t begin = 0, end = 0;  // parameter indices [begin, end)
     Hyperparameters hyperparameters;
+    Tensor lr_source;  // set_lr_tensor's tensor; hyperparameters["lr"] is stale while it is set
   };
   struct CheckedLoad;
   CheckedLoad check_load(const StateDict& dict) const;

@@ -121,7 +121,7 @@ void run_rule_impl(const Tensor& param, const Tensor& master, const Tensor& grad
 
 template <class P, class G, class C, size_t K, class Rule>
 void run_rule(const Tensor& param, const Tensor& grad, const std::array<Tensor, K>& state, const Rule& rule,
-              const AmpUpdate& amp) {
+              const UpdateOperands& amp) {
   // The factor is rounded once to C, as the separate unscale pass applies it.
   const C inv_scale = amp.inv_scale.defined() ? C(*static_cast<const double*>(amp.inv_scale.raw_data())) : C(1);
   if constexpr (std::is_same_v<P, half> || std::is_same_v<P, bfloat16>) {
@@ -138,11 +138,19 @@ bool skipped(const Tensor& found_inf) {
   return found_inf.defined() && *static_cast<const float*>(found_inf.raw_data()) != 0.0f;
 }
 
+// The step's hyper-parameters with the lr read from `lr` when it is defined.
+template <class Step>
+Step with_lr(Step s, const Tensor& lr) {
+  if (lr.defined()) s.lr = *static_cast<const double*>(lr.raw_data());
+  return s;
+}
+
 }  // namespace
 
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
-                const Tensor& found_inf, const SgdStep& s, const AmpUpdate& amp) {
+                const Tensor& found_inf, const SgdStep& step_options, const UpdateOperands& amp) {
   if (skipped(found_inf)) return;
+  const SgdStep s = with_lr(step_options, amp.lr);
   int64_t& count = *static_cast<int64_t*>(step.raw_data());
   const bool first_step = count == 0;
   visit_param_grad(param, grad, "sgd_update", [&]<class P, class G>() {
@@ -160,9 +168,10 @@ void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_
 }
 
 void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                 const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf, const AdamStep& s,
-                 const AmpUpdate& amp) {
+                 const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf,
+                 const AdamStep& step_options, const UpdateOperands& amp) {
   if (skipped(found_inf)) return;
+  const AdamStep s = with_lr(step_options, amp.lr);
   int64_t& count = *static_cast<int64_t*>(step.raw_data());
   visit_param_grad(param, grad, "adam_update", [&]<class P, class G>() {
     using C = state_t<P>;
@@ -176,11 +185,21 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
   ++count;
 }
 
+void advance_schedule(const Tensor& epoch, const Tensor& lrs, const Tensor& bases, const Tensor& found_inf,
+                      const kernels::ScheduleProgram& program, bool advance) {
+  int64_t& e = *static_cast<int64_t*>(epoch.raw_data());
+  if (advance && !skipped(found_inf)) ++e;
+  auto* lr = static_cast<double*>(lrs.raw_data());
+  const auto* base = static_cast<const double*>(bases.raw_data());
+  for (int64_t g = 0; g < lrs.numel(); ++g) lr[g * lrs.strides()[0]] = program.lr(e, base[g * bases.strides()[0]]);
+}
+
 }  // namespace mixgrad::backend::cpu
 
 namespace mixgrad::backend {
 
 MIXGRAD_CPU_KERNEL(sgd_update, cpu::sgd_update);
 MIXGRAD_CPU_KERNEL(adam_update, cpu::adam_update);
+MIXGRAD_CPU_KERNEL(advance_schedule, cpu::advance_schedule);
 
 }  // namespace mixgrad::backend

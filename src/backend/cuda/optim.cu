@@ -6,7 +6,7 @@
 // the update advances the count unless the step was skipped. So an AMP step
 // queues its optimizer work without waiting for the overflow check.
 //
-// The two mixed-precision parts of a step (backend::AmpUpdate) go through
+// The two mixed-precision parts of a step (backend::UpdateOperands) go through
 // kernels::apply_update, as on the CPU: the inverse loss scale is read by the
 // kernel from its one-element float64 device tensor (a GradScaler's unscale
 // fused into the update, no host read), and a 16-bit parameter's float32
@@ -38,20 +38,24 @@ using optim_rules::visit_param_grad;
 
 __device__ bool flagged(const float* found_inf) { return found_inf != nullptr && *found_inf != 0.0f; }
 
-// Builds the step's rule on the device from its count.
+// Builds the step's rule on the device from its count, with the lr read
+// from the device when a scheduler keeps it there (`lr` not null).
 template <class C>
 struct SgdMaker {
   C lr, weight_decay, momentum, one_minus_dampening;
   bool nesterov;
-  __device__ kernels::SgdMomentumRule<C> operator()(int64_t count) const {
-    return {lr, weight_decay, momentum, one_minus_dampening, nesterov, count == 0};
+  __device__ kernels::SgdMomentumRule<C> operator()(int64_t count, const double* device_lr) const {
+    return {device_lr != nullptr ? C(*device_lr) : lr, weight_decay, momentum, one_minus_dampening, nesterov,
+            count == 0};
   }
 };
 
 template <class C>
 struct PlainSgdMaker {
   C lr, weight_decay;
-  __device__ kernels::SgdRule<C> operator()(int64_t) const { return {lr, weight_decay}; }
+  __device__ kernels::SgdRule<C> operator()(int64_t, const double* device_lr) const {
+    return {device_lr != nullptr ? C(*device_lr) : lr, weight_decay};
+  }
 };
 
 // Adam's rule from the device's count, with the bias corrections the CPU
@@ -59,13 +63,19 @@ struct PlainSgdMaker {
 template <class C>
 struct AdamRuleMaker {
   AdamStep s;
-  __device__ kernels::AdamRule<C> operator()(int64_t count) const { return optim_rules::adam_rule<C>(s, count); }
+  __device__ kernels::AdamRule<C> operator()(int64_t count, const double* device_lr) const {
+    AdamStep t = s;
+    if (device_lr != nullptr) t.lr = *device_lr;
+    return optim_rules::adam_rule<C>(t, count);
+  }
 };
 
 template <class C>
 struct AmsgradRuleMaker {
-  AdamStep s;
-  __device__ kernels::AmsgradRule<C> operator()(int64_t count) const { return {optim_rules::adam_rule<C>(s, count)}; }
+  AdamRuleMaker<C> adam;
+  __device__ kernels::AmsgradRule<C> operator()(int64_t count, const double* device_lr) const {
+    return {adam(count, device_lr)};
+  }
 };
 
 // Operands of the walk: 0 the parameter, 1 its master copy (null without),
@@ -92,9 +102,10 @@ struct Pointers {
 // the CPU does (null for 1).
 template <class P, class G, class C, int K, class Maker>
 __global__ void update_kernel(StridedIndexer<kFixedOperands + K> ix, Pointers<kFixedOperands + K> ptr, int64_t n,
-                              Maker maker, const int64_t* step, const float* found_inf, const double* inv_scale) {
+                              Maker maker, const int64_t* step, const float* found_inf, const double* inv_scale,
+                              const double* lr) {
   if (flagged(found_inf)) return;
-  const auto rule = maker(*step);
+  const auto rule = maker(*step, lr);
   const C factor = inv_scale != nullptr ? C(*inv_scale) : C(1);
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -108,7 +119,7 @@ __global__ void advance_step_kernel(int64_t* step, const float* found_inf) {
 
 template <class P, class G, class C, int K, class Maker>
 void launch_update(const Tensor& param, const Tensor& grad, const std::array<Tensor, K>& state, const Maker& maker,
-                   const Tensor& step, const Tensor& found_inf, const AmpUpdate& amp, const char* op) {
+                   const Tensor& step, const Tensor& found_inf, const UpdateOperands& amp, const char* op) {
   constexpr int N = kFixedOperands + K;
   constexpr bool k16 = std::is_same_v<P, half> || std::is_same_v<P, bfloat16>;
   const bool with_master = k16 && amp.master.defined();  // ignored for other dtypes, as on the CPU
@@ -133,7 +144,8 @@ void launch_update(const Tensor& param, const Tensor& grad, const std::array<Ten
   if (lc.blocks != 0) {
     update_kernel<P, G, C, K, Maker><<<lc.blocks, lc.threads, 0, stream>>>(
         ix, ptr, param.numel(), maker, count, flag,
-        amp.inv_scale.defined() ? static_cast<const double*>(amp.inv_scale.raw_data()) : nullptr);
+        amp.inv_scale.defined() ? static_cast<const double*>(amp.inv_scale.raw_data()) : nullptr,
+        amp.lr.defined() ? static_cast<const double*>(amp.lr.raw_data()) : nullptr);
     MIXGRAD_CUDA_CHECK(cudaGetLastError());
   }
   advance_step_kernel<<<1, 1, 0, stream>>>(count, flag);
@@ -141,7 +153,7 @@ void launch_update(const Tensor& param, const Tensor& grad, const std::array<Ten
 }
 
 void check_operands(const char* op, const Tensor& param, const Tensor& grad, const Tensor& step,
-                    const Tensor& found_inf, const AmpUpdate& amp) {
+                    const Tensor& found_inf, const UpdateOperands& amp) {
   if (amp.inv_scale.defined() && (amp.inv_scale.numel() != 1 || amp.inv_scale.dtype() != DType::float64 ||
                                   amp.inv_scale.device() != param.device()))
     throw StateError(std::string(op) + ": inv_scale must be a one-element float64 tensor on " +
@@ -151,6 +163,11 @@ void check_operands(const char* op, const Tensor& param, const Tensor& grad, con
       (amp.master.shape() != param.shape() || amp.master.dtype() != DType::float32 ||
        amp.master.device() != param.device()))
     throw_mismatch(op, param, amp.master);
+  if (amp.lr.defined() &&
+      (amp.lr.numel() != 1 || amp.lr.dtype() != DType::float64 || amp.lr.device() != param.device()))
+    throw StateError(std::string(op) + ": the lr must be a one-element float64 tensor on " +
+                     to_string(param.device()) + ", got " + std::string(to_string(amp.lr.dtype())) +
+                     to_string(amp.lr.shape()) + " on " + to_string(amp.lr.device()));
   if (grad.shape() != param.shape() || grad.device() != param.device()) throw_mismatch(op, param, grad);
   if (step.numel() != 1 || step.dtype() != DType::int64 || step.device() != param.device())
     throw StateError(std::string(op) + ": the step count must be a one-element int64 tensor on " +
@@ -165,7 +182,7 @@ void check_operands(const char* op, const Tensor& param, const Tensor& grad, con
 }  // namespace
 
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const Tensor& step,
-                const Tensor& found_inf, const SgdStep& s, const AmpUpdate& amp) {
+                const Tensor& found_inf, const SgdStep& s, const UpdateOperands& amp) {
   check_operands("sgd_update", param, grad, step, found_inf, amp);
   DeviceGuard guard(param.device().index());
   visit_param_grad(param, grad, "sgd_update", [&]<class P, class G>() {
@@ -182,13 +199,13 @@ void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_
 
 void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                  const Tensor& max_exp_avg_sq, const Tensor& step, const Tensor& found_inf, const AdamStep& s,
-                 const AmpUpdate& amp) {
+                 const UpdateOperands& amp) {
   check_operands("adam_update", param, grad, step, found_inf, amp);
   DeviceGuard guard(param.device().index());
   visit_param_grad(param, grad, "adam_update", [&]<class P, class G>() {
     using C = state_t<P>;
     if (max_exp_avg_sq.defined()) {
-      launch_update<P, G, C, 3>(param, grad, {exp_avg, exp_avg_sq, max_exp_avg_sq}, AmsgradRuleMaker<C>{s}, step,
+      launch_update<P, G, C, 3>(param, grad, {exp_avg, exp_avg_sq, max_exp_avg_sq}, AmsgradRuleMaker<C>{{s}}, step,
                                 found_inf, amp, "adam_update");
     } else {
       launch_update<P, G, C, 2>(param, grad, {exp_avg, exp_avg_sq}, AdamRuleMaker<C>{s}, step, found_inf,
@@ -197,6 +214,25 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
   });
 }
 
+// One thread: the count is read, advanced and used in order.
+__global__ void advance_schedule_kernel(int64_t* epoch, double* lrs, int64_t lr_stride, const double* bases,
+                                        int64_t base_stride, int64_t groups, const float* found_inf,
+                                        kernels::ScheduleProgram program, bool advance) {
+  if (advance && !flagged(found_inf)) ++*epoch;
+  for (int64_t g = 0; g < groups; ++g) lrs[g * lr_stride] = program.lr(*epoch, bases[g * base_stride]);
+}
+
+void advance_schedule(const Tensor& epoch, const Tensor& lrs, const Tensor& bases, const Tensor& found_inf,
+                      const kernels::ScheduleProgram& program, bool advance) {
+  DeviceGuard guard(epoch.device().index());
+  const float* flag = found_inf.defined() ? static_cast<const float*>(found_inf.raw_data()) : nullptr;
+  advance_schedule_kernel<<<1, 1, 0, current_stream(epoch.device().index())>>>(
+      static_cast<int64_t*>(epoch.raw_data()), static_cast<double*>(lrs.raw_data()), lrs.strides()[0],
+      static_cast<const double*>(bases.raw_data()), bases.strides()[0], lrs.numel(), flag, program, advance);
+  MIXGRAD_CUDA_CHECK(cudaGetLastError());
+}
+
+MIXGRAD_CUDA_KERNEL(advance_schedule, advance_schedule);
 MIXGRAD_CUDA_KERNEL(sgd_update, sgd_update);
 MIXGRAD_CUDA_KERNEL(adam_update, adam_update);
 
