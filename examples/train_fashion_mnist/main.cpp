@@ -98,6 +98,10 @@ int main(int argc, char** argv) {
                          .autocast_dtype = p.low,
                          .verbose = false,  // the epoch lines below
                          .metrics_csv = dp.is_main() ? opts.metrics : "",
+                         // The runner reads its device-side sums (loss, skipped steps) every 50
+                         // steps and at each epoch's end: a read per step would make the host wait
+                         // for the GPU every step (docs/runner.md, "No step waits for the device").
+                         .log_every = 50,
                          .main_process = dp.is_main()});
     train::attach_data_parallel(dp, runner.grad_manager(), net, runner.scaler ? &*runner.scaler : nullptr);
     runner.on_epoch_begin([&](mg::train::Runner&, int64_t epoch) { train::begin_epoch(dp, epoch - 1); });

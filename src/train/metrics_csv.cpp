@@ -55,8 +55,8 @@ MetricsCsv::MetricsCsv(const std::filesystem::path& steps_path, int64_t steps_so
 
 void MetricsCsv::step(const StepInfo& s) {
   if (!steps_.is_open()) return;
-  steps_ << s.step << ',' << s.epoch << ',' << s.loss << ',' << s.scale << ',' << s.lr << ',' << (s.skipped ? 1 : 0)
-         << '\n';
+  steps_ << s.step << ',' << s.epoch << ',' << s.loss() << ',' << s.scale() << ',' << s.lr() << ','
+         << (s.skipped() ? 1 : 0) << '\n';
 }
 
 void MetricsCsv::epoch(const Metrics& m) {

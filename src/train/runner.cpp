@@ -15,6 +15,7 @@
 #include "mixgrad/optim/lr_scheduler.hpp"
 #include "mixgrad/optim/optimizer.hpp"
 #include "mixgrad/train/progress_bar.hpp"
+#include "train/device_sums.hpp"
 #include "train/metrics_csv.hpp"
 #include "train/run_state.hpp"
 
@@ -34,21 +35,18 @@ void check_metric_name(const std::string& step, const std::string& name) {
                      "': names are letters, digits, '_', '.' and '-'");
 }
 
-// Adds each value of `out`, weighted by the batch's `n` samples, to
-// sums["sum.<name>"]; returns the value of "loss" (0 without one), read once.
-double add_to(Metrics& sums, const std::string& step, const StepOutput& out, int64_t n) {
-  double loss = 0.0;
+// Adds each value of `out`, weighted by the batch's `n` samples, to the
+// device sums "sum.<name>" of `host` (nothing is read back); counts the
+// samples in host["samples"].
+void add_to(detail::DeviceSums& sums, Metrics& host, const std::string& step, const StepOutput& out, int64_t n) {
   for (const auto& [name, t] : out) {
     check_metric_name(step, name);
     if (!t.defined() || t.numel() != 1)
       throw ShapeError("Runner::" + step + " returned '" + name + "' of shape " + to_string(t.shape()) +
                        ": each value must be one number");
-    const double v = t.item<double>();  // a host read (a sync on a GPU): one per value and step
-    if (name == "loss") loss = v;
-    sums["sum." + name] += v * static_cast<double>(n);
   }
-  sums["samples"] += static_cast<double>(n);
-  return loss;
+  for (const auto& [name, t] : out) sums.add("sum." + name, t, static_cast<double>(n));
+  host["samples"] += static_cast<double>(n);
 }
 
 // The means of the sums, as "<prefix>_<name>".
@@ -76,12 +74,17 @@ bool is_checkpoint_name(const std::string& name) {
 
 }  // namespace
 
+double StepInfo::loss() const { return loss_value.defined() ? loss_value.item<double>() : 0.0; }
+double StepInfo::scale() const { return scale_value.defined() ? scale_value.item<double>() : 1.0; }
+double StepInfo::lr() const { return lr_value.defined() ? lr_value.item<double>() : host_lr; }
+bool StepInfo::skipped() const { return found_inf.defined() && found_inf.item<float>() != 0.0f; }
+
 // What an epoch in progress keeps besides partial_ (which checkpoints hold).
 struct Runner::EpochState {
   int64_t batches = 0;
   int64_t batch = 0;         // batches of the epoch done
-  double step_loss = 0.0;    // the current step's loss, summed over its micro-batches
-  double scale_used = 1.0;   // the loss scale of the current step's backward
+  Tensor step_loss;          // the current step's loss on the device, summed over its micro-batches
+  Tensor scale_used;         // the loss scale of the current step's backward (undefined: 1)
   double seconds_before = 0.0;  // the epoch's training time before a resume
   Clock::time_point start = Clock::now();
 };
@@ -96,13 +99,18 @@ class Runner::Reporter {
   }
   detail::MetricsCsv csv;
   std::optional<ProgressBar> bar;
+  std::vector<StepInfo> rows;  // the CSV rows since the last read
+  ProgressBar::Status shown;   // the values of the last read
 
  private:
   const TrainConfig& c_;
 };
 
 Runner::Runner(nn::Module& model, optim::Optimizer& optimizer, Criterion criterion)
-    : model_(model), optimizer_(optimizer), criterion_(criterion ? std::move(criterion) : Criterion(cross_entropy)) {}
+    : model_(model),
+      optimizer_(optimizer),
+      criterion_(criterion ? std::move(criterion) : Criterion(cross_entropy)),
+      sums_(std::make_unique<detail::DeviceSums>(partial_)) {}
 
 Runner::~Runner() = default;
 
@@ -132,6 +140,7 @@ void Runner::train_config(TrainConfig c) {
   require(c.keep_checkpoints >= 0, ".keep_checkpoints must be >= 0, got " + std::to_string(c.keep_checkpoints));
   require(c.accumulate >= 1, ".accumulate must be >= 1, got " + std::to_string(c.accumulate));
   require(c.max_steps >= 0, ".max_steps must be >= 0, got " + std::to_string(c.max_steps));
+  require(c.log_every >= 1, ".log_every must be >= 1, got " + std::to_string(c.log_every));
   require(!c.clip_grad_norm || (std::isfinite(*c.clip_grad_norm) && *c.clip_grad_norm > 0),
           ".clip_grad_norm must be finite and > 0");
   require(!c.resume || !c.checkpoint_dir.empty(), ".resume needs a .checkpoint_dir to resume from");
@@ -180,12 +189,17 @@ void Runner::run() {
     const data::LoaderPosition at = train.position();
     epoch_ = at.epoch + 1;
     if (epoch_ > config_.epochs) break;
-    if (at.batch == 0) partial_.clear();
+    if (at.batch == 0) {
+      partial_.clear();
+      sums_->reset();
+    }
     model_.train();  // before the callbacks: one may put a frozen backbone in eval mode
     for (auto& f : epoch_begin_) f(*this, epoch_);
-    EpochState st{.batches = train.size(), .batch = at.batch, .seconds_before = partial_["seconds"]};
+    EpochState st{.batches = train.size(), .batch = at.batch, .step_loss = Tensor(), .scale_used = Tensor(),
+                  .seconds_before = partial_["seconds"]};
     out.begin_epoch(epoch_, st.batches);
     more = train_epoch(st, out);
+    read_metrics(out);
     out.bar->finish();
     mid_epoch = !more;
     if (more) more = end_epoch(st, out);
@@ -209,31 +223,20 @@ bool Runner::train_epoch(EpochState& st, Reporter& out) {
     const int64_t first = st.batch / k * k;  // the step's first micro-batch
     const int64_t group = std::min(k, st.batches - first);
     if (st.batch == first) {
-      st.step_loss = 0.0;
-      st.scale_used = scaler ? scaler->scale_factor() : 1.0;
+      st.step_loss = Tensor();
+      st.scale_used = scaler ? scaler->scale_tensor() : Tensor();
     }
     micro_batch(batch, 1.0 / static_cast<double>(group), st);
     ++st.batch;
     if (st.batch == first + group) {
-      const bool skipped = optimizer_step();
-      ++step_;
-      partial_["skipped_steps"] += skipped;
-      partial_["seconds"] = st.seconds_before + seconds_since(st.start);
-      const StepInfo info{.step = step_, .epoch = epoch_, .batch = st.batch, .loss = st.step_loss,
-                          .scale = st.scale_used, .lr = optimizer_.lr(), .skipped = skipped};
-      out.csv.step(info);
-      for (auto& f : step_end_) f(*this, info);
-      maybe_checkpoint(false);
+      end_step(st, out, optimizer_step());
       // Stopping at the epoch's last batch lets the loop end: the epoch is complete, and end_epoch stops.
       if ((stop_requested_ || (config_.max_steps > 0 && step_ >= config_.max_steps)) && st.batch < st.batches)
         return false;
     }
-    const auto sum = partial_.find("sum.loss");
-    out.bar->update({.batch = st.batch,
-                     .images = static_cast<int64_t>(partial_["samples"]),
-                     .loss = sum == partial_.end() ? 0.0 : sum->second / partial_["samples"],
-                     .scale = scaler ? scaler->scale_factor() : 1.0,
-                     .skipped = static_cast<int64_t>(partial_["skipped_steps"])});
+    out.shown.batch = st.batch;
+    out.shown.images = static_cast<int64_t>(partial_["samples"]);
+    out.bar->update(out.shown);
   }
   return true;
 }
@@ -251,21 +254,58 @@ void Runner::micro_batch(const data::Batch& batch, double share, EpochState& st)
     scaler->backward(gm_, part, Tensor(), {.unscale_grad = false, .update_scale = amp::UpdateScale::never});
   else
     gm_.backward(part);
-  st.step_loss += add_to(partial_, "train_step", out, batch.images.size(0)) * share;
+  add_to(*sums_, partial_, "train_step", out, batch.images.size(0));
+  const Tensor share_of_loss = loss->second.detach().reshape(Shape{}).to(DType::float64) * share;
+  st.step_loss = st.step_loss.defined() ? st.step_loss + share_of_loss : share_of_loss;
 }
 
 // Unscale, clip, update the scale, step, clear; the scheduler per step.
-// Returns whether the scaler found inf / NaN (the optimizer skipped the step).
-bool Runner::optimizer_step() {
+// Returns the scaler's found-inf flag of the step (undefined without a
+// scaler), where it lives: nothing is read back.
+Tensor Runner::optimizer_step() {
   const std::vector<Tensor> params = gm_.attached_tensors();
   if (scaler) scaler->unscale(params);
   if (config_.clip_grad_norm) optim::clip_grad_norm(params, *config_.clip_grad_norm);
-  const bool skipped = scaler && scaler->found_non_finite();
+  const Tensor found_inf = scaler ? scaler->found_inf() : Tensor();
   if (scaler) scaler->update();
   optimizer_.step().clear_grad();  // skips the parameters of an overflowed step
-  // As scheduler->step(*scaler), without reading the flag from the device again.
-  if (scheduler && config_.scheduler_interval == SchedulerInterval::step && !skipped) scheduler->step();
-  return skipped;
+  if (scheduler && config_.scheduler_interval == SchedulerInterval::step) {
+    if (scaler)
+      scheduler->step(*scaler);  // not on a skipped step, decided on the device
+    else
+      scheduler->step();
+  }
+  return found_inf;
+}
+
+// The step's bookkeeping: counts, the callbacks, the reads every log_every
+// steps, the checkpoint.
+void Runner::end_step(EpochState& st, Reporter& out, const Tensor& found_inf) {
+  ++step_;
+  if (found_inf.defined()) sums_->add("skipped_steps", found_inf);
+  partial_["seconds"] = st.seconds_before + seconds_since(st.start);
+  const Tensor lr = optimizer_.lr_tensor(0);
+  StepInfo info{.step = step_, .epoch = epoch_, .batch = st.batch,
+                .loss_value = st.step_loss, .scale_value = st.scale_used, .found_inf = found_inf,
+                .lr_value = lr.defined() ? lr.clone() : Tensor(),  // the next advance overwrites lr
+                .host_lr = lr.defined() ? 0.0 : optimizer_.lr()};
+  for (auto& f : step_end_) f(*this, info);
+  out.rows.push_back(std::move(info));
+  if (step_ % config_.log_every == 0) read_metrics(out);
+  maybe_checkpoint(false);
+}
+
+// Brings the device sums to partial_, the values the bar shows up to date,
+// and writes the CSV rows since the last read.
+void Runner::read_metrics(Reporter& out) {
+  sums_->flush();
+  const double samples = partial_["samples"];
+  const auto sum = partial_.find("sum.loss");
+  out.shown.loss = sum == partial_.end() || samples <= 0 ? 0.0 : sum->second / samples;
+  out.shown.scale = scaler ? scaler->scale_factor() : 1.0;
+  out.shown.skipped = static_cast<int64_t>(partial_["skipped_steps"]);
+  for (const StepInfo& row : out.rows) out.csv.step(row);
+  out.rows.clear();
 }
 
 Metrics Runner::evaluate(const std::string& name) {
@@ -276,8 +316,10 @@ Metrics Runner::evaluate(const std::string& name) {
     autodiff::no_grad nothing_recorded;
     std::optional<amp::autocast> scope;
     if (scaler) scope.emplace(true, config_.autocast_dtype);
+    detail::DeviceSums device(sums);
     for (const data::Batch& batch : loader)
-      add_to(sums, name + "_step", name == "val" ? val_step(batch) : test_step(batch), batch.images.size(0));
+      add_to(device, sums, name + "_step", name == "val" ? val_step(batch) : test_step(batch), batch.images.size(0));
+    device.flush();
   }
   model_.train();
   Metrics m;
@@ -342,6 +384,7 @@ void Runner::prune_checkpoints() {
 }
 
 std::filesystem::path Runner::save_checkpoint(const std::filesystem::path& path) {
+  sums_->flush();
   io::Metadata meta;
   detail::write_run_state({history_, partial_, best_, bad_epochs_}, meta);
   const auto file = io::save_checkpoint(path, {.model = &model_, .optimizer = &optimizer_, .scheduler = scheduler.get(),
@@ -371,6 +414,7 @@ void Runner::load_checkpoint(const std::filesystem::path& path) {
   step_ = info.step;
   history_ = std::move(s.history);
   partial_ = std::move(s.partial);
+  sums_->reset();
   best_ = s.best;
   bad_epochs_ = s.bad_epochs;
   const data::LoaderPosition at = loader("train").position();

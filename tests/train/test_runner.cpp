@@ -158,7 +158,7 @@ BOOST_AUTO_TEST_CASE(scheduler_callbacks_and_stop) {
   runner.on_epoch_begin([&](mg::train::Runner&, int64_t e) { began += e; });
   runner.on_step_end([&](mg::train::Runner&, const mg::train::StepInfo& s) {
     ++steps;
-    lrs.push_back(s.lr);
+    lrs.push_back(s.lr());
     BOOST_TEST(s.step == steps);
   });
   runner.on_epoch_end([&](mg::train::Runner& r, const mg::train::Metrics& m) {
@@ -172,6 +172,84 @@ BOOST_AUTO_TEST_CASE(scheduler_callbacks_and_stop) {
   // StepInfo.lr is the lr after the step's scheduler advance: lr_at(step).
   for (size_t i = 0; i < lrs.size(); ++i)
     BOOST_TEST(lrs[i] == runner.scheduler->lr_at(static_cast<int64_t>(i) + 1), boost::test_tools::tolerance(1e-12));
+}
+
+// A runner whose every fifth step (from the second) has NaN gradients: the
+// loss gets sqrt(0 * sum(w)), which adds 0 to it and 0 * inf to w's gradient.
+struct OverflowingRunner : mg::train::Runner {
+  using Runner::Runner;
+  int64_t calls = 0;
+  mg::train::StepOutput train_step(const mg::data::Batch& b) override {
+    mg::train::StepOutput out = Runner::train_step(b);
+    if (++calls % 5 == 2) out["loss"] = out["loss"] + mg::F::sqrt(mg::F::sum(model().parameters().front()) * 0.0);
+    return out;
+  }
+};
+
+// The runner reads the device every log_every steps: that changes when the
+// values reach the host, never what they are. The schedule, stepped on the
+// device, must not count the overflowed steps.
+BOOST_AUTO_TEST_CASE(log_every_changes_when_values_are_read_not_what_they_are) {
+  struct Run {
+    std::string csv;
+    std::vector<mg::train::Metrics> history;
+    std::vector<std::vector<float>> params;
+    std::vector<double> losses, lrs;
+    std::vector<int> skipped;
+    int64_t schedule_epoch = 0;
+    bool on_device = false;
+  };
+  const auto run = [](int64_t log_every, const fs::path& dir) {
+    auto net = toy_net();
+    mg::optim::SGD opt(net.parameters(), {.lr = 0.1, .momentum = 0.9});
+    OverflowingRunner runner(net, opt);
+    runner.scaler = mg::amp::GradScaler({.growth_interval = 4});
+    runner.scheduler = std::make_shared<mg::optim::CosineAnnealingLR>(opt, 30);
+    runner.add_loader("train", toy_loader());
+    runner.train_config(quiet({.epochs = 3, .metrics_csv = dir / "run.csv", .log_every = log_every}));
+    Run r;
+    runner.on_step_end([&](mg::train::Runner&, const mg::train::StepInfo& s) {
+      r.losses.push_back(s.loss());
+      r.lrs.push_back(s.lr());
+      r.skipped.push_back(s.skipped() ? 1 : 0);
+    });
+    runner.run();
+    std::ifstream in(dir / "run.csv");
+    r.csv.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    r.history = runner.history();
+    for (auto& m : r.history)
+      for (const char* timing : {"seconds", "img_per_s", "eval_seconds"}) m.erase(timing);
+    r.params = values(net);
+    r.schedule_epoch = runner.scheduler->last_epoch();
+    r.on_device = runner.scheduler->on_device();
+    return r;
+  };
+  const Run a = run(1, temp_dir("log_every_1")), b = run(7, temp_dir("log_every_7"));
+  BOOST_TEST(a.csv == b.csv);
+  BOOST_TEST((a.history == b.history));  // every metric but the timings, bit for bit
+  BOOST_TEST((a.params == b.params));
+  BOOST_TEST(a.losses == b.losses, boost::test_tools::per_element());
+  BOOST_TEST(a.lrs == b.lrs, boost::test_tools::per_element());
+  BOOST_TEST(a.skipped == b.skipped, boost::test_tools::per_element());
+  BOOST_TEST(a.on_device);
+  int64_t skipped = 0;
+  for (int k : a.skipped) skipped += k;
+  BOOST_TEST(skipped == 5);
+  BOOST_TEST(a.csv.size() > 0u);
+  BOOST_TEST_REQUIRE(a.skipped.size() == 24u);
+  BOOST_TEST(a.schedule_epoch == 24 - skipped);
+  double in_history = 0;
+  for (const auto& m : a.history) in_history += m.at("skipped_steps");
+  BOOST_TEST(in_history == static_cast<double>(skipped));
+  // Each step's lr is the closed form at the count of the steps taken so far.
+  mg::Tensor w = mg::zeros(mg::Shape{1});
+  mg::optim::SGD probe({w}, {.lr = 0.1});
+  const mg::optim::CosineAnnealingLR closed(probe, 30);
+  int64_t taken = 0;
+  for (size_t i = 0; i < a.lrs.size(); ++i) {
+    taken += 1 - a.skipped[i];
+    BOOST_TEST(a.lrs[i] == closed.lr_at(taken));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(early_stopping_ends_the_run) {

@@ -34,6 +34,15 @@
 // Every value a step returns is averaged over the epoch's samples and kept
 // in history() as "<loader>_<name>" ("train_loss", "val_accuracy", ...).
 //
+// No step waits for the device. The sums of the step's values, the skipped
+// steps and the schedule (stepped with the scaler on the device, see
+// lr_scheduler.hpp) stay on the device; the runner reads them every
+// config.log_every optimizer steps, for the progress bar and the per-step
+// CSV rows, and at each epoch's end and checkpoint. On a GPU each read is a
+// synchronisation, which costs the overlap of host and device; on the CPU it
+// is free. on_step_end runs after every step: its StepInfo reads a value
+// only when the callback asks for it.
+//
 // Checkpoints (config.checkpoint_dir): every checkpoint_every optimizer steps
 // and at each epoch's end, written atomically (a crash while writing leaves
 // the previous one intact), holding the model, optimizer, scheduler, scaler,
@@ -66,6 +75,10 @@ class LRScheduler;
 }  // namespace mixgrad::optim
 
 namespace mixgrad::train {
+
+namespace detail {
+class DeviceSums;
+}
 
 /// What a step returns: named 0-d tensors, {"loss", loss} at least for
 /// train_step (Enchanter's `return {"loss": loss}`).
@@ -114,19 +127,34 @@ struct TrainConfig {
   bool verbose = true;
   /// Per-step rows to this CSV file, per-epoch rows to `<stem>.epochs.csv`.
   std::filesystem::path metrics_csv = {};
+  /// Optimizer steps between the reads of the device-side metrics that the
+  /// progress bar and the CSV rows show (1: after every step; see above).
+  int64_t log_every = 50;
   /// False on every data-parallel rank but one: no checkpoints, output or CSV.
   bool main_process = true;
 };
 
-/// What on_step_end sees.
+/// What on_step_end sees, right after each optimizer step. The values live
+/// on the device: each accessor reads one (a synchronisation on a GPU).
 struct StepInfo {
   int64_t step = 0;   ///< optimizer steps of the run so far (1-based for this one)
   int64_t epoch = 0;  ///< 1-based
   int64_t batch = 0;  ///< batches of this epoch so far
-  double loss = 0.0;  ///< the step's mean loss over its micro-batches
-  double scale = 1.0;  ///< the loss scale its backward used (1 without a scaler)
-  double lr = 0.0;
-  bool skipped = false;  ///< the scaler found inf / NaN: the optimizer did not step
+
+  /// The step's mean loss over its micro-batches.
+  double loss() const;
+  /// The loss scale its backward used (1 without a scaler).
+  double scale() const;
+  /// The learning rate of the optimizer's group 0 after the step (and after
+  /// the scheduler's advance, when it steps per step).
+  double lr() const;
+  /// True when the scaler found inf / NaN: the optimizer did not step.
+  bool skipped() const;
+
+  /// Where the accessors read: 0-d tensors on the device (found_inf and
+  /// lr_value undefined without a scaler / a device lr; host_lr then).
+  Tensor loss_value, scale_value, found_inf, lr_value;
+  double host_lr = 0.0;
 };
 
 class Runner {
@@ -199,7 +227,9 @@ class Runner {
   struct EpochState;
   class Reporter;
   bool train_epoch(EpochState& st, Reporter& out);
-  bool optimizer_step();
+  Tensor optimizer_step();
+  void end_step(EpochState& st, Reporter& out, const Tensor& found_inf);
+  void read_metrics(Reporter& out);
   void micro_batch(const data::Batch& batch, double share, EpochState& st);
   Metrics evaluate(const std::string& name);
   bool end_epoch(EpochState& st, Reporter& out);
@@ -223,7 +253,8 @@ class Runner {
   int64_t epoch_ = 0;  // the epoch in progress or last finished, 1-based
   std::vector<Metrics> history_;
   Metrics final_;
-  Metrics partial_;  // the epoch in progress: sums and counts so far
+  Metrics partial_;  // the epoch in progress: sums and counts so far (as of the last read_metrics)
+  std::unique_ptr<detail::DeviceSums> sums_;  // partial_'s sums on the device
   double best_ = 0.0;
   int64_t bad_epochs_ = 0;
   bool stop_requested_ = false;
