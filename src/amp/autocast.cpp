@@ -97,7 +97,10 @@ CastTally::~CastTally() {
   outer_->seconds += counts_.seconds;
 }
 
+namespace {
+// The counts of the innermost CastTally alive on this thread, or nullptr.
 CastCounts* active_cast_tally() { return thread_state().cast_tally; }
+}  // namespace
 
 bool cast_tally_active() { return active_cast_tally() != nullptr; }
 

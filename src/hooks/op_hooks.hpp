@@ -204,11 +204,6 @@ namespace mixgrad::amp::detail {
 /// True when autocast applies on this thread now (scope or global switch).
 bool autocast_active();
 
-struct CastCounts;
-/// The counts of the innermost CastTally alive on this thread (mixgrad/amp/
-/// autocast.hpp), or nullptr: F::astype adds each cast it makes to them.
-CastCounts* active_cast_tally();
-
 /// Applies `op`'s policy for the inputs' device type (the op table's column)
 /// to the defined, floating, non-float64 inputs: replaces each handle by its
 /// cast (a recorded astype) where the policy asks.
