@@ -28,21 +28,23 @@ mg::Tensor with_amax(int64_t rows, int64_t cols, float amax) {
   return mg::tensor(v, {rows, cols});
 }
 
+// linear(x, w) through one FP8 site, then its backward from dy: x.grad() is set.
+void site(amp::Fp8Scaler& fp8, const mg::Tensor& x, const mg::Tensor& w, const mg::Tensor& dy) {
+  mg::autodiff::GradManager gm;
+  gm.attach({x});
+  auto rec = gm.record();
+  mg::Tensor y;
+  {
+    amp::fp8_autocast region(fp8);
+    y = F::linear(x, w);
+  }
+  gm.backward(y, dy);
+}
+
 // One step of a single linear site: x, w and the upstream gradient with the
 // given amaxes, then update().
 void step(amp::Fp8Scaler& fp8, float ax, float aw, float ag) {
-  mg::Tensor x = with_amax(2, 4, ax), w = with_amax(3, 4, aw);
-  mg::autodiff::GradManager gm;
-  gm.attach({x});
-  {
-    auto rec = gm.record();
-    mg::Tensor y;
-    {
-      amp::fp8_autocast region(fp8);
-      y = F::linear(x, w);
-    }
-    gm.backward(y, with_amax(2, 3, ag));
-  }
+  site(fp8, with_amax(2, 4, ax), with_amax(3, 4, aw), with_amax(2, 3, ag));
   fp8.update();
 }
 
@@ -279,18 +281,8 @@ BOOST_AUTO_TEST_CASE(bad_recipes_and_inputs_name_the_op) {
 
 BOOST_AUTO_TEST_CASE(an_overflowed_gradient_stays_non_finite_for_the_grad_scaler) {
   amp::Fp8Scaler fp8;
-  mg::Tensor x = mg::normal({2, 4}), w = mg::normal({3, 4});
-  mg::autodiff::GradManager gm;
-  gm.attach({x});
-  {
-    auto rec = gm.record();
-    mg::Tensor y;
-    {
-      amp::fp8_autocast region(fp8);
-      y = F::linear(x, w);
-    }
-    gm.backward(y, mg::tensor({INFINITY, 0.f, 0.f, 0.f, 0.f, 0.f}, {2, 3}));
-  }
+  const mg::Tensor x = mg::normal({2, 4}), w = mg::normal({3, 4});
+  site(fp8, x, w, mg::tensor({INFINITY, 0.f, 0.f, 0.f, 0.f, 0.f}, {2, 3}));
   BOOST_TEST(!std::isfinite(x.grad().at<float>({0, 0})));
 }
 
