@@ -108,7 +108,10 @@ MIXGRAD_ELEMENT uint8_t fp8_encode(float v, const Fp8Params& p) {
   // Below the smallest normal: the value in units of the smallest subnormal, exact.
   const uint32_t unit_exp = static_cast<uint32_t>(127 + p.mantissa_bits - p.min_normal_exp);
   const float unit = fp8_detail::from_bits<float>(unit_exp << 23);
-  const uint32_t subnormal = static_cast<uint32_t>(fp8_detail::from_bits<float>(a) * unit);
+  // Normal values, infinities and NaN count as 0 here (their code comes from
+  // the other arms): converting them would be out of uint32's range.
+  const uint32_t below_normal = e >= p.min_normal_exp ? 0u : a;
+  const uint32_t subnormal = static_cast<uint32_t>(fp8_detail::from_bits<float>(below_normal) * unit);
   const uint32_t finite = e >= p.min_normal_exp ? normal : subnormal;
   const uint32_t special = a == 0x7f800000u && p.has_inf ? 0x7cu : 0x7fu;
   return static_cast<uint8_t>((a >= 0x7f800000u ? special : finite) | sign);
