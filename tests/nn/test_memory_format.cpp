@@ -45,6 +45,12 @@ struct Block : nn::Module {
   }
 };
 
+// `cl` takes `ref`'s parameters and buffers, then goes channels-last.
+void take_converted(Block& cl, const Block& ref) {
+  cl.load_state_dict(ref.state_dict());
+  mg::amp::convert_module_format(cl);
+}
+
 struct Run {
   mg::Tensor y, gx;
   std::vector<mg::Tensor> grads;
@@ -143,8 +149,7 @@ BOOST_AUTO_TEST_CASE(format_kept_through_conv_bn_relu_pool_add) {
   mg::manual_seed(11);
   Block ref;
   Block cl;
-  cl.load_state_dict(ref.state_dict());
-  mg::amp::convert_module_format(cl);
+  take_converted(cl, ref);
   BOOST_TEST((cl.conv->weight().suggest_memory_format() == kCL));
   const mg::Tensor x = mg::uniform({2, 4, 10, 12});
   const Run want = run_block(ref, x);
@@ -229,8 +234,7 @@ BOOST_AUTO_TEST_CASE(state_dict_round_trip_keeps_logical_order_and_format) {
   mg::manual_seed(14);
   Block ref;
   Block cl;
-  cl.load_state_dict(ref.state_dict());
-  mg::amp::convert_module_format(cl);
+  take_converted(cl, ref);
   const mg::StateDict saved = cl.state_dict();
   const mg::StateDict want = ref.state_dict();
   for (const auto& [name, t] : saved) {
