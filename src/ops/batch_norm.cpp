@@ -78,10 +78,10 @@ void batch_norm_grad_graph(const Tensor& x, const Tensor& weight, const Tensor& 
   if (gi.needs(2)) gi.set(2, astype(sum(ga, axes), b_dtype));
 }
 
-}  // namespace
-
-Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight_in,
-                  const Tensor& bias_in, const BatchNormOptions& o) {
+// The checks of batch_norm's arguments, before anything runs; returns the
+// values per channel (N times the spatial size).
+int64_t check_batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var,
+                         const Tensor& weight_in, const Tensor& bias_in, const BatchNormOptions& o) {
   ops::check_defined("batch_norm", {&x_in});
   ops::check_same_device("batch_norm", {&x_in, &running_mean, &running_var, &weight_in, &bias_in});
   ops::check_floating("batch_norm", x_in);
@@ -107,6 +107,14 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   if (!(o.momentum >= 0.0 && o.momentum <= 1.0))
     throw ValueError("batch_norm: momentum must be in [0, 1], got " + std::to_string(o.momentum) + " for input " +
                      ops::describe(x_in));
+  return per_channel;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight_in,
+                  const Tensor& bias_in, const BatchNormOptions& o) {
+  const int64_t per_channel = check_batch_norm(x_in, running_mean, running_var, weight_in, bias_in, o);
 
   Tensor x = x_in, weight = weight_in, bias = bias_in;
   amp::autocast_inputs(OpKind::batch_norm, {&x});
@@ -117,15 +125,10 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   const MemoryFormat format = x.suggest_memory_format();
   const Tensor xc = ops::dense(x, x.dtype(), format);
   const Tensor w = converted(weight, stats), b = converted(bias, stats);
-  Tensor mean, var;
-  if (o.training) {
-    mean = empty(Shape{c}, stats, x.device());
-    var = empty(Shape{c}, stats, x.device());
-  } else {
+  const Tensor mean = empty(Shape{c}, stats, x.device()), var = empty(Shape{c}, stats, x.device());
+  if (!o.training) {
     // Copies: the backward must see the statistics of this forward even if a
     // later training step updates the running ones in place.
-    mean = empty(Shape{c}, stats, x.device());
-    var = empty(Shape{c}, stats, x.device());
     backend::copy(running_mean, mean);
     backend::copy(running_var, var);
   }
