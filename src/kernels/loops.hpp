@@ -50,9 +50,12 @@ std::array<int, Shape::kMaxDims> walk_order(const Shape& shape, const std::array
 template <int N>
 void permute_to_walk_order(Shape& shape, std::array<Shape, N>& byte_strides) {
   const std::array<int, Shape::kMaxDims> order = walk_order<N>(shape, byte_strides);
+  int first_moved = 0;  // the identity (a contiguous output) changes nothing: no copies
+  while (first_moved < shape.ndim() && order[first_moved] == first_moved) ++first_moved;
+  if (first_moved == shape.ndim()) return;
   const Shape s = shape;
   const std::array<Shape, N> st = byte_strides;
-  for (int i = 0; i < s.ndim(); ++i) {
+  for (int i = first_moved; i < s.ndim(); ++i) {
     shape[i] = s[order[i]];
     for (int k = 0; k < N; ++k) byte_strides[k][i] = st[k][order[i]];
   }
