@@ -2,12 +2,29 @@
 // that they are recorded like any op.
 #include "hooks/op_hooks.hpp"
 #include "backend/copy.hpp"
+#include "core/view.hpp"
 #include "mixgrad/cuda.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
 #include "mixgrad/tensor.hpp"
 #include "ops/op_support.hpp"
 
 namespace mixgrad {
+
+namespace {
+// t, dense in `format`, seen with its dims in memory order (N, the spatial
+// dims, C for the channels-last formats): a contiguous view of its bytes.
+Tensor in_memory_order(const Tensor& t, MemoryFormat format) {
+  if (format == MemoryFormat::contiguous) return t;
+  Shape shape = t.shape(), strides = t.strides();
+  const int n = t.ndim();
+  for (int i = 1; i < n; ++i) {
+    const int d = i + 1 < n ? i + 1 : 1;
+    shape[i] = t.shape()[d];
+    strides[i] = t.strides()[d];
+  }
+  return view::make(t, shape, strides);
+}
+}  // namespace
 
 Tensor Tensor::to(DType dtype) const { return F::astype(*this, dtype); }
 
@@ -19,15 +36,18 @@ Tensor Tensor::to(Device device) const {
   if (device.is_cuda() && device.index() >= cuda::device_count())
     throw DeviceError("Tensor::to: cannot copy " + ops::describe(*this) + " to " + to_string(device) + ": " +
                       std::to_string(cuda::device_count()) + " CUDA device(s) available");
-  // The bytes move as one block: gather a strided source on its own device
-  // first (not recorded: this op records itself as a whole below).
+  // The bytes move as one block, in the source's memory format (a
+  // channels-last tensor arrives channels-last, as in PyTorch): a source not
+  // dense in it is gathered on its own device first (not recorded: this op
+  // records itself as a whole below).
+  const MemoryFormat format = suggest_memory_format();
   Tensor src = *this;
-  if (!src.is_contiguous()) {
-    src = empty(shape(), dtype(), this->device());
+  if (!src.is_contiguous(format)) {
+    src = empty(shape(), dtype(), this->device(), format);
     backend::copy(*this, src);
   }
-  Tensor out = empty(shape(), dtype(), device);
-  backend::transfer(src, out);
+  Tensor out = empty(shape(), dtype(), device, format);
+  backend::transfer(in_memory_order(src, format), in_memory_order(out, format));
   autodiff::record(OpKind::kCount, {this}, out, [&] {
     return [from = this->device()](const Tensor& g, autodiff::InputGrads& gi) {
       (void)gi.create_graph();  // F:: ops: differentiable as written

@@ -62,4 +62,20 @@ BOOST_AUTO_TEST_CASE(a_device_to_host_copy_sees_the_kernels_queued_before_it) {
   BOOST_TEST(got == std::vector<float>(1 << 16, 50.f));
 }
 
+BOOST_AUTO_TEST_CASE(a_channels_last_tensor_crosses_devices_channels_last_with_its_values) {
+  // As PyTorch's .to(device): the memory format travels with the tensor, the
+  // bytes in one block; a strided source (a narrowed channels-last tensor)
+  // is gathered into the format first.
+  const mg::Tensor nchw = mg::uniform({2, 3, 5, 4}, -2.0, 2.0);
+  const mg::Tensor host = nchw.contiguous(mg::MemoryFormat::channels_last);
+  const mg::Tensor gpu = host.to(kGpu);
+  BOOST_TEST(gpu.is_contiguous(mg::MemoryFormat::channels_last));
+  BOOST_TEST(!gpu.is_contiguous());
+  const mg::Tensor back = gpu.to(kCpu);
+  BOOST_TEST(back.is_contiguous(mg::MemoryFormat::channels_last));
+  BOOST_TEST(back.contiguous().to_vector<float>() == nchw.to_vector<float>());
+  const mg::Tensor part = host.narrow(2, 1, 3);  // not dense in any format
+  BOOST_TEST(part.to(kGpu).to(kCpu).contiguous().to_vector<float>() == part.contiguous().to_vector<float>());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
