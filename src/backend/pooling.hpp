@@ -35,8 +35,10 @@ struct MaxPoolWorkspace {
   DType compute_dtype = DType::float32;
 };
 
-/// y = max over each window of x (both contiguous [N, C, H, W], one dtype);
-/// padded positions never win. Returns what the backward needs.
+/// y = max over each window of x ([N, C, H, W], one dtype); padded positions
+/// never win. Returns what the backward needs. Every function here takes
+/// its two tensors both contiguous or both channels-last (NHWC memory, read
+/// and written as it lies); a workspace is laid out as its output.
 MIXGRAD_STUB(max_pool2d_forward, 1,
              MaxPoolWorkspace(const Tensor& x, const Tensor& y, const Pool2dParams& p));  // on y's device
 /// gx (overwritten) = gy routed to the maximal input of each window.

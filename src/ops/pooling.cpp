@@ -6,6 +6,10 @@
 // pooling's backward closure holds the backend's workspace (where each
 // maximum came from) for the ordinary backward, and the input, from which a
 // recorded backward finds the maxima again in a form it can gather by.
+// The 2-d ops keep a channels-last input's layout all the way: the kernels
+// read it as it lies and write a channels-last result, the gradients (and a
+// recorded backward's argmax map, scatter and gather) are channels-last too;
+// no NCHW copy is made (docs/memory_format.md).
 #include <array>
 #include <memory>
 
@@ -66,7 +70,8 @@ backend::Pool2dParams pool_params(const char* op, const Tensor& x, const Shape& 
 
 namespace {
 
-// `t` (contiguous) seen as `shape` of the same element count, no tape entry.
+// `t` (contiguous) seen as `shape` of the same element count, no tape entry;
+// t itself when it has that shape (a 2-d op's operands, in either layout).
 Tensor as_shape(const Tensor& t, const Shape& shape) {
   if (t.shape() == shape) return t;
   return view::make(t, shape, contiguous_strides(shape));
@@ -79,6 +84,7 @@ struct ArgmaxMap {
   backend::Pool2dParams p;
   Shape x_shape, x4, y_shape, y4;
   DType dt;
+  MemoryFormat format;  // of x, y and their gradients
 };
 using ArgmaxPtr = std::shared_ptr<const ArgmaxMap>;
 
@@ -90,29 +96,17 @@ using ArgmaxPtr = std::shared_ptr<const ArgmaxMap>;
 Tensor gather_from_argmax(OpKind op, const Tensor& gg, const ArgmaxPtr& m);
 
 Tensor scatter_to_argmax(OpKind op, const Tensor& g, const ArgmaxPtr& m) {
-  Tensor gx = empty(m->x_shape, m->dt, g.device());
-  backend::max_pool2d_backward(as_shape(ops::dense(g, m->dt), m->y4), m->ws, as_shape(gx, m->x4), m->p);
+  Tensor gx = empty(m->x_shape, m->dt, g.device(), m->format);
+  backend::max_pool2d_backward(as_shape(ops::dense(g, m->dt, m->format), m->y4), m->ws, as_shape(gx, m->x4), m->p);
   ops::record_linear_grad(op, g, gx, [op, m](const Tensor& gg) { return gather_from_argmax(op, gg, m); });
   return gx;
 }
 
 Tensor gather_from_argmax(OpKind op, const Tensor& gg, const ArgmaxPtr& m) {
-  Tensor gy = empty(m->y_shape, m->dt, gg.device());
-  backend::max_pool2d_gather(as_shape(ops::dense(gg, m->dt), m->x4), m->ws, as_shape(gy, m->y4));
+  Tensor gy = empty(m->y_shape, m->dt, gg.device(), m->format);
+  backend::max_pool2d_gather(as_shape(ops::dense(gg, m->dt, m->format), m->x4), m->ws, as_shape(gy, m->y4));
   ops::record_linear_grad(op, gg, gy, [op, m](const Tensor& g) { return scatter_to_argmax(op, g, m); });
   return gy;
-}
-
-// The argmax map of pooling x (x4 view) into a fresh y_shape tensor, which
-// is returned through `y` (a 3-d pooling's second pass reads it).
-ArgmaxPtr argmax_map(const Tensor& x, const Shape& x_shape, const Shape& x4, const Shape& y_shape, const Shape& y4,
-                     const backend::Pool2dParams& p, Tensor* y = nullptr) {
-  Tensor out = empty(y_shape, x.dtype(), x.device());
-  auto m = std::make_shared<ArgmaxMap>(ArgmaxMap{
-      backend::max_pool2d_argmax(as_shape(ops::dense(x), x4), as_shape(out, y4), p), p, x_shape, x4, y_shape, y4,
-      x.dtype()});
-  if (y) *y = out;
-  return m;
 }
 
 // One 2-d pass of a pooling: the kernels see its input as x4 and its output
@@ -122,13 +116,30 @@ struct PoolPass {
   backend::Pool2dParams p;
 };
 
+// A 2-d pooling's passes run in its input's layout (`format`, contiguous or
+// channels-last); the 1-d and 3-d ones on contiguous views.
 struct PoolPlan {
   std::array<PoolPass, 2> pass;
   int passes = 1;
+  MemoryFormat format = MemoryFormat::contiguous;
 };
 
-PoolPlan one_pass(const Shape& x4, const Shape& y, const Shape& y4, const backend::Pool2dParams& p) {
-  return {{PoolPass{x4, y, y4, p}, PoolPass{}}, 1};
+// The argmax map of pass ps on x (laid out as `format`) into a fresh tensor
+// of its output shape, which is returned through `y` (a 3-d pooling's second
+// pass reads it).
+ArgmaxPtr argmax_map(const Tensor& x, const Shape& x_shape, const PoolPass& ps, MemoryFormat format,
+                     Tensor* y = nullptr) {
+  Tensor out = empty(ps.y, x.dtype(), x.device(), format);
+  auto m = std::make_shared<ArgmaxMap>(ArgmaxMap{
+      backend::max_pool2d_argmax(as_shape(ops::dense(x, x.dtype(), format), ps.x4), as_shape(out, ps.y4), ps.p), ps.p,
+      x_shape, ps.x4, ps.y, ps.y4, x.dtype(), format});
+  if (y) *y = out;
+  return m;
+}
+
+PoolPlan one_pass(const Shape& x4, const Shape& y, const Shape& y4, const backend::Pool2dParams& p,
+                  MemoryFormat format = MemoryFormat::contiguous) {
+  return {{PoolPass{x4, y, y4, p}, PoolPass{}}, 1, format};
 }
 
 // Max pooling: each pass keeps its workspace (where each maximum came from)
@@ -187,10 +198,10 @@ const Shape& pass_input(const Saved& s, const PoolPlan& plan, int i) {
 template <class Kind>
 Tensor pool_backward(const typename Kind::Saved& s, const Tensor& g, const PoolPlan& plan) {
   const DType dt = s.dtype();
-  Tensor gy = ops::dense(g, dt);
+  Tensor gy = ops::dense(g, dt, plan.format);
   for (int i = plan.passes - 1; i >= 0; --i) {
     const PoolPass& ps = plan.pass[static_cast<size_t>(i)];
-    Tensor gx = empty(pass_input(s, plan, i), dt, g.device());
+    Tensor gx = empty(pass_input(s, plan, i), dt, g.device(), plan.format);
     Kind::backward(as_shape(gy, ps.y4), s.ws[static_cast<size_t>(i)], as_shape(gx, ps.x4), ps.p);
     gy = gx;
   }
@@ -203,10 +214,10 @@ Tensor run_pool(OpKind op, const Tensor& x_in, const PoolPlan& plan) {
   Tensor x = x_in;
   amp::autocast_inputs(op, {&x});
   typename Kind::Saved s = Kind::keep(x);
-  Tensor in = ops::dense(x), out;
+  Tensor in = ops::dense(x, x.dtype(), plan.format), out;
   for (int i = 0; i < plan.passes; ++i) {
     const PoolPass& ps = plan.pass[static_cast<size_t>(i)];
-    out = empty(ps.y, x.dtype(), x.device());
+    out = empty(ps.y, x.dtype(), x.device(), plan.format);
     s.ws[static_cast<size_t>(i)] = Kind::forward(as_shape(in, ps.x4), as_shape(out, ps.y4), ps.p);
     in = out;
   }
@@ -224,7 +235,7 @@ Tensor MaxPool::recorded_grad(const Saved& s, const Tensor& g, OpKind op, const 
   for (int i = 0; i < plan.passes; ++i) {
     const PoolPass& ps = plan.pass[static_cast<size_t>(i)];
     Tensor next;
-    maps[static_cast<size_t>(i)] = argmax_map(in, pass_input(s, plan, i), ps.x4, ps.y, ps.y4, ps.p, &next);
+    maps[static_cast<size_t>(i)] = argmax_map(in, pass_input(s, plan, i), ps, plan.format, &next);
     in = next;
   }
   Tensor gx = g;
@@ -294,14 +305,7 @@ PoolPlan pool3d_plan(const char* op, const Tensor& x, const Pool3dOptions& o) {
   const Shape y{s[0], s[1], y4[2], mid[2], mid[3]};
   sizes::nbytes(mid, x.dtype(), op);  // pooling keeps the input's dtype
   sizes::nbytes(y, x.dtype(), op);
-  return {{PoolPass{x4, mid, mid, hw}, PoolPass{mid4, y, y4, depth}}, 2};
-}
-
-// The 2-d pooling kernels run on NCHW; the result of a channels-last x is
-// laid out as x (a recorded copy, which passes the gradient through).
-Tensor in_format_of(const Tensor& x, const Tensor& y) {
-  const MemoryFormat format = x.suggest_memory_format();
-  return format == MemoryFormat::channels_last ? y.contiguous(format) : y;
+  return {{PoolPass{x4, mid, mid, hw}, PoolPass{mid4, y, y4, depth}}, 2, MemoryFormat::contiguous};
 }
 
 }  // namespace
@@ -311,14 +315,16 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
   check_4d("max_pool2d", x);
   Shape out_shape;
   const backend::Pool2dParams p = pool_params("max_pool2d", x, x.shape(), options, out_shape);
-  return in_format_of(x, run_pool<MaxPool>(OpKind::max_pool2d, x, one_pass(x.shape(), out_shape, out_shape, p)));
+  return run_pool<MaxPool>(OpKind::max_pool2d, x,
+                           one_pass(x.shape(), out_shape, out_shape, p, x.suggest_memory_format()));
 }
 
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options) {
   check_4d("avg_pool2d", x);
   Shape out_shape;
   const backend::Pool2dParams p = pool_params("avg_pool2d", x, x.shape(), options, out_shape);
-  return in_format_of(x, run_pool<AvgPool>(OpKind::avg_pool2d, x, one_pass(x.shape(), out_shape, out_shape, p)));
+  return run_pool<AvgPool>(OpKind::avg_pool2d, x,
+                           one_pass(x.shape(), out_shape, out_shape, p, x.suggest_memory_format()));
 }
 
 Tensor max_pool1d(const Tensor& x, const Pool1dOptions& options) {
@@ -351,19 +357,20 @@ Tensor adaptive_avg_pool2d(const Tensor& x_in, Size2 output_size) {
   sizes::mul(output_size.w, x_in.shape()[3] + 1, "adaptive_avg_pool2d", context);
   Tensor x = x_in;
   amp::autocast_inputs(OpKind::adaptive_avg_pool2d, {&x});
-  Tensor y = empty(y_shape, x.dtype(), x.device());
-  backend::adaptive_avg_pool2d_forward(ops::dense(x), y);
+  const MemoryFormat format = x_in.suggest_memory_format();  // the kernels read and write it as it lies
+  Tensor y = empty(y_shape, x.dtype(), x.device(), format);
+  backend::adaptive_avg_pool2d_forward(ops::dense(x, x.dtype(), format), y);
   autodiff::record(OpKind::adaptive_avg_pool2d, {&x}, y, [&] {
-    return [output_size, x_shape = x.shape(), dt = x.dtype()](const Tensor& g, autodiff::InputGrads& gi) {
-      Tensor gx = empty(x_shape, dt, g.device());
-      backend::adaptive_avg_pool2d_backward(ops::dense(g, dt), gx);
+    return [output_size, x_shape = x.shape(), dt = x.dtype(), format](const Tensor& g, autodiff::InputGrads& gi) {
+      Tensor gx = empty(x_shape, dt, g.device(), format);
+      backend::adaptive_avg_pool2d_backward(ops::dense(g, dt, format), gx);
       if (gi.create_graph())
         ops::record_linear_grad(OpKind::adaptive_avg_pool2d, g, gx,
                                 [output_size](const Tensor& gg) { return adaptive_avg_pool2d(gg, output_size); });
       gi.set(0, gx);
     };
   });
-  return in_format_of(x_in, y);
+  return y;
 }
 
 Tensor max_pool3d(const Tensor& x, const Pool3dOptions& options) {

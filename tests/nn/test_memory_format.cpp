@@ -5,11 +5,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "../common/test_util.hpp"
+#include "backend/onednn/onednn.hpp"
 #include "mixgrad/mixgrad.hpp"
 
 namespace mg = mixgrad;
@@ -314,6 +316,159 @@ BOOST_AUTO_TEST_CASE(upstream_format_remained) {
     BOOST_TEST((logits.suggest_memory_format() == kCL), "step " << step);
     BOOST_TEST((weight.suggest_memory_format() == kCL), "step " << step);
   }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+// ---- pooling on channels-last --------------------------------------------------
+// max_pool2d, avg_pool2d and adaptive_avg_pool2d read a channels-last input
+// as it lies and write channels-last results and gradients. The built-in
+// walks (and the own 2 x 2 max kernel) do each element's arithmetic in the
+// NCHW order, so they match the NCHW run bit for bit; oneDNN's NHWC and
+// NCHW kernels are separate code (their bfloat16 backwards differ from
+// each other by one bfloat16 unit where windows overlap) and are held to one
+// rounding of the dtype (check_close's tol * (1 + |want|): float32 4e-7,
+// float16 1e-3, bfloat16 8e-3 = 2^-7).
+
+using PoolFn = std::function<mg::Tensor(const mg::Tensor&)>;
+
+// The geometries: 2 x 2 / stride 2 (the own kernel), padding, stride other
+// than the kernel, overlapping windows, adaptive windows even (oneDNN's avg
+// pool) and uneven (the walk), and the global pool.
+std::vector<std::pair<const char*, PoolFn>> pool_cases() {
+  return {
+      {"max 2x2", [](const mg::Tensor& t) { return F::max_pool2d(t, {.kernel_size = 2, .stride = 0, .padding = 0}); }},
+      {"max 3x3 s2 p1",
+       [](const mg::Tensor& t) { return F::max_pool2d(t, {.kernel_size = 3, .stride = 2, .padding = 1}); }},
+      {"max (3,2) s(1,3) p(1,1)",
+       [](const mg::Tensor& t) { return F::max_pool2d(t, {.kernel_size = {3, 2}, .stride = {1, 3}, .padding = 1}); }},
+      {"avg 3x3 s2 p1",
+       [](const mg::Tensor& t) { return F::avg_pool2d(t, {.kernel_size = 3, .stride = 2, .padding = 1}); }},
+      {"avg (2,3) s(3,1) p(1,1)",
+       [](const mg::Tensor& t) { return F::avg_pool2d(t, {.kernel_size = {2, 3}, .stride = {3, 1}, .padding = 1}); }},
+      {"adaptive (3,4)", [](const mg::Tensor& t) { return F::adaptive_avg_pool2d(t, {3, 4}); }},
+      {"adaptive (4,5)", [](const mg::Tensor& t) { return F::adaptive_avg_pool2d(t, {4, 5}); }},
+      {"adaptive (1,1)", [](const mg::Tensor& t) { return F::adaptive_avg_pool2d(t, {1, 1}); }},
+  };
+}
+
+struct PoolRun {
+  mg::Tensor y, gx, hv;  // the result, the gradient, a Hessian-vector product
+};
+
+// y = op(x), the gradient of sum(op(x)^2 * c), then (create_graph) the
+// gradient of sum(g * v): the recorded backward's own backward.
+PoolRun run_pool(const PoolFn& op, const mg::Tensor& x_in, const mg::Tensor& c, const mg::Tensor& v) {
+  mg::Tensor x = x_in.detach();
+  mg::autodiff::GradManager gm;
+  gm.attach(x);
+  PoolRun r;
+  {
+    auto rec = gm.record();
+    r.y = op(x);
+    gm.backward(F::sum(F::mul(F::mul(r.y, r.y), c)), {}, {.create_graph = true});
+    r.gx = x.grad();
+    x.set_grad({});
+    gm.backward(F::sum(F::mul(r.gx, v)));
+  }
+  r.hv = x.grad();
+  return r;
+}
+
+void check_pool_match(const mg::Tensor& got, const mg::Tensor& want, double tol) {
+  if (tol == 0) {
+    BOOST_TEST(got.to_vector<double>() == want.to_vector<double>(), boost::test_tools::per_element());
+  } else {
+    test_util::check_close(got, want, tol);
+  }
+}
+
+// True when t lies channels-last (for [N, C, 1, 1], both layouts are one).
+bool lies_channels_last(const mg::Tensor& t) { return t.is_contiguous(kCL); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(memory_format_pooling)
+
+BOOST_AUTO_TEST_CASE(pooling_channels_last_matches_nchw) {
+  namespace dnn = mg::backend::onednn;
+  std::vector<dnn::Mode> modes{dnn::Mode::never};
+  if (dnn::built()) modes.push_back(dnn::Mode::always);
+  for (dnn::Mode mode : modes)
+    for (mg::DType dt : {mg::DType::float32, mg::DType::bfloat16, mg::DType::float16, mg::DType::float64})
+      for (int64_t channels : {5, 16}) {
+        dnn::ModeScope scope(mode);
+        mg::manual_seed(21);
+        const mg::Tensor x = mg::normal({2, channels, 9, 11}, 0, 1, dt);
+        const mg::Tensor xcl = x.contiguous(kCL);
+        for (const auto& entry : pool_cases()) {
+          const PoolFn& op = entry.second;  // named: clang 14 cannot capture a structured binding
+          BOOST_TEST_CONTEXT(entry.first << " " << mg::to_string(dt) << " C " << channels << " oneDNN "
+                                         << (mode == dnn::Mode::always)) {
+            const mg::Shape ys = op(x).shape();
+            const mg::Tensor c = mg::uniform(ys, 0.5, 1.5, dt), v = mg::uniform(x.shape(), -1, 1, dt);
+            const PoolRun want = run_pool(op, x, c, v), got = run_pool(op, xcl, c.contiguous(kCL), v);
+            BOOST_TEST(lies_channels_last(got.y));
+            BOOST_TEST((got.gx.suggest_memory_format() == kCL));
+            BOOST_TEST((got.hv.suggest_memory_format() == kCL));
+            BOOST_TEST((want.y.is_contiguous() && want.gx.is_contiguous()));
+            // oneDNN runs float32 and bfloat16 (float16 by way of float32);
+            // the recorded max-pool backward always takes the walks.
+            const bool dnn_path = mode == dnn::Mode::always && dt != mg::DType::float64;
+            const double tol = !dnn_path ? 0 : dt == mg::DType::bfloat16 ? 8e-3 : dt == mg::DType::float16 ? 1e-3 : 4e-7;
+            check_pool_match(got.y, want.y, tol);
+            check_pool_match(got.gx, want.gx, tol);
+            check_pool_match(got.hv, want.hv, tol);
+          }
+        }
+      }
+}
+
+// A channels-last pooling makes no NCHW copy: its forward allocates only
+// the result and the workspace (at most 4 bytes per output), where an NCHW
+// round trip copies the whole input first (and the result after).
+BOOST_AUTO_TEST_CASE(pooling_channels_last_makes_no_layout_copy) {
+  namespace dnn = mg::backend::onednn;
+  std::vector<dnn::Mode> modes{dnn::Mode::never, dnn::Mode::automatic};
+  for (dnn::Mode mode : modes)
+    for (mg::DType dt : {mg::DType::float32, mg::DType::bfloat16})
+      for (const auto& entry : pool_cases()) {
+        const PoolFn& op = entry.second;
+        BOOST_TEST_CONTEXT(entry.first << " " << mg::to_string(dt) << " mode " << int(mode)) {
+          dnn::ModeScope scope(mode);
+          const mg::Tensor x = mg::normal({4, 6, 32, 32}, 0, 1, dt).contiguous(kCL);
+          const mg::Shape ys = op(x).shape();
+          const int64_t y_bytes = ys.numel() * mg::element_size(dt);
+          const int64_t x_bytes = x.numel() * mg::element_size(dt);
+          mg::reset_peak_allocated_bytes();
+          const int64_t before = mg::allocated_bytes();
+          const mg::Tensor y = op(x);
+          const int64_t grew = mg::peak_allocated_bytes() - before;
+          BOOST_TEST(lies_channels_last(y));
+          // y, and a workspace of at most 4 bytes per output; a copy of x
+          // (which the bound leaves no room for) would exceed it.
+          const int64_t bound = y_bytes + 4 * ys.numel() + 4096;
+          BOOST_TEST_REQUIRE(x_bytes > bound - y_bytes);
+          BOOST_TEST(grew <= bound, "allocated " << grew << " bytes, y " << y_bytes << ", x " << x_bytes);
+        }
+      }
+}
+
+// Bad input on a channels-last tensor: the same typed errors, naming the op
+// and the shapes, and the input unchanged.
+BOOST_AUTO_TEST_CASE(pooling_channels_last_bad_input) {
+  const mg::Tensor x = mg::normal({1, 3, 4, 4}).contiguous(kCL);
+  const std::vector<double> before = x.to_vector<double>();
+  test_util::check_error<mg::ShapeError>(
+      [&] { F::max_pool2d(x, {.kernel_size = 7, .stride = 1, .padding = 0}); }, {"max_pool2d", "[1, 3, 4, 4]"});
+  test_util::check_error<mg::ShapeError>(
+      [&] { F::avg_pool2d(x, {.kernel_size = 2, .stride = 1, .padding = 2}); }, {"avg_pool2d", "[1, 3, 4, 4]"});
+  test_util::check_error<mg::ShapeError>([&] { F::adaptive_avg_pool2d(x, {0, 2}); },
+                                         {"adaptive_avg_pool2d", "[1, 3, 4, 4]"});
+  BOOST_TEST(x.to_vector<double>() == before, boost::test_tools::per_element());
+  BOOST_TEST(x.is_contiguous(kCL));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,5 +1,6 @@
 // Branch-free loops over one output row at a time (two input rows), on the
-// stored bits: values compare through an integer order key, and the
+// stored bits; on a channels-last pair, over each output pixel's C lanes
+// (contiguous, so vectorised along C) from four input pixels: values compare through an integer order key, and the
 // winner's bits are moved, so the output is the winning input exactly.
 // Compiled portable, for AVX2 and with AVX-512 intrinsics, picked at run
 // time (core/simd.hpp). Planes (image, channel) are split across threads.
@@ -28,8 +29,10 @@ template <> struct bits_of<2> { using type = uint16_t; };
 template <> struct bits_of<4> { using type = uint32_t; };
 template <> struct bits_of<8> { using type = uint64_t; };
 
+// The geometry of an image plane; lanes: C for a channels-last pair (the
+// kernels then walk output rows (image, oh)), 0 for NCHW (they walk planes).
 struct Plane {
-  int64_t h, w, oh, ow;
+  int64_t h, w, oh, ow, lanes;
 };
 
 // An integer that orders floating-point values of type T (given as their
@@ -49,6 +52,22 @@ MIXGRAD_ALWAYS_INLINE S order_key(U u) {
   return mag > kInf ? std::numeric_limits<S>::max() : k;
 }
 
+// The maximum of four candidates (their bits), ties to the first: the bits
+// and the winner's index 0..3. Branch-free, so the loops around it vectorise.
+template <class T, class U, class S>
+MIXGRAD_ALWAYS_INLINE void best_of_4(const U (&c)[4], U& bits, S& index) {
+  S best = order_key<T, U, S>(c[0]);
+  bits = c[0];
+  index = 0;
+  for (int j = 1; j < 4; ++j) {
+    const S k = order_key<T, U, S>(c[j]);
+    const bool take = k > best;  // strict: ties go to the first
+    best = take ? k : best;
+    bits = take ? c[j] : bits;
+    index = take ? S(j) : index;
+  }
+}
+
 // Rows in plain loops: the portable variant, and float64 everywhere.
 template <class T>
 struct PlainRows {
@@ -64,17 +83,8 @@ struct PlainRows {
     U* __restrict out = reinterpret_cast<U*>(tout);
     for (int64_t i = 0; i < ow; ++i) {
       const U c[4] = {a[2 * i], a[2 * i + 1], b[2 * i], b[2 * i + 1]};
-      S best = order_key<T, U, S>(c[0]);
-      U bits = c[0];
-      S index = 0;
-      for (int j = 1; j < 4; ++j) {
-        const S k = order_key<T, U, S>(c[j]);
-        const bool take = k > best;  // strict: ties go to the first
-        best = take ? k : best;
-        bits = take ? c[j] : bits;
-        index = take ? S(j) : index;
-      }
-      out[i] = bits;
+      S index;
+      best_of_4<T, U, S>(c, out[i], index);
       win[i] = static_cast<uint8_t>(index);
     }
   }
@@ -90,6 +100,59 @@ struct PlainRows {
       const int k = win[i];
       q[2 * i] = k == first ? v : U(0);
       q[2 * i + 1] = k == first + 1 ? v : U(0);
+    }
+  }
+};
+
+// Channels-last: output rows r = (image, oh) of ow pixels, each pixel's C
+// lanes the lane-wise maximum of four input pixels. C is contiguous, so the
+// lane loops vectorise at every instruction-set level (no AVX-512 rows
+// needed); the comparison is best_of_4's, as on NCHW.
+template <class T>
+struct Pixels {
+  using U = typename bits_of<sizeof(T)>::type;
+  using S = std::make_signed_t<U>;
+
+  MIXGRAD_ALWAYS_INLINE static void forward(const T* x, T* y, uint8_t* win, const Plane& pl, int64_t c, int64_t r0,
+                                            int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const U* __restrict a = reinterpret_cast<const U*>(x) + ((r / pl.oh) * pl.h + 2 * (r % pl.oh)) * pl.w * c;
+      const U* __restrict b = a + pl.w * c;
+      U* __restrict out = reinterpret_cast<U*>(y) + r * pl.ow * c;
+      uint8_t* __restrict wn = win + r * pl.ow * c;
+      for (int64_t i = 0; i < pl.ow; ++i)
+        for (int64_t l = 0; l < c; ++l) {
+          const U cand[4] = {a[2 * i * c + l], a[(2 * i + 1) * c + l], b[2 * i * c + l], b[(2 * i + 1) * c + l]};
+          S index;
+          best_of_4<T, U, S>(cand, out[i * c + l], index);
+          wn[i * c + l] = static_cast<uint8_t>(index);
+        }
+    }
+  }
+
+  MIXGRAD_ALWAYS_INLINE static void backward(const T* gy, const uint8_t* win, T* gx, const Plane& pl, int64_t c,
+                                             int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t o = r % pl.oh, image = r / pl.oh;
+      const U* __restrict g = reinterpret_cast<const U*>(gy) + r * pl.ow * c;
+      const uint8_t* __restrict wn = win + r * pl.ow * c;
+      U* __restrict q0 = reinterpret_cast<U*>(gx) + (image * pl.h + 2 * o) * pl.w * c;
+      U* __restrict q1 = q0 + pl.w * c;
+      for (int64_t i = 0; i < pl.ow; ++i)
+        for (int64_t l = 0; l < c; ++l) {
+          const U v = g[i * c + l];
+          const int k = wn[i * c + l];
+          q0[2 * i * c + l] = k == 0 ? v : U(0);
+          q0[(2 * i + 1) * c + l] = k == 1 ? v : U(0);
+          q1[2 * i * c + l] = k == 2 ? v : U(0);
+          q1[(2 * i + 1) * c + l] = k == 3 ? v : U(0);
+        }
+      if (pl.w > 2 * pl.ow) {  // odd width: the last column is in no window
+        std::memset(static_cast<void*>(q0 + (pl.w - 1) * c), 0, sizeof(T) * c);
+        std::memset(static_cast<void*>(q1 + (pl.w - 1) * c), 0, sizeof(T) * c);
+      }
+      if (o == pl.oh - 1 && pl.h > 2 * pl.oh)  // odd height: the image's last row is in no window
+        std::memset(static_cast<void*>(q1 + pl.w * c), 0, sizeof(T) * pl.w * c);
     }
   }
 };
@@ -242,12 +305,14 @@ struct RowsAt<T, 64> {
 };
 #endif
 
-/// The kernels (isa_variants.hpp): planes [p0, p1) forward and backward.
+/// The kernels (isa_variants.hpp): units [p0, p1) (planes, or channels-last
+/// output rows) forward and backward.
 template <class T>
 struct ForwardKernel {
   template <int Bytes>
   MIXGRAD_ALWAYS_INLINE void operator()(const T* x, T* y, uint8_t* win, const Plane& pl, int64_t p0, int64_t p1) const {
-    Planes<T, typename RowsAt<T, Bytes>::type>::forward(x, y, win, pl, p0, p1);
+    if (pl.lanes > 0) Pixels<T>::forward(x, y, win, pl, pl.lanes, p0, p1);
+    else Planes<T, typename RowsAt<T, Bytes>::type>::forward(x, y, win, pl, p0, p1);
   }
 };
 template <class T>
@@ -255,16 +320,26 @@ struct BackwardKernel {
   template <int Bytes>
   MIXGRAD_ALWAYS_INLINE void operator()(const T* gy, const uint8_t* win, T* gx, const Plane& pl, int64_t p0,
                                         int64_t p1) const {
-    Planes<T, typename RowsAt<T, Bytes>::type>::backward(gy, win, gx, pl, p0, p1);
+    if (pl.lanes > 0) Pixels<T>::backward(gy, win, gx, pl, pl.lanes, p0, p1);
+    else Planes<T, typename RowsAt<T, Bytes>::type>::backward(gy, win, gx, pl, p0, p1);
   }
 };
 
+// x, y (or gx, gy) both contiguous, or both channels-last: then either is
+// not contiguous (with C == 1 or H * W == 1 the two layouts are one memory).
 Plane plane_of(const Tensor& x, const Tensor& y) {
-  return {x.shape()[2], x.shape()[3], y.shape()[2], y.shape()[3]};
+  const bool cl = !x.is_contiguous() || !y.is_contiguous();
+  return {x.shape()[2], x.shape()[3], y.shape()[2], y.shape()[3], cl ? x.shape()[1] : 0};
 }
 
-int64_t plane_grain(const Plane& pl) {
-  return std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, pl.h * pl.w));
+// The units the threads split: planes, or channels-last output rows.
+int64_t units(const Tensor& x, const Plane& pl) {
+  return pl.lanes > 0 ? x.shape()[0] * pl.oh : x.shape()[0] * x.shape()[1];
+}
+
+int64_t unit_grain(const Plane& pl) {
+  const int64_t unit = pl.lanes > 0 ? 2 * pl.w * pl.lanes : pl.h * pl.w;
+  return std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, unit));
 }
 
 }  // namespace
@@ -276,25 +351,25 @@ bool applies(const Pool2dParams& p) {
 
 void forward(const Tensor& x, const Tensor& y, const Tensor& winners) {
   const Plane pl = plane_of(x, y);
-  const int64_t planes = x.shape()[0] * x.shape()[1];
+  const int64_t n = units(x, pl);
   auto* win = static_cast<uint8_t*>(winners.raw_data());
   visit_floating(x.dtype(), "max_pool2d", [&]<class T>() {
     const auto fn = isa::variant<ForwardKernel<T>, const T*, T*, uint8_t*, const Plane&, int64_t, int64_t>();
     const T* xp = static_cast<const T*>(x.raw_data());
     T* yp = static_cast<T*>(y.raw_data());
-    kernels::parallel_for(planes, plane_grain(pl), [&](int64_t p0, int64_t p1) { fn({}, xp, yp, win, pl, p0, p1); });
+    kernels::parallel_for(n, unit_grain(pl), [&](int64_t p0, int64_t p1) { fn({}, xp, yp, win, pl, p0, p1); });
   });
 }
 
 void backward(const Tensor& gy, const Tensor& winners, const Tensor& gx) {
   const Plane pl = plane_of(gx, gy);
-  const int64_t planes = gx.shape()[0] * gx.shape()[1];
+  const int64_t n = units(gx, pl);
   const auto* win = static_cast<const uint8_t*>(winners.raw_data());
   visit_floating(gx.dtype(), "max_pool2d", [&]<class T>() {
     const auto fn = isa::variant<BackwardKernel<T>, const T*, const uint8_t*, T*, const Plane&, int64_t, int64_t>();
     const T* gp = static_cast<const T*>(gy.raw_data());
     T* out = static_cast<T*>(gx.raw_data());
-    kernels::parallel_for(planes, plane_grain(pl), [&](int64_t p0, int64_t p1) { fn({}, gp, win, out, pl, p0, p1); });
+    kernels::parallel_for(n, unit_grain(pl), [&](int64_t p0, int64_t p1) { fn({}, gp, win, out, pl, p0, p1); });
   });
 }
 

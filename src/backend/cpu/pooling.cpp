@@ -1,8 +1,9 @@
-// CPU 2-d pooling: the choice of path, and the built-in loops. Max pooling
+// CPU 2-d pooling: the choice of path, and the built-in loops, on NCHW or
+// channels-last pairs alike (each read and written as it lies). Max pooling
 // over 2 x 2 windows with stride 2 runs max_pool_2x2.cpp. oneDNN pooling
 // (backend/onednn/pooling.cpp: max, avg excluding padding) runs float32 and
-// bfloat16, float16 by way of float32; direct loops over each (image,
-// channel) plane here run the rest, accumulating in float / double. Adaptive
+// bfloat16, float16 by way of float32; the walks here run the rest,
+// accumulating in float / double. Adaptive
 // average pooling whose windows tile the input evenly is an avg pool and
 // takes the oneDNN path; uneven windows take the loops.
 #include <cmath>
@@ -24,6 +25,14 @@ namespace {
 
 
 // ---- built-in path ------------------------------------------------------------
+// One walk serves both layouts of an [N, C, H, W] pair (x and y both
+// contiguous, or both channels-last): NCHW is N * C groups (planes) of one
+// lane, channels-last N groups (images) of C lanes, a pixel's C values
+// adjacent. A group's pixel p lane l is at p * lanes + l; the lane loops are
+// innermost, so on channels-last they run along contiguous C (vectorised
+// where the body allows) and each window is read once for all channels.
+// Per element the arithmetic and its order are the same in both layouts, so
+// their results agree bit for bit.
 
 // Input range [first, last) of output position o along one axis.
 struct FixedWindows {
@@ -46,114 +55,169 @@ struct AdaptiveWindows {
   std::pair<int64_t, int64_t> operator()(int64_t o) const { return {o * in / out, ((o + 1) * in + out - 1) / out}; }
 };
 
-struct Planes {
-  int64_t count, h, w, oh, ow;
-};
-Planes planes(const Tensor& x, const Tensor& y) {
-  return {x.shape()[0] * x.shape()[1], x.shape()[2], x.shape()[3], y.shape()[2], y.shape()[3]};
-}
-int64_t plane_grain(const Planes& pl, int64_t window) {
-  return std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, pl.oh * pl.ow * window));
+// True when the pair (x, y or gx, gy) is laid out channels-last: either is
+// not contiguous (a tensor with C == 1 or H * W == 1 is both, and its memory
+// is the same either way).
+bool channels_last(const Tensor& a, const Tensor& b) { return !a.is_contiguous() || !b.is_contiguous(); }
+// The layout of the pair, for a workspace indexed as y.
+MemoryFormat format_of(const Tensor& a, const Tensor& b) {
+  return channels_last(a, b) ? MemoryFormat::channels_last : MemoryFormat::contiguous;
 }
 
-// The reductions of the forwards over one window, fed its elements in order
-// (`at`: the element's offset in its plane). Max pooling's: the maximum and
-// where it is (NaN wins, as in max), written with the argmax.
+struct Walk {
+  int64_t groups, lanes, h, w, oh, ow;
+};
+Walk walk_of(const Tensor& x, const Tensor& y) {
+  const Shape& s = x.shape();
+  const bool cl = channels_last(x, y);
+  return {cl ? s[0] : s[0] * s[1], cl ? s[1] : 1, s[2], s[3], y.shape()[2], y.shape()[3]};
+}
+
+// Calls f.template operator()<kCL>() for the pair's layout: kCL makes the
+// lane count a constant 1 in the NCHW copy of each loop.
+template <class F>
+void by_layout(const Tensor& a, const Tensor& b, F&& f) {
+  if (channels_last(a, b)) f.template operator()<true>();
+  else f.template operator()<false>();
+}
+
+template <bool kCL>
+int64_t lanes(const Walk& wk) {
+  return kCL ? wk.lanes : 1;
+}
+
+// The reductions of the forwards over one window, fed its pixels in order
+// (`pixel`: the offset in the plane; v: the pixel's lanes). Max pooling's:
+// each lane's maximum and where it is (NaN wins, as in max), written with
+// the argmax (the pixel, whatever the layout).
 template <class T>
 struct MaxOfWindow {
   using Acc = kernels::compute_t<T>;
   int32_t* argmax;
-  Acc best = -std::numeric_limits<Acc>::infinity();
-  int64_t best_at = -1;
-  void add(Acc v, int64_t at) {
-    if (best_at < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
-      best = v;
-      best_at = at;
+  std::vector<Acc> best{};
+  std::vector<int64_t> at{};
+  void reset(int64_t lanes) {
+    best.assign(static_cast<size_t>(lanes), -std::numeric_limits<Acc>::infinity());
+    at.assign(static_cast<size_t>(lanes), -1);
+  }
+  void add(const T* v, int64_t pixel, int64_t lanes) {
+    for (int64_t l = 0; l < lanes; ++l) {
+      const Acc a = kernels::cast<Acc>(v[l]);
+      const auto i = static_cast<size_t>(l);
+      if (at[i] < 0 || a > best[i] || (std::isnan(a) && !std::isnan(best[i]))) {
+        best[i] = a;
+        at[i] = pixel;
+      }
     }
   }
-  void write(T* y, int64_t o, const T* in, int64_t /*count*/) const {
-    y[o] = best_at < 0 ? kernels::cast<T>(best) : in[best_at];
-    argmax[o] = static_cast<int32_t>(best_at);
+  // Output pixel o (its first lane's offset in y) of the group at `in`.
+  void write(T* y, int64_t o, const T* in, int64_t lanes, int64_t /*count*/) const {
+    for (int64_t l = 0; l < lanes; ++l) {
+      const auto i = static_cast<size_t>(l);
+      y[o + l] = at[i] < 0 ? kernels::cast<T>(best[i]) : in[at[i] * lanes + l];
+      argmax[o + l] = static_cast<int32_t>(at[i]);
+    }
   }
 };
 
-// Average pooling's: the mean of the `count` window elements inside x.
+// Average pooling's: each lane's mean over the `count` window pixels inside x.
 template <class T>
 struct MeanOfWindow {
   using Acc = kernels::compute_t<T>;
-  Acc sum = 0;
-  void add(Acc v, int64_t /*at*/) { sum += v; }
-  void write(T* y, int64_t o, const T* /*in*/, int64_t count) const {
-    y[o] = kernels::cast<T>(count > 0 ? sum / static_cast<Acc>(count) : Acc(0));
+  std::vector<Acc> sum{};
+  void reset(int64_t lanes) { sum.assign(static_cast<size_t>(lanes), Acc(0)); }
+  void add(const T* v, int64_t /*pixel*/, int64_t lanes) {
+    Acc* s = sum.data();
+    for (int64_t l = 0; l < lanes; ++l) s[l] += kernels::cast<Acc>(v[l]);
+  }
+  void write(T* y, int64_t o, const T* /*in*/, int64_t lanes, int64_t count) const {
+    const Acc* s = sum.data();
+    for (int64_t l = 0; l < lanes; ++l) y[o + l] = kernels::cast<T>(count > 0 ? s[l] / static_cast<Acc>(count) : Acc(0));
   }
 };
 
-// y = the reduction of each window of x (planes in parallel); `start` is
-// the reduction before a window's first element.
-template <class T, class Windows, class Reduce>
-void fallback_forward(const Tensor& x, const Tensor& y, Windows wh, Windows ww, int64_t window, const Reduce& start) {
-  using Acc = kernels::compute_t<T>;
-  const Planes pl = planes(x, y);
+// y = the reduction of each window of x, output rows (group, oh) in
+// parallel; `start` is the reduction before a window's first pixel.
+template <bool kCL, class T, class Windows, class Reduce>
+void walk_forward(const Tensor& x, const Tensor& y, Windows wh, Windows ww, int64_t window, const Reduce& start) {
+  const Walk wk = walk_of(x, y);
+  const int64_t lanes = cpu::lanes<kCL>(wk);
   const T* xp = static_cast<const T*>(x.raw_data());
   T* yp = static_cast<T*>(y.raw_data());
-  kernels::parallel_for(pl.count, plane_grain(pl, window), [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const T* in = xp + c * pl.h * pl.w;
-      for (int64_t oh = 0; oh < pl.oh; ++oh) {
-        const auto [h0, h1] = wh(oh);
-        for (int64_t ow = 0; ow < pl.ow; ++ow) {
-          const auto [w0, w1] = ww(ow);
-          Reduce r = start;
-          for (int64_t ih = h0; ih < h1; ++ih)
-            for (int64_t iw = w0; iw < w1; ++iw) r.add(kernels::cast<Acc>(in[ih * pl.w + iw]), ih * pl.w + iw);
-          r.write(yp, (c * pl.oh + oh) * pl.ow + ow, in, (h1 - h0) * (w1 - w0));
-        }
+  const int64_t grain = std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, wk.ow * window * lanes));
+  kernels::parallel_for(wk.groups * wk.oh, grain, [&](int64_t r0, int64_t r1) {
+    Reduce r = start;
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t g = row / wk.oh, oh = row % wk.oh;
+      const T* in = xp + g * wk.h * wk.w * lanes;
+      const auto [h0, h1] = wh(oh);
+      for (int64_t ow = 0; ow < wk.ow; ++ow) {
+        const auto [w0, w1] = ww(ow);
+        r.reset(lanes);
+        for (int64_t ih = h0; ih < h1; ++ih)
+          for (int64_t iw = w0; iw < w1; ++iw) r.add(in + (ih * wk.w + iw) * lanes, ih * wk.w + iw, lanes);
+        r.write(yp, (row * wk.ow + ow) * lanes, in, lanes, (h1 - h0) * (w1 - w0));
       }
     }
   });
 }
 
-template <class T>
-void fallback_max_backward(const Tensor& gy, const int32_t* argmax, const Tensor& gx) {
-  using Acc = kernels::compute_t<T>;
-  const Planes pl = planes(gx, gy);
-  const T* gp = static_cast<const T*>(gy.raw_data());
-  scatter_planes(static_cast<T*>(gx.raw_data()), pl.count, pl.h * pl.w, plane_grain(pl, 1), [&](int64_t c, Acc* acc) {
-    for (int64_t o = c * pl.oh * pl.ow; o < (c + 1) * pl.oh * pl.ow; ++o)
-      if (argmax[o] >= 0) acc[argmax[o]] += kernels::cast<Acc>(gp[o]);
-  });
+int64_t group_grain(const Walk& wk, int64_t window) {
+  return std::max<int64_t>(1, kernels::kParallelGrain / std::max<int64_t>(1, wk.oh * wk.ow * wk.lanes * window));
 }
 
-template <class T, class Windows>
-void fallback_avg_backward(const Tensor& gy, const Tensor& gx, Windows wh, Windows ww, int64_t window) {
+template <bool kCL, class T>
+void walk_max_backward(const Tensor& gy, const int32_t* argmax, const Tensor& gx) {
   using Acc = kernels::compute_t<T>;
-  const Planes pl = planes(gx, gy);
+  const Walk wk = walk_of(gx, gy);
+  const int64_t lanes = cpu::lanes<kCL>(wk), outs = wk.oh * wk.ow * lanes;
   const T* gp = static_cast<const T*>(gy.raw_data());
-  T* out = static_cast<T*>(gx.raw_data());
-  scatter_planes(out, pl.count, pl.h * pl.w, plane_grain(pl, window), [&](int64_t c, Acc* acc) {
-    for (int64_t oh = 0; oh < pl.oh; ++oh) {
+  scatter_planes(static_cast<T*>(gx.raw_data()), wk.groups, wk.h * wk.w * lanes, group_grain(wk, 1),
+                 [&](int64_t g, Acc* acc) {
+                   for (int64_t o = g * outs; o < (g + 1) * outs; o += lanes)
+                     for (int64_t l = 0; l < lanes; ++l)
+                       if (argmax[o + l] >= 0) acc[argmax[o + l] * lanes + l] += kernels::cast<Acc>(gp[o + l]);
+                 });
+}
+
+template <bool kCL, class T, class Windows>
+void walk_avg_backward(const Tensor& gy, const Tensor& gx, Windows wh, Windows ww, int64_t window) {
+  using Acc = kernels::compute_t<T>;
+  const Walk wk = walk_of(gx, gy);
+  const int64_t lanes = cpu::lanes<kCL>(wk);
+  const T* gp = static_cast<const T*>(gy.raw_data());
+  scatter_planes(static_cast<T*>(gx.raw_data()), wk.groups, wk.h * wk.w * lanes, group_grain(wk, window),
+                 [&](int64_t g, Acc* acc) {
+    for (int64_t oh = 0; oh < wk.oh; ++oh) {
       const auto [h0, h1] = wh(oh);
-      for (int64_t ow = 0; ow < pl.ow; ++ow) {
+      for (int64_t ow = 0; ow < wk.ow; ++ow) {
         const auto [w0, w1] = ww(ow);
         const int64_t count = (h1 - h0) * (w1 - w0);
         if (count == 0) continue;
-        const Acc g = kernels::cast<Acc>(gp[(c * pl.oh + oh) * pl.ow + ow]) / static_cast<Acc>(count);
+        const T* src = gp + ((g * wk.oh + oh) * wk.ow + ow) * lanes;
         for (int64_t ih = h0; ih < h1; ++ih)
-          for (int64_t iw = w0; iw < w1; ++iw) acc[ih * pl.w + iw] += g;
+          for (int64_t iw = w0; iw < w1; ++iw) {
+            Acc* dst = acc + (ih * wk.w + iw) * lanes;
+            for (int64_t l = 0; l < lanes; ++l) dst[l] += kernels::cast<Acc>(src[l]) / static_cast<Acc>(count);
+          }
       }
     }
   });
 }
 
-template <class T>
-void fallback_max_gather(const Tensor& gx, const int32_t* argmax, const Tensor& gy) {
-  const Planes pl = planes(gx, gy);
+template <bool kCL, class T>
+void walk_max_gather(const Tensor& gx, const int32_t* argmax, const Tensor& gy) {
+  const Walk wk = walk_of(gx, gy);
+  const int64_t lanes = cpu::lanes<kCL>(wk), outs = wk.oh * wk.ow * lanes;
   const T* in = static_cast<const T*>(gx.raw_data());
   T* out = static_cast<T*>(gy.raw_data());
-  kernels::parallel_for(pl.count, plane_grain(pl, 1), [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c)
-      for (int64_t o = c * pl.oh * pl.ow; o < (c + 1) * pl.oh * pl.ow; ++o)
-        out[o] = argmax[o] >= 0 ? in[c * pl.h * pl.w + argmax[o]] : kernels::cast<T>(0.0f);
+  kernels::parallel_for(wk.groups, group_grain(wk, 1), [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      const T* plane = in + g * wk.h * wk.w * lanes;
+      for (int64_t o = g * outs; o < (g + 1) * outs; o += lanes)
+        for (int64_t l = 0; l < lanes; ++l)
+          out[o + l] = argmax[o + l] >= 0 ? plane[argmax[o + l] * lanes + l] : kernels::cast<T>(0.0f);
+    }
   });
 }
 
@@ -171,13 +235,15 @@ bool even_tiling(const Tensor& x, const Tensor& y, Pool2dParams& p) {
 MaxPoolWorkspace max_pool2d_argmax(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
   MaxPoolWorkspace ws;
   ws.kind = MaxPoolWorkspace::Kind::argmax;
-  ws.data = empty(y.shape(), DType::int32, y.device());
+  ws.data = empty(y.shape(), DType::int32, y.device(), format_of(x, y));
   ws.compute_dtype = y.dtype();
   if (y.numel() == 0) return ws;
   const PlaneWindows win = fixed_windows(p, x);
   int32_t* argmax = static_cast<int32_t*>(ws.data.raw_data());
   visit_floating(y.dtype(), "max_pool2d", [&]<class T>() {
-    fallback_forward<T>(x, y, win.h, win.w, p.kernel.h * p.kernel.w, MaxOfWindow<T>{argmax});
+    by_layout(x, y, [&]<bool kCL>() {
+      walk_forward<kCL, T>(x, y, win.h, win.w, p.kernel.h * p.kernel.w, MaxOfWindow<T>{argmax});
+    });
   });
   return ws;
 }
@@ -189,7 +255,7 @@ MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool
   // plain NCHW here. onednn::Mode::always still runs oneDNN, for the tests.
   if (max_pool_2x2::applies(p) && onednn::mode() != onednn::Mode::always) {
     ws.kind = MaxPoolWorkspace::Kind::window2x2;
-    ws.data = empty(y.shape(), DType::bool_, y.device());
+    ws.data = empty(y.shape(), DType::bool_, y.device(), format_of(x, y));
     ws.compute_dtype = y.dtype();
     max_pool_2x2::forward(x, y, ws.data);
     return ws;
@@ -222,16 +288,20 @@ void max_pool2d_backward(const Tensor& gy, const MaxPoolWorkspace& ws, const Ten
     throw Error("max_pool2d: oneDNN ran the forward but has no backward for gradient " +
                 std::string(to_string(gx.dtype())) + to_string(gx.shape()));
   }
-  visit_floating(gx.dtype(), "max_pool2d",
-                 [&]<class T>() { fallback_max_backward<T>(gy, static_cast<const int32_t*>(ws.data.raw_data()), gx); });
+  const auto* argmax = static_cast<const int32_t*>(ws.data.raw_data());
+  visit_floating(gx.dtype(), "max_pool2d", [&]<class T>() {
+    by_layout(gx, gy, [&]<bool kCL>() { walk_max_backward<kCL, T>(gy, argmax, gx); });
+  });
 }
 
 void max_pool2d_gather(const Tensor& gx, const MaxPoolWorkspace& ws, const Tensor& gy) {
   if (gy.numel() == 0) return;
   if (ws.kind != MaxPoolWorkspace::Kind::argmax)
     throw Error("max_pool2d: gathering a gradient needs the argmax workspace (max_pool2d_argmax)");
-  visit_floating(gy.dtype(), "max_pool2d",
-                 [&]<class T>() { fallback_max_gather<T>(gx, static_cast<const int32_t*>(ws.data.raw_data()), gy); });
+  const auto* argmax = static_cast<const int32_t*>(ws.data.raw_data());
+  visit_floating(gy.dtype(), "max_pool2d", [&]<class T>() {
+    by_layout(gx, gy, [&]<bool kCL>() { walk_max_gather<kCL, T>(gx, argmax, gy); });
+  });
 }
 
 void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
@@ -243,7 +313,9 @@ void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dParams& p)
 #endif
   const PlaneWindows win = fixed_windows(p, x);
   visit_floating(y.dtype(), "avg_pool2d", [&]<class T>() {
-    fallback_forward<T>(x, y, win.h, win.w, p.kernel.h * p.kernel.w, MeanOfWindow<T>{});
+    by_layout(x, y, [&]<bool kCL>() {
+      walk_forward<kCL, T>(x, y, win.h, win.w, p.kernel.h * p.kernel.w, MeanOfWindow<T>{});
+    });
   });
 }
 
@@ -255,8 +327,9 @@ void avg_pool2d_backward(const Tensor& gy, const Tensor& gx, const Pool2dParams&
     return;
 #endif
   const PlaneWindows win = fixed_windows(p, gx);
-  visit_floating(gx.dtype(), "avg_pool2d",
-                 [&]<class T>() { fallback_avg_backward<T>(gy, gx, win.h, win.w, p.kernel.h * p.kernel.w); });
+  visit_floating(gx.dtype(), "avg_pool2d", [&]<class T>() {
+    by_layout(gx, gy, [&]<bool kCL>() { walk_avg_backward<kCL, T>(gy, gx, win.h, win.w, p.kernel.h * p.kernel.w); });
+  });
 }
 
 void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
@@ -265,8 +338,9 @@ void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& y) {
   if (onednn::enabled() && even_tiling(x, y, p)) return cpu::avg_pool2d_forward(x, y, p);
   const AdaptiveWindows wh{x.shape()[2], y.shape()[2]}, ww{x.shape()[3], y.shape()[3]};
   const int64_t window = (x.shape()[2] / y.shape()[2] + 1) * (x.shape()[3] / y.shape()[3] + 1);
-  visit_floating(y.dtype(), "adaptive_avg_pool2d",
-                 [&]<class T>() { fallback_forward<T>(x, y, wh, ww, window, MeanOfWindow<T>{}); });
+  visit_floating(y.dtype(), "adaptive_avg_pool2d", [&]<class T>() {
+    by_layout(x, y, [&]<bool kCL>() { walk_forward<kCL, T>(x, y, wh, ww, window, MeanOfWindow<T>{}); });
+  });
 }
 
 void adaptive_avg_pool2d_backward(const Tensor& gy, const Tensor& gx) {
@@ -276,8 +350,9 @@ void adaptive_avg_pool2d_backward(const Tensor& gy, const Tensor& gx) {
   const AdaptiveWindows wh{gx.shape()[2], gy.shape()[2]}, ww{gx.shape()[3], gy.shape()[3]};
   const int64_t window = (gx.shape()[2] / std::max<int64_t>(1, gy.shape()[2]) + 1) *
                          (gx.shape()[3] / std::max<int64_t>(1, gy.shape()[3]) + 1);
-  visit_floating(gx.dtype(), "adaptive_avg_pool2d",
-                 [&]<class T>() { fallback_avg_backward<T>(gy, gx, wh, ww, window); });
+  visit_floating(gx.dtype(), "adaptive_avg_pool2d", [&]<class T>() {
+    by_layout(gx, gy, [&]<bool kCL>() { walk_avg_backward<kCL, T>(gy, gx, wh, ww, window); });
+  });
 }
 
 }  // namespace mixgrad::backend::cpu

@@ -1,7 +1,10 @@
 // oneDNN's 2-d pooling for the CPU backend (backend/cpu/pooling.cpp holds the
 // choice and the built-in loops): max and avg (excluding padding) on plain
-// NCHW, float32 and bfloat16 natively, float16 by way of float32; other
-// dtypes return false.
+// NCHW or, for a channels-last pair, on NHWC memory as it lies (the nhwc tag:
+// oneDNN's NHWC kernels, no reorder; the backward is made with the same
+// tags, so the forward's workspace stays valid for it), float32 and bfloat16
+// natively, float16 by way of float32 in the same layout; other dtypes
+// return false.
 #include "backend/onednn/pooling.hpp"
 
 #if MIXGRAD_WITH_ONEDNN
@@ -33,10 +36,25 @@ PoolGeometry geometry(const Pool2dParams& p) {
   return {{p.stride.h, p.stride.w}, {p.kernel.h, p.kernel.w}, {p.padding.h, p.padding.w}, {p.padding.h, p.padding.w}};
 }
 
-onednn::Key pool_key(onednn::Family f, dnnl::algorithm algo, const Shape& x, const Shape& y, DType dt,
+// True for a channels-last pair: either is not contiguous (a tensor with
+// C == 1 or H * W == 1 is both, its memory the same under either tag).
+bool nhwc(const Tensor& a, const Tensor& b) { return !a.is_contiguous() || !b.is_contiguous(); }
+
+MemoryFormat format_of(const Tensor& a, const Tensor& b) {
+  return nhwc(a, b) ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+}
+
+// The descriptor of one operand of a pair laid out as `cl` says.
+memory::desc pool_md(const Tensor& t, bool cl) {
+  if (!cl) return onednn::plain_md(t.shape(), t.dtype());
+  return MIXGRAD_ONEDNN_CHECK(memory::desc(onednn::dims(t.shape()), onednn::data_type(t.dtype()),
+                                           memory::format_tag::nhwc));
+}
+
+onednn::Key pool_key(onednn::Family f, dnnl::algorithm algo, const Shape& x, const Shape& y, DType dt, bool cl,
                      const Pool2dParams& p) {
   onednn::Key k(f);
-  k.add(static_cast<int64_t>(algo)).add(x).add(y).add(static_cast<int64_t>(dt));
+  k.add(static_cast<int64_t>(algo)).add(x).add(y).add(static_cast<int64_t>(dt)).add(int64_t{cl});
   k.add(p.kernel.h).add(p.kernel.w).add(p.stride.h).add(p.stride.w).add(p.padding.h).add(p.padding.w);
   return k;
 }
@@ -58,19 +76,20 @@ dnnl::algorithm algorithm(PoolKind kind) {
 
 bool pool2d_forward(PoolKind kind, const Tensor& x, const Tensor& y, const Pool2dParams& p, Tensor* workspace) {
   if (y.dtype() == DType::float16) {
-    Tensor y32 = empty(y.shape(), DType::float32, y.device());
+    Tensor y32 = empty(y.shape(), DType::float32, y.device(), format_of(x, y));
     if (!pool2d_forward(kind, onednn::to_float32(x), y32, p, workspace)) return false;
     backend::copy(y32, y);
     return true;
   }
   if (!onednn::native(y.dtype())) return false;
   const dnnl::algorithm algo = algorithm(kind);
+  const bool cl = nhwc(x, y);
   const auto e = onednn::cache<PoolForwardEntry>().find_or_make(
-      pool_key(onednn::Family::pool_forward, algo, x.shape(), y.shape(), y.dtype(), p),
+      pool_key(onednn::Family::pool_forward, algo, x.shape(), y.shape(), y.dtype(), cl, p),
       [&]() -> std::shared_ptr<PoolForwardEntry> {
         auto e = std::make_shared<PoolForwardEntry>();
-        e->x = onednn::plain_md(x.shape(), x.dtype());
-        e->y = onednn::plain_md(y.shape(), y.dtype());
+        e->x = pool_md(x, cl);
+        e->y = pool_md(y, cl);
         const auto pd = forward_pd(algo, e->x, e->y, p);
         if (!pd) return nullptr;
         e->ws = pd.workspace_desc();
@@ -91,19 +110,20 @@ bool pool2d_forward(PoolKind kind, const Tensor& x, const Tensor& y, const Pool2
 bool pool2d_backward(PoolKind kind, const Tensor& gy, const Tensor& gx, const Pool2dParams& p,
                      const Tensor* workspace) {
   if (gx.dtype() == DType::float16) {
-    Tensor gx32 = empty(gx.shape(), DType::float32, gx.device());
+    Tensor gx32 = empty(gx.shape(), DType::float32, gx.device(), format_of(gx, gy));
     if (!pool2d_backward(kind, onednn::to_float32(gy), gx32, p, workspace)) return false;
     backend::copy(gx32, gx);
     return true;
   }
   if (!onednn::native(gx.dtype())) return false;
   const dnnl::algorithm algo = algorithm(kind);
+  const bool cl = nhwc(gx, gy);
   const auto e = onednn::cache<PoolBackwardEntry>().find_or_make(
-      pool_key(onednn::Family::pool_backward, algo, gx.shape(), gy.shape(), gx.dtype(), p),
+      pool_key(onednn::Family::pool_backward, algo, gx.shape(), gy.shape(), gx.dtype(), cl, p),
       [&]() -> std::shared_ptr<PoolBackwardEntry> {
         auto e = std::make_shared<PoolBackwardEntry>();
-        e->gx = onednn::plain_md(gx.shape(), gx.dtype());
-        e->gy = onednn::plain_md(gy.shape(), gy.dtype());
+        e->gx = pool_md(gx, cl);
+        e->gy = pool_md(gy, cl);
         const auto hint = forward_pd(algo, e->gx, e->gy, p);
         if (!hint) return nullptr;
         const PoolGeometry g = geometry(p);
