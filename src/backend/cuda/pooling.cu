@@ -16,6 +16,13 @@
 // for the 16-bit types), as the CPU. The recorded (higher-order) max-pool
 // gradient runs the same forward (max_pool2d_argmax) and gathers its
 // gradient through the argmax (max_pool2d_gather).
+//
+// Channels-last pairs (x and y, or gx and gy, both NHWC) run as they lie:
+// a thread's element index is its memory index, split into (plane, row,
+// column) by the layout (Geometry::lanes = C: lanes innermost), and a
+// plane's pixels are `lanes` apart. Adjacent threads then take adjacent
+// channels of one pixel, so the loads coalesce along C. The argmax stays
+// the offset within the plane (h * w + w), in either layout.
 #include <cuda_runtime_api.h>
 
 #include "backend/copy.hpp"
@@ -37,11 +44,31 @@ namespace cp = cuda_plan;
 struct Geometry {
   int64_t planes, h, w, oh, ow;
   int64_t kh, kw, sh, sw, ph, pw;  // fixed windows only
+  int64_t lanes;                   // 1 for NCHW; C for channels-last (a plane's pixels lie C apart)
 };
+
+// True when the pair is laid out channels-last: either is not contiguous (a
+// tensor with C == 1 or H * W == 1 is both; its memory is the same either way).
+bool channels_last(const Tensor& a, const Tensor& b) { return !a.is_contiguous() || !b.is_contiguous(); }
 
 Geometry geometry(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
   return {x.shape()[0] * x.shape()[1], x.shape()[2], x.shape()[3], y.shape()[2], y.shape()[3],
-          p.kernel.h,                  p.kernel.w,   p.stride.h,   p.stride.w,   p.padding.h, p.padding.w};
+          p.kernel.h,                  p.kernel.w,   p.stride.h,   p.stride.w,   p.padding.h, p.padding.w,
+          channels_last(x, y) ? x.shape()[1] : 1};
+}
+
+// Memory index i of a tensor of planes of hh x ww as (plane, row, column).
+__device__ void split(const Geometry& g, int64_t i, int64_t hh, int64_t ww, int64_t& plane, int64_t& r, int64_t& c) {
+  const int64_t l = i % g.lanes, pixel = i / g.lanes;
+  c = pixel % ww;
+  r = (pixel / ww) % hh;
+  plane = (pixel / (ww * hh)) * g.lanes + l;
+}
+
+// The memory index of pixel `pixel` (row * ww + column) of plane `plane`
+// in a tensor of planes of plane_size pixels.
+__device__ int64_t offset(const Geometry& g, int64_t plane, int64_t pixel, int64_t plane_size) {
+  return (plane / g.lanes) * plane_size * g.lanes + pixel * g.lanes + plane % g.lanes;
 }
 
 struct Fixed {
@@ -77,11 +104,14 @@ struct Adaptive {
 // parameters; instantiated for (Fixed, Max), (Fixed, Avg), (Adaptive, Avg).
 struct Max {
   // y = the window's maximum, its plane offset to argmax (the CPU's tie rule).
+  // `in`: the plane's first pixel, its pixels g.lanes apart.
   template <class T, class A>
-  __device__ static void forward(const Geometry&, const T* in, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
+  __device__ static void forward(const Geometry& g, const T* in, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
                                  int64_t width, T& y, int32_t* argmax) {
-    const int64_t at = cp::window_argmax<A>(h0, h1, w0, w1, width, [in](int64_t k) { return cast<A>(in[k]); });
-    y = at < 0 ? cast<T>(-INFINITY) : in[at];
+    const int64_t step = g.lanes;
+    const int64_t at =
+        cp::window_argmax<A>(h0, h1, w0, w1, width, [in, step](int64_t k) { return cast<A>(in[k * step]); });
+    y = at < 0 ? cast<T>(-INFINITY) : in[at * step];
     *argmax = static_cast<int32_t>(at);
   }
   // gy[o] when input `at` is output o's maximum.
@@ -95,11 +125,11 @@ struct Max {
 struct Avg {
   // y = the mean over the window's inside positions.
   template <class T, class A>
-  __device__ static void forward(const Geometry&, const T* in, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
+  __device__ static void forward(const Geometry& g, const T* in, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
                                  int64_t width, T& y, int32_t*) {
     A s = 0;
     for (int64_t ih = h0; ih < h1; ++ih)
-      for (int64_t iw = w0; iw < w1; ++iw) s += cast<A>(in[ih * width + iw]);
+      for (int64_t iw = w0; iw < w1; ++iw) s += cast<A>(in[(ih * width + iw) * g.lanes]);
     const int64_t count = (h1 - h0) * (w1 - w0);
     y = cast<T>(count > 0 ? s / static_cast<A>(count) : A(0));
   }
@@ -121,10 +151,11 @@ __global__ void pool_forward_kernel(Geometry g, const T* x, T* y, int32_t* argma
   const int64_t n = g.planes * g.oh * g.ow;
   for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < n;
        o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t ow = o % g.ow, oh = (o / g.ow) % g.oh, c = o / (g.ow * g.oh);
+    int64_t c, oh, ow;
+    split(g, o, g.oh, g.ow, c, oh, ow);
     int64_t h0, h1, w0, w1;
     W::window(g, oh, ow, h0, h1, w0, w1);
-    Pool::template forward<T, A>(g, x + c * g.h * g.w, h0, h1, w0, w1, g.w, y[o],
+    Pool::template forward<T, A>(g, x + offset(g, c, 0, g.h * g.w), h0, h1, w0, w1, g.w, y[o],
                                  argmax != nullptr ? argmax + o : nullptr);
   }
 }
@@ -137,14 +168,15 @@ __global__ void pool_backward_kernel(Geometry g, const T* gy, const int32_t* arg
   const int64_t n = g.planes * g.h * g.w;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t iw = i % g.w, ih = (i / g.w) % g.h, c = i / (g.w * g.h);
+    int64_t c, ih, iw;
+    split(g, i, g.h, g.w, c, ih, iw);
     const int32_t at = static_cast<int32_t>(ih * g.w + iw);
     int64_t o0, o1, p0, p1;
     W::outputs(g, ih, iw, o0, o1, p0, p1);
     A acc = 0;
     for (int64_t oh = o0; oh < o1; ++oh)
       for (int64_t ow = p0; ow < p1; ++ow)
-        acc += Pool::template share<A, T, W>(g, gy, argmax, (c * g.oh + oh) * g.ow + ow, oh, ow, at);
+        acc += Pool::template share<A, T, W>(g, gy, argmax, offset(g, c, oh * g.ow + ow, g.oh * g.ow), oh, ow, at);
     gx[i] = cast<T>(acc);
   }
 }
@@ -153,13 +185,20 @@ __global__ void pool_backward_kernel(Geometry g, const T* gy, const int32_t* arg
 // the max backward. A plain copy of the stored bits, so one kernel per
 // element size; the zero of every floating dtype is all zero bits.
 template <class U>
-__global__ void max_gather_kernel(int64_t plane_in, int64_t plane_out, int64_t n, const U* gx, const int32_t* argmax,
-                                  U* gy) {
+__global__ void max_gather_kernel(Geometry g, int64_t n, const U* gx, const int32_t* argmax, U* gy) {
   for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < n;
        o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t c, oh, ow;
+    split(g, o, g.oh, g.ow, c, oh, ow);
     const int32_t at = argmax[o];
-    gy[o] = at >= 0 ? gx[(o / plane_out) * plane_in + at] : U(0);
+    gy[o] = at >= 0 ? gx[offset(g, c, at, g.h * g.w)] : U(0);
   }
+}
+
+// Both contiguous, or both channels-last (a workspace laid out as its output).
+bool same_layout(const Tensor& a, const Tensor& b) {
+  return (a.is_contiguous() && b.is_contiguous()) ||
+         (a.is_contiguous(MemoryFormat::channels_last) && b.is_contiguous(MemoryFormat::channels_last));
 }
 
 void check_pair(const char* op, const Tensor& in, const Tensor& out) {
@@ -169,9 +208,9 @@ void check_pair(const char* op, const Tensor& in, const Tensor& out) {
   if (in.dtype() != out.dtype())
     throw DTypeError(std::string(op) + ": input " + std::string(to_string(in.dtype())) + to_string(in.shape()) +
                      " and output " + std::string(to_string(out.dtype())) + to_string(out.shape()) + " differ");
-  if (in.ndim() != 4 || out.ndim() != 4 || !in.is_contiguous() || !out.is_contiguous())
-    throw ShapeError(std::string(op) + ": expected contiguous [N, C, H, W] operands, got " + to_string(in.shape()) +
-                     " and " + to_string(out.shape()));
+  if (in.ndim() != 4 || out.ndim() != 4 || !same_layout(in, out))
+    throw ShapeError(std::string(op) + ": expected [N, C, H, W] operands both contiguous or both channels-last, got " +
+                     to_string(in.shape()) + " and " + to_string(out.shape()));
 }
 
 // Launches `kernel` over n threads on out's device and current stream.
@@ -195,7 +234,8 @@ MaxPoolWorkspace max_pool2d_argmax(const Tensor& x, const Tensor& y, const Pool2
   MaxPoolWorkspace ws;
   ws.kind = MaxPoolWorkspace::Kind::argmax;
   ws.compute_dtype = y.dtype();
-  ws.data = empty(y.shape(), DType::int32, y.device());
+  ws.data = empty(y.shape(), DType::int32, y.device(),
+                  channels_last(x, y) ? MemoryFormat::channels_last : MemoryFormat::contiguous);
   const Geometry g = geometry(x, y, p);
   visit_floating(y.dtype(), "max_pool2d", [&]<class T>() {
     launch(y, y.numel(), [&](const cp::LaunchConfig& lc, cudaStream_t s) {
@@ -213,7 +253,7 @@ MaxPoolWorkspace max_pool2d_forward(const Tensor& x, const Tensor& y, const Pool
 namespace {
 void check_argmax(const MaxPoolWorkspace& ws, const Tensor& gy, const Tensor& on) {
   if (ws.kind != MaxPoolWorkspace::Kind::argmax || !ws.data.defined() || ws.data.device() != gy.device() ||
-      ws.data.shape() != gy.shape() || ws.data.dtype() != DType::int32 || !ws.data.is_contiguous())
+      ws.data.shape() != gy.shape() || ws.data.dtype() != DType::int32 || !same_layout(ws.data, gy))
     throw StateError("max_pool2d: the backward on " + to_string(on.device()) + " needs the argmax workspace of a "
                      "forward on that device for output " + to_string(gy.shape()));
 }
@@ -235,12 +275,11 @@ void max_pool2d_gather(const Tensor& gx, const MaxPoolWorkspace& ws, const Tenso
   check_pair("max_pool2d", gx, gy);
   check_argmax(ws, gy, gy);
   if (gy.numel() == 0) return;
-  const int64_t plane_in = gx.shape()[2] * gx.shape()[3], plane_out = gy.shape()[2] * gy.shape()[3];
+  const Geometry g = geometry(gx, gy, Pool2dParams{});
   visit_floating(gy.dtype(), "max_pool2d", [&]<class T>() {
     using U = std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
     launch(gy, gy.numel(), [&](const cp::LaunchConfig& lc, cudaStream_t s) {
-      max_gather_kernel<U><<<lc.blocks, lc.threads, 0, s>>>(plane_in, plane_out, gy.numel(),
-                                                            static_cast<const U*>(gx.raw_data()),
+      max_gather_kernel<U><<<lc.blocks, lc.threads, 0, s>>>(g, gy.numel(), static_cast<const U*>(gx.raw_data()),
                                                             device_ptr<const int32_t>(ws.data),
                                                             static_cast<U*>(gy.raw_data()));
     });
