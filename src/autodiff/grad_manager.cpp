@@ -82,6 +82,8 @@ struct GradManager::State {
   // with that op's name: they are tracked, so ops on them are recorded, and a
   // backward whose gradient reaches one throws rather than miss its term.
   std::unordered_map<uint64_t, std::string> unrecorded;
+  uint64_t backwards = 0;    // backward_count()
+  GradScaling scaling_now;   // backward_scaling(), during a backward
 
   void drop_dead() {
     auto dead = [](const AttachedTensor& a) { return a.tensor.expired(); };
@@ -676,6 +678,12 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
     throw StateError("GradManager::backward: called on another thread than record()");
   check_outputs(ys, dys);
   const GradScaling scaling = scaling_of_outputs(ys, dys);
+  struct Now {  // backward_count() and backward_scaling() for the callbacks and hooks
+    State& s;
+    ~Now() { s.scaling_now = GradScaling{}; }
+  } now{s};
+  ++s.backwards;
+  s.scaling_now = scaling;
   const bool create_graph = options.create_graph;
   // Inside a no_grad scope (or a backward pass) nothing is recorded, this
   // backward neither.
@@ -726,6 +734,9 @@ void GradManager::backward(const std::vector<Tensor>& ys, const std::vector<Tens
     write_grads<true>(updates, scaling, thread_list);
   }
 }
+
+uint64_t GradManager::backward_count() const { return state_->backwards; }
+GradScaling GradManager::backward_scaling() const { return state_->scaling_now; }
 
 GradManager& GradManager::register_after_backward_callback(std::function<void()> callback) {
   if (!callback) throw ValueError("GradManager::register_after_backward_callback: empty callback");

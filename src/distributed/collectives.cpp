@@ -9,6 +9,7 @@
 
 #include "distributed/group_state.hpp"
 #include "distributed/nccl.hpp"
+#include "distributed/reduce_scatter_work.hpp"
 #include "mixgrad/error.hpp"
 #include "mixgrad/half.hpp"
 #include "mixgrad/ops/creation.hpp"
@@ -166,6 +167,57 @@ Work all_reduce_async(const ProcessGroup& group, const Tensor& tensor, ReduceOp 
   tensor.bump_version();
   return Work(std::move(impl));
 }
+
+namespace detail {
+
+Work reduce_scatter_async(const ProcessGroup& group, const Tensor& send, const Tensor& recv,
+                          const std::vector<int>& counts, ReduceOp op) {
+  check_tensor("reduce_scatter", send);
+  check_tensor("reduce_scatter", recv);
+  check_op(send, op);
+  const auto& g = group.state();
+  int64_t offset = 0;
+  for (int r = 0; r < g->rank; ++r) offset += counts[r];
+  const int64_t n = counts[g->rank];
+  const DType d = send.dtype();
+  if (send.device().is_cuda()) {
+    Work work = nccl_all_reduce(group, send, op);
+    const int64_t es = element_size(d);
+    copy_bytes(send.device(), recv.raw_data(), static_cast<const char*>(send.raw_data()) + offset * es,
+               static_cast<size_t>(n * es));
+    return work;
+  }
+  auto impl = std::make_unique<Work::Impl>();
+  impl->group = g;
+  impl->what = "reduce_scatter";
+  const double by = op == ReduceOp::mean ? static_cast<double>(g->size) : 1.0;
+  const MPI_Op mop = op == ReduceOp::max ? MPI_MAX : MPI_SUM;
+  void* out = recv.raw_data();
+  if (d == DType::float16 || d == DType::bfloat16) {
+    auto s = d == DType::float16 ? stage<half>(send) : stage<bfloat16>(send);
+    auto r = std::make_shared<std::vector<float>>(static_cast<size_t>(n));
+    MPI_Ireduce_scatter(s->data(), r->data(), counts.data(), MPI_FLOAT, mop, g->comm, &impl->request);
+    impl->on_complete = [s, r, out, d, by] {
+      if (d == DType::float16)
+        unstage<half>(*r, out, by);
+      else
+        unstage<bfloat16>(*r, out, by);
+    };
+  } else {
+    MPI_Ireduce_scatter(send.raw_data(), out, counts.data(), mpi_type(d), mop, g->comm, &impl->request);
+    impl->on_complete = [send, out, n, d, by] {
+      if (by == 1.0) return;
+      if (d == DType::float32)
+        divide<float>(out, n, by);
+      else
+        divide<double>(out, n, by);
+    };
+  }
+  recv.bump_version();
+  return Work(std::move(impl));
+}
+
+}  // namespace detail
 
 void all_reduce(const ProcessGroup& group, const Tensor& tensor, ReduceOp op) {
   all_reduce_async(group, tensor, op).wait();

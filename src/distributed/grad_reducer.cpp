@@ -9,6 +9,8 @@
 #include <unordered_map>
 
 #include "distributed/group_state.hpp"
+#include "distributed/reduce_scatter_work.hpp"
+#include "distributed/shard_scatter.hpp"
 #include "mixgrad/amp/grad_scaler.hpp"
 #include "mixgrad/autodiff/no_grad.hpp"
 #include "mixgrad/error.hpp"
@@ -38,6 +40,7 @@ struct Slot {
   DType dtype = DType::float32;
   Device device = Device::cpu();
   int64_t numel = 0;
+  int64_t flat = 0;  // the first element's place in the flat vector (ShardScatter)
   std::vector<Piece> pieces;
   bool arrived = false;  // this backward
   Tensor grad;           // the first backward keeps the gradient until the layout exists
@@ -55,6 +58,11 @@ struct Bucket {
   bool finished = false;
   Work work;
   BucketEvent event;
+  // ShardScatter: each rank's count of the bucket, this rank's runs of the
+  // flat vector and where they arrive.
+  std::vector<int> counts;
+  std::vector<detail::FlatRun> runs;
+  Tensor recv;
 };
 
 // A thread that calls into MPI every `every` while buckets are in flight,
@@ -118,6 +126,13 @@ struct GradReducer::Impl {
   int seen = 0;  // buckets [0, seen) are seen finished; [seen, next) are running
   bool timeline_on = false;
   std::vector<BucketEvent> timeline;
+  std::shared_ptr<detail::ShardScatter> scatter;  // null: all-reduce (plain data parallel)
+  // The manager whose backwards feed this reducer, and the backward_count()
+  // of the one in progress: a new backward that finds the previous one
+  // unfinished (a callback or hook threw before finish) is refused.
+  const autodiff::GradManager* gm = nullptr;
+  uint64_t serial = 0;
+  int arrivals = 0;  // gradients taken in this backward
 
   std::unique_ptr<Poller> poller;  // with progress_thread_us under MPI_THREAD_MULTIPLE
 
@@ -134,18 +149,29 @@ struct GradReducer::Impl {
     if (poller && !b.device.is_cuda()) poller->set_active(true);
     b.started = true;
     b.event.start = now();
-    b.work = all_reduce_async(group, b.buffer, op);
+    if (!scatter) {
+      b.work = all_reduce_async(group, b.buffer, op);
+      return;
+    }
+    b.recv = empty(Shape{b.counts[group.rank()]}, b.dtype, b.device);
+    b.work = detail::reduce_scatter_async(group, b.buffer, b.recv, b.counts, op);
+  }
+
+  // A finished bucket: under ShardScatter, this rank's block goes to the
+  // optimizer and the bucket's memory is freed.
+  void done(Bucket& b) {
+    b.finished = true;
+    b.event.finish = now();
+    if (!scatter) return;
+    scatter->deliver(b.runs, b.recv);
+    b.buffer = b.recv = Tensor();
   }
 
   // Lets MPI progress the running buckets (MPI moves data only inside its
   // calls): one MPI_Test of the oldest drives them all. Between backward
   // nodes; nothing running costs a compare.
   void poll() {
-    while (seen < next && buckets[seen].work.test()) {
-      Bucket& b = buckets[seen++];
-      b.finished = true;
-      b.event.finish = now();
-    }
+    while (seen < next && buckets[seen].work.test()) done(buckets[seen++]);
   }
 
   // Starts the complete buckets in order, then polls.
@@ -164,6 +190,7 @@ struct GradReducer::Impl {
     }
     for (const Piece& p : s.pieces) {
       Bucket& b = buckets[p.bucket];
+      if (!b.buffer.defined()) b.buffer = empty(Shape{b.numel}, b.dtype, b.device);  // ShardScatter: per backward
       char* dst = static_cast<char*>(b.buffer.raw_data()) + p.bucket_offset * es;
       if (grad)
         detail::copy_bytes(s.device, dst, static_cast<const char*>(g.raw_data()) + p.tensor_offset * es,
@@ -207,10 +234,76 @@ struct GradReducer::Impl {
       }
     }
     for (Bucket& b : buckets) {
-      b.buffer = empty(Shape{b.numel}, b.dtype, b.device);
+      if (!scatter) b.buffer = empty(Shape{b.numel}, b.dtype, b.device);
       b.event.bytes = b.numel * element_size(b.dtype);
+      b.missing = b.pieces;
     }
     laid_out = true;
+  }
+
+  Slot& add_slot(const Tensor& t, Device device) {
+    index.emplace(t.id(), static_cast<int>(slots.size()));
+    Slot s;
+    s.tensor = t.impl_ptr();
+    s.id = t.id();
+    s.shape = t.shape();
+    s.dtype = t.dtype();
+    s.device = device;
+    s.numel = t.numel();
+    slots.push_back(std::move(s));
+    return slots.back();
+  }
+
+  // ShardScatter: the layout at once, in reverse parameter order, each
+  // bucket's pieces in flat order, so each rank's part is one block.
+  void lay_out_shards() {
+    const std::vector<Tensor>& ts = scatter->tensors;
+    std::vector<int64_t> flat(ts.size(), 0);
+    for (size_t i = 1; i < ts.size(); ++i) flat[i] = flat[i - 1] + ts[i - 1].numel();
+    for (size_t i = ts.size(); i-- > 0;) add_slot(ts[i], ts[i].device()).flat = flat[i];
+    lay_out();
+    std::vector<std::vector<std::pair<int64_t, Piece*>>> by_bucket(buckets.size());
+    for (Slot& s : slots)
+      for (Piece& p : s.pieces) by_bucket[p.bucket].emplace_back(s.flat + p.tensor_offset, &p);
+    const int64_t per = std::max<int64_t>(scatter->per_rank, 1);
+    for (size_t k = 0; k < buckets.size(); ++k) {
+      std::sort(by_bucket[k].begin(), by_bucket[k].end());
+      Bucket& b = buckets[k];
+      b.counts.assign(static_cast<size_t>(group.world_size()), 0);
+      int64_t at = 0;
+      for (auto& [begin, p] : by_bucket[k]) {
+        p->bucket_offset = at;
+        at += p->count;
+        for (int64_t e = begin, end = begin + p->count; e < end;) {
+          const int64_t r = std::min<int64_t>(e / per, group.world_size() - 1);
+          const int64_t stop = std::min(end, (r + 1) * per);
+          b.counts[r] += static_cast<int>(stop - e);
+          if (r == group.rank()) b.runs.emplace_back(e, stop - e);
+          e = stop;
+        }
+      }
+    }
+  }
+
+  // A backward that finds the previous one unfinished (its after-backward
+  // hook never ran: a callback or hook threw) cannot tell which of its
+  // buckets the other ranks started: refuse, on this call and every later one.
+  void check_fresh() {
+    if (!gm) return;
+    const uint64_t count = gm->backward_count();
+    if (count == serial) return;
+    if (arrivals > 0 || next > 0) {
+      broken = true;
+      if (poller) poller->set_active(false);
+      throw StateError(std::string("distributed::GradReducer: rank ")
+                           .append(std::to_string(group.rank()))
+                           .append(": the previous backward ended before the reducer's after-backward hook ran (a "
+                                   "gradient callback or hook threw), with ")
+                           .append(std::to_string(next))
+                           .append(" bucket(s) started; the ranks' reductions are out of step, so this reducer "
+                                   "takes no more gradients: make a new GradManager and reducer, or end the job"));
+    }
+    serial = count;
   }
 
   // Every rank must lay out the same tensors: compare a summary before any
@@ -235,23 +328,18 @@ struct GradReducer::Impl {
   }
 
   Tensor on_grad_ready(const Tensor& t, const Tensor& grad) {
-    if (broken) throw StateError("distributed::GradReducer: an earlier backward failed on this rank; the reducer "
-                                 "is out of step with the other ranks");
+    if (broken)
+      throw StateError(std::string("distributed::GradReducer: rank ")
+                           .append(std::to_string(group.rank()))
+                           .append(": an earlier backward failed on this rank; the reducer is out of step with the "
+                                   "other ranks"));
+    check_fresh();
     if (!grad.defined()) return grad;
     try {
+      ++arrivals;
       if (!laid_out) {
-        auto [it, fresh] = index.try_emplace(t.id(), static_cast<int>(slots.size()));
-        if (fresh) {
-          Slot s;
-          s.tensor = t.impl_ptr();
-          s.id = t.id();
-          s.shape = t.shape();
-          s.dtype = t.dtype();
-          s.device = grad.device();
-          s.numel = t.numel();
-          slots.push_back(std::move(s));
-        }
-        Slot& s = slots[it->second];
+        auto it = index.find(t.id());
+        Slot& s = it != index.end() ? slots[it->second] : add_slot(t, grad.device());
         s.arrived = true;
         s.grad = grad;
         s.result = empty(s.shape, s.dtype, s.device);
@@ -263,8 +351,18 @@ struct GradReducer::Impl {
                          ", which got none in the first backward, is outside the bucket layout; every rank's "
                          "first backward must reach every tensor the reducer is attached to");
       Slot& s = slots[it->second];
+      if (s.arrived)
+        throw StateError(std::string("distributed::GradReducer: rank ")
+                             .append(std::to_string(group.rank()))
+                             .append(": a second gradient for ")
+                             .append(core::describe(t))
+                             .append(" in one backward"));
       s.arrived = true;
       pack(s, &grad);
+      if (scatter) {
+        progress();
+        return Tensor();
+      }
       s.result = empty(s.shape, s.dtype, s.device);
       progress();
       return s.result;
@@ -283,7 +381,6 @@ struct GradReducer::Impl {
         check_layout();  // a collective: also on a rank whose backward reached nothing
         if (slots.empty()) return;  // no rank reached anything: lay out in a later backward
         lay_out();
-        for (Bucket& b : buckets) b.missing = b.pieces;
         for (Slot& s : slots) {
           pack(s, &s.grad);
           s.grad = Tensor();
@@ -295,29 +392,35 @@ struct GradReducer::Impl {
       progress();  // starts every bucket still waiting, in order
       for (Bucket& b : buckets) {
         b.work.wait();
-        if (!b.finished) b.event.finish = now();
+        if (!b.finished) done(b);
         b.event.backward_end = backward_end;
         if (timeline_on) timeline.push_back(b.event);
       }
       if (poller) poller->set_active(false);
-      autodiff::no_grad guard;
-      for (Slot& s : slots) {
-        if (s.arrived) {
-          unpack(s, s.result);
-        } else if (Tensor t(s.tensor.lock()); t.defined()) {
-          // No gradient here, but the other ranks' reduced one: keep the
-          // replicas identical.
-          Tensor reduced = empty(s.shape, s.dtype, s.device);
-          unpack(s, reduced);
-          const Tensor have = t.grad();
-          t.set_grad(have.defined() ? have + reduced : reduced);
-        }
-      }
+      if (!scatter) hand_over();
       reset();
     } catch (...) {
       broken = true;
       if (poller) poller->set_active(false);
       throw;
+    }
+  }
+
+  // The reduced gradients into the slots' results, or, for a tensor without
+  // a gradient here, into its .grad().
+  void hand_over() {
+    autodiff::no_grad guard;
+    for (Slot& s : slots) {
+      if (s.arrived) {
+        unpack(s, s.result);
+      } else if (Tensor t(s.tensor.lock()); t.defined()) {
+        // No gradient here, but the other ranks' reduced one: keep the
+        // replicas identical.
+        Tensor reduced = empty(s.shape, s.dtype, s.device);
+        unpack(s, reduced);
+        const Tensor have = t.grad();
+        t.set_grad(have.defined() ? have + reduced : reduced);
+      }
     }
   }
 
@@ -332,7 +435,7 @@ struct GradReducer::Impl {
       b.work = Work();
       b.event = BucketEvent{b.event.bucket, b.event.bytes, 0.0, 0.0, 0.0};
     }
-    next = seen = 0;
+    next = seen = arrivals = 0;
   }
 };
 
@@ -348,15 +451,26 @@ GradReducer::GradReducer(ProcessGroup group, const std::string& op, const Reduce
   impl_ = std::make_unique<Impl>(std::move(group), o, options);
 }
 
+GradReducer::GradReducer(ProcessGroup group, const std::string& op, const ReducerOptions& options,
+                         std::shared_ptr<detail::ShardScatter> scatter)
+    : GradReducer(std::move(group), op, options) {
+  impl_->scatter = std::move(scatter);
+  impl_->lay_out_shards();
+}
+
 GradReducer::~GradReducer() = default;
 
 Tensor GradReducer::on_grad_ready(const Tensor& tensor, const Tensor& grad) { return impl_->on_grad_ready(tensor, grad); }
 void GradReducer::finish() { impl_->finish(); }
 void GradReducer::progress() {
-  if (!impl_->broken) impl_->poll();
+  if (impl_->broken) return;
+  impl_->check_fresh();
+  impl_->poll();
 }
 
 void GradReducer::attach(autodiff::GradManager& gm, const std::vector<Tensor>& tensors) {
+  impl_->gm = &gm;
+  impl_->serial = gm.backward_count();
   gm.attach(tensors, {[this](const Tensor& t, const Tensor& g) { return impl_->on_grad_ready(t, g); }});
   gm.register_backward_progress_callback([this] { progress(); });
   gm.register_after_backward_callback([this] { impl_->finish(); });
@@ -368,11 +482,16 @@ void GradReducer::record_timeline(bool on) {
   if (!on) impl_->timeline.clear();
 }
 double GradReducer::now() const { return impl_->now(); }
+void GradReducer::follow(const autodiff::GradManager& gm) {
+  impl_->gm = &gm;
+  impl_->serial = gm.backward_count();
+}
 int GradReducer::num_buckets() const { return static_cast<int>(impl_->buckets.size()); }
 
 autodiff::GradCallback make_allreduce_callback(autodiff::GradManager& gm, const ProcessGroup& group,
                                                const std::string& op, const ReducerOptions& options) {
   auto reducer = std::make_shared<GradReducer>(group, op, options);
+  reducer->follow(gm);
   gm.register_backward_progress_callback([reducer] { reducer->progress(); });
   gm.register_after_backward_callback([reducer] { reducer->finish(); });
   return [reducer](const Tensor& t, const Tensor& g) { return reducer->on_grad_ready(t, g); };

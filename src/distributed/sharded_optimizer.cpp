@@ -179,27 +179,37 @@ Tensor ShardedOptimizer::Impl::reduce_range() const {
   return mine;
 }
 
+// With attach, backward has reduced the gradients into the shard already:
+// only which parameters have one, and the flag, are agreed here.
 void ShardedOptimizer::Impl::reduce(const Tensor& extra_flag) {
   autodiff::no_grad guard;
+  const bool during = reducer != nullptr;
   const size_t n = params.size();
   // Which parameters have a gradient on some rank; whether some rank has a found-inf flag.
   std::vector<int32_t> mask(n + 1, 0);
   std::vector<Tensor> flags;
   if (extra_flag.defined()) flags.push_back(extra_flag);
-  for (size_t i = 0; i < n; ++i) {
-    const Tensor g = params[i].grad();
-    mask[i] = g.defined();
+  const auto add_flag = [&flags](const Tensor& g) {
     const GradScaling s = grad_scaling(g);
     if (s.state == ScaleState::unscaled && s.found_inf.defined()) flags.push_back(s.found_inf);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    mask[i] = during ? had_grad[i] : params[i].grad().defined();
+    if (!during) add_flag(params[i].grad());
   }
+  if (during)
+    for (const Tensor& s : shard) add_flag(s.grad());
   mask[n] = !flags.empty();
   const Tensor agreed_mask = tensor<int32_t>(mask, Shape{static_cast<int64_t>(n + 1)});
   all_reduce(group, agreed_mask, ReduceOp::max);
   mask = agreed_mask.to_vector<int32_t>();
-  Tensor mine = reduce_range();
-  if (options.stage == 2)
-    for (const Tensor& p : params) p.set_grad(Tensor());  // stage 2 keeps only the shard's gradient
-  if (options.op == "mean") mine = F::div(mine, static_cast<double>(group.world_size()));
+  Tensor mine;
+  if (!during) {
+    mine = reduce_range();
+    if (options.stage == 2)
+      for (const Tensor& p : params) p.set_grad(Tensor());  // stage 2 keeps only the shard's gradient
+    if (options.op == "mean") mine = F::div(mine, static_cast<double>(group.world_size()));
+  }
   Tensor agreed;
   if (mask[n]) {
     agreed = zeros({1}, DType::float32, device);
@@ -214,7 +224,7 @@ void ShardedOptimizer::Impl::reduce(const Tensor& extra_flag) {
       continue;
     }
     // A view of `mine`, which nothing else holds, unless the shard is in another dtype.
-    const Tensor g = mine.narrow(0, p.shard_offset, p.length).to(shard_dtype);
+    const Tensor g = during ? shard[j].grad() : mine.narrow(0, p.shard_offset, p.length).to(shard_dtype);
     if (agreed.defined()) set_grad_scaling(g, {.found_inf = agreed, .state = ScaleState::unscaled});
     shard[j].set_grad(g);
   }
@@ -250,11 +260,20 @@ ShardedOptimizer& ShardedOptimizer::reduce_gradients() {
 }
 
 void ShardedOptimizer::check_step(const AmpStep&) const {
-  for (size_t i = 0; i < impl_->params.size(); ++i) {
-    const GradScaling s = grad_scaling(impl_->params[i].grad());
+  const Impl& m = *impl_;
+  const std::string rank = std::string("rank ").append(std::to_string(m.group.rank())).append(": ");
+  if (m.unsynced)
+    throw StateError(std::string(kWhere) + "step: " + rank +
+                     "the last backward ran under no_sync(), so its gradients were never reduced; run the last "
+                     "micro-batch's backward outside no_sync()");
+  const bool during = m.reducer != nullptr;
+  const std::vector<Tensor>& ts = during ? m.shard : m.params;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const GradScaling s = grad_scaling(ts[i].grad());
     if (s.state == ScaleState::scaled || s.state == ScaleState::mixed)
-      throw StateError(std::string(kWhere) + "the gradient of parameter " + std::to_string(i) + " is " +
-                       to_string(s.state) + ": unscale it first (scaler.unscale, or scaler.backward's default)");
+      throw StateError(std::string(kWhere) + "step: " + rank + "the gradient of " +
+                       (during ? "shard piece " : "parameter ") + std::to_string(i) + " is " + to_string(s.state) +
+                       ": unscale it first (scaler.unscale, or scaler.backward's default)");
   }
 }
 
@@ -267,6 +286,7 @@ ShardedOptimizer& ShardedOptimizer::step(const AmpStep& amp) {
   if (m.opt) m.opt->step();
   m.gather();
   for (const Tensor& s : m.shard) s.set_grad(Tensor());
+  std::fill(m.had_grad.begin(), m.had_grad.end(), 0);
   m.reduced = false;
   return *this;
 }
@@ -296,10 +316,16 @@ ShardedOptimizer& ShardedOptimizer::clear_grad() {
   for (const Tensor& p : impl_->params) p.set_grad(Tensor());
   for (const Tensor& s : impl_->shard) s.set_grad(Tensor());
   impl_->reduced = false;
+  impl_->unsynced = false;
+  impl_->acc = Tensor();
+  std::fill(impl_->had_grad.begin(), impl_->had_grad.end(), 0);
+  std::fill(impl_->pending.begin(), impl_->pending.end(), Tensor());
   return *this;
 }
 
-const std::vector<Tensor>& ShardedOptimizer::parameters() const { return impl_->params; }
+const std::vector<Tensor>& ShardedOptimizer::parameters() const {
+  return impl_->reducer ? impl_->amp_params : impl_->params;
+}
 
 optim::Optimizer& ShardedOptimizer::shard_optimizer() {
   if (!impl_->opt) throw StateError(std::string(kWhere) + "this rank's range is empty: it holds no optimizer");

@@ -3,8 +3,11 @@
 #pragma once
 
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
+#include "distributed/shard_scatter.hpp"
+#include "mixgrad/distributed/grad_reducer.hpp"
 #include "mixgrad/distributed/sharded_optimizer.hpp"
 
 namespace mixgrad::distributed {
@@ -39,6 +42,26 @@ struct ShardedOptimizer::Impl {
   DType dtype = DType::float32, shard_dtype = DType::float32;
   Device device = Device::cpu();
   bool reduced = false;  // the shard holds this step's reduced gradients
+
+  // attach(gm): the gradients are reduced during backward (sharded_backward.cpp).
+  std::shared_ptr<GradReducer> reducer;  // null until attach
+  std::unordered_map<uint64_t, size_t> param_index;
+  std::vector<char> had_grad;  // a gradient on this rank since the last step, per parameter
+  std::vector<Tensor> pending;  // per parameter: the sum of the micro-steps under no_sync()
+  std::vector<Tensor> amp_params;  // parameters() after attach: the parameters, then the shard
+  Tensor acc;  // this backward's reduced range, [per_rank], filled bucket by bucket
+  bool sync = true;       // false under no_sync()
+  bool unsynced = false;  // a backward under no_sync() since the last reducing one
+
+  /// The gradient callback of attach.
+  Tensor on_grad(const Tensor& t, const Tensor& g);
+  /// The after-backward hook of attach.
+  void finish_backward(const GradScaling& mark);
+  /// The reducer's delivery: this rank's runs of one bucket into acc.
+  void deliver(const std::vector<detail::FlatRun>& runs, const Tensor& values);
+  /// After a reducing backward: acc added to the shard's gradients, which
+  /// get the backward's loss-scale mark.
+  void take_shard_grads(const GradScaling& mark);
 
   /// Reduces the parameters' gradients into the shard's, with `extra_flag`
   /// (a found-inf flag, or undefined) among the flags agreed across ranks.

@@ -1,5 +1,6 @@
 // The gradient reducer's edge cases: a tensor without a gradient on some
-// ranks, ranks whose first backward disagrees, and the GradScaler's
+// ranks, ranks whose first backward disagrees, a user's callback that
+// throws mid-backward, and the GradScaler's
 // found-inf flag agreed across ranks; its overlap: buckets start while
 // backward runs, and the bucket size changes no result.
 #include <mpi.h>
@@ -200,6 +201,34 @@ BOOST_AUTO_TEST_CASE(tensor_without_gradient_on_some_ranks) {
     a.set_grad(mg::Tensor());
     b.set_grad(mg::Tensor());
   }
+}
+
+// A user's gradient callback throws after the reducer started buckets: the
+// next backward cannot know which buckets the other ranks started, so it
+// refuses on every rank, naming the rank, instead of reducing half-stale
+// buckets (before, it handed out this rank's unreduced gradient); nothing
+// hangs, and every later backward refuses too.
+BOOST_AUTO_TEST_CASE(a_throwing_user_callback_is_refused_cleanly_by_the_next_backward) {
+  mg::Tensor a = param({0, 0, 0}), b = param({0, 0, 0});
+  mg::autodiff::GradManager gm;
+  gm.attach({a, b}, {dist::make_allreduce_callback(gm, world(), "sum", {.bucket_bytes = 8})});
+  bool fail = false;
+  gm.attach(a, {[&](const mg::Tensor&, const mg::Tensor& g) {
+              if (fail) throw mg::ValueError("the user's callback failed");
+              return g;
+            }});
+  backward(gm, a, b, true);  // lays the buckets out
+  a.set_grad(mg::Tensor());
+  b.set_grad(mg::Tensor());
+  fail = true;
+  test_util::check_error<mg::ValueError>([&] { backward(gm, a, b, true); }, {"the user's callback failed"});
+  fail = false;
+  const std::string rank = std::string("rank ").append(std::to_string(world().rank()));
+  test_util::check_error<mg::StateError>([&] { backward(gm, a, b, true); },
+                                         {rank, "the previous backward ended before the reducer's after-backward"});
+  BOOST_TEST(!a.grad().defined());
+  test_util::check_error<mg::StateError>([&] { backward(gm, a, b, true); }, {rank, "an earlier backward failed"});
+  world().barrier();  // every rank got here: nothing waits for a bucket
 }
 
 BOOST_AUTO_TEST_CASE(first_backward_must_agree) {

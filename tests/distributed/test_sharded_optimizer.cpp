@@ -90,6 +90,15 @@ std::filesystem::path shared_dir(const char* name) {  // the same on every rank
   return std::filesystem::temp_directory_path() / ("mixgrad-zero-" + std::to_string(id.item<int64_t>()) + "-" + name);
 }
 
+// `during`: attach(gm), the gradients reduce-scattered in buckets during
+// backward; otherwise the step reduces them.
+void attach(bool during, D::ShardedOptimizer& opt, mg::autodiff::GradManager& gm, const std::vector<mg::Tensor>& ps) {
+  if (during)
+    opt.attach(gm);
+  else
+    gm.attach(ps);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(sharded_optimizer)
@@ -97,23 +106,90 @@ BOOST_AUTO_TEST_SUITE(sharded_optimizer)
 // With 8-byte buckets the reduction and the all-gather run one or two
 // elements per rank at a time: every parameter straddles chunks.
 BOOST_AUTO_TEST_CASE(parameters_after_k_steps_equal_plain_data_parallel) {
-  for (int stage : {1, 2})
-    for (int64_t bucket : {int64_t{4} << 20, int64_t{8}})
-      for (const auto& [name, make] : optimizers())
-        BOOST_TEST_CONTEXT("stage " << stage << ", bucket " << bucket << " B, " << name) {
-          std::vector<mg::Tensor> ps = make_params();
-          const mg::Tensor unused = ps[3].clone();
-          mg::autodiff::GradManager gm;
-          gm.attach(ps);
-          D::ShardedOptimizer opt(world(), ps, make, {.stage = stage, .bucket_bytes = bucket});
-          for (int s = 0; s < 4; ++s) {
-            backward(gm, ps, s);
-            opt.step().clear_grad();
+  for (bool during : {false, true})
+    for (int stage : {1, 2})
+      for (int64_t bucket : {int64_t{4} << 20, int64_t{8}})
+        for (const auto& [name, make] : optimizers())
+          BOOST_TEST_CONTEXT((during ? "during backward" : "in the step")
+                             << ", stage " << stage << ", bucket " << bucket << " B, " << name) {
+            std::vector<mg::Tensor> ps = make_params();
+            const mg::Tensor unused = ps[3].clone();
+            mg::autodiff::GradManager gm;
+            D::ShardedOptimizer opt(world(), ps, make, {.stage = stage, .bucket_bytes = bucket});
+            attach(during, opt, gm, ps);
+            for (int s = 0; s < 4; ++s) {
+              backward(gm, ps, s);
+              if (during) {  // stage 2 holds no full gradient after backward; stage 1 this rank's own
+                BOOST_TEST(ps[0].grad().defined() == (stage == 1));
+                for (const mg::Tensor& piece : opt.shard()) BOOST_TEST(piece.grad().defined());
+              }
+              opt.step().clear_grad();
+            }
+            check_all_close(ps, plain(make, 4), 1e-6);
+            test_util::check_close(ps[3], unused, 0.0);  // no gradient anywhere: skipped
+            if (stage == 2) BOOST_TEST(!ps[0].grad().defined());
           }
-          check_all_close(ps, plain(make, 4), 1e-6);
-          test_util::check_close(ps[3], unused, 0.0);  // no gradient anywhere: skipped
-          if (stage == 2) BOOST_TEST(!ps[0].grad().defined());
+}
+
+// Two micro-batches per step against plain data parallel's accumulation:
+// reduced at every backward, or only at the last (the first under no_sync);
+// a parameter that only the no_sync micro-batch reaches still gets its sum.
+// SGD with momentum: Adam would turn the summation order's rounding in a
+// near-zero gradient into a whole step of lr on 3 ranks.
+BOOST_AUTO_TEST_CASE(gradient_accumulation_during_backward_equals_plain_data_parallel) {
+  const Make make = optimizers()[2].second;
+  const auto partial = [](mg::autodiff::GradManager& gm, const std::vector<mg::Tensor>& ps, int step) {
+    auto recording = gm.record();  // parameter 0 only
+    gm.backward(F::sum(F::mul(F::tanh(ps[0]), data(70 + step + R(), ps[0].shape()))));
+  };
+  std::vector<mg::Tensor> ref = make_params();
+  mg::autodiff::GradManager ref_gm;
+  ref_gm.attach(ref, {D::make_allreduce_callback(ref_gm, world(), "mean")});
+  auto ref_opt = make(ref);
+  for (int s = 0; s < 3; ++s) {
+    backward(ref_gm, ref, s);
+    partial(ref_gm, ref, s);
+    ref_opt->step().clear_grad();
+  }
+  for (bool no_sync : {false, true})
+    for (int stage : {1, 2}) BOOST_TEST_CONTEXT((no_sync ? "no_sync" : "every backward") << ", stage " << stage) {
+        std::vector<mg::Tensor> ps = make_params();
+        mg::autodiff::GradManager gm;
+        D::ShardedOptimizer opt(world(), ps, make, {.stage = stage, .bucket_bytes = 16});
+        opt.attach(gm);
+        for (int s = 0; s < 3; ++s) {
+          if (no_sync) {
+            auto guard = opt.no_sync();
+            backward(gm, ps, s);
+          } else {
+            backward(gm, ps, s);
+          }
+          partial(gm, ps, s);
+          opt.step().clear_grad();
         }
+        check_all_close(ps, ref, 1e-6);
+      }
+}
+
+BOOST_AUTO_TEST_CASE(reducing_during_backward_refuses_misuse_and_changes_nothing) {
+  const Make make = optimizers()[0].second;
+  const std::string rank = std::string("rank ").append(std::to_string(R()));
+  std::vector<mg::Tensor> ps = make_params();
+  const mg::Tensor before = ps[0].clone();
+  mg::autodiff::GradManager gm;
+  D::ShardedOptimizer opt(world(), ps, make, {.stage = 2});
+  test_util::check_error<mg::StateError>([&] { auto guard = opt.no_sync(); }, {"no_sync", rank, "not attached"});
+  opt.attach(gm);
+  test_util::check_error<mg::StateError>([&] { opt.attach(gm); }, {"attach", rank, "already attached"});
+  {
+    auto guard = opt.no_sync();
+    backward(gm, ps, 0);
+  }
+  test_util::check_error<mg::StateError>([&] { opt.step(); }, {"step", rank, "under no_sync()"});
+  test_util::check_close(ps[0], before, 0.0);
+  backward(gm, ps, 1);  // the last micro-batch outside no_sync: both are reduced
+  opt.step().clear_grad();
+  BOOST_TEST(test_util::values(ps[0]) != test_util::values(before));
 }
 
 BOOST_AUTO_TEST_CASE(state_bytes_per_rank_are_one_nth) {
@@ -142,91 +218,100 @@ BOOST_AUTO_TEST_CASE(state_bytes_per_rank_are_one_nth) {
 }
 
 BOOST_AUTO_TEST_CASE(overflow_on_one_rank_skips_the_step_on_every_rank) {
-  std::vector<mg::Tensor> ps = make_params();
-  const std::vector<mg::Tensor> before{ps[0].clone(), ps[1].clone()};
-  mg::autodiff::GradManager gm;
-  gm.attach(ps);
-  D::ShardedOptimizer opt(world(), ps, optimizers()[0].second, {.stage = 2});
-  mg::amp::GradScaler scaler;  // not synchronised: the sharded step agrees the flag itself
-  {
-    auto recording = gm.record();
-    mg::Tensor loss = F::sum(F::mul(F::tanh(ps[0]), data(40 + R(), ps[0].shape())));
-    if (R() == W() - 1)
-      loss = F::add(loss, F::sum(F::mul(ps[1], INFINITY)));
-    else
-      loss = F::add(loss, F::sum(ps[1]));
-    scaler.backward(gm, loss);
+  for (bool during : {false, true}) BOOST_TEST_CONTEXT((during ? "during backward" : "in the step")) {
+    std::vector<mg::Tensor> ps = make_params();
+    const std::vector<mg::Tensor> before{ps[0].clone(), ps[1].clone()};
+    mg::autodiff::GradManager gm;
+    D::ShardedOptimizer opt(world(), ps, optimizers()[0].second, {.stage = 2});
+    attach(during, opt, gm, ps);
+    mg::amp::GradScaler scaler;  // in the step, not synchronised: the sharded step agrees the flag itself
+    // During backward the ranks' scaled gradients are summed: their scales must agree.
+    if (during) D::sync_grad_scaler(world(), scaler);
+    {
+      auto recording = gm.record();
+      mg::Tensor loss = F::sum(F::mul(F::tanh(ps[0]), data(40 + R(), ps[0].shape())));
+      if (R() == W() - 1)
+        loss = F::add(loss, F::sum(F::mul(ps[1], INFINITY)));
+      else
+        loss = F::add(loss, F::sum(ps[1]));
+      scaler.backward(gm, loss);
+    }
+    opt.step().clear_grad();
+    test_util::check_close(ps[0], before[0], 0.0);
+    test_util::check_close(ps[1], before[1], 0.0);
+    for (size_t j = 0; j < opt.shard().size(); ++j) BOOST_TEST(opt.shard_optimizer().step_count(j) == 0);
+    backward(gm, ps, 0);  // the next step goes through
+    opt.step().clear_grad();
+    BOOST_TEST(test_util::values(ps[0]) != test_util::values(before[0]));
   }
-  opt.step().clear_grad();
-  test_util::check_close(ps[0], before[0], 0.0);
-  test_util::check_close(ps[1], before[1], 0.0);
-  for (size_t j = 0; j < opt.shard().size(); ++j) BOOST_TEST(opt.shard_optimizer().step_count(j) == 0);
-  backward(gm, ps, 0);  // the next step goes through
-  opt.step().clear_grad();
-  BOOST_TEST(test_util::values(ps[0]) != test_util::values(before[0]));
 }
 
 // PyTorch's gear: scaler.step(opt) unscales in place, then steps the
 // sharded optimizer with the step's flag; an overflow on the last rank
 // skips every rank's step, and a finite step equals the unscaled one.
 BOOST_AUTO_TEST_CASE(scaler_step_skips_on_every_rank_and_unscales) {
-  std::vector<mg::Tensor> ps = make_params();
-  const mg::Tensor before = ps[0].clone();
-  mg::autodiff::GradManager gm;
-  gm.attach(ps);
-  D::ShardedOptimizer opt(world(), ps, optimizers()[2].second, {.stage = 1});
-  mg::amp::GradScaler scaler({.init_scale = 1024.0});
-  {
-    auto recording = gm.record();
-    mg::Tensor loss = F::sum(F::mul(F::tanh(ps[0]), data(40 + R(), ps[0].shape())));
-    if (R() == W() - 1) loss = F::add(loss, F::sum(F::mul(ps[1], INFINITY)));
-    gm.backward(scaler.scale(loss));
-  }
-  scaler.step(opt);
-  scaler.update();
-  opt.clear_grad();
-  test_util::check_close(ps[0], before, 0.0);
-  for (int s = 0; s < 2; ++s) {
+  for (bool during : {false, true}) BOOST_TEST_CONTEXT((during ? "during backward" : "in the step")) {
+    std::vector<mg::Tensor> ps = make_params();
+    const mg::Tensor before = ps[0].clone();
+    mg::autodiff::GradManager gm;
+    D::ShardedOptimizer opt(world(), ps, optimizers()[2].second, {.stage = during ? 2 : 1});
+    attach(during, opt, gm, ps);
+    mg::amp::GradScaler scaler({.init_scale = 1024.0});
+    if (during) D::sync_grad_scaler(world(), scaler);  // the ranks' scaled gradients are summed
     {
       auto recording = gm.record();
-      mg::Tensor loss;
-      for (size_t i = 0; i < ps.size(); ++i) {
-        if (i == 3) continue;
-        const mg::Tensor term = F::sum(F::mul(F::tanh(ps[i]), data(40 + 3 * s + R() + int(i), ps[i].shape())));
-        loss = loss.defined() ? F::add(loss, term) : term;
-      }
+      mg::Tensor loss = F::sum(F::mul(F::tanh(ps[0]), data(40 + R(), ps[0].shape())));
+      if (R() == W() - 1) loss = F::add(loss, F::sum(F::mul(ps[1], INFINITY)));
       gm.backward(scaler.scale(loss));
     }
     scaler.step(opt);
     scaler.update();
     opt.clear_grad();
+    test_util::check_close(ps[0], before, 0.0);
+    for (int s = 0; s < 2; ++s) {
+      {
+        auto recording = gm.record();
+        mg::Tensor loss;
+        for (size_t i = 0; i < ps.size(); ++i) {
+          if (i == 3) continue;
+          const mg::Tensor term = F::sum(F::mul(F::tanh(ps[i]), data(40 + 3 * s + R() + int(i), ps[i].shape())));
+          loss = loss.defined() ? F::add(loss, term) : term;
+        }
+        gm.backward(scaler.scale(loss));
+      }
+      scaler.step(opt);
+      scaler.update();
+      opt.clear_grad();
+    }
+    // plain data parallel from the same start, without the scaler, after the skipped step
+    check_all_close(ps, plain(optimizers()[2].second, 2), 1e-6);
   }
-  // plain data parallel from the same start, without the scaler, after the skipped step
-  check_all_close(ps, plain(optimizers()[2].second, 2), 1e-6);
 }
 
 BOOST_AUTO_TEST_CASE(clipping_by_the_global_norm_matches_plain_data_parallel) {
-  for (double norm_type : {2.0, double(INFINITY)})
-    for (int stage : {1, 2}) BOOST_TEST_CONTEXT("norm " << norm_type << ", stage " << stage) {
-        const Make make = optimizers()[2].second;
-        std::vector<mg::Tensor> ref = make_params();
-        mg::autodiff::GradManager ref_gm;
-        ref_gm.attach(ref, {D::make_allreduce_callback(ref_gm, world(), "mean")});
-        backward(ref_gm, ref, 0);
-        const mg::Tensor want = mg::optim::clip_grad_norm(ref, 0.5, norm_type);
-        make(ref)->step();
+  for (bool during : {false, true})
+    for (double norm_type : {2.0, double(INFINITY)})
+      for (int stage : {1, 2})
+        BOOST_TEST_CONTEXT("norm " << norm_type << ", stage " << stage << (during ? ", during backward" : "")) {
+          const Make make = optimizers()[2].second;
+          std::vector<mg::Tensor> ref = make_params();
+          mg::autodiff::GradManager ref_gm;
+          ref_gm.attach(ref, {D::make_allreduce_callback(ref_gm, world(), "mean")});
+          backward(ref_gm, ref, 0);
+          const mg::Tensor want = mg::optim::clip_grad_norm(ref, 0.5, norm_type);
+          make(ref)->step();
 
-        std::vector<mg::Tensor> ps = make_params();
-        mg::autodiff::GradManager gm;
-        gm.attach(ps);
-        D::ShardedOptimizer opt(world(), ps, make, {.stage = stage});
-        backward(gm, ps, 0);
-        const mg::Tensor norm = opt.reduce_gradients().clip_grad_norm(0.5, norm_type);
-        opt.step();
-        BOOST_TEST(want.item<double>() > 0.5);  // the clip acts
-        test_util::check_close(norm, want, 1e-6);
-        check_all_close(ps, ref, 1e-6);
-      }
+          std::vector<mg::Tensor> ps = make_params();
+          mg::autodiff::GradManager gm;
+          D::ShardedOptimizer opt(world(), ps, make, {.stage = stage});
+          attach(during, opt, gm, ps);
+          backward(gm, ps, 0);
+          const mg::Tensor norm = opt.reduce_gradients().clip_grad_norm(0.5, norm_type);
+          opt.step();
+          BOOST_TEST(want.item<double>() > 0.5);  // the clip acts
+          test_util::check_close(norm, want, 1e-6);
+          check_all_close(ps, ref, 1e-6);
+        }
 }
 
 BOOST_AUTO_TEST_CASE(checkpoint_resumes_bit_exact_at_the_same_world_size) {

@@ -10,6 +10,10 @@
 //   OMP_NUM_THREADS=1 mpirun -np 2 build/tests/perf/bench_zero --mode zero1 --steps 500 --losses zero1.txt
 //   OMP_NUM_THREADS=1 mpirun -np 2 build/tests/perf/bench_zero --mode zero2 --steps 500 --losses zero2.txt
 //
+// zero1 and zero2 reduce-scatter the gradients during backward
+// (ShardedOptimizer::attach); zero1-step and zero2-step in the step, as
+// before attach existed.
+//
 // Per rank it prints the optimizer state bytes (Adam's two moments, of the
 // whole model or of the rank's shard), the peak resident memory (VmHWM) and
 // its growth over the process's resident memory before the model existed,
@@ -39,7 +43,7 @@ namespace D = mixgrad::distributed;
 namespace {
 
 struct Args {
-  std::string mode = "plain";  // plain, zero1, zero2
+  std::string mode = "plain";  // plain, zero1, zero2, zero1-step, zero2-step
   std::string model = "mlp";   // mlp, resnet18
   int steps = 100;
   int64_t width = 1024, layers = 8, batch = 64;
@@ -48,7 +52,7 @@ struct Args {
 
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [--mode plain|zero1|zero2] [--model mlp|resnet18] [--steps N] [--width W] [--layers L] "
+               "usage: %s [--mode plain|zero1|zero2|zero1-step|zero2-step] [--model mlp|resnet18] [--steps N] [--width W] [--layers L] "
                "[--batch B] "
                "[--losses FILE]\n",
                argv0);
@@ -70,7 +74,9 @@ Args parse(int argc, char** argv) {
     else if (k == "--losses") a.losses = v;
     else usage(argv[0]);
   }
-  if (a.mode != "plain" && a.mode != "zero1" && a.mode != "zero2") usage(argv[0]);
+  if (a.mode != "plain" && a.mode != "zero1" && a.mode != "zero2" && a.mode != "zero1-step" &&
+      a.mode != "zero2-step")
+    usage(argv[0]);
   if (a.model != "mlp" && a.model != "resnet18") usage(argv[0]);
   return a;
 }
@@ -106,13 +112,15 @@ struct Training {
       gm.attach(params, {D::make_allreduce_callback(gm, g, "mean")});
       plain = std::make_unique<mg::optim::Adam>(params, mg::optim::AdamOptions{.lr = 1e-3});
     } else {
-      gm.attach(params);
+      const bool in_step = a.mode.ends_with("-step");
+      if (in_step) gm.attach(params);
       sharded = std::make_unique<D::ShardedOptimizer>(
           g, params,
           [](std::vector<mg::Tensor> s) {
             return std::make_unique<mg::optim::Adam>(std::move(s), mg::optim::AdamOptions{.lr = 1e-3});
           },
-          D::ShardingOptions{.stage = a.mode == "zero1" ? 1 : 2});
+          D::ShardingOptions{.stage = a.mode.starts_with("zero1") ? 1 : 2});
+      if (!in_step) sharded->attach(gm);
     }
   }
 

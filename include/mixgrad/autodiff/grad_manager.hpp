@@ -133,6 +133,16 @@ class GradManager {
   /// The live attached tensors in first-attach order.
   std::vector<Tensor> attached_tensors() const;
 
+  /// How many backward calls this manager has begun (this one included).
+  /// A callback that keeps state between its calls reads it to tell a new
+  /// backward from one that ended by a throw before its hook ran.
+  uint64_t backward_count() const;
+  /// Inside a backward (its callbacks and hooks): the loss-scale mark the
+  /// gradients it adds to `.grad()` get; outside one, an empty mark. For a
+  /// hook that gives other tensors their gradients itself (the sharded
+  /// optimizer's reduce-during-backward).
+  GradScaling backward_scaling() const;
+
   /// Starts recording on this thread; throws StateError if already recording.
   /// Keep the returned scope alive for the duration (`with gm:`).
   RecordingScope record();

@@ -61,6 +61,10 @@ class GradScaler;
 
 namespace mixgrad::distributed {
 
+namespace detail {
+struct ShardScatter;
+}
+
 /// 256 KiB: small enough that a model of a few MiB of gradients forms
 /// several buckets, the first started early in backward (PyTorch's DDP
 /// uses 25 MiB after a 1 MiB first bucket; docs/distributed.md,
@@ -94,6 +98,10 @@ class GradReducer {
   /// `op` is "mean" or "sum" (ValueError otherwise).
   GradReducer(ProcessGroup group, const std::string& op, const ReducerOptions& options = {});
   ~GradReducer();
+  /// The sharded optimizer's reducer (ShardedOptimizer::attach): the
+  /// layout is fixed here and each bucket is reduce-scattered by owner.
+  GradReducer(ProcessGroup group, const std::string& op, const ReducerOptions& options,
+              std::shared_ptr<detail::ShardScatter> scatter);
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;
 
@@ -110,6 +118,12 @@ class GradReducer {
   /// notes those finished (one MPI_Test; a compare when none is running).
   void progress();
 
+  /// Ties the reducer to the manager whose backwards feed it (attach and
+  /// make_allreduce_callback do it): a backward that finds the previous one
+  /// unfinished, because a callback or hook threw before the after-backward
+  /// hook ran, throws StateError naming the rank, and so does every later
+  /// call, as the ranks' buckets may be out of step.
+  void follow(const autodiff::GradManager& gm);
   /// Adds the callback and the two hooks to `gm` for `tensors`.
   void attach(autodiff::GradManager& gm, const std::vector<Tensor>& tensors);
 

@@ -7,7 +7,7 @@
 //     return std::make_unique<mg::optim::AdamW>(std::move(shard), mg::optim::AdamWOptions{.lr = 1e-3});
 //   }, {.stage = 2});
 //   mg::autodiff::GradManager gm;
-//   gm.attach(net.parameters());                                 // no all-reduce callback: the step reduces
+//   opt.attach(gm);                                              // reduce-scatter during backward
 //   { auto rec = gm.record(); gm.backward(loss(net(x_rank), y_rank)); }
 //   opt.step().clear_grad();                                     // the same parameters on every rank
 //
@@ -26,6 +26,23 @@
 //      flag: no host read);
 //   3. steps the wrapped optimizer on the shard;
 //   4. all-gathers the shards into the parameters.
+// Reduced during backward. opt.attach(gm) (instead of gm.attach(params))
+// moves step 1 into backward, through GradReducer's buckets and progress
+// thread: each gradient, as soon as it is final, is packed into a bucket of
+// options.bucket_bytes (laid out in reverse parameter order, each rank's
+// part one block); a full bucket is reduce-scattered while backward goes
+// on, this rank's part added to the shard's gradient, and the bucket freed.
+// Stage 2 then never holds the full gradients (.grad() stays undefined),
+// stage 1 leaves .grad() as backward writes it (this rank's own). The shard
+// tensors are attached to gm too, with the backward's loss-scale mark, so
+// scaler.backward / scaler.unscale / scaler.step unscale the reduced
+// gradients; the ranks' scaled gradients are summed, so their scales must
+// agree: call sync_grad_scaler. Gradient accumulation: every backward
+// reduces and the shard's gradient sums them (as plain data parallel), or
+// the micro-batches but the last run under `auto guard = opt.no_sync();`,
+// keep their sum on this rank (1x the gradients) and the last backward
+// reduces it once; a step after a no_sync backward is a StateError.
+//
 // The gradients are reduced with "mean" (plain data parallel's default) or
 // "sum". A parameter without a gradient on every rank is skipped, as by a
 // plain optimizer; one with a gradient on some ranks only gets zeros from
@@ -58,9 +75,9 @@
 // all-gathers and throws on every rank, naming the parameter and the ranks'
 // shapes (ValueError for the count, ShapeError, DTypeError, DeviceError).
 // The parameters must share one dtype and one device (ValueError).
-// Limits: one parameter group (the factory gets one list); the gradients are
-// reduced in step(), not during backward, so stage 2 frees the full
-// gradients at the step rather than never holding them.
+// Limits: one parameter group (the factory gets one list). Without attach
+// the gradients are reduced in step(), so stage 2 holds the full gradients
+// until the step.
 #pragma once
 
 #include <cstdint>
@@ -71,6 +88,7 @@
 #include <vector>
 
 #include "mixgrad/amp_step.hpp"
+#include "mixgrad/autodiff/grad_manager.hpp"
 #include "mixgrad/distributed/process_group.hpp"
 #include "mixgrad/optim/optimizer.hpp"
 #include "mixgrad/tensor.hpp"
@@ -79,13 +97,15 @@ namespace mixgrad::distributed {
 
 struct ShardingOptions {
   /// Both reduce-scatter the gradients into the shard; 2 also frees the
-  /// parameters' full gradients at the step.
+  /// parameters' full gradients (at the step, or under attach as soon as
+  /// each is packed into its bucket).
   int stage = 1;
   /// "mean" or "sum" over the ranks.
   std::string op = "mean";
   /// Keep the shard of float16 / bfloat16 parameters in float32 (apex's O2).
   bool master_weights = false;
-  /// The largest temporary buffer of the step's reduction and all-gather:
+  /// The bucket size of the reduction during backward (attach), and the
+  /// largest temporary buffer of the step's reduction and all-gather:
   /// they run in chunks of about this many bytes, so a step holds the
   /// gradients, the shard and the state, never another copy of the whole
   /// flat gradient or parameter vector. Must be > 0 (ValueError).
@@ -106,6 +126,28 @@ class ShardedOptimizer final : public AmpStepTarget {
   ShardedOptimizer(const ShardedOptimizer&) = delete;
   ShardedOptimizer& operator=(const ShardedOptimizer&) = delete;
 
+  /// From now on the gradients are reduced during backward (see "Reduced
+  /// during backward" above): attaches the parameters to `gm` with the
+  /// bucketing callback, the shard tensors too (the GradScaler unscales
+  /// their gradients), and the two hooks. Call it once (StateError after),
+  /// before the first backward; the optimizer must outlive gm's backwards.
+  ShardedOptimizer& attach(autodiff::GradManager& gm);
+
+  /// While it lives, backward reduces nothing: the gradients accumulate in
+  /// .grad() on this rank, and the next backward outside it reduces them
+  /// with its own (PyTorch's no_sync). Needs attach (StateError).
+  class [[nodiscard]] NoSync {
+   public:
+    explicit NoSync(ShardedOptimizer& opt);
+    ~NoSync();
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    ShardedOptimizer* opt_;
+  };
+  NoSync no_sync() { return NoSync(*this); }
+
   /// Reduces the gradients into the shard (step 1 and 2 of the overview);
   /// step() does it unless called since the last step. Returns *this.
   ShardedOptimizer& reduce_gradients();
@@ -125,6 +167,8 @@ class ShardedOptimizer final : public AmpStepTarget {
   ShardedOptimizer& clear_grad();
   ShardedOptimizer& zero_grad() { return clear_grad(); }
 
+  /// The parameters; after attach, the shard tensors follow them (they hold
+  /// the reduced gradients that GradScaler::step must unscale).
   const std::vector<Tensor>& parameters() const override;
   bool step_supports_amp_scaling() const override { return false; }
   /// The wrapped optimizer (its lr, hyper-parameters, state).
