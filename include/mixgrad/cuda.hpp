@@ -55,6 +55,12 @@ bool fused_attention_available(int device);
 /// in this process, on every device: a way to see that a model takes it.
 int64_t fused_attention_calls();
 
+/// Whether `device` runs FP8 GEMMs (compute capability 8.9 or later: Ada,
+/// Hopper): there, amp::fp8_autocast's linear products whose extents are
+/// multiples of 16 run cuBLASLt's FP8 GEMMs; elsewhere FP8 is emulated in
+/// float32 (docs/fp8.md). False without such a device.
+bool fp8_gemm_available(int device);
+
 /// Memory of `device` as the caching allocator counts it (bytes).
 struct MemoryStats {
   int64_t allocated = 0;       // in blocks held by tensors

@@ -8,13 +8,22 @@
 // gradient's amax and rounds the gradient to E5M2 (HYBRID) with its scale.
 // The bias is added after GradCast, so its gradient is the unrounded one (as
 // Transformer Engine's fused bias gradient).
+//
+// Where FP8 GEMMs run (amp/fp8_gemm.hpp), a linear site is instead one node,
+// Fp8GemmLinear, whose forward and both gradient products are FP8 GEMMs on
+// the codes with the inverse scales; the same arithmetic in exact terms, and
+// it keeps the operands as bytes for the backward.
 #include "mixgrad/amp/fp8.hpp"
 
+#include <atomic>
 #include <cfloat>
 #include <cmath>
 #include <string>
 
+#include "amp/fp8_gemm.hpp"
 #include "backend/copy.hpp"
+#include "backend/fp8.hpp"
+#include "core/view.hpp"
 #include "hooks/fp8_products.hpp"
 #include "hooks/op_hooks.hpp"
 #include "mixgrad/amp/autocast.hpp"
@@ -159,7 +168,102 @@ struct Fp8Access {
 
 namespace {
 
-// y = GradCast(product(q(a), q(b)) / (s_a s_b)) [+ bias], as the file comment.
+// y = GradCast(product(q(a), q(b)) / (s_a s_b)): the emulated product.
+template <class Product>
+Tensor emulated(const std::shared_ptr<Fp8Scaler::Site>& site, Fp8Format grad, const Tensor& a, const Tensor& b,
+                Product product) {
+  const Tensor sa = slot_scale(*site, 0), sb = slot_scale(*site, 1);
+  Tensor inv;
+  {
+    autodiff::NoRecordScope no_record;
+    inv = F::mul(1.0 / sa, 1.0 / sb);
+  }
+  const Tensor qa = F::fp8_quantize(a, sa, Fp8Format::e4m3), qb = F::fp8_quantize(b, sb, Fp8Format::e4m3);
+  const Tensor y = F::mul(product(qa, qb), inv);
+  return autodiff::apply(std::make_shared<GradCast>(site, grad), {y})[0];
+}
+
+std::atomic<int> gemm_use{static_cast<int>(detail::Fp8GemmUse::automatic)};
+std::atomic<int64_t> gemm_calls{0};
+
+kernels::Fp8Params params(Fp8Format f) { return f == Fp8Format::e4m3 ? kernels::kE4M3 : kernels::kE5M2; }
+
+// Whether a linear site of x [..., k] and weight [n, k] takes the FP8 GEMMs:
+// cuBLASLt's shapes (every extent of the three products a multiple of 16)
+// on a device that has them, or anywhere under Fp8GemmUse::always.
+bool takes_gemm(const Tensor& x, const Tensor& w) {
+  const auto use = static_cast<detail::Fp8GemmUse>(gemm_use.load(std::memory_order_relaxed));
+  const int64_t n = w.shape()[0], k = w.shape()[1], m = k == 0 ? 0 : x.numel() / k;
+  if (use == detail::Fp8GemmUse::never || m == 0 || n == 0 || m % 16 != 0 || n % 16 != 0 || k % 16 != 0)
+    return false;
+  return use == detail::Fp8GemmUse::always ||
+         (x.device().is_cuda() && backend::cuda::fp8_gemm_available(x.device().index()));
+}
+
+// t's FP8 codes at `scale` ([rows, cols] uint8).
+Tensor encode(const Tensor& t, const Tensor& scale, Fp8Format f) {
+  Tensor codes = empty(t.shape(), DType::uint8, t.device());
+  backend::fp8_encode(t.is_contiguous() ? t : t.contiguous(), codes, scale, params(f));
+  return codes;
+}
+
+// codes [r, c] as a contiguous [c, r]: a GEMM operand's other orientation.
+Tensor transposed(const Tensor& codes) {
+  const int64_t r = codes.shape()[0], c = codes.shape()[1];
+  Tensor out = empty(Shape{c, r}, DType::uint8, codes.device());
+  backend::copy(view::make(codes, Shape{c, r}, Shape{1, c}), out);
+  return out;
+}
+
+// a [m, k] . b [n, k]^T * a_inv * b_inv, in float32.
+Tensor gemm(const Tensor& a, const Tensor& a_inv, Fp8Format af, const Tensor& b, const Tensor& b_inv, Fp8Format bf) {
+  Tensor out = empty(Shape{a.shape()[0], b.shape()[0]}, DType::float32, a.device());
+  backend::fp8_gemm({a, a_inv, params(af)}, {b, b_inv, params(bf)}, out);
+  gemm_calls.fetch_add(1, std::memory_order_relaxed);
+  return out;
+}
+
+// x [m, k] . w [n, k]^T as three FP8 GEMMs (Transformer Engine's fprop,
+// dgrad and wgrad): E4M3 operands, the gradient in the recipe's format with
+// its amax recorded and its scale (slot 2) read at the backward, as GradCast.
+struct Fp8GemmLinear : autodiff::Function {
+  std::shared_ptr<Fp8Scaler::Site> site;
+  Fp8Format grad;
+  Tensor x_codes, w_codes, x_inv, w_inv;
+  Fp8GemmLinear(std::shared_ptr<Fp8Scaler::Site> s, Fp8Format g) : site(std::move(s)), grad(g) {
+    once_differentiable = true;
+  }
+  std::string name() const override { return "fp8 linear (FP8 GEMMs)"; }
+  std::vector<Tensor> forward(const std::vector<Tensor>& in) override {
+    const Tensor sx = slot_scale(*site, 0), sw = slot_scale(*site, 1);
+    x_inv = 1.0 / sx;
+    w_inv = 1.0 / sw;
+    x_codes = encode(in[0], sx, Fp8Format::e4m3);
+    w_codes = encode(in[1], sw, Fp8Format::e4m3);
+    return {gemm(x_codes, x_inv, Fp8Format::e4m3, w_codes, w_inv, Fp8Format::e4m3)};
+  }
+  std::vector<Tensor> backward(const std::vector<Tensor>& dy) override {
+    autodiff::NoRecordScope no_record;
+    record_amax(*site, 2, dy[0]);
+    const Tensor sg = slot_scale(*site, 2);
+    const Tensor g_inv = 1.0 / sg, g_codes = encode(dy[0], sg, grad);
+    const Tensor dx = gemm(g_codes, g_inv, grad, transposed(w_codes), w_inv, Fp8Format::e4m3);
+    const Tensor dw = gemm(transposed(g_codes), g_inv, grad, transposed(x_codes), x_inv, Fp8Format::e4m3);
+    return {dx, dw};
+  }
+};
+
+// The linear site through Fp8GemmLinear, on x seen as [m, k].
+Tensor through_gemms(const std::shared_ptr<Fp8Scaler::Site>& site, Fp8Format grad, const Tensor& x,
+                     const Tensor& w) {
+  const int64_t k = w.shape()[1];
+  Shape out_shape = x.shape();
+  out_shape[out_shape.ndim() - 1] = w.shape()[0];
+  const Tensor x2 = F::reshape(x, Shape{x.numel() / k, k});
+  return F::reshape(autodiff::apply(std::make_shared<Fp8GemmLinear>(site, grad), {x2, w})[0], out_shape);
+}
+
+// A site: emulated or through the FP8 GEMMs, then the bias, as the file comment.
 template <class Product>
 Tensor fp8_product(Fp8Scaler::Site::Kind kind, const Tensor& a, const Tensor& b, const Tensor& bias,
                    Product product) {
@@ -170,15 +274,9 @@ Tensor fp8_product(Fp8Scaler::Site::Kind kind, const Tensor& a, const Tensor& b,
   detail::AutocastOff off;
   record_amax(*site, 0, a);
   record_amax(*site, 1, b);
-  const Tensor sa = slot_scale(*site, 0), sb = slot_scale(*site, 1);
-  Tensor inv;
-  {
-    autodiff::NoRecordScope no_record;
-    inv = F::mul(1.0 / sa, 1.0 / sb);
-  }
-  const Tensor qa = F::fp8_quantize(a, sa, Fp8Format::e4m3), qb = F::fp8_quantize(b, sb, Fp8Format::e4m3);
-  const Tensor y = F::mul(product(qa, qb), inv);
-  Tensor out = autodiff::apply(std::make_shared<GradCast>(site, grad_format(t.scaler->recipe())), {y})[0];
+  const Fp8Format grad = grad_format(t.scaler->recipe());
+  Tensor out = kind == Fp8Scaler::Site::Kind::linear && takes_gemm(a, b) ? through_gemms(site, grad, a, b)
+                                                                          : emulated(site, grad, a, b, product);
   if (bias.defined()) out = F::add(out, F::astype(bias, DType::float32));
   return F::astype(out, out_dtype);
 }
@@ -186,6 +284,12 @@ Tensor fp8_product(Fp8Scaler::Site::Kind kind, const Tensor& a, const Tensor& b,
 }  // namespace
 
 namespace detail {
+
+void set_fp8_gemm_use(Fp8GemmUse use) { gemm_use.store(static_cast<int>(use), std::memory_order_relaxed); }
+
+Fp8GemmUse fp8_gemm_use() { return static_cast<Fp8GemmUse>(gemm_use.load(std::memory_order_relaxed)); }
+
+int64_t fp8_gemm_calls() { return gemm_calls.load(std::memory_order_relaxed); }
 
 bool fp8_active() {
   const ThreadFp8& t = thread_fp8();

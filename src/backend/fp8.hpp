@@ -54,4 +54,11 @@ struct Fp8Operand {
 /// run on a GPU (docs/cuda.md).
 MIXGRAD_STUB(fp8_gemm, 2, void(const Fp8Operand& a, const Fp8Operand& b, const Tensor& out));  // on out's device
 
+namespace cuda {
+/// Whether CUDA device `device` runs fp8_gemm in hardware (compute
+/// capability 8.9 or newer: Ada, Hopper and later). False in builds without
+/// CUDA.
+bool fp8_gemm_available(int device);
+}  // namespace cuda
+
 }  // namespace mixgrad::backend

@@ -5,6 +5,7 @@
 
 #include "backend/attention.hpp"
 #include "backend/dispatch.hpp"
+#include "backend/fp8.hpp"
 #include "mixgrad/cuda.hpp"
 
 namespace mixgrad {
@@ -30,6 +31,7 @@ bool is_built() { return false; }
 int device_count() { return 0; }
 bool fused_attention_available(int) { return false; }
 int64_t fused_attention_calls() { return 0; }
+bool fp8_gemm_available(int) { return false; }
 void* current_stream(int) { no_device("cuda::current_stream"); }
 void synchronize() { no_device("cuda::synchronize"); }
 void synchronize(int) { no_device("cuda::synchronize"); }
@@ -49,5 +51,8 @@ std::size_t staging_pool_bytes(int) { return 0; }
 // Read by the device tests: no fused attention without CUDA.
 bool fused_attention_available(int) { return false; }
 int64_t fused_attention_runs() { return 0; }
+
+// Read by amp's FP8 sites (backend/fp8.hpp): no FP8 GEMM without CUDA.
+bool fp8_gemm_available(int) { return false; }
 
 }  // namespace mixgrad::backend::cuda

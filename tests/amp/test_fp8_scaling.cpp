@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "amp/fp8_gemm.hpp"
 #include "mixgrad/amp/fp8.hpp"
 #include "mixgrad/mixgrad.hpp"
 
@@ -54,6 +55,89 @@ std::vector<float> values(const mg::Tensor& t) { return t.contiguous().to_vector
 std::vector<double> rounded(const mg::Tensor& v, float scale, Fp8Format f) {
   return F::fp8_quantize(v, mg::scalar(scale), f).to_vector<double>();
 }
+
+// One linear site x [m, k] . w [n, k]^T + b after a step that set the
+// scales, with its forward and gradients checked against float64 references
+// on the operands rounded by the library: the site emulated or through the
+// FP8 GEMMs, the same arithmetic either way.
+void check_linear_site(int64_t m, int64_t k, int64_t n) {
+  amp::Fp8Scaler fp8({.amax_history_len = 2});
+  mg::manual_seed(3);
+  step(fp8, 3, 0.5f, 0.01f);  // scales 448/3, 448/0.5, 57344/0.01
+  const auto sc = values(fp8.scale(0));
+  mg::Tensor x = F::mul(mg::normal({m, k}), 0.8), w = F::mul(mg::normal({n, k}), 0.1), b = mg::normal({n});
+  mg::Tensor dy = F::mul(mg::normal({m, n}), 0.003);
+  mg::autodiff::GradManager gm;
+  gm.attach({x, w, b});
+  mg::Tensor y;
+  {
+    auto rec = gm.record();
+    {
+      amp::fp8_autocast region(fp8);
+      y = F::linear(x, w, b);
+    }
+    gm.backward(y, dy);
+  }
+  BOOST_TEST(y.dtype() == DType::float32);
+  const auto qx = rounded(x, sc[0], Fp8Format::e4m3), qw = rounded(w, sc[1], Fp8Format::e4m3);
+  const auto qg = rounded(dy, sc[2], Fp8Format::e5m2);
+  const auto bv = b.to_vector<double>(), dyv = dy.to_vector<double>();
+  const auto yv = y.to_vector<double>(), gx = x.grad().to_vector<double>(), gw = w.grad().to_vector<double>();
+  const auto gb = b.grad().to_vector<double>();
+  // Errors relative to the largest reference value of each result.
+  double ey = 0, egx = 0, egw = 0, egb = 0, my = 0, mgx = 0, mgw = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t o = 0; o < n; ++o) {
+      double acc = 0;
+      for (int64_t c = 0; c < k; ++c) acc += qx[i * k + c] * qw[o * k + c];
+      const double ref = acc / (double(sc[0]) * sc[1]) + bv[o];
+      ey = std::max(ey, std::abs(yv[i * n + o] - ref));
+      my = std::max(my, std::abs(ref));
+    }
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t c = 0; c < k; ++c) {
+      double acc = 0;  // dequantized gradient times dequantized weight
+      for (int64_t o = 0; o < n; ++o) acc += qg[i * n + o] / sc[2] * (qw[o * k + c] / sc[1]);
+      egx = std::max(egx, std::abs(gx[i * k + c] - acc));
+      mgx = std::max(mgx, std::abs(acc));
+    }
+  for (int64_t o = 0; o < n; ++o) {
+    double sum = 0;  // the bias gets the unrounded gradient
+    for (int64_t i = 0; i < m; ++i) sum += dyv[i * n + o];
+    egb = std::max(egb, std::abs(gb[o] - sum));
+    for (int64_t c = 0; c < k; ++c) {
+      double acc = 0;
+      for (int64_t i = 0; i < m; ++i) acc += qg[i * n + o] / sc[2] * (qx[i * k + c] / sc[0]);
+      egw = std::max(egw, std::abs(gw[o * k + c] - acc));
+      mgw = std::max(mgw, std::abs(acc));
+    }
+  }
+  ey /= my, egx /= mgx, egw /= mgw;
+  BOOST_TEST(ey < 1e-6, "forward: relative error " << ey);
+  BOOST_TEST(egx < 1e-6, "input gradient: relative error " << egx);
+  BOOST_TEST(egw < 1e-6, "weight gradient: relative error " << egw);
+  BOOST_TEST(egb < 1e-5, "bias gradient: error " << egb);
+  // The operands really were rounded: the float32 product differs.
+  BOOST_TEST(F::max(F::abs(F::sub(y, F::linear(x, w, b)))).item<double>() > 1e-4);
+  // The site recorded this step's amaxes.
+  const auto h = values(fp8.amax_history(0));
+  BOOST_TEST(h[0] == F::max(F::abs(x)).item<float>());
+  BOOST_TEST(h[2] == F::max(F::abs(dy)).item<float>());
+}
+
+// Sets how FP8 sites multiply for the scope's lifetime.
+class GemmUse {
+ public:
+  explicit GemmUse(amp::detail::Fp8GemmUse use) : saved_(amp::detail::fp8_gemm_use()) {
+    amp::detail::set_fp8_gemm_use(use);
+  }
+  ~GemmUse() { amp::detail::set_fp8_gemm_use(saved_); }
+  GemmUse(const GemmUse&) = delete;
+  GemmUse& operator=(const GemmUse&) = delete;
+
+ private:
+  amp::detail::Fp8GemmUse saved_;
+};
 
 }  // namespace
 
@@ -112,68 +196,73 @@ BOOST_AUTO_TEST_CASE(under_autocast_a_site_returns_the_low_dtype) {
 }
 
 BOOST_AUTO_TEST_CASE(linear_forward_and_gradients_match_float64_on_the_rounded_operands) {
-  amp::Fp8Scaler fp8({.amax_history_len = 2});
-  mg::manual_seed(3);
-  step(fp8, 3, 0.5f, 0.01f);  // scales 448/3, 448/0.5, 57344/0.01
-  const auto sc = values(fp8.scale(0));
-  mg::Tensor x = F::mul(mg::normal({5, 16}), 0.8), w = F::mul(mg::normal({7, 16}), 0.1), b = mg::normal({7});
-  mg::Tensor dy = F::mul(mg::normal({5, 7}), 0.003);
-  mg::autodiff::GradManager gm;
-  gm.attach({x, w, b});
-  mg::Tensor y;
-  {
-    auto rec = gm.record();
-    {
-      amp::fp8_autocast region(fp8);
-      y = F::linear(x, w, b);
+  const int64_t before = amp::detail::fp8_gemm_calls();
+  check_linear_site(5, 16, 7);  // extents not multiples of 16: emulated on every device
+  BOOST_TEST(amp::detail::fp8_gemm_calls() == before);
+}
+
+BOOST_AUTO_TEST_CASE(the_fp8_gemm_path_computes_the_same_site_with_three_gemms) {
+  // The CPU's fp8_gemm is the float32 reference on the decoded codes: the
+  // path that runs cuBLASLt's FP8 GEMMs on a GPU, checked here.
+  const GemmUse always(amp::detail::Fp8GemmUse::always);
+  const int64_t before = amp::detail::fp8_gemm_calls();
+  check_linear_site(32, 48, 16);
+  BOOST_TEST(amp::detail::fp8_gemm_calls() - before == 3);  // forward, input gradient, weight gradient
+}
+
+BOOST_AUTO_TEST_CASE(the_gemm_path_agrees_with_emulation_over_training_steps_and_in_bfloat16) {
+  // Three steps of a two-layer MLP under bf16 autocast, with update(): the
+  // parameters and scales of both paths agree to float32 rounding (the
+  // products add in another order).
+  auto train = [](amp::detail::Fp8GemmUse use, std::vector<mg::Tensor>& params, mg::Tensor& scale0) {
+    const GemmUse scope(use);
+    mg::manual_seed(11);
+    mg::nn::Sequential net(mg::nn::Linear(32, 64), mg::nn::ReLU(), mg::nn::Linear(64, 16));
+    amp::Fp8Scaler fp8({.amax_history_len = 4});
+    mg::optim::SGD opt(net.parameters(), {.lr = 0.1});
+    mg::autodiff::GradManager gm;
+    gm.attach(net.parameters());
+    for (int s = 0; s < 3; ++s) {
+      const mg::Tensor x = mg::normal({16, 32}), t = mg::normal({16, 16});
+      {
+        auto rec = gm.record();
+        mg::Tensor loss;
+        {
+          amp::autocast bf16;
+          amp::fp8_autocast region(fp8);
+          loss = F::mse_loss(F::astype(net(x), DType::float32), t);
+        }
+        gm.backward(loss);
+      }
+      opt.step().clear_grad();
+      fp8.update();
     }
-    gm.backward(y, dy);
+    params = net.parameters();
+    scale0 = fp8.scale(0);
+  };
+  std::vector<mg::Tensor> emulated, gemm;
+  mg::Tensor s_emulated, s_gemm;
+  const int64_t before = amp::detail::fp8_gemm_calls();
+  train(amp::detail::Fp8GemmUse::never, emulated, s_emulated);
+  BOOST_TEST(amp::detail::fp8_gemm_calls() == before);
+  train(amp::detail::Fp8GemmUse::always, gemm, s_gemm);
+  BOOST_TEST(amp::detail::fp8_gemm_calls() - before == 3 * 2 * 3);  // steps x sites x GEMMs
+  for (size_t i = 0; i < gemm.size(); ++i) {
+    const double diff = F::max(F::abs(F::sub(gemm[i], emulated[i]))).item<double>();
+    const double size = F::max(F::abs(emulated[i])).item<double>();
+    BOOST_TEST(diff <= 1e-5 * size, "parameter " << i << ": " << diff << " of " << size);
   }
-  BOOST_TEST(y.dtype() == DType::float32);
-  const auto qx = rounded(x, sc[0], Fp8Format::e4m3), qw = rounded(w, sc[1], Fp8Format::e4m3);
-  const auto qg = rounded(dy, sc[2], Fp8Format::e5m2);
-  const auto bv = b.to_vector<double>(), dyv = dy.to_vector<double>();
-  const auto yv = y.to_vector<double>(), gx = x.grad().to_vector<double>(), gw = w.grad().to_vector<double>();
-  const auto gb = b.grad().to_vector<double>();
-  // Errors relative to the largest reference value of each result.
-  double ey = 0, egx = 0, egw = 0, egb = 0, my = 0, mgx = 0, mgw = 0;
-  for (int i = 0; i < 5; ++i)
-    for (int o = 0; o < 7; ++o) {
-      double acc = 0;
-      for (int k = 0; k < 16; ++k) acc += qx[i * 16 + k] * qw[o * 16 + k];
-      const double ref = acc / (double(sc[0]) * sc[1]) + bv[o];
-      ey = std::max(ey, std::abs(yv[i * 7 + o] - ref));
-      my = std::max(my, std::abs(ref));
-    }
-  for (int i = 0; i < 5; ++i)
-    for (int k = 0; k < 16; ++k) {
-      double acc = 0;  // dequantized gradient times dequantized weight
-      for (int o = 0; o < 7; ++o) acc += qg[i * 7 + o] / sc[2] * (qw[o * 16 + k] / sc[1]);
-      egx = std::max(egx, std::abs(gx[i * 16 + k] - acc));
-      mgx = std::max(mgx, std::abs(acc));
-    }
-  for (int o = 0; o < 7; ++o) {
-    double sum = 0;  // the bias gets the unrounded gradient
-    for (int i = 0; i < 5; ++i) sum += dyv[i * 7 + o];
-    egb = std::max(egb, std::abs(gb[o] - sum));
-    for (int k = 0; k < 16; ++k) {
-      double acc = 0;
-      for (int i = 0; i < 5; ++i) acc += qg[i * 7 + o] / sc[2] * (qx[i * 16 + k] / sc[0]);
-      egw = std::max(egw, std::abs(gw[o * 16 + k] - acc));
-      mgw = std::max(mgw, std::abs(acc));
-    }
-  }
-  ey /= my, egx /= mgx, egw /= mgw;
-  BOOST_TEST(ey < 1e-6, "forward: relative error " << ey);
-  BOOST_TEST(egx < 1e-6, "input gradient: relative error " << egx);
-  BOOST_TEST(egw < 1e-6, "weight gradient: relative error " << egw);
-  BOOST_TEST(egb < 1e-6, "bias gradient: error " << egb);
-  // The operands really were rounded: the float32 product differs.
-  BOOST_TEST(F::max(F::abs(F::sub(y, F::linear(x, w, b)))).item<double>() > 1e-4);
-  // The site recorded this step's amaxes.
-  const auto h = values(fp8.amax_history(0));
-  BOOST_TEST(h[0] == F::max(F::abs(x)).item<float>());
-  BOOST_TEST(h[2] == F::max(F::abs(dy)).item<float>());
+  const auto sg = values(s_gemm), se = values(s_emulated);  // from amaxes of values that agree so
+  for (size_t i = 0; i < se.size(); ++i) BOOST_TEST(std::abs(sg[i] - se[i]) <= 1e-5 * se[i], "scale " << i);
+}
+
+BOOST_AUTO_TEST_CASE(automatic_use_emulates_where_no_fp8_gemm_exists) {
+  // Operands on the CPU, whose fp8_gemm is only the reference.
+  amp::Fp8Scaler fp8;
+  const int64_t before = amp::detail::fp8_gemm_calls();
+  const mg::Tensor x = mg::normal({32, 32}), w = mg::normal({16, 32});
+  site(fp8, x, w, mg::normal({32, 16}));
+  BOOST_TEST(amp::detail::fp8_gemm_calls() == before);
 }
 
 BOOST_AUTO_TEST_CASE(matmul_sites_number_in_call_order_and_keep_their_kind) {

@@ -1,6 +1,7 @@
-// Device tests of FP8 emulation (docs/fp8.md): the CUDA cast against the
-// CPU's bit for bit, and a delayed-scaling step on CUDA tensors that waits
-// on nothing and ends with the CPU's scales and histories. Part of the
+// Device tests of FP8 (docs/fp8.md): the CUDA cast against the CPU's bit for
+// bit, a delayed-scaling step on CUDA tensors that waits on nothing and ends
+// with the CPU's scales and histories, the FP8 GEMM against the CPU's
+// reference, and a linear site through the FP8 GEMMs against the CPU. Part of the
 // test_cuda_device executable (whose main exits 77 without a device).
 #include <boost/test/unit_test.hpp>
 
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "amp/fp8_gemm.hpp"
 #include "backend/fp8.hpp"
 #include "backend/host_sync.hpp"
 #include "device_test_support.hpp"
@@ -140,6 +142,41 @@ BOOST_AUTO_TEST_CASE(the_fp8_gemm_matches_the_cpu_reference) {
       }
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_linear_site_on_an_fp8_gpu_runs_three_fp8_gemms_and_matches_the_cpu) {
+  // Extents that are multiples of 16: on compute capability 8.9+ the site's
+  // forward, input gradient and weight gradient are cuBLASLt FP8 GEMMs,
+  // waiting on nothing; the CPU emulates the same arithmetic.
+  auto step = [](mg::Device device, mg::amp::Fp8Scaler& fp8) {
+    mg::manual_seed(12);
+    mg::Tensor x = mg::normal({32, 64}).to(device), w = mg::F::mul(mg::normal({48, 64}), 0.1).to(device);
+    const mg::Tensor dy = mg::F::mul(mg::normal({32, 48}), 0.01).to(device);
+    mg::autodiff::GradManager gm;
+    gm.attach({x, w});
+    {
+      auto rec = gm.record();
+      mg::Tensor y;
+      {
+        mg::amp::fp8_autocast region(fp8);
+        y = mg::F::linear(x, w);
+      }
+      gm.backward(y, dy);
+    }
+    fp8.update();
+    return std::vector<mg::Tensor>{x.grad(), w.grad()};
+  };
+  mg::amp::Fp8Scaler on_cpu({.amax_history_len = 4}), on_gpu({.amax_history_len = 4});
+  step(kCpu, on_cpu);
+  step(kGpu, on_gpu);  // warm-up, and scales from a first step on both
+  mg::cuda::synchronize(0);
+  const int64_t calls = mg::amp::detail::fp8_gemm_calls(), syncs = mg::backend::host_sync_count();
+  const auto gpu = step(kGpu, on_gpu);
+  BOOST_TEST(mg::backend::host_sync_count() == syncs);
+  BOOST_TEST(mg::amp::detail::fp8_gemm_calls() - calls == (mg::cuda::fp8_gemm_available(0) ? 3 : 0));
+  const auto cpu = step(kCpu, on_cpu);
+  for (size_t i = 0; i < 2; ++i) check_close(gpu[i], cpu[i], Closeness(1e-5), "fp8 site gradient");
+  BOOST_TEST(on_gpu.scale(0).to(kCpu).to_vector<float>() == on_cpu.scale(0).to_vector<float>());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

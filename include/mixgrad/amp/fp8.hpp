@@ -1,7 +1,9 @@
 // mixgrad/amp/fp8.hpp — FP8 training with delayed scaling (Transformer
-// Engine's DelayedScaling recipe), emulated: on the CPU (and on any GPU, as
-// no FP8 GEMM is built yet) the products run in float32 on values rounded to
-// FP8, so the numerics are those of FP8 training but nothing runs faster.
+// Engine's DelayedScaling recipe). On a GPU with FP8 GEMMs
+// (cuda::fp8_gemm_available: compute capability 8.9+), linear products whose
+// extents are multiples of 16 run cuBLASLt's FP8 GEMMs; everywhere else they
+// are emulated: float32 products on values rounded to FP8, the numerics of
+// FP8 training without its speed. docs/fp8.md.
 //
 //   mg::amp::Fp8Scaler fp8({.amax_history_len = 16, .margin = 0});
 //   for (...) {
@@ -25,7 +27,7 @@
 // by the scales; its backward records the gradient's amax and quantizes the
 // gradient to E5M2 (HYBRID) or E4M3. Gradients are straight-through. The
 // scales and histories are float32 tensors on the inputs' device, updated by
-// tensor ops: no step reads them on the host. docs/fp8.md.
+// tensor ops: no step reads them on the host.
 #pragma once
 
 #include <cstdint>

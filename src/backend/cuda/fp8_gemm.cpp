@@ -1,7 +1,7 @@
 // The FP8 GEMM on CUDA (backend/fp8.hpp): cuBLASLt with E4M3 / E5M2
 // operands, float32 accumulation and the inverse scales read from device
-// memory. COMPILED, NEVER RUN ON A GPU (docs/cuda.md); amp's FP8 sites do not
-// call it yet, they emulate (docs/fp8.md).
+// memory. COMPILED, NEVER RUN ON A GPU (docs/cuda.md). amp's linear FP8 sites
+// call it on devices of compute capability 8.9+ (docs/fp8.md).
 //
 // Row-major out [m, n] = a [m, k] · b [n, k]^T is, column-major,
 // out' [n, m] = b'^T · a' with b' = [k, n] and a' = [k, m] (leading dim k):
@@ -10,12 +10,14 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <string>
 
 #include "backend/cuda/check.hpp"
 #include "backend/cuda/lt_context.hpp"
 #include "backend/cuda/stream.hpp"
 #include "backend/fp8.hpp"
+#include "mixgrad/cuda.hpp"
 
 namespace mixgrad::backend::cuda {
 
@@ -107,5 +109,28 @@ void fp8_gemm(const Fp8Operand& a, const Fp8Operand& b, const Tensor& out) {
 }
 
 MIXGRAD_CUDA_KERNEL(fp8_gemm, fp8_gemm);
+
+bool fp8_gemm_available(int device) {
+  // Compute capability 8.9 or later, asked once per device.
+  static const std::array<bool, kMaxDevices> has_fp8 = [] {
+    std::array<bool, kMaxDevices> r{};
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) return r;
+    for (int d = 0; d < count && d < kMaxDevices; ++d) {
+      int major = 0, minor = 0;
+      r[d] = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) == cudaSuccess &&
+             cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d) == cudaSuccess &&
+             major * 10 + minor >= 89;
+    }
+    return r;
+  }();
+  return device >= 0 && device < kMaxDevices && has_fp8[device];
+}
+
+}  // namespace mixgrad::backend::cuda
+
+namespace mixgrad::cuda {
+
+bool fp8_gemm_available(int device) { return backend::cuda::fp8_gemm_available(device); }
 
 }  // namespace mixgrad::backend::cuda
