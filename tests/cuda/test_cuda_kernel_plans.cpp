@@ -317,7 +317,7 @@ BOOST_AUTO_TEST_CASE(host_work_leaves_the_host_sync_count_alone) {
   const mg::Tensor y = mg::F::sum(mg::F::matmul(x, mg::F::transpose(x, 0, 1)));
   BOOST_TEST(std::isfinite(y.to_vector<double>()[0]));
   BOOST_TEST(mg::backend::host_sync_count() == before);
-  mg::backend::note_host_sync();
+  mg::backend::note_host_sync("test");
   BOOST_TEST(mg::backend::host_sync_count() == before + 1);
 }
 

@@ -142,6 +142,15 @@ void transfer(const Tensor& src, const Tensor& dst) {
   // The copy is queued on the current stream of the CUDA side, after the
   // kernels that wrote the source. Unified addressing lets the runtime tell
   // host from device pointers.
+  // Refused while this thread captures a CUDA graph, before any CUDA call:
+  // a host source would be frozen into the graph (its staging buffer read at
+  // every replay), and a host destination or another device needs a wait.
+  if (src.device().is_cpu())
+    check_not_capturing("transfer (a copy from the host)",
+                        "a replay would copy what the staging buffer holds then, not this data; copy new "
+                        "data into the static inputs before the replay instead");
+  else if (!dst.device().is_cuda() || dst.device() != src.device())
+    note_host_sync(dst.device().is_cpu() ? "transfer (a copy to the host)" : "transfer (a copy between devices)");
   const Device on = src.device().is_cuda() ? src.device() : dst.device();
   DeviceGuard guard(on.index());
   const cudaStream_t stream = current_stream(on.index());
@@ -149,7 +158,6 @@ void transfer(const Tensor& src, const Tensor& dst) {
     // The destination's block is ordered on its own device's stream, which
     // may still be using it: let that drain first.
     DeviceGuard dst_guard(dst.device().index());
-    note_host_sync();
     MIXGRAD_CUDA_CHECK(cudaStreamSynchronize(current_stream(dst.device().index())));
   }
   if (src.device().is_cpu() && nbytes <= kMaxStagedBytes) {
@@ -175,7 +183,6 @@ void transfer(const Tensor& src, const Tensor& dst) {
     cudaError_t st = cudaMemcpyAsync(staged.ptr, src.raw_data(), nbytes, cudaMemcpyDeviceToHost, stream);
     const char* what = "cudaMemcpyAsync";
     if (st == cudaSuccess) {
-      note_host_sync();
       st = cudaStreamSynchronize(stream);
       what = "cudaStreamSynchronize";
     }
@@ -195,7 +202,7 @@ void transfer(const Tensor& src, const Tensor& dst) {
   // wait for it.
   const bool wait = !dst.device().is_cuda() || dst.device() != on || src.impl()->storage->is_external();
   if (wait) {
-    note_host_sync();
+    if (dst.device().is_cuda()) note_host_sync("transfer (the wait for the destination's device)");
     MIXGRAD_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
   // The host has caught up with the device: the statuses its kernels wrote

@@ -7,6 +7,7 @@
 
 #include "backend/copy.hpp"
 #include "backend/cuda/check.hpp"
+#include "backend/host_sync.hpp"
 #include "backend/cuda/device_ptr.hpp"
 #include "backend/cuda/multi_tensor_plan.hpp"
 #include "backend/cuda/plan.hpp"
@@ -39,6 +40,10 @@ __global__ void dropout_kernel(const T* src, T* dst, int64_t n, kernels::Dropout
 
 void dropout_apply(const Tensor& src, const Tensor& dst, const DropoutParams& p) {
   if (src.shape() != dst.shape() || src.device() != dst.device()) throw_mismatch("dropout", dst, src);
+  // The mask's seed and first counter are kernel arguments drawn on the host:
+  // a CUDA graph would freeze them, and every replay would drop the same units.
+  check_not_capturing("dropout", "its random counters are host values that a replay would not draw again (every "
+                                 "replay would apply the same mask)");
   const int device = dst.device().index();
   DeviceGuard guard(device);
   const int64_t n = dst.numel();

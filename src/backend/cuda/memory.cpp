@@ -6,15 +6,27 @@
 // first step. A block is ordered on the current stream at its allocation
 // (backend/cuda/stream.hpp); record_stream() covers use on other streams.
 //
+// While a thread captures a CUDA graph (backend/step_capture.hpp), its
+// allocations come from the capture's private pool (backend/capture_pool.hpp),
+// cudaMalloc runs in the relaxed capture mode (it is legal inside a capture,
+// but the thread-local mode would refuse it), and a cudaFree, which would
+// synchronise and so break the capture, waits until the thread stops
+// capturing.
+//
 // Registered for DeviceType::cuda by register_cuda_allocator(), which
 // runtime.cpp calls from a static initialiser: runtime.cpp is always linked
 // (the dispatcher calls into it), so the registration happens even when the
 // library is linked statically and nothing names this file's symbols.
 #include <cuda_runtime_api.h>
 
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "backend/capture_pool.hpp"
 #include "backend/cuda/check.hpp"
+#include "backend/cuda/memory.hpp"
 #include "backend/host_sync.hpp"
 #include "backend/cuda/stream.hpp"
 #include "core/stream_allocator.hpp"
@@ -32,7 +44,7 @@ class CudaMemoryApi final : public core::DeviceMemoryApi {
   void* malloc(int device, size_t bytes) override {
     DeviceGuard guard(device);
     void* p = nullptr;
-    const cudaError_t status = cudaMalloc(&p, bytes);
+    const cudaError_t status = capturing() ? relaxed_malloc(&p, bytes) : cudaMalloc(&p, bytes);
     if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // not sticky: clear it so the next call does not see it
       return nullptr;
@@ -42,10 +54,23 @@ class CudaMemoryApi final : public core::DeviceMemoryApi {
     return p;
   }
   void free(int device, void* p) noexcept override {
+    std::vector<std::pair<int, void*>> later;
+    {
+      std::lock_guard lock(deferred_mutex_);
+      if (capturing()) {  // cudaFree would synchronise inside the capture: later
+        try {
+          deferred_.emplace_back(device, p);
+        } catch (...) {  // no memory for the list: the block stays allocated
+        }
+        return;
+      }
+      later.swap(deferred_);
+    }
+    for (auto [d, q] : later) free(d, q);
     int previous = 0;
     if (cudaGetDevice(&previous) != cudaSuccess) return;
     cudaSetDevice(device);
-    note_host_sync();  // cudaFree waits for the device
+    note_host_sync("cudaFree");  // cudaFree waits for the device
     cudaFree(p);
     cudaSetDevice(previous);
   }
@@ -70,24 +95,38 @@ class CudaMemoryApi final : public core::DeviceMemoryApi {
     return true;
   }
   void synchronize_event(int, core::EventHandle e) override {
-    note_host_sync();
+    note_host_sync("the caching allocator's event wait");
     MIXGRAD_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(e)));
   }
+
+ private:
+  static cudaError_t relaxed_malloc(void** p, size_t bytes) {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    const cudaError_t status = cudaMalloc(p, bytes);
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    return status;
+  }
+  // Frees asked for while a thread captured: done at the next free outside one.
+  std::mutex deferred_mutex_;
+  std::vector<std::pair<int, void*>> deferred_;
 };
 
 class CudaAllocator final : public Allocator {
  public:
   void* allocate(int64_t nbytes, Device device) override {
     check_device(device.index(), "Storage");
-    return blocks_.allocate(device.index(), nbytes, reinterpret_cast<core::StreamId>(current_stream(device.index())));
+    return pools_.allocate(device.index(), nbytes, reinterpret_cast<core::StreamId>(current_stream(device.index())));
   }
-  void release(void* p, int64_t, Device) noexcept override { blocks_.release(p); }
+  void release(void* p, int64_t, Device) noexcept override { pools_.release(p); }
   void empty_cache() override { blocks_.empty_cache(); }
   core::StreamAllocator& blocks() { return blocks_; }
+  CapturePools& pools() { return pools_; }
 
  private:
   CudaMemoryApi api_;
   core::StreamAllocator blocks_{api_, DeviceType::cuda};
+  CapturePools pools_{api_, blocks_};
 };
 
 CudaAllocator& allocator() {
@@ -101,12 +140,14 @@ CudaAllocator& allocator() {
 
 void register_cuda_allocator() { register_allocator(DeviceType::cuda, &allocator()); }
 
+CapturePools& capture_pools() { return allocator().pools(); }
+
 void record_stream(const Tensor& t, cudaStream_t stream) {
   if (!t.defined() || !t.device().is_cuda())
     throw DeviceError("record_stream: needs a CUDA tensor, got " +
                       (t.defined() ? to_string(t.device()) : std::string("an undefined tensor")));
   if (t.impl()->storage->is_external()) return;  // not the allocator's memory: its owner orders it
-  allocator().blocks().record_stream(t.impl()->storage->data(), reinterpret_cast<core::StreamId>(stream));
+  allocator().pools().record_stream(t.impl()->storage->data(), reinterpret_cast<core::StreamId>(stream));
 }
 
 }  // namespace mixgrad::backend::cuda

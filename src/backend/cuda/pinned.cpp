@@ -80,7 +80,7 @@ StagingBuffer acquire_staging(int device, size_t bytes) {
       if (oldest < 0) break;  // every buffer is handed out: go over the cap
       Slot& s = slots[static_cast<size_t>(oldest)];
       if (s.recorded) {
-        note_host_sync();
+        note_host_sync("the pinned staging pool");
         MIXGRAD_CUDA_CHECK(cudaEventSynchronize(s.done));
         s.recorded = false;
       }

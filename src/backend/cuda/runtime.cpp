@@ -98,7 +98,7 @@ void synchronize() {
 void synchronize(int device) {
   backend::cuda::check_device(device, "cuda::synchronize");
   backend::cuda::DeviceGuard guard(device);
-  backend::note_host_sync();
+  backend::note_host_sync("cuda::synchronize");
   MIXGRAD_CUDA_CHECK(cudaDeviceSynchronize());
   backend::run_pending_checks(device);
 }

@@ -50,7 +50,7 @@ Stream::~Stream() {
 }
 
 void Stream::synchronize() const {
-  note_host_sync();
+  note_host_sync("Stream::synchronize");
   MIXGRAD_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
@@ -95,7 +95,7 @@ void Event::wait(cudaStream_t stream) const {
 
 void Event::synchronize() const {
   if (!event_) return;
-  note_host_sync();
+  note_host_sync("Event::synchronize");
   MIXGRAD_CUDA_CHECK(cudaEventSynchronize(event_));
 }
 
