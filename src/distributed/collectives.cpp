@@ -20,6 +20,7 @@ namespace mixgrad::distributed {
 struct Work::Impl {
   std::shared_ptr<detail::GroupState> group;
   MPI_Request request = MPI_REQUEST_NULL;
+  std::vector<MPI_Request> messages;  // the point-to-point sends and receives of reduce_scatter_async
   const char* what = "all_reduce";
   std::function<void()> on_complete;  // copy back from staging, divide for mean
   bool done = false;
@@ -27,16 +28,18 @@ struct Work::Impl {
   void finish() {
     if (done) return;
     if (request != MPI_REQUEST_NULL) detail::wait_request(*group, request, what);
+    for (MPI_Request& m : messages)
+      if (m != MPI_REQUEST_NULL) detail::wait_request(*group, m, what);
     done = true;
     if (on_complete) on_complete();
   }
   bool test() {
     if (done) return true;
-    if (request != MPI_REQUEST_NULL) {
-      int flag = 0;
-      MPI_Test(&request, &flag, MPI_STATUS_IGNORE);
-      if (!flag) return false;
-    }
+    int flag = 1;
+    if (request != MPI_REQUEST_NULL) MPI_Test(&request, &flag, MPI_STATUS_IGNORE);
+    if (flag && !messages.empty())
+      MPI_Testall(static_cast<int>(messages.size()), messages.data(), &flag, MPI_STATUSES_IGNORE);
+    if (!flag) return false;
     finish();
     return true;
   }
@@ -116,6 +119,24 @@ void divide(void* p, int64_t n, double by) {
   for (int64_t i = 0; i < n; ++i) x[i] = static_cast<T>(x[i] / by);
 }
 
+using half_t = half;
+constexpr int kScatterTag = 0x6d72;  // reduce_scatter_async's messages
+
+// out[i] = (the sum over ranks, in rank order, of rank r's block's element
+// i) / by, rounded once to O: this rank's block is `own`, the others' lie
+// end to end in `inbox` (n elements of T each, in rank order).
+template <class T, class O>
+void sum_blocks(const char* own, const char* inbox, void* out, int64_t n, int world, int me, double by) {
+  const T* mine = reinterpret_cast<const T*>(own);
+  const T* b = reinterpret_cast<const T*>(inbox);
+  O* o = static_cast<O*>(out);
+  for (int64_t i = 0; i < n; ++i) {
+    T acc = me == 0 ? mine[i] : b[i];
+    for (int r = 1; r < world; ++r) acc += r == me ? mine[i] : b[(r < me ? r : r - 1) * n + i];
+    o[i] = O(static_cast<T>(by == 1.0 ? acc : acc / by));
+  }
+}
+
 template <class H>
 std::shared_ptr<std::vector<float>> stage(const Tensor& t) {
   const H* x = static_cast<const H*>(t.raw_data());
@@ -187,32 +208,49 @@ Work reduce_scatter_async(const ProcessGroup& group, const Tensor& send, const T
                static_cast<size_t>(n * es));
     return work;
   }
+  if (!is_floating_point(d) || op == ReduceOp::max)
+    throw DTypeError(std::string("distributed::reduce_scatter: rank ")
+                         .append(std::to_string(g->rank))
+                         .append(": takes sum and mean of floating tensors, got ")
+                         .append(core::describe(send)));
+  // A direct exchange: rank r sends every other rank its block and sums
+  // the blocks it receives, in rank order. (Open MPI's MPI_Ireduce_scatter
+  // reduces the whole buffer at rank 0 first, which then holds a bucket
+  // more than the others while it runs.)
   auto impl = std::make_unique<Work::Impl>();
   impl->group = g;
   impl->what = "reduce_scatter";
-  const double by = op == ReduceOp::mean ? static_cast<double>(g->size) : 1.0;
-  const MPI_Op mop = op == ReduceOp::max ? MPI_MAX : MPI_SUM;
-  void* out = recv.raw_data();
-  if (d == DType::float16 || d == DType::bfloat16) {
-    auto s = d == DType::float16 ? stage<half>(send) : stage<bfloat16>(send);
-    auto r = std::make_shared<std::vector<float>>(static_cast<size_t>(n));
-    MPI_Ireduce_scatter(s->data(), r->data(), counts.data(), MPI_FLOAT, mop, g->comm, &impl->request);
-    impl->on_complete = [s, r, out, d, by] {
-      if (d == DType::float16)
-        unstage<half>(*r, out, by);
-      else
-        unstage<bfloat16>(*r, out, by);
-    };
-  } else {
-    MPI_Ireduce_scatter(send.raw_data(), out, counts.data(), mpi_type(d), mop, g->comm, &impl->request);
-    impl->on_complete = [send, out, n, d, by] {
-      if (by == 1.0) return;
-      if (d == DType::float32)
-        divide<float>(out, n, by);
-      else
-        divide<double>(out, n, by);
-    };
+  const bool wide = d == DType::float16 || d == DType::bfloat16;  // travels as float32
+  auto staged = wide ? (d == DType::float16 ? stage<half_t>(send) : stage<bfloat16>(send)) : nullptr;
+  const MPI_Datatype type = wide ? MPI_FLOAT : mpi_type(d);
+  const int64_t es = wide ? int64_t{4} : element_size(d);
+  const char* base = wide ? reinterpret_cast<const char*>(staged->data()) : static_cast<const char*>(send.raw_data());
+  const int world = g->size, me = g->rank;
+  auto inbox = std::make_shared<std::vector<char>>(static_cast<size_t>(n * es * (world - 1)));
+  int64_t at = 0;
+  for (int r = 0; r < world; at += counts[r], ++r) {
+    if (r == me) continue;
+    MPI_Request m;
+    if (counts[r] > 0) {
+      MPI_Isend(base + at * es, counts[r], type, r, kScatterTag, g->comm, &m);
+      impl->messages.push_back(m);
+    }
+    if (n > 0) {
+      MPI_Irecv(inbox->data() + (r < me ? r : r - 1) * n * es, static_cast<int>(n), type, r, kScatterTag, g->comm,
+                &m);
+      impl->messages.push_back(m);
+    }
   }
+  const double by = op == ReduceOp::mean ? static_cast<double>(world) : 1.0;
+  void* out = recv.raw_data();
+  const char* own = base + offset * es;
+  impl->on_complete = [send, staged, inbox, own, out, n, d, by, world, me] {
+    const char* in = inbox->data();
+    if (d == DType::float64) return sum_blocks<double, double>(own, in, out, n, world, me, by);
+    if (d == DType::float32) return sum_blocks<float, float>(own, in, out, n, world, me, by);
+    if (d == DType::float16) return sum_blocks<float, half_t>(own, in, out, n, world, me, by);
+    sum_blocks<float, bfloat16>(own, in, out, n, world, me, by);
+  };
   recv.bump_version();
   return Work(std::move(impl));
 }

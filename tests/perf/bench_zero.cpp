@@ -47,13 +47,14 @@ struct Args {
   std::string model = "mlp";   // mlp, resnet18
   int steps = 100;
   int64_t width = 1024, layers = 8, batch = 64;
+  int64_t bucket_kib = 4096;  // ShardingOptions::bucket_bytes
   std::string losses;
 };
 
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--mode plain|zero1|zero2|zero1-step|zero2-step] [--model mlp|resnet18] [--steps N] [--width W] [--layers L] "
-               "[--batch B] "
+               "[--batch B] [--bucket-kib K] "
                "[--losses FILE]\n",
                argv0);
   std::exit(2);
@@ -71,6 +72,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--width") a.width = std::stoll(v);
     else if (k == "--layers") a.layers = std::stoll(v);
     else if (k == "--batch") a.batch = std::stoll(v);
+    else if (k == "--bucket-kib") a.bucket_kib = std::stoll(v);
     else if (k == "--losses") a.losses = v;
     else usage(argv[0]);
   }
@@ -119,7 +121,10 @@ struct Training {
           [](std::vector<mg::Tensor> s) {
             return std::make_unique<mg::optim::Adam>(std::move(s), mg::optim::AdamOptions{.lr = 1e-3});
           },
-          D::ShardingOptions{.stage = a.mode.starts_with("zero1") ? 1 : 2});
+          D::ShardingOptions{.stage = a.mode.starts_with("zero1") ? 1 : 2,
+                             .op = "mean",
+                             .master_weights = false,
+                             .bucket_bytes = a.bucket_kib << 10});
       if (!in_step) sharded->attach(gm);
     }
   }
