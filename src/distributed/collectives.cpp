@@ -2,9 +2,11 @@
 // go to nccl.cpp. float16 / bfloat16 travel as float32 (see the header).
 #include "mixgrad/distributed/collectives.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <functional>
+#include <type_traits>
 #include <vector>
 
 #include "distributed/group_state.hpp"
@@ -122,17 +124,33 @@ void divide(void* p, int64_t n, double by) {
 using half_t = half;
 constexpr int kScatterTag = 0x6d72;  // reduce_scatter_async's messages
 
+// Where rank r's block of a reduce_scatter_async arrives on rank `me`: the
+// first other rank's in `out` itself when it has out's type (float32,
+// float64), the others end to end in the inbox.
+int64_t inbox_slot(int r, int me, bool first_in_out) {
+  const int64_t k = r < me ? r : r - 1;  // among the other ranks
+  return first_in_out ? k - 1 : k;       // -1: in out
+}
+
 // out[i] = (the sum over ranks, in rank order, of rank r's block's element
-// i) / by, rounded once to O: this rank's block is `own`, the others' lie
-// end to end in `inbox` (n elements of T each, in rank order).
+// i) / by, rounded once to O: this rank's block is `own`, the others' as
+// inbox_slot says (n elements of T each).
 template <class T, class O>
 void sum_blocks(const char* own, const char* inbox, void* out, int64_t n, int world, int me, double by) {
+  constexpr bool first_in_out = std::is_same_v<T, O>;
   const T* mine = reinterpret_cast<const T*>(own);
   const T* b = reinterpret_cast<const T*>(inbox);
   O* o = static_cast<O*>(out);
+  const auto block = [&](int r, int64_t i) -> T {
+    if (r == me) return mine[i];
+    const int64_t k = inbox_slot(r, me, first_in_out);
+    if constexpr (first_in_out)
+      if (k < 0) return o[i];
+    return b[k * n + i];
+  };
   for (int64_t i = 0; i < n; ++i) {
-    T acc = me == 0 ? mine[i] : b[i];
-    for (int r = 1; r < world; ++r) acc += r == me ? mine[i] : b[(r < me ? r : r - 1) * n + i];
+    T acc = block(0, i);
+    for (int r = 1; r < world; ++r) acc += block(r, i);
     o[i] = O(static_cast<T>(by == 1.0 ? acc : acc / by));
   }
 }
@@ -226,7 +244,10 @@ Work reduce_scatter_async(const ProcessGroup& group, const Tensor& send, const T
   const int64_t es = wide ? int64_t{4} : element_size(d);
   const char* base = wide ? reinterpret_cast<const char*>(staged->data()) : static_cast<const char*>(send.raw_data());
   const int world = g->size, me = g->rank;
-  auto inbox = std::make_shared<std::vector<char>>(static_cast<size_t>(n * es * (world - 1)));
+  const bool first_in_out = !wide;  // the first other rank's block arrives in recv itself
+  auto inbox = std::make_shared<std::vector<char>>(
+      static_cast<size_t>(n * es * std::max(0, world - 1 - (first_in_out ? 1 : 0))));
+  void* out = recv.raw_data();
   int64_t at = 0;
   for (int r = 0; r < world; at += counts[r], ++r) {
     if (r == me) continue;
@@ -236,13 +257,12 @@ Work reduce_scatter_async(const ProcessGroup& group, const Tensor& send, const T
       impl->messages.push_back(m);
     }
     if (n > 0) {
-      MPI_Irecv(inbox->data() + (r < me ? r : r - 1) * n * es, static_cast<int>(n), type, r, kScatterTag, g->comm,
-                &m);
+      const int64_t k = inbox_slot(r, me, first_in_out);
+      MPI_Irecv(k < 0 ? out : inbox->data() + k * n * es, static_cast<int>(n), type, r, kScatterTag, g->comm, &m);
       impl->messages.push_back(m);
     }
   }
   const double by = op == ReduceOp::mean ? static_cast<double>(world) : 1.0;
-  void* out = recv.raw_data();
   const char* own = base + offset * es;
   impl->on_complete = [send, staged, inbox, own, out, n, d, by, world, me] {
     const char* in = inbox->data();

@@ -25,6 +25,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr int kScatterInFlight = 2;  // see Impl::progress
+
 // A run of a tensor's elements in a bucket.
 struct Piece {
   int bucket = 0;
@@ -178,6 +180,14 @@ struct GradReducer::Impl {
   void progress() {
     while (next < static_cast<int>(buckets.size()) && buckets[next].missing == 0) start(buckets[next++]);
     poll();
+    // ShardScatter: at most kScatterInFlight buckets held at once, so that
+    // backward never holds more of the gradient than that (a bucket freed
+    // is memory backward can take again).
+    while (scatter && next - seen > kScatterInFlight) {
+      Bucket& b = buckets[seen++];
+      b.work.wait();
+      done(b);
+    }
   }
 
   // Copies `grad` (a slot's gradient, or zeros when null) into its buckets.
