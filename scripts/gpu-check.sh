@@ -134,6 +134,17 @@ run_step() {
 skip() { say "- $1: skipped: $2"; }
 # expect_no_device COMMAND...: a dry run's check that a program which needs a
 # GPU starts and says it found none (exit 77).
+# A usage error (exit 2) with `want` in its message, e.g. --cuda-graph on the CPU.
+expect_usage_error() {
+  local want=$1; shift
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  echo "$out"
+  [ $rc = 2 ] && grep -q -- "$want" <<<"$out" && { echo "exit 2 naming '$want', as expected"; return 0; }
+  echo "expected exit 2 naming '$want', got $rc"
+  return 1
+}
+
 expect_no_device() {
   "$@"
   local rc=$?
@@ -280,7 +291,9 @@ if [ $bench = 1 ]; then
         "$bench_exe" --device cuda --side mixgrad --models "$m" --precisions fp16 --sections train \
         --rounds 1 --reps 1 --warmup 1
     done
-    run_step "test_cuda_device under compute-sanitizer memcheck" "$report_dir/memcheck.log" \
+    # The captured-step comparison runs 100 steps here, not 1,000 (memcheck
+    # slows every kernel down; the plain check runs all of them).
+    MIXGRAD_CAPTURED_STEPS=100 run_step "test_cuda_device under compute-sanitizer memcheck" "$report_dir/memcheck.log" \
       compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 30 "$bin/test_cuda_device" "${boost_args[@]}"
     grep -E 'ERROR SUMMARY' "$report_dir/memcheck.log" | tail -n 1 | sed 's/^/      /' | tee -a "$report" >/dev/null
   else
@@ -333,10 +346,18 @@ elif [ $gpu_seen = 1 ]; then
   run_step "AMP Fashion-MNIST run (CNN, fp16 autocast + GradScaler, 2 epochs, cuda:0)" "$report_dir/amp.log" \
     "$bin/train_fashion_mnist" --device cuda --amp --precision fp16 --model cnn --epochs 2 --data-dir "$data_dir"
   grep -iE 'epoch|accuracy|img/s' "$report_dir/amp.log" | tail -n 5 | sed 's/^/      /' | tee -a "$report" >/dev/null
+  run_step "AMP Fashion-MNIST with --cuda-graph (MLP, fp16 + GradScaler, the step replayed as one CUDA graph, 2 epochs)" \
+    "$report_dir/cuda-graph.log" "$bin/train_fashion_mnist" --device cuda --amp --precision fp16 --model mlp \
+    --optimizer adam --epochs 2 --cuda-graph --data-dir "$data_dir"
+  grep -iE 'epoch|graph' "$report_dir/cuda-graph.log" | tail -n 4 | sed 's/^/      /' | tee -a "$report" >/dev/null
 else
   run_step "AMP run on the CPU from the packed data (dry run: CNN, bf16, 1 epoch of 1,000 images)" "$report_dir/amp.log" \
     "$bin/train_fashion_mnist" --device cpu --amp --model cnn --epochs 1 --limit-train 1000 --data-dir "$data_dir"
   skip "AMP Fashion-MNIST run on cuda:0" "dry run"
+  run_step "--cuda-graph on the CPU is a usage error (dry run)" "$report_dir/cuda-graph.log" \
+    expect_usage_error "--cuda-graph needs a CUDA device" "$bin/train_fashion_mnist" --device cpu --cuda-graph \
+    --data-dir "$data_dir"
+  skip "AMP Fashion-MNIST with --cuda-graph on cuda:0" "dry run"
 fi
 
 # ---- the GPT run (the second main job) ---------------------------------------------------

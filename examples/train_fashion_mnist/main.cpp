@@ -17,6 +17,7 @@
 //
 //   train_fashion_mnist                  # CNN, fp32, SGD + cosine lr, 3 epochs
 //   train_fashion_mnist --amp            # bf16 autocast + GradScaler
+//   train_fashion_mnist --device cuda --amp --cuda-graph   # the step as one CUDA graph (captured.hpp)
 //   train_fashion_mnist --help           # every option
 //   train_fashion_mnist --save ckpt --checkpoint-every 100   # kill it at any time, then
 //   train_fashion_mnist --save ckpt --resume ckpt            # continue from the step it reached
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "models.hpp"
+#include "train_fashion_mnist/captured.hpp"
 #include "train_fashion_mnist/distributed.hpp"
 #include "train_fashion_mnist/options.hpp"
 #include "train_fashion_mnist/report.hpp"
@@ -80,6 +82,11 @@ int main(int argc, char** argv) {
     auto net = make_model(opts.model);
     net.to(opts.device);
     auto optimizer = make_optimizer(opts, net.parameters());
+    if (opts.cuda_graph) {  // its own loop: the step captured once, replayed per batch (captured.hpp)
+      train::print_header(opts, net, data->train.size(), data->test.size());
+      train::run_captured(opts, net, *optimizer, data->train, data->test);
+      return 0;
+    }
 
     mg::train::Runner runner(net, *optimizer);
     // A disabled scaler (--precision bf16 alone): autocast without loss scaling.

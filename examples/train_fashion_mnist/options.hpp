@@ -53,6 +53,7 @@ struct Options {
   int64_t checkpoint_every = 0;  // optimizer steps between checkpoints (0: at epoch ends only)
   bool distributed = false;  // data parallel over the processes of mpirun
   mg::Device device = mg::Device::cpu();  // --device: model, batches and the step
+  bool cuda_graph = false;  // --cuda-graph: the step captured once as a CUDA graph and replayed (captured.hpp)
 };
 
 namespace detail {
@@ -121,6 +122,11 @@ inline boost::program_options::options_description describe(Options& opts, std::
     ("device", po::value<std::string>()->default_value("cpu"),
      "cpu, cuda (device 0) or cuda:N: where the model, the batches (copied through pinned memory) "
      "and the step live. A CUDA device this process cannot use is an error (exit 1)")
+    ("cuda-graph", po::bool_switch(&opts.cuda_graph),
+     "capture the whole step (forward, backward, optimizer, scale update, schedule) once as a CUDA "
+     "graph and replay it for every batch (mg::cuda::CapturedStep); needs --device cuda[:N]; the "
+     "last partial batch of each epoch is dropped; not with --accumulate, --save, --resume, "
+     "--metrics or --distributed")
     ("epochs", po::value(&opts.epochs)->default_value(opts.epochs), "passes over the training set")
     ("batch-size", po::value(&opts.batch_size)->default_value(opts.batch_size),
      "images per batch (per micro-batch with --accumulate)")
@@ -173,6 +179,13 @@ inline void resolve(Options& opts, const boost::program_options::variables_map& 
   detail::require_one_of("optimizer", opts.optimizer, {"sgd", "adam", "adamw"});
   detail::require_one_of("schedule", opts.schedule, {"cosine", "constant"});
   opts.device = detail::parse_device(vm["device"].as<std::string>());
+  detail::require(!opts.cuda_graph || opts.device.is_cuda(),
+                  "--cuda-graph needs a CUDA device (--device cuda or cuda:N): it captures the step as a CUDA "
+                  "graph, which the CPU has no equivalent of");
+  detail::require(!opts.cuda_graph || (opts.accumulate == 1 && opts.save.empty() && opts.resume.empty() &&
+                                       opts.metrics.empty() && !opts.distributed),
+                  "--cuda-graph runs its own loop: it does not take --accumulate, --save, --resume, --metrics "
+                  "or --distributed");
   opts.precision = detail::resolve_precision(precision, vm["amp"].as<bool>(), opts.device.is_cuda());
   opts.lr = lr.value_or(opts.optimizer == "sgd" ? 0.05 : 1e-3);
   detail::require(std::isfinite(opts.lr) && opts.lr > 0, "--lr must be a positive number");
