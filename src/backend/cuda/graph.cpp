@@ -17,6 +17,7 @@
 #include "backend/cuda/stream.hpp"
 #include "backend/host_sync.hpp"
 #include "backend/step_capture.hpp"
+#include "mixgrad/cuda.hpp"
 
 namespace mixgrad::backend {
 
@@ -46,6 +47,10 @@ class CudaGraphDevice final : public GraphDevice {
   }
 
   void begin_capture() override {
+    // One host synchronisation before the capture (as PyTorch's): the warm-up
+    // has finished, and the deferred status checks run now, so that a full
+    // list of them (backend/pending_checks.hpp) cannot make the capture sync.
+    mixgrad::cuda::synchronize(device_);
     // The capture stream must see what the warm-up and the caller queued.
     Event ready;
     ready.record(device_, current_stream(device_));
