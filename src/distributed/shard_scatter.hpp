@@ -19,7 +19,8 @@ using FlatRun = std::pair<int64_t, int64_t>;
 /// makes their gradients), each bucket's elements in flat order, so that
 /// rank r's part of a bucket (what lies in [r * per_rank, (r + 1) *
 /// per_rank) of the flat vector) is one block; a bucket is reduce-scattered
-/// and its buffer freed once `deliver` has taken this rank's block. The
+/// and its buffer freed once `deliver` has taken this rank's block; at most
+/// two buckets are held at once (a third waits for the oldest). The
 /// gradient callback returns nothing: the caller decides what .grad() keeps.
 struct ShardScatter {
   std::vector<Tensor> tensors;  // the parameters, in the flat order

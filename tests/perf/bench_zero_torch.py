@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch's side of bench_zero: the same MLP, Adam and global batch, on the
+"""PyTorch's side of bench_zero: the same MLP (or, with --model resnet18,
+torchvision's ResNet-18 with 10 classes), Adam and global batch, on the
 gloo backend with 2 (--ranks) processes, one thread each; DistributedDataParallel
 + Adam ("ddp") and ZeroRedundancyOptimizer(Adam) ("zero1"). Not a test.
 
@@ -45,26 +46,37 @@ def run(rank, args):
     dist.init_process_group("gloo", rank=rank, world_size=args.ranks)
     rss_before = status_mib("VmRSS")
     torch.manual_seed(0)
-    layers = []
-    for i in range(args.layers):
-        layers.append(torch.nn.Linear(args.width, args.width))
-        if i + 1 < args.layers:
-            layers.append(torch.nn.ReLU())
-    model = DistributedDataParallel(torch.nn.Sequential(*layers))
+    if args.model == "resnet18":
+        import torchvision
+        net = torchvision.models.resnet18(num_classes=10)
+    else:
+        layers = []
+        for i in range(args.layers):
+            layers.append(torch.nn.Linear(args.width, args.width))
+            if i + 1 < args.layers:
+                layers.append(torch.nn.ReLU())
+        net = torch.nn.Sequential(*layers)
+    model = DistributedDataParallel(net)
     if args.mode == "ddp":
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     else:
         opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam, lr=1e-3)
     torch.manual_seed(7)
-    x_all = torch.randn(args.batch, args.width)
-    y_all = torch.tanh(x_all @ (torch.randn(args.width, args.width) * 0.05))
+    if args.model == "resnet18":  # random images and labels, as bench_zero's
+        x_all = torch.randn(args.batch, 3, args.width, args.width)
+        y_all = torch.randn(args.batch, 10).argmax(1)
+        loss_fn = torch.nn.functional.cross_entropy
+    else:
+        x_all = torch.randn(args.batch, args.width)
+        y_all = torch.tanh(x_all @ (torch.randn(args.width, args.width) * 0.05))
+        loss_fn = torch.nn.functional.mse_loss
     lo, hi = args.batch * rank // args.ranks, args.batch * (rank + 1) // args.ranks
     x, y = x_all[lo:hi].contiguous(), y_all[lo:hi].contiguous()
     seconds = 0.0
     for s in range(args.steps + WARMUP):
         dist.barrier()
         t0 = time.perf_counter()
-        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -82,13 +94,16 @@ def run(rank, args):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--mode", choices=["ddp", "zero1"], default="ddp")
+    p.add_argument("--model", choices=["mlp", "resnet18"], default="mlp")
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--width", type=int, default=1024)
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--ranks", type=int, default=2)
     args = p.parse_args()
-    print(f"PyTorch {torch.__version__} {args.mode} on {args.ranks} ranks (gloo): {args.layers} x {args.width} MLP, "
+    what = f"ResNet-18 on {args.width}x{args.width} images" if args.model == "resnet18" else \
+        f"{args.layers} x {args.width} MLP"
+    print(f"PyTorch {torch.__version__} {args.mode} on {args.ranks} ranks (gloo): {what}, "
           f"Adam, global batch {args.batch}, {args.steps} steps", flush=True)
     mp.spawn(run, args=(args,), nprocs=args.ranks)
 
