@@ -58,18 +58,73 @@ class RecomputeScope {
 
 // A DTR segment's graph: fn's ops as a GradManager of the segment's own
 // recorded them in its first run, kept until the backward or an eviction.
+// Evicted in parts (dtr::detail::Evictable): part 0 is the graph, the
+// others (1 + i) the results of the products `kept` holds (entry i), which
+// the recomputation reuses until they are dropped too.
 class KeptGraph : public dtr::detail::Evictable {
  public:
   std::unique_ptr<GradManager> manager = std::make_unique<GradManager>();
   std::optional<RecordingScope> recording;
   std::vector<Tensor> outputs;  // fn's, on the kept tape
   std::vector<Tensor> grads;    // of the inputs and parameters, caught by the manager's callbacks
+  detail::KeptResults* kept = nullptr;  // the node's kept results (it outlives this)
+  int64_t evicted_bytes = 0;            // what a recomputation needs again
 
   bool evicted() const { return manager == nullptr; }
-  void evict() override {
+
+  std::vector<dtr::detail::Part> parts() const override {
+    if (!evicted()) {
+      int64_t bytes = this->bytes;
+      double seconds = cost_seconds;
+      for (size_t i = 0; kept && i < kept->entries.size(); ++i)
+        if (const auto& e = kept->entries[i]; !e.dropped && !holds_an_output(e)) {
+          bytes -= result_bytes(e, false);
+          seconds -= e.seconds;
+        }
+      return {{.index = 0, .bytes = bytes, .cost_seconds = std::max(seconds, 0.0), .graph = true}};
+    }
+    std::vector<dtr::detail::Part> out;
+    for (size_t i = 0; kept && i < kept->entries.size(); ++i) {
+      const auto& e = kept->entries[i];
+      if (const int64_t b = e.dropped ? 0 : result_bytes(e, true); b > 0)
+        out.push_back({.index = 1 + i, .bytes = b, .cost_seconds = e.seconds, .graph = false});
+    }
+    return out;
+  }
+
+  void evict(const dtr::detail::Part& part) override {
+    evicted_bytes += part.bytes;
+    if (part.index > 0) return kept->drop(part.index - 1);
     recording.reset();  // drops the tape and what its ops saved
     manager.reset();
     outputs.clear();
+  }
+
+  // Drops the results nothing else holds (they would have been freed
+  // without DTR), after the first run.
+  void drop_unshared() {
+    for (size_t i = 0; kept && i < kept->entries.size(); ++i)
+      if (!kept->entries[i].dropped && result_bytes(kept->entries[i], true) > 0) kept->drop(i);
+  }
+
+  // An entry's results' bytes: all of them, or (`alone`) those nothing but
+  // the entry holds (what dropping it frees).
+  static int64_t result_bytes(const detail::KeptResults::Entry& e, bool alone) {
+    int64_t n = 0;
+    for (const Tensor& t : e.results)
+      if (t.defined() && (!alone || (t.impl_ptr().use_count() == 1 && t.impl()->storage.use_count() == 1)))
+        n += t.impl()->storage->nbytes();
+    return n;
+  }
+
+ private:
+  // Whether one of the entry's results shares memory with an output (the
+  // bytes held exclude the outputs: not counted twice).
+  bool holds_an_output(const detail::KeptResults::Entry& e) const {
+    for (const Tensor& t : e.results)
+      for (const Tensor& y : outputs)
+        if (t.defined() && y.defined() && t.impl()->storage == y.impl()->storage) return true;
+    return false;
   }
 };
 
@@ -113,10 +168,13 @@ class Checkpointed : public Function {
         needs_(std::move(input_needs)),
         options_(std::move(options)),
         segment_(segment) {
-    if (!options_.keep.empty()) {
+    // A DTR segment evicted in parts keeps its products' results (as long
+    // as its graph holds them anyway: KeptGraph::drop_unshared).
+    const std::vector<std::string> keep = segment_ ? kept_products() : options_.keep;
+    if (!keep.empty()) {
       kept_.emplace();
       kept_->name = options_.name;
-      kept_->ops = detail::keepable_ops(options_.keep, options_.name);
+      kept_->ops = detail::keepable_ops(keep, options_.name);
       kept_->keep_if = options_.keep_if;
     }
   }
@@ -146,8 +204,10 @@ class Checkpointed : public Function {
     // A recorded backward (apply's closure asked for it and the walk records):
     // the recomputation is recorded on the walk's managers as well.
     const bool recorded = is_recording();
+    // Room to recompute what was evicted, and for the backward's working set
+    // (the gradients of the segment's intermediates: about a quarter of it).
+    if (segment_ && graph_) dtr::detail::make_room(graph_->device, graph_->evicted_bytes + graph_->bytes / 4);
     if (graph_ && !graph_->evicted() && !recorded) return backward_kept(output_grads);
-    if (segment_ && graph_) dtr::detail::make_room(graph_->device, graph_->bytes);  // evicted: room to recompute
     graph_.reset();
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<Tensor> grads = backward_recomputed(output_grads, recorded);
@@ -201,6 +261,8 @@ class Checkpointed : public Function {
     }
     g->ran = std::chrono::steady_clock::now();
     g->cost_seconds = std::chrono::duration<double>(g->ran - t0).count();
+    g->kept = kept_ ? &*kept_ : nullptr;
+    g->drop_unshared();
     int64_t held = dtr::detail::allocated_on(g->device) - before;
     for (const Tensor& y : g->outputs)
       if (y.defined()) held -= y.numel() * element_size(y.dtype());  // the outputs live on without the segment
@@ -212,6 +274,7 @@ class Checkpointed : public Function {
   // A kept segment's backward: the kept tape's, with no recomputation.
   std::vector<Tensor> backward_kept(const std::vector<Tensor>& output_grads) {
     std::shared_ptr<KeptGraph> g = std::move(graph_);
+    if (kept_) kept_->entries.clear();  // the graph holds what its backward needs, and frees it as it goes
     std::vector<Tensor> ys, dys;
     for (size_t j = 0; j < g->outputs.size(); ++j)
       if (is_floating_point(g->outputs[j].dtype()) && output_grads[j].defined()) {

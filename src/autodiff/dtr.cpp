@@ -47,32 +47,47 @@ int64_t allocated_on(Device device) {
 
 namespace {
 
-// h-DTR's score: recompute cost / (bytes x staleness); the lowest goes first.
-double score(const detail::Evictable& e, std::chrono::steady_clock::time_point now) {
+// h-DTR's score of a part: recompute cost / (bytes x staleness); the lowest goes first.
+double score(const detail::Evictable& e, const detail::Part& p, std::chrono::steady_clock::time_point now) {
   const double staleness = std::chrono::duration<double>(now - e.ran).count() + 1e-9;
-  return (e.cost_seconds + 1e-9) / (static_cast<double>(e.bytes) * staleness);
+  return (p.cost_seconds + 1e-9) / (static_cast<double>(p.bytes) * staleness);
+}
+
+struct Victim {
+  std::shared_ptr<detail::Evictable> segment;
+  detail::Part part;
+  double score = 0;
+};
+
+// The evictable part on `device` with the lowest score, if any.
+std::optional<Victim> lowest(ThreadState& s, Device device, std::chrono::steady_clock::time_point now) {
+  std::optional<Victim> best;
+  for (const auto& w : s.kept) {
+    auto e = w.lock();
+    if (!e || e->pinned || e->device != device) continue;
+    for (const detail::Part& p : e->parts()) {
+      if (p.bytes <= 0 || p.bytes < s.options->evictee_minimum_size) continue;
+      const double sc = score(*e, p, now);
+      if (!best || sc < best->score) best = Victim{e, p, sc};
+    }
+  }
+  return best;
 }
 
 // Evicts by score while the allocated bytes on `device`, plus `room`, exceed the threshold.
 void evict_to_threshold(ThreadState& s, Device device, int64_t room = 0) {
   std::erase_if(s.kept, [](const auto& w) { return w.expired(); });
   const auto now = std::chrono::steady_clock::now();
-  while (detail::allocated_on(device) + room > s.options->eviction_threshold) {
-    std::shared_ptr<detail::Evictable> victim;
-    size_t at = 0;
-    for (size_t i = 0; i < s.kept.size(); ++i) {
-      auto e = s.kept[i].lock();
-      if (!e || e->pinned || e->device != device || e->bytes < s.options->evictee_minimum_size) continue;
-      if (!victim || score(*e, now) < score(*victim, now)) {
-        victim = e;
-        at = i;
-      }
-    }
-    if (!victim) return;  // nothing left to evict: the threshold is a target, not a wall
-    s.kept.erase(s.kept.begin() + static_cast<long>(at));
-    victim->evict();
-    ++s.stats.evictions;
-    s.stats.evicted_bytes += victim->bytes;
+  while (true) {
+    const int64_t allocated = detail::allocated_on(device);
+    if (allocated + room <= s.options->eviction_threshold) return;
+    std::optional<Victim> v = lowest(s, device, now);
+    if (!v) return;  // nothing left to evict: the threshold is a target, not a wall
+    v->segment->evict(v->part);
+    ++(v->part.graph ? s.stats.evictions : s.stats.dropped_results);
+    s.stats.evicted_bytes += std::max<int64_t>(allocated - detail::allocated_on(device), 0);
+    if (v->segment->parts().empty())
+      std::erase_if(s.kept, [&](const auto& w) { return w.lock() == v->segment; });
   }
 }
 

@@ -1,30 +1,44 @@
 // DTR's bookkeeping (mixgrad/autodiff/dtr.hpp): the kept segments of this
-// thread, held weakly, and the eviction by h-DTR score. The segments
-// themselves are autodiff::checkpoint's nodes (src/autodiff/checkpoint.cpp)
-// run in their keeping mode.
+// thread, held weakly, and the eviction of their parts by h-DTR score. The
+// segments themselves are autodiff::checkpoint's nodes
+// (src/autodiff/checkpoint.cpp) run in their keeping mode.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mixgrad/autodiff/dtr.hpp"
 #include "mixgrad/device.hpp"
 
 namespace mixgrad::dtr::detail {
 
-/// What DTR may evict: a segment's kept graph.
+/// A part of a segment DTR may evict, and what evicting it saves and costs.
+struct Part {
+  size_t index = 0;          // the segment's name for it
+  int64_t bytes = 0;         // it frees (an estimate)
+  double cost_seconds = 0;   // it adds to the segment's recomputation
+  bool graph = false;        // the segment's recorded graph: evicting it means recomputing the segment
+};
+
+/// What DTR may evict: a segment's kept graph, in parts. First the graph
+/// with what its ops saved, less the results of its products (matmuls,
+/// attention), which stay for the recomputation to reuse; then those
+/// results one by one, each then computed again too.
 class Evictable {
  public:
   virtual ~Evictable() = default;
-  /// Frees what the segment holds; its backward recomputes it.
-  virtual void evict() = 0;
+  /// What can be evicted now (empty when nothing is left).
+  virtual std::vector<Part> parts() const = 0;
+  /// Frees `part`, one of parts().
+  virtual void evict(const Part& part) = 0;
 
   std::string name;
   Device device = Device::cpu();
   int64_t bytes = 0;          // held above its inputs and outputs
-  double cost_seconds = 0;    // its forward's time: what a recomputation costs
+  double cost_seconds = 0;    // its forward's time: what a whole recomputation costs
   std::chrono::steady_clock::time_point ran;
   bool pinned = false;
 };

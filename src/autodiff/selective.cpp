@@ -54,6 +54,12 @@ bool KeptResults::counts(OpKind k) {
   return !keep_if || keep_if(op_name(k), n);
 }
 
+void KeptResults::drop(size_t i) {
+  entries[i].results.clear();
+  entries[i].versions.clear();
+  entries[i].dropped = true;
+}
+
 KeptResultsScope::KeptResultsScope(KeptResults& kept, Mode mode) {
   kept.calls.assign(kOpCount, 0);  // each run counts its calls from the first
   scopes().push_back({&kept, mode});
@@ -79,6 +85,7 @@ std::optional<std::vector<Tensor>> reuse_results(OpKind op, const Shape& shape, 
       throw StateError(where + "ran more kept ops than the first run (" + std::string(op_name(op)) + " after " +
                        std::to_string(kept.entries.size()) + "); the function must compute the same thing again");
     KeptResults::Entry entry = std::move(kept.entries[kept.next++]);
+    if (entry.dropped && entry.op == op) return std::nullopt;  // freed by DTR: computed again
     // An undefined first result: the op declined in the first run (a fused
     // kernel that let its composed path run), and declines again.
     const bool declined = entry.results.empty() || !entry.results[0].defined();
@@ -94,7 +101,7 @@ std::optional<std::vector<Tensor>> reuse_results(OpKind op, const Shape& shape, 
   return std::nullopt;
 }
 
-void keep_results(OpKind op, const std::vector<Tensor>& results) {
+void keep_results(OpKind op, const std::vector<Tensor>& results, double seconds) {
   auto& s = scopes();
   const size_t k = static_cast<size_t>(op);
   for (auto it = s.rbegin(); it != s.rend(); ++it) {
@@ -103,7 +110,7 @@ void keep_results(OpKind op, const std::vector<Tensor>& results) {
     if (!it->kept->counts(op)) continue;
     std::vector<uint64_t> versions;
     for (const Tensor& t : results) versions.push_back(t.defined() ? t.version() : 0);
-    it->kept->entries.push_back({op, results, std::move(versions)});
+    it->kept->entries.push_back({op, results, std::move(versions), seconds, false});
   }
 }
 

@@ -19,6 +19,8 @@ struct KeptResults {
     OpKind op;
     std::vector<Tensor> results;
     std::vector<uint64_t> versions;  // of the results when kept: an in-place write since makes them stale
+    double seconds = 0;              // what computing them took in the first run
+    bool dropped = false;            // freed since (DTR): the recomputation computes them again
   };
   std::string name;       // the checkpoint's, for errors
   std::vector<bool> ops;  // by OpKind: kept or not
@@ -29,6 +31,8 @@ struct KeptResults {
 
   /// Counts a call of kept op `k` and says whether keep_if keeps it.
   bool counts(OpKind k);
+  /// Frees entry `i`'s results: the recomputation computes them again.
+  void drop(size_t i);
 };
 
 /// The op kinds named in `names` (ops whose results can be kept: the

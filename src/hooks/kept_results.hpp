@@ -11,6 +11,7 @@
 // thread-local load and a branch. Implemented in src/autodiff/selective.cpp.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -27,10 +28,10 @@ int& keeping();
 /// StateError when the recomputation runs another op or gives the first
 /// result another shape or dtype than the first run.
 std::optional<std::vector<Tensor>> reuse_results(OpKind op, const Shape& shape, DType dtype);
-/// Keeps the results of this op call for a later recomputation, in each
-/// checkpoint's first run on this thread that keeps `op` (above the
-/// recomputation that handed them back, if one did).
-void keep_results(OpKind op, const std::vector<Tensor>& results);
+/// Keeps the results of this op call, which took `seconds` to compute, for a
+/// later recomputation, in each checkpoint's first run on this thread that
+/// keeps `op` (above the recomputation that handed them back, if one did).
+void keep_results(OpKind op, const std::vector<Tensor>& results, double seconds);
 }  // namespace detail
 
 /// compute()'s results (a Tensor or a std::array of them; the first has
@@ -40,7 +41,7 @@ auto keep_or_compute(OpKind op, const Shape& shape, DType dtype, Compute&& compu
   using R = decltype(compute());
   if (detail::keeping() == 0) return compute();
   if (std::optional<std::vector<Tensor>> kept = detail::reuse_results(op, shape, dtype)) {
-    detail::keep_results(op, *kept);  // for a nested checkpoint's first run inside the recomputation
+    detail::keep_results(op, *kept, 0);  // for a nested checkpoint's first run inside the recomputation
     if constexpr (std::is_same_v<R, Tensor>) {
       return (*kept)[0];
     } else {
@@ -49,11 +50,13 @@ auto keep_or_compute(OpKind op, const Shape& shape, DType dtype, Compute&& compu
       return r;
     }
   }
+  const auto t0 = std::chrono::steady_clock::now();
   R r = compute();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if constexpr (std::is_same_v<R, Tensor>)
-    detail::keep_results(op, {r});
+    detail::keep_results(op, {r}, seconds);
   else
-    detail::keep_results(op, std::vector<Tensor>(r.begin(), r.end()));
+    detail::keep_results(op, std::vector<Tensor>(r.begin(), r.end()), seconds);
   return r;
 }
 

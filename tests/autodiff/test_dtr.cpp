@@ -1,14 +1,18 @@
 // dtr::segment under dtr::enable: the same gradients, bit for bit, as
 // without DTR (float32, bfloat16 autocast, dropout, a GradScaler step that
 // overflows), evictions that bring the peak under the threshold and their
-// recomputations counted, the minimum evictee size and pin() respected, a
-// segment above the threshold by itself a ValueError that leaves the tape as
-// it was, and plain functions when DTR is off.
+// recomputations counted, segments evicted in parts (products' results
+// last, handed back to the recomputation while kept), the minimum evictee
+// size and pin() respected, a segment above the threshold by itself a
+// ValueError that leaves the tape as it was, and plain functions when DTR is
+// off.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "autodiff/inspect.hpp"
@@ -59,7 +63,7 @@ struct Run {
 struct Budget {
   double fraction = 0;
   int64_t peak = 0;
-  int64_t minimum = 1 << 20;
+  int64_t minimum = 256 << 10;  // the blocks' parts are 512 KiB
 };
 
 // One step's gradients and activation peak; `pin` pins the first block.
@@ -112,6 +116,53 @@ Run step(bool autocast, bool scaler = false, bool poison = false, bool pin = fal
 
 using test_util::same_bits;
 
+// Blocks as Net's (and a tanh), each recording the id of its first linear's result every
+// time it runs: the same id in the recomputation means the result was handed
+// back, not computed again.
+struct Parted {
+  std::vector<std::vector<float>> grads;
+  std::vector<std::vector<uint64_t>> ids;  // by block, by run
+  mg::dtr::Stats stats;
+};
+
+// One step; DTR on (with everything above the step's base evicted, down to
+// parts of `minimum` bytes) unless `minimum` is empty.
+Parted parted(std::optional<int64_t> minimum) {
+  mg::manual_seed(5);
+  std::vector<std::shared_ptr<nn::Linear>> fc1, fc2;
+  mg::autodiff::GradManager gm;
+  for (int i = 0; i < 4; ++i) {
+    fc1.push_back(std::make_shared<nn::Linear>(128, 512));
+    fc2.push_back(std::make_shared<nn::Linear>(512, 128));
+    gm.attach(fc1.back()->parameters()).attach(fc2.back()->parameters());
+  }
+  const mg::Tensor x = mg::normal({256, 128});
+  std::optional<DtrOn> on;
+  if (minimum) on.emplace(mg::dtr::Options{.eviction_threshold = mg::allocated_bytes(), .evictee_minimum_size = *minimum});
+  Parted r;
+  r.ids.resize(fc1.size());
+  mg::manual_seed(21);
+  {
+    auto rec = gm.record();
+    mg::Tensor h = x;
+    for (size_t i = 0; i < fc1.size(); ++i)
+      h = mg::dtr::segment(
+          [&, i](const mg::Tensor& t) {
+            const mg::Tensor a = (*fc1[i])(t);
+            r.ids[i].push_back(a.id());
+            return (*fc2[i])(mg::F::dropout(mg::F::tanh(mg::F::gelu(a)), 0.1));
+          },
+          h, "block" + std::to_string(i));
+    gm.backward(mg::F::mean(h * h));
+  }
+  r.stats = mg::dtr::stats();
+  for (auto& l : fc1)
+    for (auto& p : l->parameters()) r.grads.push_back(p.grad().to_vector<float>());
+  for (auto& l : fc2)
+    for (auto& p : l->parameters()) r.grads.push_back(p.grad().to_vector<float>());
+  return r;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(dtr)
@@ -145,6 +196,33 @@ BOOST_AUTO_TEST_CASE(evictions_bring_the_peak_down_with_the_same_gradients) {
   BOOST_TEST(s.recomputations == s.evictions);
   BOOST_TEST(s.evicted_bytes > 0);
   BOOST_TEST(evicting.peak < plain.peak * 3 / 4);
+}
+
+// A segment is evicted in parts: its graph (what the cheap ops saved) first,
+// the products' results after it. A recomputation hands back the results
+// still kept and computes the dropped ones again; the gradients are the same.
+BOOST_AUTO_TEST_CASE(segments_are_evicted_in_parts_and_reuse_their_products) {
+  const Parted plain = parted(std::nullopt);
+  // Parts of 768 KiB and more: the graphs (tanh's and dropout's results and
+  // the mask), not the first linear's 512 KiB result.
+  const Parted graphs = parted(768 << 10);
+  BOOST_TEST(same_bits(plain.grads, graphs.grads));
+  BOOST_TEST(graphs.stats.evictions == 4);
+  BOOST_TEST(graphs.stats.dropped_results == 0);
+  BOOST_TEST(graphs.stats.recomputations == 4);
+  for (const auto& runs : graphs.ids) {
+    BOOST_TEST_REQUIRE(runs.size() == 2u);
+    BOOST_TEST(runs[0] == runs[1]);  // handed back
+  }
+  const Parted all = parted(0);
+  BOOST_TEST(same_bits(plain.grads, all.grads));
+  BOOST_TEST(all.stats.evictions == 4);
+  BOOST_TEST(all.stats.dropped_results == 4);  // the first linears' (the second's are the outputs)
+  BOOST_TEST(all.stats.evicted_bytes > graphs.stats.evicted_bytes);
+  for (const auto& runs : all.ids) {
+    BOOST_TEST_REQUIRE(runs.size() == 2u);
+    BOOST_TEST(runs[0] != runs[1]);  // computed again
+  }
 }
 
 BOOST_AUTO_TEST_CASE(bfloat16_autocast_and_an_overflowing_scaler_step_match) {

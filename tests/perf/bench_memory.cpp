@@ -12,11 +12,17 @@
 //              torchtitan's policy): the layer's wide in-projections are
 //              kept, its narrow out-projections recomputed;
 //   attn+fc1   keeping attention's results and the first feed-forward
-//              linear's (keep_if: the layer's third linear call), the
-//              costliest product per byte kept;
+//              linear's (keep_if: the layer's third linear call);
+//   in+attn+fc2  keeping the in-projection's, attention's and the second
+//              feed-forward linear's results (linear calls 0 and 3): the
+//              narrow fc2 result spares a wide product, attention's spares
+//              the context-squared one, and the in-projection's is what
+//              attention's backward needs;
+//   attn+fc1+fc2  keeping attention's and both feed-forward linears'
+//              (linear calls 2 and 3);
 //   dtr:F      each layer a dtr::segment, DTR on with its eviction threshold
 //              at F times none's activation peak above the step's base
-//              (parameters, gradients, input): 0.75, 0.50 and 0.35.
+//              (parameters, gradients, input): 0.75, 0.50 and 0.33.
 // Each mode runs in a child process of its own (this program, `--child`), so
 // one mode's cached memory cannot lower another's peak. The child reports
 // the activation peak (mg::peak_allocated_bytes() during a step above what
@@ -61,13 +67,13 @@ struct Config {
 
 struct Measure {
   double peak_mib = 0, step_ms = 0, rss_mib = 0;
-  double evictions = 0, recompute_ms = 0;  // per step, dtr modes
+  double evictions = 0, dropped = 0, recompute_ms = 0;  // per step, dtr modes
   uint64_t hash = 0;
   bool ok = false;
 };
 
-const char* kModes[] = {"none",     "full",     "attention", "products", "alternate",
-                        "attn+fc1", "dtr:0.75", "dtr:0.50",  "dtr:0.35"};
+const char* kModes[] = {"none",     "full",     "attention", "products",       "alternate",        "attn+fc1",
+                        "in+attn+fc2", "attn+fc1+fc2", "dtr:0.75", "dtr:0.50", "dtr:0.33"};
 
 uint64_t grad_hash(const std::vector<mg::Tensor>& params) {
   uint64_t h = 1469598103934665603ull;
@@ -131,6 +137,11 @@ struct GptStack {
       options.keep = {"linear", "scaled_dot_product_attention"};
       options.keep_if = [](std::string_view op, int64_t n) { return op != "linear" || n == 2; };
     }
+    if (mode == "in+attn+fc2" || mode == "attn+fc1+fc2") {
+      options.keep = {"linear", "scaled_dot_product_attention"};
+      const int64_t first = mode == "in+attn+fc2" ? 0 : 2;
+      options.keep_if = [first](std::string_view op, int64_t n) { return op != "linear" || n == first || n == 3; };
+    }
   }
 
   // One step (the caller zeroes the gradients, allocated before it as in training).
@@ -158,7 +169,8 @@ int child(const Config& c, const std::string& mode) {
   for (auto& p : net.params) p.set_grad(mg::zeros_like(p));
   if (net.dtr_fraction > 0)
     mg::dtr::enable({.eviction_threshold = mg::allocated_bytes() +
-                                           static_cast<int64_t>(net.dtr_fraction * c.none_peak_mib * (1 << 20))});
+                                           static_cast<int64_t>(net.dtr_fraction * c.none_peak_mib * (1 << 20)),
+                     .evictee_minimum_size = int64_t{1} << 20});
   net.step();
   mg::dtr::reset_stats();
   std::vector<double> ms;
@@ -182,9 +194,10 @@ int child(const Config& c, const std::string& mode) {
   net.step();
   const int64_t rss_peak = resident_kib("VmHWM") - rss_base;
   std::sort(ms.begin(), ms.end());
-  std::printf("%.3f %.3f %llu %.3f %.2f %.3f\n", static_cast<double>(peak) / (1 << 20), ms[ms.size() / 2],
+  std::printf("%.3f %.3f %llu %.3f %.2f %.2f %.3f\n", static_cast<double>(peak) / (1 << 20), ms[ms.size() / 2],
               static_cast<unsigned long long>(hash), static_cast<double>(rss_peak) / 1024,
-              static_cast<double>(dtr.evictions) / c.steps, 1e3 * dtr.recompute_seconds / c.steps);
+              static_cast<double>(dtr.evictions) / c.steps, static_cast<double>(dtr.dropped_results) / c.steps,
+              1e3 * dtr.recompute_seconds / c.steps);
   return 0;
 }
 
@@ -198,8 +211,8 @@ Measure spawn(const std::string& self, const Config& c, const std::string& mode,
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return m;
   unsigned long long hash = 0;
-  m.ok = std::fscanf(p, "%lf %lf %llu %lf %lf %lf", &m.peak_mib, &m.step_ms, &hash, &m.rss_mib, &m.evictions,
-                     &m.recompute_ms) == 6;
+  m.ok = std::fscanf(p, "%lf %lf %llu %lf %lf %lf %lf", &m.peak_mib, &m.step_ms, &hash, &m.rss_mib, &m.evictions,
+                     &m.dropped, &m.recompute_ms) == 7;
   m.hash = hash;
   m.ok = pclose(p) == 0 && m.ok;
   return m;
@@ -230,7 +243,7 @@ void report(const std::string& self, Config c, bool search, const std::vector<st
               static_cast<long long>(c.context), static_cast<long long>(c.batch),
               c.autocast ? "bfloat16 autocast" : "float32", c.steps);
   std::printf("| mode | activation peak MiB | x none | resident-set growth MiB | x none | step ms | x none | gradients "
-              "| evictions / recomputed ms per step |%s\n",
+              "| evictions + dropped results / recomputed ms per step |%s\n",
               search ? " largest batch under none's peak |" : "");
   std::printf("|---|---|---|---|---|---|---|---|---|%s\n", search ? "---|" : "");
   Measure none;
@@ -249,7 +262,7 @@ void report(const std::string& self, Config c, bool search, const std::vector<st
                 m.rss_mib, m.rss_mib / none.rss_mib, m.step_ms, m.step_ms / none.step_ms,
                 m.hash == none.hash ? "bit-identical" : "DIFFER");
     if (std::string(mode).rfind("dtr:", 0) == 0)
-      std::printf(" %.1f / %.0f |", m.evictions, m.recompute_ms);
+      std::printf(" %.1f + %.1f / %.0f |", m.evictions, m.dropped, m.recompute_ms);
     else
       std::printf(" |");
     if (search) std::printf(" %lld |", static_cast<long long>(max_batch(self, c, mode, none.peak_mib)));

@@ -1,5 +1,5 @@
 // mixgrad/autodiff/dtr.hpp — dynamic rematerialization under a memory
-// threshold (MegEngine's `megengine.dtr`), at the granularity of segments.
+// threshold (MegEngine's `megengine.dtr`), evicting parts of segments.
 //
 //   mg::dtr::enable({.eviction_threshold = 512 << 20});     // MegEngine: dtr.eviction_threshold = "512MB"; dtr.enable()
 //   for (auto& layer : layers)
@@ -9,17 +9,22 @@
 //
 // A segment runs its function and keeps everything its backward needs, as
 // without DTR. After each segment's forward, while the tensors allocated on
-// its device exceed the threshold, DTR frees what the kept segment with the
-// lowest h-DTR score holds: score = recompute cost / (bytes held x time since
-// it ran), so cheap, large, old segments go first. An evicted segment keeps
-// its inputs only; when the backward reaches it, it runs again as an
-// activation checkpoint does (autodiff/checkpoint.hpp): under the autocast
+// its device exceed the threshold, DTR evicts the part of a kept segment
+// with the lowest h-DTR score: score = recompute cost / (bytes freed x time
+// since the segment ran), so cheap, large, old parts go first. A segment
+// has these parts: its recorded graph with what its ops saved, less the
+// results of its products (matmuls, linears, convolutions, fused attention)
+// that the graph holds, which stay; once the graph is gone, each of those
+// results. An evicted segment keeps its inputs and the products' results
+// not evicted; when the backward reaches it, it runs again as a selective
+// activation checkpoint does (autodiff/checkpoint.hpp): the kept results are
+// handed back, only the other ops are computed again, under the autocast
 // state and random generator state of its first run, so the gradients are
-// bit for bit those of the run without DTR. A segment that is never
-// evicted costs nothing extra.
+// bit for bit those of the run without DTR. A segment that is never evicted
+// costs nothing extra.
 //
 // Unlike MegEngine, which evicts single tensors and recomputes single ops,
-// mixgrad evicts whole segments: a segment's inputs are never evicted, so a
+// mixgrad evicts segments' parts: a segment's inputs are never evicted, so a
 // recomputation never recurses. A segment whose function must not run
 // twice (it calls a collective, or writes a tensor from outside in place)
 // calls dtr::pin() while it runs and is never evicted; distributed::
@@ -41,9 +46,9 @@ namespace mixgrad::dtr {
 /// MegEngine's knobs.
 struct Options {
   /// Allocated tensor bytes (mg::allocated_bytes() on the segment's device)
-  /// above which kept segments are evicted; > 0, else ValueError.
+  /// above which parts of kept segments are evicted; > 0, else ValueError.
   int64_t eviction_threshold = 0;
-  /// Segments holding fewer bytes are never evicted (MegEngine's
+  /// Parts of segments freeing fewer bytes are never evicted (MegEngine's
   /// evictee_minimum_size).
   int64_t evictee_minimum_size = 1 << 20;
 };
@@ -62,8 +67,9 @@ void pin();
 /// What DTR did on this thread since the last reset_stats().
 struct Stats {
   int64_t segments = 0;         ///< segments run with DTR on
-  int64_t evictions = 0;        ///< segments evicted
-  int64_t evicted_bytes = 0;    ///< what those segments held
+  int64_t evictions = 0;        ///< segments whose graph was evicted (each recomputed in the backward)
+  int64_t dropped_results = 0;  ///< products' results of evicted segments freed too (each computed again)
+  int64_t evicted_bytes = 0;    ///< what those evictions freed
   int64_t recomputations = 0;   ///< evicted segments run again in a backward
   double recompute_seconds = 0; ///< the time those runs took
 };
