@@ -103,6 +103,8 @@ void ShardedOptimizer::Impl::take_shard_grads(const GradScaling& mark) {
   acc = Tensor();
 }
 
+GradReducer* ShardedOptimizer::reducer() const { return impl_->reducer.get(); }
+
 ShardedOptimizer::NoSync::NoSync(ShardedOptimizer& opt) : opt_(&opt) {
   if (!opt.impl_->reducer)
     throw StateError(std::string("distributed::ShardedOptimizer::no_sync: rank ")

@@ -171,6 +171,41 @@ BOOST_AUTO_TEST_CASE(gradient_accumulation_during_backward_equals_plain_data_par
       }
 }
 
+// Under attach the buckets exist from the start: already in the first
+// backward, bucket 0 (the last parameters) is reduce-scattered before
+// backward reaches parameter 0, and so before backward ends.
+BOOST_AUTO_TEST_CASE(attach_reduce_scatters_while_backward_runs) {
+  std::vector<mg::Tensor> ps = make_params();
+  mg::autodiff::GradManager gm;
+  D::ShardedOptimizer opt(world(), ps, optimizers()[0].second, {.stage = 2, .bucket_bytes = 16});
+  BOOST_TEST(opt.reducer() == nullptr);
+  double first_ready = -1.0;
+  gm.attach(ps[0], {[&](const mg::Tensor&, const mg::Tensor& g) {  // runs before the reducer's callback
+              first_ready = opt.reducer()->now();
+              return g;
+            }});
+  opt.attach(gm);
+  BOOST_TEST_REQUIRE(opt.reducer() != nullptr);
+  opt.reducer()->record_timeline(true);
+  {
+    auto recording = gm.record();  // every parameter, the last ones' gradients first
+    mg::Tensor loss;
+    for (size_t i = 0; i < ps.size(); ++i) {
+      const mg::Tensor term = F::sum(F::mul(F::tanh(ps[i]), data(90 + R() + static_cast<int>(i), ps[i].shape())));
+      loss = loss.defined() ? F::add(loss, term) : term;
+    }
+    gm.backward(loss);
+  }
+  const std::vector<D::BucketEvent>& events = opt.reducer()->timeline();
+  BOOST_TEST_REQUIRE(events.size() == static_cast<size_t>(opt.reducer()->num_buckets()));
+  BOOST_TEST(events.size() > 2u);
+  BOOST_TEST(events[0].start < first_ready, "bucket 0 started at " << events[0].start
+                                                                    << " s, parameter 0's gradient was final at "
+                                                                    << first_ready << " s");
+  BOOST_TEST(events[0].start < events[0].backward_end);
+  opt.step();
+}
+
 BOOST_AUTO_TEST_CASE(reducing_during_backward_refuses_misuse_and_changes_nothing) {
   const Make make = optimizers()[0].second;
   const std::string rank = std::string("rank ").append(std::to_string(R()));

@@ -95,6 +95,8 @@
 
 namespace mixgrad::distributed {
 
+class GradReducer;
+
 struct ShardingOptions {
   /// Both reduce-scatter the gradients into the shard; 2 also frees the
   /// parameters' full gradients (at the step, or under attach as soon as
@@ -147,6 +149,8 @@ class ShardedOptimizer final : public AmpStepTarget {
     ShardedOptimizer* opt_;
   };
   NoSync no_sync() { return NoSync(*this); }
+  /// The reducer behind attach (null before it): its timeline and buckets.
+  GradReducer* reducer() const;
 
   /// Reduces the gradients into the shard (step 1 and 2 of the overview);
   /// step() does it unless called since the last step. Returns *this.
