@@ -132,9 +132,12 @@ int64_t inbox_slot(int r, int me, bool first_in_out) {
   return first_in_out ? k - 1 : k;       // -1: in out
 }
 
-// out[i] = (the sum over ranks, in rank order, of rank r's block's element
-// i) / by, rounded once to O: this rank's block is `own`, the others' as
-// inbox_slot says (n elements of T each).
+// out[i] = (the sum over ranks of rank r's block's element i) / by, rounded
+// once to O: this rank's block is `own`, the others' as inbox_slot says (n
+// elements of T each). The sum pairs the ranks as recursive doubling does
+// ((r0 + r1) + (r2 + r3), then + r4 ...), the order of Open MPI's
+// all-reduce on these sizes, so the sharded gradients keep plain data
+// parallel's bits, which Adam needs where a gradient is near zero.
 template <class T, class O>
 void sum_blocks(const char* own, const char* inbox, void* out, int64_t n, int world, int me, double by) {
   constexpr bool first_in_out = std::is_same_v<T, O>;
@@ -148,10 +151,12 @@ void sum_blocks(const char* own, const char* inbox, void* out, int64_t n, int wo
       if (k < 0) return o[i];
     return b[k * n + i];
   };
+  std::vector<T> v(static_cast<size_t>(world));
   for (int64_t i = 0; i < n; ++i) {
-    T acc = block(0, i);
-    for (int r = 1; r < world; ++r) acc += block(r, i);
-    o[i] = O(static_cast<T>(by == 1.0 ? acc : acc / by));
+    for (int r = 0; r < world; ++r) v[r] = block(r, i);
+    for (int step = 1; step < world; step *= 2)
+      for (int r = 0; r + step < world; r += 2 * step) v[r] += v[r + step];
+    o[i] = O(static_cast<T>(by == 1.0 ? v[0] : v[0] / by));
   }
 }
 

@@ -12,8 +12,9 @@ namespace mixgrad::distributed::detail {
 /// over the ranks: rank r receives, in `recv` (counts[r] elements of send's
 /// dtype and device), the sum or mean of send's elements [sum of counts[0..r),
 /// + counts[r]). On the CPU each rank sends every other its block and sums
-/// what it receives in rank order (point-to-point: no rank holds more than
-/// its own blocks); floating dtypes only, sum or mean (DTypeError naming the
+/// what it receives, paired as recursive doubling pairs the ranks (so that
+/// the bits are Open MPI's all-reduce's; point-to-point: no rank holds more
+/// than its own blocks); floating dtypes only, sum or mean (DTypeError naming the
 /// rank otherwise). float16 / bfloat16 travel as float32 and are rounded
 /// once, a mean divided before that rounding, as in all_reduce_async. A CUDA
 /// tensor is all-reduced in place and this rank's block copied on the
