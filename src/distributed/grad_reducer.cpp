@@ -1,4 +1,6 @@
-// The bucketing gradient all-reducer (see grad_reducer.hpp for the rules).
+// The bucketing gradient all-reducer (see grad_reducer.hpp for the rules),
+// and, with a ShardScatter (shard_scatter.hpp), the sharded optimizer's
+// reduce-scatter during backward on the same buckets and progress thread.
 #include "mixgrad/distributed/grad_reducer.hpp"
 
 #include <algorithm>
