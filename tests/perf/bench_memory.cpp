@@ -29,8 +29,9 @@
 // the parameters, their gradients and the input hold), the growth of the
 // process's resident set during a step (the allocator's cache emptied
 // before it: the measure bench_memory_torch.py can take of PyTorch), the
-// median step time and a hash of the gradients' bits; the parent prints the ratios against
-// `none` and whether the gradients are bit-identical.
+// median step time (wall clock and the process's CPU time) and a hash of the
+// gradients' bits; the parent prints the ratios against `none` and whether
+// the gradients are bit-identical.
 //
 // `--max-batch` also searches, for each mode, the largest batch (doubling,
 // then bisecting) whose peak stays under `none`'s peak at the given batch.
@@ -44,6 +45,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <malloc.h>
 #include <memory>
 #include <sstream>
@@ -66,7 +68,7 @@ struct Config {
 };
 
 struct Measure {
-  double peak_mib = 0, step_ms = 0, rss_mib = 0;
+  double peak_mib = 0, step_ms = 0, cpu_ms = 0, rss_mib = 0;
   double evictions = 0, dropped = 0, recompute_ms = 0;  // per step, dtr modes
   uint64_t hash = 0;
   bool ok = false;
@@ -84,6 +86,14 @@ uint64_t grad_hash(const std::vector<mg::Tensor>& params) {
       h = (h ^ bits) * 1099511628211ull;
     }
   return h;
+}
+
+// This process's CPU time (all its threads), in seconds: under a shared
+// machine's load it moves less than the wall clock.
+double cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 // The process's resident set ("VmRSS") or its peak since the last reset ("VmHWM"), in KiB.
@@ -163,7 +173,8 @@ struct GptStack {
 
 // One mode's steps in this process: a warm-up step, `steps` timed steps
 // (their allocator peak), then one step with the allocator's cache emptied
-// before it (its resident-set growth). Prints "peak_mib step_ms hash rss_peak_mib".
+// before it (its resident-set growth). Prints "peak_mib step_ms cpu_ms hash
+// rss_peak_mib" and the DTR counts per step.
 int child(const Config& c, const std::string& mode) {
   GptStack net(c, mode);
   for (auto& p : net.params) p.set_grad(mg::zeros_like(p));
@@ -173,15 +184,17 @@ int child(const Config& c, const std::string& mode) {
                      .evictee_minimum_size = int64_t{1} << 20});
   net.step();
   mg::dtr::reset_stats();
-  std::vector<double> ms;
+  std::vector<double> ms, cpu;
   int64_t peak = 0;
   for (int s = 0; s < c.steps; ++s) {
     for (auto& p : net.params) p.set_grad(mg::zeros_like(p));
     const int64_t base = mg::allocated_bytes();
     mg::reset_peak_allocated_bytes();
     const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = cpu_seconds();
     net.step();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    cpu.push_back(1e3 * (cpu_seconds() - c0));
     peak = std::max(peak, mg::peak_allocated_bytes() - base);
   }
   const mg::dtr::Stats dtr = mg::dtr::stats();
@@ -194,8 +207,9 @@ int child(const Config& c, const std::string& mode) {
   net.step();
   const int64_t rss_peak = resident_kib("VmHWM") - rss_base;
   std::sort(ms.begin(), ms.end());
-  std::printf("%.3f %.3f %llu %.3f %.2f %.2f %.3f\n", static_cast<double>(peak) / (1 << 20), ms[ms.size() / 2],
-              static_cast<unsigned long long>(hash), static_cast<double>(rss_peak) / 1024,
+  std::sort(cpu.begin(), cpu.end());
+  std::printf("%.3f %.3f %.3f %llu %.3f %.2f %.2f %.3f\n", static_cast<double>(peak) / (1 << 20), ms[ms.size() / 2],
+              cpu[cpu.size() / 2], static_cast<unsigned long long>(hash), static_cast<double>(rss_peak) / 1024,
               static_cast<double>(dtr.evictions) / c.steps, static_cast<double>(dtr.dropped_results) / c.steps,
               1e3 * dtr.recompute_seconds / c.steps);
   return 0;
@@ -211,8 +225,8 @@ Measure spawn(const std::string& self, const Config& c, const std::string& mode,
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return m;
   unsigned long long hash = 0;
-  m.ok = std::fscanf(p, "%lf %lf %llu %lf %lf %lf %lf", &m.peak_mib, &m.step_ms, &hash, &m.rss_mib, &m.evictions,
-                     &m.dropped, &m.recompute_ms) == 7;
+  m.ok = std::fscanf(p, "%lf %lf %lf %llu %lf %lf %lf %lf", &m.peak_mib, &m.step_ms, &m.cpu_ms, &hash, &m.rss_mib,
+                     &m.evictions, &m.dropped, &m.recompute_ms) == 8;
   m.hash = hash;
   m.ok = pclose(p) == 0 && m.ok;
   return m;
@@ -242,10 +256,10 @@ void report(const std::string& self, Config c, bool search, const std::vector<st
               static_cast<long long>(c.width), static_cast<long long>(c.layers), static_cast<long long>(c.heads),
               static_cast<long long>(c.context), static_cast<long long>(c.batch),
               c.autocast ? "bfloat16 autocast" : "float32", c.steps);
-  std::printf("| mode | activation peak MiB | x none | resident-set growth MiB | x none | step ms | x none | gradients "
-              "| evictions + dropped results / recomputed ms per step |%s\n",
+  std::printf("| mode | activation peak MiB | x none | resident-set growth MiB | x none | step ms | x none | step CPU ms "
+              "| x none | gradients | evictions + dropped results / recomputed ms per step |%s\n",
               search ? " largest batch under none's peak |" : "");
-  std::printf("|---|---|---|---|---|---|---|---|---|%s\n", search ? "---|" : "");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|%s\n", search ? "---|" : "");
   Measure none;
   for (const std::string& name : modes) {
     const char* mode = name.c_str();
@@ -258,9 +272,9 @@ void report(const std::string& self, Config c, bool search, const std::vector<st
       none = m;
       c.none_peak_mib = m.peak_mib;
     }
-    std::printf("| %s | %.1f | %.2f | %.1f | %.2f | %.0f | %.2f | %s |", mode, m.peak_mib, m.peak_mib / none.peak_mib,
-                m.rss_mib, m.rss_mib / none.rss_mib, m.step_ms, m.step_ms / none.step_ms,
-                m.hash == none.hash ? "bit-identical" : "DIFFER");
+    std::printf("| %s | %.1f | %.2f | %.1f | %.2f | %.0f | %.2f | %.0f | %.2f | %s |", mode, m.peak_mib,
+                m.peak_mib / none.peak_mib, m.rss_mib, m.rss_mib / none.rss_mib, m.step_ms, m.step_ms / none.step_ms,
+                m.cpu_ms, m.cpu_ms / none.cpu_ms, m.hash == none.hash ? "bit-identical" : "DIFFER");
     if (std::string(mode).rfind("dtr:", 0) == 0)
       std::printf(" %.1f + %.1f / %.0f |", m.evictions, m.dropped, m.recompute_ms);
     else

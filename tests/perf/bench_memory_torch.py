@@ -8,7 +8,10 @@ torch.utils.checkpoint, in the modes bench_memory.cpp runs:
   products   selective checkpointing that saves the matmuls' and attention's;
   alternate  as products, saving every other matmul (torchtitan's policy);
   attn+fc1   saving attention's results and the third matmul (the first
-             feed-forward linear) of each layer.
+             feed-forward linear) of each layer;
+  in+attn+fc2  saving attention's results, the first matmul (the
+             in-projection) and the fourth (the second feed-forward linear);
+  attn+fc1+fc2  saving attention's results and the third and fourth matmuls.
 Each mode runs in a child process. PyTorch's CPU allocator has no memory
 statistics, so the activation peak is the process's peak resident set during
 a step above its resident set before it (after a warm-up step, with the
@@ -28,7 +31,7 @@ import subprocess
 import sys
 import time
 
-MODES = ["none", "full", "attention", "products", "alternate", "attn+fc1"]
+MODES = ["none", "full", "attention", "products", "alternate", "attn+fc1", "in+attn+fc2", "attn+fc1+fc2"]
 
 
 def rss_kib(field):
@@ -83,8 +86,9 @@ def child(a, mode):
     x = torch.randn(a.batch, a.context, a.width)
     mask = torch.nn.Transformer.generate_square_subsequent_mask(a.context)
     kwargs = {"use_reentrant": False}
-    picks = {"alternate": lambda n: n % 2 == 0, "attn+fc1": lambda n: n == 2}
-    if mode in ("attention", "products", "alternate", "attn+fc1"):
+    picks = {"alternate": lambda n: n % 2 == 0, "attn+fc1": lambda n: n == 2,
+             "in+attn+fc2": lambda n: n in (0, 3), "attn+fc1+fc2": lambda n: n in (2, 3)}
+    if mode != "none" and mode != "full":
         kwargs["context_fn"] = lambda: create_selective_checkpoint_contexts(
             policy(saved_ops(mode), picks.get(mode)))
     libc = ctypes.CDLL("libc.so.6")
