@@ -205,8 +205,12 @@ class Checkpointed : public Function {
     // the recomputation is recorded on the walk's managers as well.
     const bool recorded = is_recording();
     // Room to recompute what was evicted, and for the backward's working set
-    // (the gradients of the segment's intermediates: about a quarter of it).
-    if (segment_ && graph_) dtr::detail::make_room(graph_->device, graph_->evicted_bytes + graph_->bytes / 4);
+    // (the gradients of the segment's intermediates: about a quarter of it),
+    // made by evicting others: this one is about to be used.
+    if (segment_ && graph_) {
+      graph_->pinned = true;
+      dtr::detail::make_room(graph_->device, graph_->evicted_bytes + graph_->bytes / 4);
+    }
     if (graph_ && !graph_->evicted() && !recorded) return backward_kept(output_grads);
     graph_.reset();
     const auto t0 = std::chrono::steady_clock::now();
