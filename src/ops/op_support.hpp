@@ -58,6 +58,7 @@ inline Tensor dense(const Tensor& t, DType dtype, MemoryFormat format) {
 /// as PyTorch's elementwise ops keep a channels-last input's layout. Null
 /// and undefined inputs are skipped.
 inline Tensor empty_for(const Shape& shape, DType dtype, Device device, std::initializer_list<const Tensor*> inputs) {
+  if (shape.ndim() < 4) return empty(shape, dtype, device);  // no channels-last format below 4-d
   for (const Tensor* t : inputs)
     if (t && t->defined() && t->shape() == shape) return empty(shape, dtype, device, t->suggest_memory_format());
   return empty(shape, dtype, device);
