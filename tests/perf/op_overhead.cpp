@@ -7,9 +7,14 @@
 //              the inputs (one training step of that op alone)
 // Each is the median over many samples of a batch of calls, in microseconds.
 // A benchmark, not a test: it prints a table and asserts nothing.
+// `--idle-calls N` only runs every op's idle forward N times, untimed: the
+// machine-independent measure, instructions counted by callgrind (two values
+// of N, subtracted, cancel the start-up), for comparing two builds on a
+// noisy or virtual machine without hardware counters.
 //
 //   meson test -C build --benchmark op_overhead --verbose
 //   build/tests/perf/op_overhead [samples]
+//   valgrind --tool=callgrind build/tests/perf/op_overhead --idle-calls 1000   (and 3000)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -90,9 +95,15 @@ std::vector<OpCase> op_cases() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  mg::set_num_threads(1);
+  if (argc > 2 && std::string(argv[1]) == "--idle-calls") {
+    std::vector<OpCase> cases = op_cases();
+    for (int i = std::atoi(argv[2]); i > 0; --i)
+      for (OpCase& c : cases) (void)c.run(c.a, c.b);
+    return 0;
+  }
   perf::print_cpu_line();
   const int samples = argc > 1 ? std::max(1, std::atoi(argv[1])) : 300;
-  mg::set_num_threads(1);
 
   std::printf("op_overhead: median microseconds per call over %d samples of %d calls\n", samples, kBatch);
   std::printf("%-26s %12s %20s\n", "op", "idle fwd", "recorded fwd+bwd");
