@@ -17,7 +17,8 @@
 #             benchmark's build where python3 has torch).
 # --bench     the benchmark against LibTorch CUDA: compiles tests/perf's
 #             sources against the pack's library and that machine's torch
-#             (python3's), then runs `bench_vs_libtorch --device cuda --sections train`.
+#             (python3's), then runs `bench_vs_libtorch --device cuda --sections train`
+#             and bench_fp8 (FP8 against bf16 autocast: an MLP and a transformer layer).
 # --profile   the benchmark's build, then instead of the benchmark: each
 #             kernel's GPU time (Nsight Compute, one metric,
 #             `--clock-control none`) over one mixgrad fp16 step of MLP-4096
@@ -271,6 +272,8 @@ if [ $bench = 1 ]; then
       -isystem "$torch_root/include/torch/csrc/api/include" \
       -c "$perf/libtorch_side.cpp" -o "$run_dir/bench-obj/libtorch_side.o" & pids+=($!)
     objs+=("$run_dir/bench-obj/libtorch_side.o")
+    # bench_fp8 (FP8 against bf16 autocast) needs mixgrad only.
+    ${CXX:-c++} "${common[@]}" "$perf/bench_fp8.cpp" -o "$run_dir/bench_fp8" -L"$pack/lib" -lmixgrad & pids+=($!)
     local rc=0 p
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
     [ $rc = 0 ] || return 1
@@ -281,6 +284,8 @@ if [ $bench = 1 ]; then
   if [ $dry_run = 1 ]; then
     run_step "benchmark starts and finds no GPU (dry run)" "$report_dir/bench.log" \
       expect_no_device "$bench_exe" --device cuda --sections train
+    run_step "bench_fp8 starts and finds no GPU (dry run)" "$report_dir/bench-fp8.log" \
+      expect_no_device "$run_dir/bench_fp8" --device cuda
   elif [ $profile = 1 ]; then
     # One fp16 step after one warm-up (the model, the optimizer and the casts
     # of the first step are in the counts too: the summary says how many
@@ -299,6 +304,13 @@ if [ $bench = 1 ]; then
   else
     run_step "GPU benchmark against LibTorch" "$report_dir/bench.log" "$bench_exe" --device cuda --sections train
     tail -n 20 "$report_dir/bench.log" | sed 's/^/      /' | tee -a "$report" >/dev/null
+    # Issue 42's FP8 targets: step >= 1.3x bf16's, loss after 1,000 steps within 1 %.
+    run_step "FP8 against bf16 autocast, MLP 4 x 4096, batch 4096 (bench_fp8)" "$report_dir/bench-fp8-mlp.log" \
+      "$run_dir/bench_fp8" --device cuda --model mlp
+    tail -n 6 "$report_dir/bench-fp8-mlp.log" | sed 's/^/      /' | tee -a "$report" >/dev/null
+    run_step "FP8 against bf16 autocast, transformer layer of width 4096, 4 x 1024 tokens (bench_fp8)" \
+      "$report_dir/bench-fp8-gpt.log" "$run_dir/bench_fp8" --device cuda --model gpt --width 4096 --batch 4 --context 1024
+    tail -n 6 "$report_dir/bench-fp8-gpt.log" | sed 's/^/      /' | tee -a "$report" >/dev/null
   fi
   say ""
   if [ $failed = 0 ]; then say "Result: every step that ran passed."; else say "Result: FAILURES above."; fi
