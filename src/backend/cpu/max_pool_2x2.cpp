@@ -113,20 +113,43 @@ struct Pixels {
   using U = typename bits_of<sizeof(T)>::type;
   using S = std::make_signed_t<U>;
 
+  // One output pixel's c lanes from input pixels p[0..3] (restrict
+  // parameters: GCC vectorises the lane loops without alias checks).
+  MIXGRAD_ALWAYS_INLINE static void forward_pixel(const U* __restrict p0, const U* __restrict p1,
+                                                  const U* __restrict p2, const U* __restrict p3, U* __restrict out,
+                                                  uint8_t* __restrict wn, int64_t c) {
+    for (int64_t l = 0; l < c; ++l) {
+      const U cand[4] = {p0[l], p1[l], p2[l], p3[l]};
+      S index;
+      best_of_4<T, U, S>(cand, out[l], index);
+      wn[l] = static_cast<uint8_t>(index);
+    }
+  }
+
+  // Input pixels q[0..3] of one window: g where each won, zero elsewhere
+  // (all-ones or zero masks of U's width, not selects: GCC vectorises these).
+  MIXGRAD_ALWAYS_INLINE static void backward_pixel(const U* __restrict g, const uint8_t* __restrict wn,
+                                                   U* __restrict q0, U* __restrict q1, U* __restrict q2,
+                                                   U* __restrict q3, int64_t c) {
+    for (int64_t l = 0; l < c; ++l) {
+      const U v = g[l];
+      const unsigned k = wn[l];
+      q0[l] = v & static_cast<U>(U(0) - U(k == 0));
+      q1[l] = v & static_cast<U>(U(0) - U(k == 1));
+      q2[l] = v & static_cast<U>(U(0) - U(k == 2));
+      q3[l] = v & static_cast<U>(U(0) - U(k == 3));
+    }
+  }
+
   MIXGRAD_ALWAYS_INLINE static void forward(const T* x, T* y, uint8_t* win, const Plane& pl, int64_t c, int64_t r0,
                                             int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const U* __restrict a = reinterpret_cast<const U*>(x) + ((r / pl.oh) * pl.h + 2 * (r % pl.oh)) * pl.w * c;
-      const U* __restrict b = a + pl.w * c;
-      U* __restrict out = reinterpret_cast<U*>(y) + r * pl.ow * c;
-      uint8_t* __restrict wn = win + r * pl.ow * c;
+      const U* a = reinterpret_cast<const U*>(x) + ((r / pl.oh) * pl.h + 2 * (r % pl.oh)) * pl.w * c;
+      const U* b = a + pl.w * c;
+      U* out = reinterpret_cast<U*>(y) + r * pl.ow * c;
       for (int64_t i = 0; i < pl.ow; ++i)
-        for (int64_t l = 0; l < c; ++l) {
-          const U cand[4] = {a[2 * i * c + l], a[(2 * i + 1) * c + l], b[2 * i * c + l], b[(2 * i + 1) * c + l]};
-          S index;
-          best_of_4<T, U, S>(cand, out[i * c + l], index);
-          wn[i * c + l] = static_cast<uint8_t>(index);
-        }
+        forward_pixel(a + 2 * i * c, a + (2 * i + 1) * c, b + 2 * i * c, b + (2 * i + 1) * c, out + i * c,
+                      win + (r * pl.ow + i) * c, c);
     }
   }
 
@@ -134,19 +157,12 @@ struct Pixels {
                                              int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t o = r % pl.oh, image = r / pl.oh;
-      const U* __restrict g = reinterpret_cast<const U*>(gy) + r * pl.ow * c;
-      const uint8_t* __restrict wn = win + r * pl.ow * c;
-      U* __restrict q0 = reinterpret_cast<U*>(gx) + (image * pl.h + 2 * o) * pl.w * c;
-      U* __restrict q1 = q0 + pl.w * c;
+      const U* g = reinterpret_cast<const U*>(gy) + r * pl.ow * c;
+      U* q0 = reinterpret_cast<U*>(gx) + (image * pl.h + 2 * o) * pl.w * c;
+      U* q1 = q0 + pl.w * c;
       for (int64_t i = 0; i < pl.ow; ++i)
-        for (int64_t l = 0; l < c; ++l) {
-          const U v = g[i * c + l];
-          const int k = wn[i * c + l];
-          q0[2 * i * c + l] = k == 0 ? v : U(0);
-          q0[(2 * i + 1) * c + l] = k == 1 ? v : U(0);
-          q1[2 * i * c + l] = k == 2 ? v : U(0);
-          q1[(2 * i + 1) * c + l] = k == 3 ? v : U(0);
-        }
+        backward_pixel(g + i * c, win + (r * pl.ow + i) * c, q0 + 2 * i * c, q0 + (2 * i + 1) * c, q1 + 2 * i * c,
+                       q1 + (2 * i + 1) * c, c);
       if (pl.w > 2 * pl.ow) {  // odd width: the last column is in no window
         std::memset(static_cast<void*>(q0 + (pl.w - 1) * c), 0, sizeof(T) * c);
         std::memset(static_cast<void*>(q1 + (pl.w - 1) * c), 0, sizeof(T) * c);
