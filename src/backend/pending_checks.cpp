@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/copy.hpp"
+#include "backend/host_sync.hpp"
 
 namespace mixgrad::backend {
 
@@ -34,6 +35,9 @@ std::atomic<bool> g_eager{eager_from_env()};
 // Reading a status copies it to the host, which runs the pending checks of
 // its device again: the nested call must do nothing.
 thread_local bool t_running = false;
+
+// The checks deferred during captures on this thread (take_captured_checks).
+thread_local std::vector<CapturedCheck> t_captured;
 
 void run_one(const Pending& p) {
   const Tensor host = p.status.to(Device::cpu()).contiguous();
@@ -109,6 +113,10 @@ Tensor status_tensor(Device device) {
 }
 
 void defer_status_check(const Tensor& status, StatusCheck check) {
+  if (capturing() != nullptr) {  // the graph writes it at each replay: rearm_captured_checks
+    t_captured.push_back({status, std::move(check)});
+    return;
+  }
   if (status.device().is_cpu()) {
     check(Tensor(status).contiguous().data<int64_t>());
     return;
@@ -128,6 +136,16 @@ void defer_status_check(const Tensor& status, StatusCheck check) {
   }
   std::lock_guard<std::mutex> lock(g_mutex);
   g_pending.push_back({status, std::move(check)});
+}
+
+std::vector<CapturedCheck> take_captured_checks() { return std::exchange(t_captured, {}); }
+
+void rearm_captured_checks(const std::vector<CapturedCheck>& checks) {
+  for (const CapturedCheck& c : checks) {
+    const Tensor fresh = empty(c.status.shape(), DType::int64, c.status.device());
+    copy(c.status, fresh);
+    defer_status_check(fresh, c.check);
+  }
 }
 
 void run_pending_checks(int device) {

@@ -11,6 +11,13 @@
 //   backend::cross_entropy_forward(args, out, stats, status);
 //   backend::check_status(status, [=](const int64_t* st) { if (st[0] >= 0) throw ValueError(...); });
 //
+// Inside a CUDA graph capture (backend/host_sync.hpp's CaptureRegion) a
+// check is not kept here but by the capture (take_captured_checks): the
+// graph's kernels write the status again at every replay, and the captured
+// step re-arms the check after each launch (rearm_captured_checks), on a
+// copy of the status made then, so each replay is checked as an eager step
+// would be.
+//
 // set_eager_status_checks(true) (or MIXGRAD_EAGER_CHECKS=1 in the
 // environment) checks every status right after its kernel instead: slower,
 // but the error names the op that failed at the call that failed. The list
@@ -21,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <utility>
+#include <vector>
 
 #include "mixgrad/tensor.hpp"
 
@@ -34,8 +42,24 @@ inline constexpr int kMaxPendingChecks = 256;
 
 /// Runs `check` on the contents of `status` (a contiguous int64 tensor): at
 /// once for a CPU status or with eager checks on, else at the next
-/// synchronisation of its device.
+/// synchronisation of its device. On a thread that is capturing a graph:
+/// kept for the capture instead (any device, eager or not).
 void defer_status_check(const Tensor& status, StatusCheck check);
+
+/// A status check made during a capture, as the capture keeps it.
+struct CapturedCheck {
+  Tensor status;
+  StatusCheck check;
+};
+
+/// The checks deferred on the calling thread during captures since the last
+/// call, in order; the list is emptied.
+std::vector<CapturedCheck> take_captured_checks();
+
+/// After a replay of the graph that holds `checks`: each status copied (on
+/// its device, queued after the replay) into a fresh status, whose check is
+/// deferred as defer_status_check does.
+void rearm_captured_checks(const std::vector<CapturedCheck>& checks);
 
 /// A status for a kernel to write (int64 [2]: where the first failure is, or
 /// -1, and what failed) on `device`: on the CPU one per thread, reused, as

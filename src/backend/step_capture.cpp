@@ -49,18 +49,23 @@ void StepCapture::capture() {
     device_->warm_up(step_);
     ++warmups_;
   }
+  (void)take_captured_checks();  // none from an earlier capture on this thread
   device_->begin_capture();
+  std::vector<CapturedCheck> checks;
   try {
     CaptureRegion region(kOwner);
     step_();
+    checks = take_captured_checks();
     if (!region.refused().empty())  // the step caught the refusal and went on
       throw StateError(std::string("CapturedStep: the step called ").append(region.refused())
                            .append(" during the capture and caught the error; the graph would lack it"));
   } catch (...) {
+    (void)take_captured_checks();  // a failed capture's checks read nothing
     device_->abort_capture();
     throw;
   }
   device_->end_capture();
+  checks_ = std::move(checks);
   state_ = State::captured;
 }
 
@@ -93,6 +98,7 @@ void StepCapture::replay(const std::vector<Tensor>& inputs) {
     if (inputs[i].raw_data() != inputs_[i].tensor.raw_data()) copy(inputs[i], inputs_[i].tensor);
   device_->launch();
   ++replays_;
+  rearm_captured_checks(checks_);
 }
 
 }  // namespace mixgrad::backend

@@ -20,7 +20,11 @@
 // - Replay: every input is checked against its static input (shape, dtype,
 //   device: ShapeError, DTypeError, DeviceError naming the input and
 //   "CapturedStep::replay") before anything is copied; then the inputs are
-//   copied into the static inputs and the graph launched.
+//   copied into the static inputs and the graph launched. The status checks
+//   the captured ops deferred (a class loss's label check,
+//   backend/pending_checks.hpp) are re-armed after every launch, so a bad
+//   label in any replayed batch is reported as an eager step reports it; a
+//   failed capture drops its checks.
 // - Lifetime: destroying the object releases the graph and retires the
 //   capture pool (GraphDevice::release).
 #pragma once
@@ -31,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/pending_checks.hpp"
 #include "mixgrad/tensor.hpp"
 
 namespace mixgrad::backend {
@@ -101,6 +106,7 @@ class StepCapture {
   State state_ = State::warm;
   int64_t replays_ = 0;
   int64_t warmups_ = 0;
+  std::vector<CapturedCheck> checks_;  // deferred by the captured ops, re-armed per replay
 };
 
 }  // namespace mixgrad::backend

@@ -15,6 +15,7 @@
 
 #include "backend/capture_pool.hpp"
 #include "backend/host_sync.hpp"
+#include "backend/pending_checks.hpp"
 #include "backend/step_capture.hpp"
 #include "core/stream_allocator.hpp"
 #include "mixgrad/cuda.hpp"
@@ -35,6 +36,7 @@ struct DeviceLog {
   int warmups = 0, begins = 0, ends = 0, aborts = 0, launches = 0, releases = 0;
   std::vector<std::vector<float>> launched_with;  // the static input's values at each launch
   const mg::Tensor* watched = nullptr;
+  std::function<void()> on_launch;  // what the graph's kernels would do at a replay
 };
 
 class MockGraphDevice : public be::GraphDevice {
@@ -50,6 +52,7 @@ class MockGraphDevice : public be::GraphDevice {
   void launch() override {
     ++log_.launches;
     if (log_.watched) log_.launched_with.push_back(log_.watched->to_vector<float>());
+    if (log_.on_launch) log_.on_launch();
   }
   void release() noexcept override { ++log_.releases; }
 
@@ -413,6 +416,45 @@ BOOST_AUTO_TEST_CASE(a_pool_outlives_its_capture_while_its_blocks_live) {
   BOOST_TEST(dev.live.count(grad) == 0);
   BOOST_TEST(pools.pools_alive() == 0);
   BOOST_CHECK_THROW(pools.stats(id, 0), mg::ValueError);
+}
+
+// A status check deferred by a captured op (a class loss's label check) is
+// not run at the capture, whose kernels have not run, but after every
+// replay, on what that replay's kernels wrote: a bad label in the third
+// replayed batch is reported there. A failed capture's checks are dropped.
+BOOST_AUTO_TEST_CASE(status_checks_of_captured_ops_run_after_every_replay) {
+  DeviceLog log;
+  const mg::Tensor x = mg::zeros({1});
+  mg::Tensor status = mg::full({2}, -1.0, mg::DType::int64);  // as a kernel's status
+  int checked = 0;
+  bool fail_capture = false;
+  auto cap = make_capture(log, [&] {
+    if (!be::capturing()) return;
+    be::defer_status_check(status, [&checked](const int64_t* st) {
+      ++checked;
+      if (st[0] >= 0) throw mg::ValueError("cross_entropy: label out of range at " + std::to_string(st[0]));
+    });
+    if (fail_capture) throw mg::ValueError("the step failed");
+  }, x, 1);
+  fail_capture = true;
+  BOOST_CHECK_THROW(cap->capture(), mg::ValueError);
+  BOOST_TEST(be::take_captured_checks().empty());  // dropped with the capture
+  fail_capture = false;
+  cap->capture();
+  BOOST_TEST(checked == 0);  // nothing ran yet: the status is the replays' to write
+  int replay = 0;
+  log.on_launch = [&] {
+    ++replay;
+    status.data<int64_t>()[0] = replay == 3 ? 5 : -1;  // the third batch has a bad label
+  };
+  cap->replay({x});
+  cap->replay({x});
+  BOOST_TEST(checked == 2);
+  BOOST_CHECK_EXCEPTION(cap->replay({x}), mg::ValueError,
+                        [](const mg::ValueError& e) { return message_has(e, "label out of range at 5"); });
+  BOOST_TEST(checked == 3);
+  cap->replay({x});  // the next batch is fine again
+  BOOST_TEST(checked == 4);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
