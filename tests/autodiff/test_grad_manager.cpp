@@ -316,3 +316,47 @@ BOOST_AUTO_TEST_CASE(narrowed_gradients_add_into_their_blocks) {
   // The gradient of x does not share storage with anything the walk made.
   BOOST_TEST(x.grad().is_contiguous());
 }
+
+// backward_count() counts the backwards begun (a throwing one included), and
+// backward_scaling() is the loss-scale mark of the running backward's
+// gradients inside it, an empty mark outside: what a hook that writes other
+// tensors' gradients itself (the sharded optimizer) must know.
+BOOST_AUTO_TEST_CASE(backward_count_and_scaling_are_seen_by_the_hooks_of_the_running_backward) {
+  GradManager gm;
+  mg::Tensor w = vec({1, 2});
+  gm.attach(w);
+  BOOST_TEST(gm.backward_count() == 0u);
+  std::vector<uint64_t> counts;
+  std::vector<mg::ScaleState> states;
+  std::vector<const void*> scalers;
+  bool fail = false;
+  gm.register_backward_progress_callback([&] {
+    counts.push_back(gm.backward_count());
+    const mg::GradScaling s = gm.backward_scaling();
+    states.push_back(s.state);
+    scalers.push_back(s.scaled_by);
+    if (fail) throw mg::ValueError("a hook that throws");
+  });
+  auto step = [&](mg::amp::GradScaler* scaler) {
+    auto rec = gm.record();
+    const mg::Tensor loss = mg::F::sum(mg::F::mul(w, w));
+    if (scaler) scaler->backward(gm, loss);
+    else gm.backward(loss);
+  };
+  step(nullptr);
+  BOOST_TEST(gm.backward_count() == 1u);
+  BOOST_TEST_REQUIRE(!counts.empty());
+  BOOST_TEST(counts.back() == 1u);
+  BOOST_TEST((states.back() == mg::ScaleState::none));
+  mg::amp::GradScaler scaler;
+  w.set_grad(mg::Tensor());  // the scaler adds only to its own gradients
+  step(&scaler);
+  BOOST_TEST(counts.back() == 2u);
+  BOOST_TEST((states.back() == mg::ScaleState::scaled));
+  BOOST_TEST(scalers.back() == static_cast<const void*>(&scaler));
+  BOOST_TEST((gm.backward_scaling().state == mg::ScaleState::none));  // outside a backward
+  fail = true;
+  BOOST_CHECK_THROW(step(nullptr), mg::ValueError);
+  BOOST_TEST(gm.backward_count() == 3u);  // begun, though it ended by a throw
+  BOOST_TEST((gm.backward_scaling().state == mg::ScaleState::none));
+}
