@@ -1,5 +1,6 @@
 // Max pooling with 2 x 2 windows, stride 2, no padding (the pooling of most
-// convolutional nets), on plain [N, C, H, W] data of any floating dtype.
+// convolutional nets), on [N, C, H, W] data of any floating dtype, laid out
+// contiguous or channels-last (both tensors alike; the winners as the output).
 // The forward records which of the four inputs won (one byte per output:
 // 0 top left, 1 top right, 2 bottom left, 3 bottom right); the backward
 // writes every input gradient once from it, so there is no zero fill and no
