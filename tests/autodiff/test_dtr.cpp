@@ -138,7 +138,8 @@ Parted parted(std::optional<int64_t> minimum) {
   }
   const mg::Tensor x = mg::normal({256, 128});
   std::optional<DtrOn> on;
-  if (minimum) on.emplace(mg::dtr::Options{.eviction_threshold = mg::allocated_bytes(), .evictee_minimum_size = *minimum});
+  if (minimum)
+    on.emplace(mg::dtr::Options{.eviction_threshold = mg::allocated_bytes(), .evictee_minimum_size = *minimum});
   Parted r;
   r.ids.resize(fc1.size());
   mg::manual_seed(21);

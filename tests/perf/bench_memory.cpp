@@ -256,8 +256,8 @@ void report(const std::string& self, Config c, bool search, const std::vector<st
               static_cast<long long>(c.width), static_cast<long long>(c.layers), static_cast<long long>(c.heads),
               static_cast<long long>(c.context), static_cast<long long>(c.batch),
               c.autocast ? "bfloat16 autocast" : "float32", c.steps);
-  std::printf("| mode | activation peak MiB | x none | resident-set growth MiB | x none | step ms | x none | step CPU ms "
-              "| x none | gradients | evictions + dropped results / recomputed ms per step |%s\n",
+  std::printf("| mode | activation peak MiB | x none | resident-set growth MiB | x none | step ms | x none "
+              "| step CPU ms | x none | gradients | evictions + dropped results / recomputed ms per step |%s\n",
               search ? " largest batch under none's peak |" : "");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|%s\n", search ? "---|" : "");
   Measure none;
