@@ -181,19 +181,7 @@ bool takes(const AttentionArgs& a, int device) {
 }  // namespace
 
 bool fused_attention_available(int device) {
-  // Compute capability 8.0 (Ampere) or later, asked once per device: a GPU's
-  // does not change, and every attention call reads it.
-  static const std::array<bool, kMaxDevices> ampere_or_later = [] {
-    std::array<bool, kMaxDevices> r{};
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) return r;
-    for (int d = 0; d < count && d < kMaxDevices; ++d) {
-      int major = 0;
-      r[d] = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) == cudaSuccess && major >= 8;
-    }
-    return r;
-  }();
-  return device >= 0 && device < kMaxDevices && ampere_or_later[device];
+  return compute_capability(device) >= 80;  // Ampere or later
 }
 
 bool attention_forward(const AttentionArgs& a, const AttentionOutputs& o) {

@@ -22,6 +22,10 @@ int device_count();
 /// Throws DeviceError naming `op` unless `device` is an existing CUDA device.
 void check_device(int device, const char* op);
 
+/// `device`'s compute capability as major * 10 + minor (90 for Hopper),
+/// asked once per device; 0 for a device that does not exist.
+int compute_capability(int device);
+
 /// Makes `device` current for the scope and restores the previous one.
 class DeviceGuard {
  public:

@@ -10,7 +10,6 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
-#include <array>
 #include <string>
 
 #include "backend/cuda/check.hpp"
@@ -37,13 +36,11 @@ cudaDataType_t fp8_type(const kernels::Fp8Params& f) {
 // The shapes, formats, dtypes and device FP8 GEMMs take; else DeviceError /
 // ValueError naming the op, before any call.
 void check_problem(const Fp8Operand& a, const Fp8Operand& b, const Tensor& out, int device) {
-  int major = 0, minor = 0;
-  MIXGRAD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  MIXGRAD_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  if (major * 10 + minor < 89)
+  const int cc = compute_capability(device);
+  if (cc < 89)
     throw DeviceError(std::string("fp8_gemm: needs compute capability 8.9 or newer, device ")
-                          .append(std::to_string(device)).append(" has ").append(std::to_string(major))
-                          .append(".").append(std::to_string(minor)));
+                          .append(std::to_string(device)).append(" has ").append(std::to_string(cc / 10))
+                          .append(".").append(std::to_string(cc % 10)));
   const int64_t m = a.codes.shape()[0], n = b.codes.shape()[0], k = a.codes.shape()[1];
   if (k % 16 != 0 || m % 16 != 0 || n % 16 != 0 || b.codes.shape()[1] != k)
     throw ValueError(std::string("fp8_gemm: cuBLASLt's FP8 GEMM needs k, m and n multiples of 16, got a ")
@@ -110,22 +107,7 @@ void fp8_gemm(const Fp8Operand& a, const Fp8Operand& b, const Tensor& out) {
 
 MIXGRAD_CUDA_KERNEL(fp8_gemm, fp8_gemm);
 
-bool fp8_gemm_available(int device) {
-  // Compute capability 8.9 or later, asked once per device.
-  static const std::array<bool, kMaxDevices> has_fp8 = [] {
-    std::array<bool, kMaxDevices> r{};
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess) return r;
-    for (int d = 0; d < count && d < kMaxDevices; ++d) {
-      int major = 0, minor = 0;
-      r[d] = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) == cudaSuccess &&
-             cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d) == cudaSuccess &&
-             major * 10 + minor >= 89;
-    }
-    return r;
-  }();
-  return device >= 0 && device < kMaxDevices && has_fp8[device];
-}
+bool fp8_gemm_available(int device) { return compute_capability(device) >= 89; }
 
 }  // namespace mixgrad::backend::cuda
 

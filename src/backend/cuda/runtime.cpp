@@ -2,6 +2,7 @@
 // status check, device selection, the public mixgrad/cuda.hpp and the
 // registration of the CUDA allocator. Compiled by the host compiler against
 // the CUDA runtime; nothing here needs a device until a CUDA tensor exists.
+#include <array>
 #include <string>
 
 #include "backend/attention.hpp"
@@ -55,6 +56,20 @@ void check_device(int device, const char* op) {
                       (n == 0 ? std::string("no CUDA device or driver found") :
                                 std::to_string(n) + " CUDA device(s)") + ")");
   }
+}
+
+int compute_capability(int device) {
+  static const std::array<int, kMaxDevices> capability = [] {
+    std::array<int, kMaxDevices> r{};
+    for (int d = 0; d < device_count() && d < kMaxDevices; ++d) {
+      int major = 0, minor = 0;
+      if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) == cudaSuccess &&
+          cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d) == cudaSuccess)
+        r[d] = major * 10 + minor;
+    }
+    return r;
+  }();
+  return device >= 0 && device < kMaxDevices ? capability[device] : 0;
 }
 
 DeviceGuard::DeviceGuard(int device) {
