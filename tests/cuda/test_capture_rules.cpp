@@ -88,6 +88,13 @@ class FakeDevice : public mg::core::DeviceMemoryApi {
 
 constexpr mg::core::StreamId kMain = 0, kCapture = 7;
 
+// The capture pools over a fake device and its shared cache.
+struct Pools {
+  FakeDevice dev;
+  mg::core::StreamAllocator shared{dev, mg::DeviceType::cuda};
+  be::CapturePools pools{dev, shared};
+};
+
 std::unique_ptr<be::StepCapture> make_capture(DeviceLog& log, std::function<void()> step, const mg::Tensor& x,
                                               int warmups = 2) {
   return std::make_unique<be::StepCapture>(std::make_unique<MockGraphDevice>(log), std::move(step),
@@ -315,10 +322,7 @@ BOOST_AUTO_TEST_SUITE(capture_pools)
 
 // Without a pool, and on a thread that does not capture, allocations are the
 // shared allocator's; while a thread captures, its allocations come from the pool.
-BOOST_AUTO_TEST_CASE(allocations_during_a_capture_come_from_its_pool) {
-  FakeDevice dev;
-  mg::core::StreamAllocator shared(dev, mg::DeviceType::cuda);
-  be::CapturePools pools(dev, shared);
+BOOST_FIXTURE_TEST_CASE(allocations_during_a_capture_come_from_its_pool, Pools) {
   void* a = pools.allocate(0, 4096, kMain);
   BOOST_TEST(shared.stats(0).allocated == 4096);
   const auto id = pools.create_pool();
@@ -341,10 +345,7 @@ BOOST_AUTO_TEST_CASE(allocations_during_a_capture_come_from_its_pool) {
 
 // A pool block freed, during the capture or after it, is reused only by the
 // capture itself, never by an allocation outside it.
-BOOST_AUTO_TEST_CASE(a_pool_block_is_never_reused_outside_the_capture) {
-  FakeDevice dev;
-  mg::core::StreamAllocator shared(dev, mg::DeviceType::cuda);
-  be::CapturePools pools(dev, shared);
+BOOST_FIXTURE_TEST_CASE(a_pool_block_is_never_reused_outside_the_capture, Pools) {
   const auto id = pools.create_pool();
   pools.begin(id);
   void* tmp = pools.allocate(0, 8192, kCapture);
@@ -375,10 +376,7 @@ BOOST_AUTO_TEST_CASE(a_pool_block_is_never_reused_outside_the_capture) {
 
 // A shared block freed during the capture (an input of the captured work)
 // is held until the pool is destroyed, then cached again.
-BOOST_AUTO_TEST_CASE(a_shared_block_freed_during_the_capture_is_held_until_the_pool_dies) {
-  FakeDevice dev;
-  mg::core::StreamAllocator shared(dev, mg::DeviceType::cuda);
-  be::CapturePools pools(dev, shared);
+BOOST_FIXTURE_TEST_CASE(a_shared_block_freed_during_the_capture_is_held_until_the_pool_dies, Pools) {
   void* input = pools.allocate(0, 4096, kMain);
   const auto id = pools.create_pool();
   pools.begin(id);
@@ -396,10 +394,7 @@ BOOST_AUTO_TEST_CASE(a_shared_block_freed_during_the_capture_is_held_until_the_p
 
 // A retired pool stays until its last live block is freed, which then goes
 // to the device; a pool cannot be destroyed while a thread routes to it.
-BOOST_AUTO_TEST_CASE(a_pool_outlives_its_capture_while_its_blocks_live) {
-  FakeDevice dev;
-  mg::core::StreamAllocator shared(dev, mg::DeviceType::cuda);
-  be::CapturePools pools(dev, shared);
+BOOST_FIXTURE_TEST_CASE(a_pool_outlives_its_capture_while_its_blocks_live, Pools) {
   const auto id = pools.create_pool();
   pools.begin(id);
   BOOST_CHECK_THROW(pools.begin(id), mg::StateError);

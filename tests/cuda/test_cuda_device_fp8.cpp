@@ -35,12 +35,20 @@ mg::Tensor fp8_inputs(mg::DType dt) {
   return mg::tensor(v, {static_cast<int64_t>(v.size())}, dt);
 }
 
+// The operands of one linear site: x [m, k], w [n, k] (times w_scale) and
+// the upstream gradient [m, n] (times dy_scale), drawn from `seed`.
+struct SiteOperands {
+  int64_t m = 16, k = 32, n = 8;
+  uint64_t seed = 9;
+  double w_scale = 1.0, dy_scale = 1.0;
+};
+
 // A step of one linear site on `device` and the scale update; returns the
-// site's input, whose gradient the step computed.
-mg::Tensor site_step(mg::Device device, mg::amp::Fp8Scaler& fp8) {
-  mg::manual_seed(9);
-  mg::Tensor x = mg::normal({16, 32}).to(device), w = mg::normal({8, 32}).to(device);
-  const mg::Tensor dy = mg::normal({16, 8}).to(device);
+// site's input and weight, whose gradients the step computed.
+std::vector<mg::Tensor> site_step(mg::Device device, mg::amp::Fp8Scaler& fp8, const SiteOperands& o = {}) {
+  mg::manual_seed(o.seed);
+  mg::Tensor x = mg::normal({o.m, o.k}).to(device), w = mg::F::mul(mg::normal({o.n, o.k}), o.w_scale).to(device);
+  const mg::Tensor dy = mg::F::mul(mg::normal({o.m, o.n}), o.dy_scale).to(device);
   mg::autodiff::GradManager gm;
   gm.attach({x, w});
   {
@@ -53,12 +61,12 @@ mg::Tensor site_step(mg::Device device, mg::amp::Fp8Scaler& fp8) {
     gm.backward(y, dy);
   }
   fp8.update();
-  return x;
+  return {x, w};
 }
 
 // site_step, then the scale, the history and the input's gradient, read back.
 std::vector<float> fp8_step(mg::Device device, mg::amp::Fp8Scaler& fp8) {
-  const mg::Tensor x = site_step(device, fp8);
+  const mg::Tensor x = site_step(device, fp8)[0];
   std::vector<float> out = fp8.scale(0).to(kCpu).to_vector<float>();
   for (float h : fp8.amax_history(0).to(kCpu).to_vector<float>()) out.push_back(h);
   for (float g : x.grad().to(kCpu).to_vector<float>()) out.push_back(g);
@@ -148,23 +156,10 @@ BOOST_AUTO_TEST_CASE(a_linear_site_on_an_fp8_gpu_runs_three_fp8_gemms_and_matche
   // Extents that are multiples of 16: on compute capability 8.9+ the site's
   // forward, input gradient and weight gradient are cuBLASLt FP8 GEMMs,
   // waiting on nothing; the CPU emulates the same arithmetic.
-  auto step = [](mg::Device device, mg::amp::Fp8Scaler& fp8) {
-    mg::manual_seed(12);
-    mg::Tensor x = mg::normal({32, 64}).to(device), w = mg::F::mul(mg::normal({48, 64}), 0.1).to(device);
-    const mg::Tensor dy = mg::F::mul(mg::normal({32, 48}), 0.01).to(device);
-    mg::autodiff::GradManager gm;
-    gm.attach({x, w});
-    {
-      auto rec = gm.record();
-      mg::Tensor y;
-      {
-        mg::amp::fp8_autocast region(fp8);
-        y = mg::F::linear(x, w);
-      }
-      gm.backward(y, dy);
-    }
-    fp8.update();
-    return std::vector<mg::Tensor>{x.grad(), w.grad()};
+  const SiteOperands operands{.m = 32, .k = 64, .n = 48, .seed = 12, .w_scale = 0.1, .dy_scale = 0.01};
+  auto step = [&](mg::Device device, mg::amp::Fp8Scaler& fp8) {
+    const std::vector<mg::Tensor> xw = site_step(device, fp8, operands);
+    return std::vector<mg::Tensor>{xw[0].grad(), xw[1].grad()};
   };
   mg::amp::Fp8Scaler on_cpu({.amax_history_len = 4}), on_gpu({.amax_history_len = 4});
   step(kCpu, on_cpu);
