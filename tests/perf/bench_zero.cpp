@@ -1,7 +1,9 @@
 // Benchmark: sharded optimizer state (distributed::ShardedOptimizer, ZeRO
 // stages 1 and 2) against plain data parallel, Adam on an MLP (--model mlp,
-// the default) or ResNet-18 (--model resnet18, 10 classes, --width-pixel
-// square images). Not a test.
+// the default), ResNet-18 (--model resnet18, 10 classes, --width-pixel
+// square images) or a GPT-style stack (--model gpt: --layers pre-norm
+// transformer layers of --width, heads of 64, on --context positions,
+// regressed onto random targets). Not a test.
 // Each mode is its own job, so each peak RSS is its own; tests/perf/bench_zero.sh
 // runs them all, PyTorch's counterpart (bench_zero_torch.py) and the loss
 // comparison:
@@ -44,17 +46,17 @@ namespace {
 
 struct Args {
   std::string mode = "plain";  // plain, zero1, zero2, zero1-step, zero2-step
-  std::string model = "mlp";   // mlp, resnet18
+  std::string model = "mlp";   // mlp, resnet18, gpt
   int steps = 100;
-  int64_t width = 1024, layers = 8, batch = 64;
+  int64_t width = 1024, layers = 8, batch = 64, context = 128;  // context: gpt's sequence length
   int64_t bucket_kib = 4096;  // ShardingOptions::bucket_bytes
   std::string losses;
 };
 
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
-               "usage: %s [--mode plain|zero1|zero2|zero1-step|zero2-step] [--model mlp|resnet18] [--steps N] [--width W] [--layers L] "
-               "[--batch B] [--bucket-kib K] "
+               "usage: %s [--mode plain|zero1|zero2|zero1-step|zero2-step] [--model mlp|resnet18|gpt] [--steps N] [--width W] [--layers L] "
+               "[--batch B] [--context T] [--bucket-kib K] "
                "[--losses FILE]\n",
                argv0);
   std::exit(2);
@@ -72,6 +74,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--width") a.width = std::stoll(v);
     else if (k == "--layers") a.layers = std::stoll(v);
     else if (k == "--batch") a.batch = std::stoll(v);
+    else if (k == "--context") a.context = std::stoll(v);
     else if (k == "--bucket-kib") a.bucket_kib = std::stoll(v);
     else if (k == "--losses") a.losses = v;
     else usage(argv[0]);
@@ -79,7 +82,8 @@ Args parse(int argc, char** argv) {
   if (a.mode != "plain" && a.mode != "zero1" && a.mode != "zero2" && a.mode != "zero1-step" &&
       a.mode != "zero2-step")
     usage(argv[0]);
-  if (a.model != "mlp" && a.model != "resnet18") usage(argv[0]);
+  if (a.model != "mlp" && a.model != "resnet18" && a.model != "gpt") usage(argv[0]);
+  if (a.model == "gpt" && (a.width < 64 || a.width % 64 != 0)) usage(argv[0]);  // heads of 64
   return a;
 }
 
@@ -96,6 +100,7 @@ double status_mib(const std::string& field) {
 struct Training {
   std::vector<mg::Tensor> params;
   std::optional<mg::models::ResNet> resnet;
+  std::optional<mg::nn::Sequential> gpt;  // pre-norm transformer layers, heads of 64, GELU, no dropout
   mg::autodiff::GradManager gm;
   std::unique_ptr<mg::optim::Adam> plain;
   std::unique_ptr<D::ShardedOptimizer> sharded;
@@ -106,7 +111,16 @@ struct Training {
       resnet.emplace(mg::models::resnet18({.num_classes = 10}));
       params = resnet->parameters();
     }
-    for (int64_t l = 0; !resnet && l < a.layers; ++l) {
+    if (a.model == "gpt") {
+      gpt.emplace();
+      for (int64_t l = 0; l < a.layers; ++l)
+        gpt->push_back(mg::nn::TransformerEncoderLayer(
+            a.width, a.width / 64,
+            {.dim_feedforward = 4 * a.width, .dropout = 0.0, .activation = mg::nn::Activation::gelu,
+             .layer_norm_eps = 1e-5, .batch_first = true, .norm_first = true, .bias = true}));
+      params = gpt->parameters();
+    }
+    for (int64_t l = 0; !resnet && !gpt && l < a.layers; ++l) {
       params.push_back(mg::normal({a.width, a.width}, 0.0, 1.0 / std::sqrt(static_cast<double>(a.width))));
       params.push_back(mg::zeros({a.width}));
     }
@@ -134,8 +148,8 @@ struct Training {
     mg::Tensor loss;
     {
       auto recording = gm.record();
-      if (resnet) {
-        loss = F::cross_entropy((*resnet)(x), y);
+      if (resnet || gpt) {
+        loss = resnet ? F::cross_entropy((*resnet)(x), y) : F::mse_loss((*gpt)(x), y);
         gm.backward(loss);
         return finish(loss);
       }
@@ -178,6 +192,9 @@ int main(int argc, char** argv) {
   if (a.model == "resnet18") {
     x_all = mg::normal({a.batch, 3, a.width, a.width});
     y_all = F::astype(F::argmax(mg::normal({a.batch, 10}), 1), mg::DType::int64);
+  } else if (a.model == "gpt") {  // a regression of random sequences onto random targets
+    x_all = mg::normal({a.batch, a.context, a.width});
+    y_all = F::mul(mg::normal({a.batch, a.context, a.width}), 0.5);
   } else {
     x_all = mg::normal({a.batch, a.width});
     y_all = F::tanh(F::matmul(x_all, mg::normal({a.width, a.width}, 0.0, 0.05)));
@@ -198,9 +215,11 @@ int main(int argc, char** argv) {
     perf::print_cpu_line();
     int64_t n = 0;
     for (const mg::Tensor& p : t.params) n += p.numel();
-    const std::string model = a.model == "resnet18"
-                                  ? "ResNet-18 on " + std::to_string(a.width) + "x" + std::to_string(a.width) + " images"
-                                  : std::to_string(a.layers) + " x " + std::to_string(a.width) + " MLP";
+    const std::string model =
+        a.model == "resnet18" ? "ResNet-18 on " + std::to_string(a.width) + "x" + std::to_string(a.width) + " images"
+        : a.model == "gpt"    ? std::to_string(a.layers) + " transformer layers of width " + std::to_string(a.width) +
+                                 ", context " + std::to_string(a.context)
+                              : std::to_string(a.layers) + " x " + std::to_string(a.width) + " MLP";
     std::printf("%s on %d ranks: %s (%lld parameters), Adam, global batch %lld, %d steps\n", a.mode.c_str(),
                 g.world_size(), model.c_str(), static_cast<long long>(n), static_cast<long long>(a.batch), a.steps);
     std::fflush(stdout);

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's side of bench_zero: the same MLP (or, with --model resnet18,
-torchvision's ResNet-18 with 10 classes), Adam and global batch, on the
+torchvision's ResNet-18 with 10 classes; with --model gpt, the same
+transformer stack), Adam and global batch, on the
 gloo backend with 2 (--ranks) processes, one thread each; DistributedDataParallel
 + Adam ("ddp") and ZeroRedundancyOptimizer(Adam) ("zero1"). Not a test.
 
@@ -49,6 +50,10 @@ def run(rank, args):
     if args.model == "resnet18":
         import torchvision
         net = torchvision.models.resnet18(num_classes=10)
+    elif args.model == "gpt":  # bench_zero's: pre-norm layers, heads of 64, GELU, no dropout
+        net = torch.nn.Sequential(*[torch.nn.TransformerEncoderLayer(
+            args.width, args.width // 64, 4 * args.width, dropout=0.0, activation="gelu", batch_first=True,
+            norm_first=True) for _ in range(args.layers)])
     else:
         layers = []
         for i in range(args.layers):
@@ -66,6 +71,10 @@ def run(rank, args):
         x_all = torch.randn(args.batch, 3, args.width, args.width)
         y_all = torch.randn(args.batch, 10).argmax(1)
         loss_fn = torch.nn.functional.cross_entropy
+    elif args.model == "gpt":
+        x_all = torch.randn(args.batch, args.context, args.width)
+        y_all = torch.randn(args.batch, args.context, args.width) * 0.5
+        loss_fn = torch.nn.functional.mse_loss
     else:
         x_all = torch.randn(args.batch, args.width)
         y_all = torch.tanh(x_all @ (torch.randn(args.width, args.width) * 0.05))
@@ -94,15 +103,17 @@ def run(rank, args):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--mode", choices=["ddp", "zero1"], default="ddp")
-    p.add_argument("--model", choices=["mlp", "resnet18"], default="mlp")
+    p.add_argument("--model", choices=["mlp", "resnet18", "gpt"], default="mlp")
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--width", type=int, default=1024)
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--context", type=int, default=128)
     p.add_argument("--ranks", type=int, default=2)
     args = p.parse_args()
-    what = f"ResNet-18 on {args.width}x{args.width} images" if args.model == "resnet18" else \
-        f"{args.layers} x {args.width} MLP"
+    what = {"resnet18": f"ResNet-18 on {args.width}x{args.width} images",
+            "gpt": f"{args.layers} transformer layers of width {args.width}, context {args.context}"}.get(
+        args.model, f"{args.layers} x {args.width} MLP")
     print(f"PyTorch {torch.__version__} {args.mode} on {args.ranks} ranks (gloo): {what}, "
           f"Adam, global batch {args.batch}, {args.steps} steps", flush=True)
     mp.spawn(run, args=(args,), nprocs=args.ranks)
