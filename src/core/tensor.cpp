@@ -9,6 +9,7 @@
 
 #include "mixgrad/amp_step.hpp"
 #include "core/grad_check.hpp"
+#include "core/memory_order.hpp"
 #include "core/sizes.hpp"
 
 namespace mixgrad {
@@ -42,17 +43,6 @@ int format_rank(MemoryFormat f) {
   return f == MemoryFormat::channels_last ? 4 : f == MemoryFormat::channels_last_3d ? 5 : -1;
 }
 
-// The dims of a rank-`n` tensor from the outermost in memory to the
-// innermost: N, then the spatial dims, then C for the channels-last formats.
-std::array<int, Shape::kMaxDims> memory_order(int n, MemoryFormat f) {
-  std::array<int, Shape::kMaxDims> order{};
-  for (int i = 0; i < n; ++i) order[i] = i;
-  if (f != MemoryFormat::contiguous) {
-    for (int i = 1; i + 1 < n; ++i) order[i] = i + 1;
-    order[n - 1] = 1;
-  }
-  return order;
-}
 }  // namespace
 
 std::string_view to_string(MemoryFormat format) {
@@ -70,7 +60,7 @@ Shape memory_format_strides(const Shape& shape, MemoryFormat format, const char*
   if (shape.ndim() != rank)
     throw ShapeError(std::string(op).append(": ").append(to_string(format)).append(" needs a ")
                          .append(std::to_string(rank)).append("-d shape, got ").append(to_string(shape)));
-  const std::array<int, Shape::kMaxDims> order = memory_order(rank, format);
+  const std::array<int, Shape::kMaxDims> order = core::memory_order(rank, format);
   Shape st = shape;
   int64_t acc = 1;
   for (int i = rank - 1; i >= 0; --i) {
@@ -90,7 +80,7 @@ Tensor empty(const Shape& shape, DType dtype, Device device, MemoryFormat format
 bool Tensor::is_contiguous(MemoryFormat format) const {
   if (format == MemoryFormat::contiguous) return is_contiguous();
   if (ndim() != format_rank(format)) return false;
-  const std::array<int, Shape::kMaxDims> order = memory_order(ndim(), format);
+  const std::array<int, Shape::kMaxDims> order = core::memory_order(ndim(), format);
   int64_t expected = 1;
   for (int i = ndim() - 1; i >= 0; --i) {
     const int d = order[i];

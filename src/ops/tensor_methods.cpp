@@ -2,6 +2,7 @@
 // that they are recorded like any op.
 #include "hooks/op_hooks.hpp"
 #include "backend/copy.hpp"
+#include "core/memory_order.hpp"
 #include "core/view.hpp"
 #include "mixgrad/cuda.hpp"
 #include "mixgrad/ops/shape_ops.hpp"
@@ -11,16 +12,15 @@
 namespace mixgrad {
 
 namespace {
-// t, dense in `format`, seen with its dims in memory order (N, the spatial
-// dims, C for the channels-last formats): a contiguous view of its bytes.
+// t, dense in `format`, seen with its dims in memory order
+// (core::memory_order): a contiguous view of its bytes.
 Tensor in_memory_order(const Tensor& t, MemoryFormat format) {
   if (format == MemoryFormat::contiguous) return t;
+  const std::array<int, Shape::kMaxDims> order = core::memory_order(t.ndim(), format);
   Shape shape = t.shape(), strides = t.strides();
-  const int n = t.ndim();
-  for (int i = 1; i < n; ++i) {
-    const int d = i + 1 < n ? i + 1 : 1;
-    shape[i] = t.shape()[d];
-    strides[i] = t.strides()[d];
+  for (int i = 0; i < t.ndim(); ++i) {
+    shape[i] = t.shape()[order[i]];
+    strides[i] = t.strides()[order[i]];
   }
   return view::make(t, shape, strides);
 }
